@@ -1,0 +1,93 @@
+//! What a QP hands out to be sent: the headers and a description of the payload in registered
+//! memory. The caller (the in-memory harness, or the DPDK engine attaching external buffers)
+//! puts the payload on the wire; no byte is copied inside the transport.
+
+use super::memory::{Access, KeyKind, MemError, MemRef, Memory};
+use super::types::MAX_SGE;
+use crate::wire::roce::RoceHeaders;
+
+/// Most memory segments one packet's payload can span.
+pub const MAX_TX_SEGS: usize = MAX_SGE;
+
+/// A packet's payload as a list of registered-memory segments, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Payload {
+    segs: [MemRef; MAX_TX_SEGS],
+    n: u8,
+    len: u32,
+}
+
+impl Default for Payload {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
+impl Payload {
+    /// No payload.
+    pub const EMPTY: Payload = Payload {
+        segs: [MemRef {
+            kind: KeyKind::Local,
+            pd: 0,
+            key: 0,
+            addr: 0,
+            len: 0,
+        }; MAX_TX_SEGS],
+        n: 0,
+        len: 0,
+    };
+
+    /// Appends a segment; zero-length segments are skipped. Returns false when full.
+    pub fn push(&mut self, seg: MemRef) -> bool {
+        if seg.len == 0 {
+            return true;
+        }
+        if self.n as usize == MAX_TX_SEGS {
+            return false;
+        }
+        self.segs[self.n as usize] = seg;
+        self.n += 1;
+        self.len += seg.len;
+        true
+    }
+
+    /// Total payload bytes.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True when there is no payload.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The segments in order.
+    pub fn segments(&self) -> &[MemRef] {
+        &self.segs[..self.n as usize]
+    }
+
+    /// Copies the payload into `out[..self.len()]` through the checked memory accessor.
+    pub fn gather(&self, mem: &dyn Memory, out: &mut [u8]) -> Result<usize, MemError> {
+        if out.len() < self.len() {
+            return Err(MemError::OutOfBounds);
+        }
+        let mut off = 0;
+        for seg in self.segments() {
+            let access = match seg.kind {
+                KeyKind::Local => Access::empty(),
+                KeyKind::Remote => Access::REMOTE_READ,
+            };
+            let n = seg.len as usize;
+            mem.read(seg, access, &mut out[off..off + n])?;
+            off += n;
+        }
+        Ok(off)
+    }
+}
+
+/// One packet to send: headers (the opcode table decides which are present) and payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub headers: RoceHeaders,
+    pub payload: Payload,
+}
