@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything the build and the tests need on a fresh Debian 12 machine (as root).
+# Idempotent: packages already present are not reinstalled, and `apt-get update` runs only
+# when something is missing.
+#
+# Changes made: Debian packages listed in PACKAGES below.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential   # cc for crates that build C
+  pkg-config        # finds system libraries (DPDK's libdpdk.pc in the DPDK issue)
+  tshark            # the tests check every capture we write decodes without malformed frames
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  if [[ $EUID -ne 0 ]]; then
+    echo "setup: missing packages ${missing[*]} and not root: run as root" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # wireshark-common asks whether non-root users may capture; answer no without a prompt.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+command -v cargo >/dev/null || { echo "setup: cargo not found (the machine's Rust toolchain is required)" >&2; exit 1; }
+command -v tshark >/dev/null || { echo "setup: tshark still missing after install" >&2; exit 1; }
+echo "setup: ok"

@@ -1,0 +1,5 @@
+//! The in-memory pair harness: two endpoints over a simulated wire with a virtual clock, for
+//! tests and the `roce-tool simulate` demo. No I/O but an optional pcap capture.
+
+pub mod capture;
+pub mod link;
