@@ -128,6 +128,10 @@ pub struct RoceFrame<'a> {
     pub pad: u8,
     /// The ICRC value (little-endian on the wire).
     pub icrc: u32,
+    /// Reserved bits 5:0 of BTH byte 4 as found (masked in the ICRC; some hardware sets them,
+    /// e.g. HiSilicon hns sends 0x10). Emitted as is so a re-emit reproduces the frame; 0 from
+    /// `new`.
+    pub bth_resv: u8,
 }
 
 fn truncated(what: &'static str) -> FrameError {
@@ -154,6 +158,7 @@ impl<'a> RoceFrame<'a> {
             payload,
             pad,
             icrc: 0,
+            bth_resv: 0,
         };
         f.icrc = f.compute_icrc()?;
         Ok(f)
@@ -266,6 +271,7 @@ impl<'a> RoceFrame<'a> {
             payload,
             pad,
             icrc: found,
+            bth_resv: ib[bth::field::FECN_BECN] & 0x3f,
         })
     }
 
@@ -327,6 +333,7 @@ impl<'a> RoceFrame<'a> {
         let mut headers = self.headers;
         headers.bth.pad_count = pad_for(self.payload.len());
         headers.emit(ib)?;
+        ib[bth::field::FECN_BECN] |= self.bth_resv & 0x3f;
         Ok(hdr_len)
     }
 
