@@ -1,0 +1,487 @@
+//! A complete RoCEv2 frame (IBTA vol. 1 annex A17.4): Ethernet II | IPv4 | UDP to port 4791 |
+//! BTH | extension headers | payload | pad (BTH PadCnt) | ICRC. IP total length and UDP length
+//! include the ICRC. Ethernet padding after the IP packet is tolerated and ignored.
+
+use super::ethernet::{self, EtherType, EthernetRepr};
+use super::icrc::{IcrcHasher, ICRC_LEN};
+use super::ipv4::{self, Ipv4Repr, IPPROTO_UDP};
+use super::opcode::OpFlags;
+use super::roce::{RoceHeaders, RocePacket};
+use super::udp::{self, UdpRepr, ROCEV2_PORT};
+use super::{bth, WireError};
+
+const ETH_LEN: usize = ethernet::HEADER_LEN;
+const IP_LEN: usize = ipv4::HEADER_LEN;
+const UDP_LEN: usize = udp::HEADER_LEN;
+
+/// Every way a frame can fail to be a valid RoCEv2 frame, or fail to be emitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// The frame ends inside the named header.
+    #[error("frame truncated in {what}")]
+    Truncated { what: &'static str },
+    /// EtherType is not IPv4.
+    #[error("not IPv4 (EtherType {0:#06x})")]
+    NotIpv4(u16),
+    #[error("IP version {0}, not 4")]
+    BadIpVersion(u8),
+    /// IHL below 5 (value in bytes).
+    #[error("bad IPv4 header length {0}")]
+    BadIpHeaderLen(usize),
+    /// Total length below the header length or beyond the frame.
+    #[error("bad IPv4 total length {0}")]
+    BadIpTotalLen(u16),
+    #[error("bad IPv4 header checksum")]
+    BadIpChecksum,
+    /// MF set or a fragment offset: RoCEv2 is never fragmented.
+    #[error("IPv4 fragment")]
+    IpFragment,
+    #[error("IP protocol {0}, not UDP")]
+    NotUdp(u8),
+    /// UDP length field not equal to the IP payload length.
+    #[error("bad UDP length {0}")]
+    BadUdpLength(u16),
+    /// A non-zero UDP checksum that is wrong.
+    #[error("bad UDP checksum")]
+    BadUdpChecksum,
+    /// UDP destination port not 4791.
+    #[error("UDP destination port {0} is not RoCEv2")]
+    NotRoce(u16),
+    #[error("BTH transport version {0}, not 0")]
+    BadTver(u8),
+    #[error("unknown BTH opcode {0:#04x}")]
+    UnknownOpcode(u8),
+    /// A payload (or pad) on an opcode that carries none.
+    #[error("opcode {opcode:#04x} carries no payload but has {len} bytes")]
+    UnexpectedPayload { opcode: u8, len: usize },
+    /// PadCnt larger than the bytes between the headers and the ICRC.
+    #[error("PadCnt {pad} exceeds the {available} bytes after the headers")]
+    BadPadCnt { pad: u8, available: usize },
+    /// ICRC mismatch: `expected` is computed, `found` is on the wire.
+    #[error("bad ICRC: computed {expected:#010x}, found {found:#010x}")]
+    BadIcrc { expected: u32, found: u32 },
+    /// Emit: the output buffer is too small.
+    #[error("buffer too small: need {need} bytes, have {have}")]
+    BufferTooSmall { need: usize, have: usize },
+    /// Emit: the IP packet would exceed 65535 bytes.
+    #[error("frame too long: IP total length {0}")]
+    TooLong(usize),
+    /// Emit: a header-level error (headers not matching the opcode, ...).
+    #[error(transparent)]
+    Header(#[from] WireError),
+}
+
+/// What a received Ethernet frame is, for demultiplexing. No checksums are verified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FrameKind {
+    Arp,
+    /// IPv4/UDP to port 4791.
+    RoceV2,
+    OtherIpv4,
+    Other,
+}
+
+/// Classifies a frame by EtherType, IP protocol and UDP destination port only.
+pub fn classify(frame: &[u8]) -> FrameKind {
+    let Ok(eth) = ethernet::Packet::new_checked(frame) else {
+        return FrameKind::Other;
+    };
+    match eth.ethertype() {
+        EtherType::ARP => FrameKind::Arp,
+        EtherType::IPV4 => {
+            let Ok(ip) = ipv4::Packet::new_checked(eth.payload()) else {
+                return FrameKind::OtherIpv4;
+            };
+            if ip.version() != 4 || ip.header_len() < IP_LEN || ip.protocol() != IPPROTO_UDP {
+                return FrameKind::OtherIpv4;
+            }
+            let port = frame
+                .get(ETH_LEN + ip.header_len() + udp::field::DST_PORT..)
+                .and_then(|b| b.get(..2))
+                .map(|b| u16::from_be_bytes([b[0], b[1]]));
+            if port == Some(ROCEV2_PORT) {
+                FrameKind::RoceV2
+            } else {
+                FrameKind::OtherIpv4
+            }
+        }
+        _ => FrameKind::Other,
+    }
+}
+
+/// Pad bytes that bring `payload_len` to a multiple of 4.
+pub const fn pad_for(payload_len: usize) -> u8 {
+    ((4 - (payload_len % 4)) % 4) as u8
+}
+
+/// A whole RoCEv2 frame. `pad` and `icrc` are what `parse` found; `emit` recomputes both (and
+/// `headers.bth.pad_count`) from the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoceFrame<'a> {
+    pub eth: EthernetRepr,
+    pub ipv4: Ipv4Repr,
+    pub udp: UdpRepr,
+    pub headers: RoceHeaders,
+    /// Payload without pad and ICRC.
+    pub payload: &'a [u8],
+    /// Number of pad bytes (BTH PadCnt).
+    pub pad: u8,
+    /// The ICRC value (little-endian on the wire).
+    pub icrc: u32,
+    /// Reserved bits 5:0 of BTH byte 4 as found (masked in the ICRC; some hardware sets them,
+    /// e.g. HiSilicon hns sends 0x10). Emitted as is so a re-emit reproduces the frame; 0 from
+    /// `new`.
+    pub bth_resv: u8,
+}
+
+fn truncated(what: &'static str) -> FrameError {
+    FrameError::Truncated { what }
+}
+
+impl<'a> RoceFrame<'a> {
+    /// A frame ready to emit: `pad` and `headers.bth.pad_count` set from the payload length and
+    /// `icrc` computed, so `RoceFrame::parse` of its emitted bytes returns it unchanged.
+    pub fn new(
+        eth: EthernetRepr,
+        ipv4: Ipv4Repr,
+        udp: UdpRepr,
+        mut headers: RoceHeaders,
+        payload: &'a [u8],
+    ) -> Result<Self, FrameError> {
+        let pad = pad_for(payload.len());
+        headers.bth.pad_count = pad;
+        let mut f = RoceFrame {
+            eth,
+            ipv4,
+            udp,
+            headers,
+            payload,
+            pad,
+            icrc: 0,
+            bth_resv: 0,
+        };
+        f.icrc = f.compute_icrc()?;
+        Ok(f)
+    }
+
+    /// Parses and validates a complete frame (see [`FrameError`] for every check). The
+    /// payload borrows from `frame`.
+    pub fn parse(frame: &'a [u8]) -> Result<Self, FrameError> {
+        // Ethernet.
+        let eth_p = ethernet::Packet::new_checked(frame).map_err(|_| truncated("Ethernet"))?;
+        let eth = EthernetRepr::parse(&eth_p)?;
+        if eth.ethertype != EtherType::IPV4 {
+            return Err(FrameError::NotIpv4(eth.ethertype.0));
+        }
+        let l3 = &frame[ETH_LEN..];
+
+        // IPv4.
+        if l3.len() < IP_LEN {
+            return Err(truncated("IPv4 header"));
+        }
+        let ip_p = ipv4::Packet::new_unchecked(l3);
+        if ip_p.version() != 4 {
+            return Err(FrameError::BadIpVersion(ip_p.version()));
+        }
+        let hl = ip_p.header_len();
+        if hl < IP_LEN {
+            return Err(FrameError::BadIpHeaderLen(hl));
+        }
+        if l3.len() < hl {
+            return Err(truncated("IPv4 options"));
+        }
+        let total_field = ip_p.total_len();
+        let total = usize::from(total_field);
+        if total < hl || total > l3.len() {
+            return Err(FrameError::BadIpTotalLen(total_field));
+        }
+        let ip_bytes = &l3[..total];
+        let ip_p = ipv4::Packet::new_unchecked(ip_bytes);
+        if !ip_p.verify_checksum() {
+            return Err(FrameError::BadIpChecksum);
+        }
+        if ip_p.more_frags() || ip_p.frag_offset() != 0 {
+            return Err(FrameError::IpFragment);
+        }
+        if ip_p.protocol() != IPPROTO_UDP {
+            return Err(FrameError::NotUdp(ip_p.protocol()));
+        }
+        let ipv4 = Ipv4Repr::parse(&ip_p)?;
+
+        // UDP.
+        let l4 = &ip_bytes[hl..];
+        let udp_p = udp::Packet::new_checked(l4).map_err(|_| truncated("UDP header"))?;
+        if usize::from(udp_p.len()) != l4.len() {
+            return Err(FrameError::BadUdpLength(udp_p.len()));
+        }
+        if udp_p.dst_port() != ROCEV2_PORT {
+            return Err(FrameError::NotRoce(udp_p.dst_port()));
+        }
+        if !udp_p.verify_checksum(ipv4.src_addr, ipv4.dst_addr) {
+            return Err(FrameError::BadUdpChecksum);
+        }
+        let udp = UdpRepr::parse(&udp_p)?;
+
+        // BTH and extension headers.
+        let ib = &l4[UDP_LEN..];
+        if ib.len() < bth::BTH_LEN + ICRC_LEN {
+            return Err(truncated("BTH"));
+        }
+        let bth_p = bth::Packet::new_unchecked(ib);
+        if bth_p.tver() != 0 {
+            return Err(FrameError::BadTver(bth_p.tver()));
+        }
+        let op = bth_p.opcode();
+        let info = op.info().ok_or(FrameError::UnknownOpcode(op.0))?;
+        let body_len = ib.len() - ICRC_LEN;
+        if info.header_len > body_len {
+            return Err(truncated("RoCE extension headers"));
+        }
+        let (headers, hdr_len) = RoceHeaders::parse(&ib[..body_len])?;
+
+        // Payload, pad, ICRC.
+        let data = &ib[hdr_len..body_len];
+        let pad = headers.bth.pad_count;
+        if usize::from(pad) > data.len() {
+            return Err(FrameError::BadPadCnt {
+                pad,
+                available: data.len(),
+            });
+        }
+        if !info.flags.contains(OpFlags::PAYLOAD) && !data.is_empty() {
+            return Err(FrameError::UnexpectedPayload {
+                opcode: op.0,
+                len: data.len(),
+            });
+        }
+        let payload = &data[..data.len() - usize::from(pad)];
+        let t = &ib[body_len..];
+        let found = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
+        let mut h = IcrcHasher::new();
+        h.update_headers(&ip_bytes[..total - ICRC_LEN])?;
+        let expected = h.finalize();
+        if expected != found {
+            return Err(FrameError::BadIcrc { expected, found });
+        }
+        Ok(RoceFrame {
+            eth,
+            ipv4,
+            udp,
+            headers,
+            payload,
+            pad,
+            icrc: found,
+            bth_resv: ib[bth::field::FECN_BECN] & 0x3f,
+        })
+    }
+
+    /// Length of a frame with these headers and a payload of `payload_len` bytes (no Ethernet
+    /// padding, no FCS).
+    pub fn frame_len(headers: &RoceHeaders, payload_len: usize) -> usize {
+        ETH_LEN
+            + IP_LEN
+            + UDP_LEN
+            + headers.header_len()
+            + payload_len
+            + usize::from(pad_for(payload_len))
+            + ICRC_LEN
+    }
+
+    /// Length `emit` writes.
+    pub fn buffer_len(&self) -> usize {
+        Self::frame_len(&self.headers, self.payload.len())
+    }
+
+    /// Headers and payload as the transport sees them.
+    pub fn packet(&self) -> RocePacket<'a> {
+        RocePacket {
+            headers: self.headers,
+            payload: self.payload,
+        }
+    }
+
+    /// Writes Ethernet, IPv4 (total length, checksum), UDP (length) and the RoCE headers (PadCnt
+    /// from the payload length) for `self.payload.len()` bytes of payload; returns their length.
+    /// The payload, pad and ICRC are not written: for scatter-gather transmit, follow with the
+    /// payload segments, `pad_for(len)` zero bytes and the ICRC from
+    /// [`compute_icrc`](Self::compute_icrc) (or an [`IcrcHasher`] over the segments).
+    pub fn emit_headers(&self, buf: &mut [u8]) -> Result<usize, FrameError> {
+        self.headers.check()?;
+        let total_len = self.buffer_len();
+        let ip_total = total_len - ETH_LEN;
+        if ip_total > usize::from(u16::MAX) {
+            return Err(FrameError::TooLong(ip_total));
+        }
+        let hdr_len = ETH_LEN + IP_LEN + UDP_LEN + self.headers.header_len();
+        if buf.len() < hdr_len {
+            return Err(FrameError::BufferTooSmall {
+                need: hdr_len,
+                have: buf.len(),
+            });
+        }
+        let buf = &mut buf[..hdr_len];
+        let (eth_b, rest) = buf.split_at_mut(ETH_LEN);
+        self.eth.emit(&mut ethernet::Packet::new_unchecked(eth_b))?;
+        let (ip_b, rest) = rest.split_at_mut(IP_LEN);
+        self.ipv4
+            .emit(&mut ipv4::Packet::new_unchecked(ip_b), ip_total - IP_LEN)?;
+        let (udp_b, ib) = rest.split_at_mut(UDP_LEN);
+        self.udp.emit(
+            &mut udp::Packet::new_unchecked(udp_b),
+            ip_total - IP_LEN - UDP_LEN,
+        )?;
+        let mut headers = self.headers;
+        headers.bth.pad_count = pad_for(self.payload.len());
+        headers.emit(ib)?;
+        ib[bth::field::FECN_BECN] |= self.bth_resv & 0x3f;
+        Ok(hdr_len)
+    }
+
+    /// Writes the complete frame (headers, payload, zero pad, ICRC); returns its length.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, FrameError> {
+        let len = self.buffer_len();
+        if buf.len() < len {
+            return Err(FrameError::BufferTooSmall {
+                need: len,
+                have: buf.len(),
+            });
+        }
+        let hdr_len = self.emit_headers(buf)?;
+        let buf = &mut buf[..len];
+        let body_end = len - ICRC_LEN;
+        let pay_end = hdr_len + self.payload.len();
+        buf[hdr_len..pay_end].copy_from_slice(self.payload);
+        buf[pay_end..body_end].fill(0);
+        let icrc = super::icrc::icrc_parts(&buf[ETH_LEN..body_end], &[])?;
+        buf[body_end..].copy_from_slice(&icrc.to_le_bytes());
+        Ok(len)
+    }
+
+    /// The ICRC `emit` will write, computed from the reprs and the payload without a frame
+    /// buffer (headers go through a stack array).
+    pub fn compute_icrc(&self) -> Result<u32, FrameError> {
+        const MAX: usize = ETH_LEN + IP_LEN + UDP_LEN + 64;
+        let mut scratch = [0u8; MAX];
+        let n = self.emit_headers(&mut scratch)?;
+        let mut h = IcrcHasher::new();
+        h.update_headers(&scratch[ETH_LEN..n])?;
+        h.update(self.payload);
+        h.update(&[0u8; 3][..usize::from(pad_for(self.payload.len()))]);
+        Ok(h.finalize())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::aeth::{AethRepr, Syndrome};
+    use crate::wire::bth::BthRepr;
+    use crate::wire::ethernet::EthernetAddress;
+    use crate::wire::opcode::Opcode;
+    use crate::wire::psn::Psn;
+    use crate::wire::reth::RethRepr;
+    use std::net::Ipv4Addr;
+
+    /// hw-hisilicon-rc-send.pcap frame 16 (RC ACK).
+    const FRAME16: [u8; 62] = [
+        0x18, 0x3d, 0x5e, 0xbf, 0x43, 0x71, 0x18, 0x3d, 0x5e, 0xbf, 0x51, 0x92, 0x08, 0x00, 0x45,
+        0x02, 0x00, 0x30, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x2d, 0x60, 0xc0, 0xa8, 0x46, 0x06,
+        0xc0, 0xa8, 0x46, 0x04, 0x00, 0x48, 0x12, 0xb7, 0x00, 0x1c, 0x00, 0x00, 0x11, 0x40, 0xff,
+        0xff, 0x00, 0x00, 0x00, 0x45, 0x00, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x01, 0x25, 0x9c,
+        0xc2, 0x16,
+    ];
+
+    fn sample(payload: &[u8]) -> RoceFrame<'_> {
+        let eth = EthernetRepr {
+            src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            ethertype: EtherType::IPV4,
+        };
+        let ip = Ipv4Repr {
+            src_addr: Ipv4Addr::new(10, 0, 0, 1),
+            dst_addr: Ipv4Addr::new(10, 0, 0, 2),
+            protocol: IPPROTO_UDP,
+            dscp: 26,
+            ecn: 2,
+            ident: 0x1234,
+            dont_frag: true,
+            ttl: 64,
+        };
+        let mut bth = BthRepr::new(Opcode::RC_WRITE_ONLY, 0x11, Psn::new(0xfffffe));
+        bth.ack_req = true;
+        let headers = RoceHeaders::new(bth).with_reth(RethRepr {
+            va: 0x5555_0000_1000,
+            rkey: 0x1234,
+            dma_len: payload.len() as u32,
+        });
+        RoceFrame::new(eth, ip, UdpRepr::rocev2(0xc000), headers, payload).unwrap()
+    }
+
+    #[test]
+    fn parse_real_ack() {
+        let f = RoceFrame::parse(&FRAME16).unwrap();
+        assert_eq!(f.headers.bth.opcode, Opcode::RC_ACK);
+        assert_eq!(f.headers.bth.dest_qp, 0x45);
+        assert_eq!(
+            f.headers.aeth,
+            Some(AethRepr {
+                syndrome: Syndrome::Ack { credits: 6 },
+                msn: 1
+            })
+        );
+        assert_eq!(f.udp.src_port, 0x48);
+        assert_eq!(f.icrc, 0x16c2_9c25);
+        assert!(f.payload.is_empty());
+        let mut out = [0u8; 62];
+        assert_eq!(f.emit(&mut out), Ok(62));
+        assert_eq!(out, FRAME16);
+        assert_eq!(f.compute_icrc(), Ok(0x16c2_9c25));
+        assert_eq!(classify(&FRAME16), FrameKind::RoceV2);
+    }
+
+    #[test]
+    fn emit_parse_with_pad() {
+        for n in 0..9 {
+            let payload = [0xabu8; 8];
+            let f = sample(&payload[..n]);
+            let mut buf = [0u8; 128];
+            let len = f.emit(&mut buf).unwrap();
+            assert_eq!(len, 14 + 20 + 8 + 28 + n + usize::from(pad_for(n)) + 4);
+            assert_eq!((len - 14) % 4, 0, "IP packet is a multiple of 4 long");
+            let g = RoceFrame::parse(&buf[..len]).unwrap();
+            assert_eq!(g, f);
+            // Ethernet padding is ignored.
+            assert_eq!(RoceFrame::parse(&buf[..len + 10]).unwrap(), f);
+            assert_eq!(
+                f.emit(&mut buf[..len - 1]),
+                Err(FrameError::BufferTooSmall {
+                    need: len,
+                    have: len - 1
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn emit_rejects_inconsistent_headers() {
+        let mut f = sample(b"abc");
+        f.headers.reth = None;
+        let mut buf = [0u8; 128];
+        assert_eq!(
+            f.emit(&mut buf),
+            Err(FrameError::Header(WireError::HeadersMismatch(0x0a)))
+        );
+    }
+
+    #[test]
+    fn classify_kinds() {
+        assert_eq!(classify(&[]), FrameKind::Other);
+        let mut b = FRAME16;
+        b[36..38].copy_from_slice(&53u16.to_be_bytes());
+        assert_eq!(classify(&b), FrameKind::OtherIpv4);
+        b[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(classify(&b), FrameKind::Arp);
+        b[12..14].copy_from_slice(&[0x86, 0xdd]);
+        assert_eq!(classify(&b), FrameKind::Other);
+    }
+}

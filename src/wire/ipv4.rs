@@ -1,0 +1,339 @@
+//! IPv4 header (RFC 791), header checksum (RFC 1071). Options are tolerated on parse (IHL > 5)
+//! and never emitted. RoCEv2 sends DF set and no fragments.
+
+use super::{check_len, check_room, get_u16, set_u16, Result, WireError};
+use std::net::Ipv4Addr;
+
+/// Length of an IPv4 header without options.
+pub const HEADER_LEN: usize = 20;
+
+/// IP protocol number of UDP.
+pub const IPPROTO_UDP: u8 = 17;
+
+/// Offsets of the header fields.
+pub mod field {
+    use core::ops::Range;
+    pub const VER_IHL: usize = 0;
+    pub const TOS: usize = 1;
+    pub const LENGTH: usize = 2;
+    pub const IDENT: usize = 4;
+    pub const FLG_OFF: usize = 6;
+    pub const TTL: usize = 8;
+    pub const PROTOCOL: usize = 9;
+    pub const CHECKSUM: usize = 10;
+    pub const SRC_ADDR: Range<usize> = 12..16;
+    pub const DST_ADDR: Range<usize> = 16..20;
+}
+
+/// RFC 1071 one's-complement sum of `data` (odd length padded with a zero byte), not inverted.
+pub fn ones_complement_sum(data: &[u8], mut acc: u32) -> u16 {
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        acc += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    if let [last] = chunks.remainder() {
+        acc += u32::from(*last) << 8;
+    }
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+/// A view of an IPv4 packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Packet { buffer }
+    }
+
+    /// Fails if the buffer is shorter than 20 bytes or than the header length IHL announces.
+    /// Version, IHL >= 5 and the total length are checked by [`Ipv4Repr::parse`].
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let d = buffer.as_ref();
+        check_len("IPv4 header", d, HEADER_LEN)?;
+        let p = Packet { buffer };
+        check_len("IPv4 options", p.buffer.as_ref(), p.header_len())?;
+        Ok(p)
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    pub fn version(&self) -> u8 {
+        self.buffer.as_ref()[field::VER_IHL] >> 4
+    }
+    /// Header length in bytes (IHL x 4).
+    pub fn header_len(&self) -> usize {
+        usize::from(self.buffer.as_ref()[field::VER_IHL] & 0x0f) * 4
+    }
+    pub fn dscp(&self) -> u8 {
+        self.buffer.as_ref()[field::TOS] >> 2
+    }
+    pub fn ecn(&self) -> u8 {
+        self.buffer.as_ref()[field::TOS] & 0x03
+    }
+    pub fn total_len(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), field::LENGTH)
+    }
+    pub fn ident(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), field::IDENT)
+    }
+    pub fn dont_frag(&self) -> bool {
+        self.buffer.as_ref()[field::FLG_OFF] & 0x40 != 0
+    }
+    pub fn more_frags(&self) -> bool {
+        self.buffer.as_ref()[field::FLG_OFF] & 0x20 != 0
+    }
+    /// Fragment offset in 8-byte units.
+    pub fn frag_offset(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), field::FLG_OFF) & 0x1fff
+    }
+    pub fn ttl(&self) -> u8 {
+        self.buffer.as_ref()[field::TTL]
+    }
+    pub fn protocol(&self) -> u8 {
+        self.buffer.as_ref()[field::PROTOCOL]
+    }
+    pub fn checksum(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), field::CHECKSUM)
+    }
+    pub fn src_addr(&self) -> Ipv4Addr {
+        let d = &self.buffer.as_ref()[field::SRC_ADDR];
+        Ipv4Addr::new(d[0], d[1], d[2], d[3])
+    }
+    pub fn dst_addr(&self) -> Ipv4Addr {
+        let d = &self.buffer.as_ref()[field::DST_ADDR];
+        Ipv4Addr::new(d[0], d[1], d[2], d[3])
+    }
+
+    /// True when the header checksum is correct (header length must be in the buffer, as
+    /// `new_checked` guarantees).
+    pub fn verify_checksum(&self) -> bool {
+        let d = self.buffer.as_ref();
+        match d.get(..self.header_len()) {
+            Some(h) if h.len() >= HEADER_LEN => ones_complement_sum(h, 0) == 0xffff,
+            _ => false,
+        }
+    }
+
+    /// The bytes after the header up to the total length (clamped to the buffer).
+    pub fn payload(&self) -> &[u8] {
+        let d = self.buffer.as_ref();
+        let end = usize::from(self.total_len()).min(d.len());
+        d.get(self.header_len()..end).unwrap_or(&[])
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    pub fn set_version_and_header_len(&mut self, version: u8, header_len: usize) {
+        self.buffer.as_mut()[field::VER_IHL] = (version << 4) | ((header_len / 4) as u8 & 0x0f);
+    }
+    pub fn set_dscp_ecn(&mut self, dscp: u8, ecn: u8) {
+        self.buffer.as_mut()[field::TOS] = (dscp << 2) | (ecn & 0x03);
+    }
+    pub fn set_total_len(&mut self, v: u16) {
+        set_u16(self.buffer.as_mut(), field::LENGTH, v);
+    }
+    pub fn set_ident(&mut self, v: u16) {
+        set_u16(self.buffer.as_mut(), field::IDENT, v);
+    }
+    /// Sets DF, clears MF and the fragment offset.
+    pub fn set_unfragmented(&mut self, dont_frag: bool) {
+        set_u16(
+            self.buffer.as_mut(),
+            field::FLG_OFF,
+            if dont_frag { 0x4000 } else { 0 },
+        );
+    }
+    pub fn set_ttl(&mut self, v: u8) {
+        self.buffer.as_mut()[field::TTL] = v;
+    }
+    pub fn set_protocol(&mut self, v: u8) {
+        self.buffer.as_mut()[field::PROTOCOL] = v;
+    }
+    pub fn set_checksum(&mut self, v: u16) {
+        set_u16(self.buffer.as_mut(), field::CHECKSUM, v);
+    }
+    pub fn set_src_addr(&mut self, a: Ipv4Addr) {
+        self.buffer.as_mut()[field::SRC_ADDR].copy_from_slice(&a.octets());
+    }
+    pub fn set_dst_addr(&mut self, a: Ipv4Addr) {
+        self.buffer.as_mut()[field::DST_ADDR].copy_from_slice(&a.octets());
+    }
+
+    /// Computes and stores the header checksum.
+    pub fn fill_checksum(&mut self) {
+        self.set_checksum(0);
+        let hl = self
+            .header_len()
+            .clamp(HEADER_LEN, self.buffer.as_ref().len());
+        let sum = ones_complement_sum(&self.buffer.as_ref()[..hl], 0);
+        self.set_checksum(!sum);
+    }
+
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let hl = self.header_len();
+        let end = usize::from(self.total_len()).min(self.buffer.as_ref().len());
+        self.buffer.as_mut().get_mut(hl..end).unwrap_or(&mut [])
+    }
+}
+
+/// High-level representation of an unfragmented IPv4 header. The total length is not kept:
+/// `emit` takes the payload length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Repr {
+    pub src_addr: Ipv4Addr,
+    pub dst_addr: Ipv4Addr,
+    pub protocol: u8,
+    /// Differentiated services code point (6 bits).
+    pub dscp: u8,
+    /// Explicit congestion notification (2 bits).
+    pub ecn: u8,
+    pub ident: u16,
+    pub dont_frag: bool,
+    pub ttl: u8,
+}
+
+impl Ipv4Repr {
+    /// Parses and validates: version 4, IHL >= 5, header length <= total length <= buffer,
+    /// correct checksum, not a fragment.
+    pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self> {
+        let d = packet.buffer.as_ref();
+        check_len("IPv4 header", d, HEADER_LEN)?;
+        if packet.version() != 4 {
+            return Err(WireError::BadValue("IPv4 version"));
+        }
+        let hl = packet.header_len();
+        if hl < HEADER_LEN {
+            return Err(WireError::BadValue("IPv4 header length"));
+        }
+        check_len("IPv4 options", d, hl)?;
+        let total = usize::from(packet.total_len());
+        if total < hl {
+            return Err(WireError::BadValue("IPv4 total length"));
+        }
+        check_len("IPv4 packet", d, total)?;
+        if !packet.verify_checksum() {
+            return Err(WireError::BadValue("IPv4 header checksum"));
+        }
+        if packet.more_frags() || packet.frag_offset() != 0 {
+            return Err(WireError::BadValue("IPv4 fragment"));
+        }
+        Ok(Ipv4Repr {
+            src_addr: packet.src_addr(),
+            dst_addr: packet.dst_addr(),
+            protocol: packet.protocol(),
+            dscp: packet.dscp(),
+            ecn: packet.ecn(),
+            ident: packet.ident(),
+            dont_frag: packet.dont_frag(),
+            ttl: packet.ttl(),
+        })
+    }
+
+    /// Header length emitted (no options).
+    pub const fn buffer_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    /// Writes a 20-byte header with total length `20 + payload_len` and its checksum.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut Packet<T>,
+        payload_len: usize,
+    ) -> Result<()> {
+        check_room(packet.buffer.as_ref(), HEADER_LEN)?;
+        let total = u16::try_from(HEADER_LEN + payload_len)
+            .map_err(|_| WireError::BadValue("IPv4 total length"))?;
+        packet.set_version_and_header_len(4, HEADER_LEN);
+        packet.set_dscp_ecn(self.dscp, self.ecn);
+        packet.set_total_len(total);
+        packet.set_ident(self.ident);
+        packet.set_unfragmented(self.dont_frag);
+        packet.set_ttl(self.ttl);
+        packet.set_protocol(self.protocol);
+        packet.set_src_addr(self.src_addr);
+        packet.set_dst_addr(self.dst_addr);
+        packet.fill_checksum();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // IPv4 header of hw-hisilicon-rc-send.pcap frame 16 (an RC ACK).
+    const HDR: [u8; 20] = [
+        0x45, 0x02, 0x00, 0x30, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x2d, 0x60, 0xc0, 0xa8, 0x46,
+        0x06, 0xc0, 0xa8, 0x46, 0x04,
+    ];
+
+    fn packet_bytes() -> [u8; 48] {
+        let mut b = [0u8; 48];
+        b[..20].copy_from_slice(&HDR);
+        b
+    }
+
+    #[test]
+    fn checksum_of_known_header() {
+        let mut b = packet_bytes();
+        let p = Packet::new_checked(&b[..]).unwrap();
+        let cks = p.checksum();
+        let repr = Ipv4Repr::parse(&p).unwrap();
+        assert_eq!(repr.src_addr, Ipv4Addr::new(192, 168, 70, 6));
+        assert_eq!(repr.protocol, IPPROTO_UDP);
+        assert!(repr.dont_frag);
+        let mut p = Packet::new_unchecked(&mut b[..]);
+        p.set_checksum(0);
+        p.fill_checksum();
+        assert_eq!(p.checksum(), cks);
+        repr.emit(&mut p, 28).unwrap();
+        assert_eq!(&b[..20], &HDR);
+    }
+
+    #[test]
+    fn rejects_bad_headers() {
+        let mut b = packet_bytes();
+        b[0] = 0x65;
+        assert_eq!(
+            Ipv4Repr::parse(&Packet::new_checked(&b[..]).unwrap()),
+            Err(WireError::BadValue("IPv4 version"))
+        );
+        let mut b = packet_bytes();
+        b[11] ^= 1;
+        assert_eq!(
+            Ipv4Repr::parse(&Packet::new_checked(&b[..]).unwrap()),
+            Err(WireError::BadValue("IPv4 header checksum"))
+        );
+        let b = packet_bytes();
+        assert!(Packet::new_checked(&b[..47])
+            .and_then(|p| Ipv4Repr::parse(&p))
+            .is_err());
+        for n in 0..20 {
+            assert!(Packet::new_checked(&b[..n]).is_err());
+        }
+    }
+
+    #[test]
+    fn options_tolerated() {
+        // IHL 6 with one 4-byte option (NOPs), total 24.
+        let mut b = [0u8; 24];
+        b[..20].copy_from_slice(&HDR);
+        b[0] = 0x46;
+        b[2..4].copy_from_slice(&24u16.to_be_bytes());
+        b[20..24].copy_from_slice(&[1, 1, 1, 0]);
+        let mut p = Packet::new_unchecked(&mut b[..]);
+        p.fill_checksum();
+        let p = Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.header_len(), 24);
+        assert!(Ipv4Repr::parse(&p).is_ok());
+        assert_eq!(p.payload(), &[] as &[u8]);
+    }
+}
