@@ -43,7 +43,6 @@ pub struct Pkt {
     pub payload: Vec<u8>,
 }
 
-#[allow(dead_code)]
 impl Pkt {
     pub fn op(&self) -> Opcode {
         self.headers.bth.opcode
