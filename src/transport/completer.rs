@@ -117,7 +117,9 @@ impl Qp {
                 Syndrome::Nak(NakCode::PsnSequenceError) => {
                     self.stats.seq_naks_received += 1;
                     self.ack_upto(now, psn.sub(1));
-                    if self.is_sending() && !self.req.rnr_wait {
+                    // When an unanswered READ/atomic precedes the NAKed PSN, `ack_upto` has
+                    // already gone back to it; going back to `psn` would skip it.
+                    if self.is_sending() && !self.req.rnr_wait && self.req.una == psn {
                         self.retry(psn);
                     }
                 }
