@@ -21,6 +21,16 @@ pub struct Region {
     pub len: u64,
 }
 
+impl Region {
+    /// No region: its keys match nothing.
+    pub const NONE: Region = Region {
+        lkey: 0,
+        rkey: RKEY_BIT,
+        addr: 0,
+        len: 0,
+    };
+}
+
 #[derive(Debug)]
 struct Slot {
     gen: u8,
@@ -60,8 +70,14 @@ impl VecMemory {
     }
 
     /// Registers `len` zeroed bytes in protection domain `pd` with `access` rights.
-    /// Local read access is always granted. Returns `None` when the key space is exhausted.
-    pub fn register(&mut self, pd: u32, len: usize, access: Access) -> Option<Region> {
+    /// Local read access is always granted. When the key space or the address space is
+    /// exhausted the returned region has `len` 0 and keys that match nothing (`Region::NONE`).
+    pub fn register(&mut self, pd: u32, len: usize, access: Access) -> Region {
+        self.try_register(pd, len, access).unwrap_or(Region::NONE)
+    }
+
+    /// `register`, or `None` when the key space or the address space is exhausted.
+    pub fn try_register(&mut self, pd: u32, len: usize, access: Access) -> Option<Region> {
         let idx = match self
             .slots
             .iter()
@@ -264,9 +280,7 @@ mod tests {
     #[test]
     fn checks_key_pd_bounds_rights() {
         let mut m = VecMemory::new();
-        let r = m
-            .register(1, 64, Access::LOCAL_WRITE | Access::REMOTE_READ)
-            .unwrap();
+        let r = m.register(1, 64, Access::LOCAL_WRITE | Access::REMOTE_READ);
         let ok = mr(KeyKind::Remote, 1, r.rkey, r.addr + 8, 8);
         assert_eq!(m.check(&ok, Access::REMOTE_READ), Ok(()));
         assert_eq!(
@@ -306,9 +320,9 @@ mod tests {
     #[test]
     fn freed_and_invalidated_keys_never_match() {
         let mut m = VecMemory::new();
-        let a = m.register(1, 16, Access::REMOTE_WRITE).unwrap();
+        let a = m.register(1, 16, Access::REMOTE_WRITE);
         m.deregister(a.lkey).unwrap();
-        let b = m.register(1, 16, Access::REMOTE_WRITE).unwrap();
+        let b = m.register(1, 16, Access::REMOTE_WRITE);
         assert_ne!(a.lkey, b.lkey);
         assert!(m.bytes(a.lkey).is_none());
         let stale = mr(KeyKind::Remote, 1, a.rkey, b.addr, 4);
@@ -327,9 +341,20 @@ mod tests {
     }
 
     #[test]
+    fn exhausted_address_space_gives_a_dead_region() {
+        let mut m = VecMemory::new();
+        m.next_addr = u64::MAX - 10;
+        let r = m.register(1, 64, Access::REMOTE_READ);
+        assert_eq!(r, Region::NONE);
+        assert!(m.bytes(r.lkey).is_none());
+        let any = mr(KeyKind::Remote, 1, r.rkey, 0, 0);
+        assert_eq!(m.check(&any, Access::empty()), Err(MemError::InvalidKey));
+    }
+
+    #[test]
     fn atomics_need_alignment_and_rights() {
         let mut m = VecMemory::new();
-        let r = m.register(3, 32, Access::REMOTE_ATOMIC).unwrap();
+        let r = m.register(3, 32, Access::REMOTE_ATOMIC);
         let w = mr(KeyKind::Remote, 3, r.rkey, r.addr + 8, 8);
         assert_eq!(m.atomic(&w, AtomicOp::FetchAdd { add: 5 }), Ok(0));
         assert_eq!(m.atomic(&w, AtomicOp::FetchAdd { add: 5 }), Ok(5));
@@ -358,7 +383,7 @@ mod tests {
             m.atomic(&mis, AtomicOp::FetchAdd { add: 1 }),
             Err(MemError::Misaligned)
         );
-        let r2 = m.register(3, 32, Access::REMOTE_READ).unwrap();
+        let r2 = m.register(3, 32, Access::REMOTE_READ);
         let nr = mr(KeyKind::Remote, 3, r2.rkey, r2.addr, 8);
         assert_eq!(
             m.atomic(&nr, AtomicOp::FetchAdd { add: 1 }),

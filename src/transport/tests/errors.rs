@@ -61,7 +61,7 @@ fn remote_access_errors_bad_rkey_bounds_rights() {
         let mut p = Pair::new();
         let src = p.region(A, 64, 1);
         let dst = p.zeroed(B, 64);
-        let ro = p.s[B].mem.register(PD, 64, Access::REMOTE_READ).unwrap();
+        let ro = p.s[B].mem.register(PD, 64, Access::REMOTE_READ);
         let before = p.bytes(B, &dst);
         let op = match case {
             0 => SendOp::Write {
@@ -201,7 +201,7 @@ fn local_protection_error_completes_in_order_then_error() {
     // READ into a region without local write.
     let mut p = Pair::new();
     let remote = p.region(B, 64, 1);
-    let ro = p.s[A].mem.register(PD, 64, Access::empty()).unwrap();
+    let ro = p.s[A].mem.register(PD, 64, Access::empty());
     p.post_send(
         A,
         wr(
@@ -540,7 +540,7 @@ fn junk_packets_never_panic_or_corrupt() {
         p.post_recv(B, i, vec![sge(&target, i * 64, 64)]);
     }
     // Guard has no remote rights on B's QP side: make it local-only by re-registering.
-    let locked = p.s[B].mem.register(PD, 4096, Access::LOCAL_WRITE).unwrap();
+    let locked = p.s[B].mem.register(PD, 4096, Access::LOCAL_WRITE);
     for n in 0..20_000u64 {
         let opcode = Opcode(if rng.gen_bool(0.7) {
             rng.gen_range(0..0x18)

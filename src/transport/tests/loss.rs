@@ -423,3 +423,66 @@ fn reordered_packets_recover() {
     assert_eq!(p.completions(B).len(), 1);
     assert_eq!(p.completions(A).len(), 1);
 }
+
+#[test]
+fn write_with_imm_without_receive_gets_rnr_then_lands_once() {
+    let mut p = Pair::new();
+    let src = p.region(A, 2 * MTU, 5);
+    let dst = p.zeroed(B, 2 * MTU);
+    p.post_send(
+        A,
+        wr(
+            1,
+            SendOp::WriteWithImm {
+                remote_addr: dst.addr,
+                rkey: dst.rkey,
+                imm: 7,
+            },
+            vec![sge(&src, 0, 2 * MTU as u32)],
+        ),
+    );
+    // A -> B: WRITE first 100 (placed), WRITE last with imm 101: no receive WQE -> RNR NAK 101.
+    p.step();
+    p.step();
+    let rnr: Vec<u32> = p
+        .trace
+        .iter()
+        .filter(|x| x.is_rnr_nak())
+        .map(|x| x.psn())
+        .collect();
+    assert_eq!(rnr, vec![101]);
+    p.post_recv(B, 40, vec![]);
+    p.run();
+    // Only the last packet was sent again.
+    assert_eq!(p.count(A, |x| x.psn() == 100), 1);
+    assert_eq!(p.count(A, |x| x.psn() == 101), 2);
+    assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
+    let cb = p.completions(B);
+    assert_eq!(cb.len(), 1);
+    assert_eq!(
+        (cb[0].wr_id, cb[0].opcode, cb[0].byte_len, cb[0].imm_data),
+        (40, WcOpcode::RecvRdmaWithImm, 2 * MTU as u32, Some(7))
+    );
+    assert_eq!(p.completions(A)[0].status, WcStatus::Success);
+}
+
+#[test]
+fn solicited_bit_only_on_last_packet() {
+    let mut p = Pair::new();
+    let src = p.region(A, 2 * MTU, 5);
+    let dst = p.zeroed(B, 2 * MTU);
+    p.post_recv(B, 1, vec![sge(&dst, 0, 2 * MTU as u32)]);
+    let mut w = wr(1, SendOp::Send, vec![sge(&src, 0, 2 * MTU as u32)]);
+    w.solicited = true;
+    p.post_send(A, w);
+    p.run();
+    let se: Vec<bool> = p
+        .trace
+        .iter()
+        .filter(|x| x.from == A)
+        .map(|x| x.headers.bth.solicited)
+        .collect();
+    assert_eq!(se, vec![false, true]);
+    assert_eq!(p.s[A].qp.stats().acks_received, 1);
+    assert_eq!(p.s[B].qp.stats().acks_sent, 1);
+}

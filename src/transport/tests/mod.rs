@@ -183,17 +183,14 @@ impl Pair {
 
     /// Registers `len` bytes on `side` filled with a pattern seeded by `seed`.
     pub fn region(&mut self, side: usize, len: usize, seed: u8) -> Region {
-        let r = self.s[side]
-            .mem
-            .register(
-                PD,
-                len,
-                Access::LOCAL_WRITE
-                    | Access::REMOTE_READ
-                    | Access::REMOTE_WRITE
-                    | Access::REMOTE_ATOMIC,
-            )
-            .unwrap();
+        let r = self.s[side].mem.register(
+            PD,
+            len,
+            Access::LOCAL_WRITE
+                | Access::REMOTE_READ
+                | Access::REMOTE_WRITE
+                | Access::REMOTE_ATOMIC,
+        );
         let b = self.s[side].mem.bytes_mut(r.lkey).unwrap();
         for (i, x) in b.iter_mut().enumerate() {
             *x = pattern(seed, i);

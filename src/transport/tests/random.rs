@@ -24,13 +24,14 @@ enum Check {
     Faa { dst: Region },
 }
 
-fn run_seed(seed: u64, ops_per_side: u64) {
-    let mut p = Pair::new();
+fn run_seed(seed: u64, ops_per_side: u64, loss: f64, pmtu: Mtu) {
+    let mut p = Pair::with(|_, a| a.pmtu = pmtu, 0xff_ff00, 5000);
+    let mtu = pmtu.bytes() as usize;
     p.chaos = Some(Chaos {
         rng: ChaCha8Rng::seed_from_u64(seed),
-        loss: 0.05,
-        dup: 0.05,
-        reorder: 0.05,
+        loss,
+        dup: loss,
+        reorder: loss,
     });
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
     let counters = [p.zeroed(A, 8), p.zeroed(B, 8)];
@@ -41,9 +42,9 @@ fn run_seed(seed: u64, ops_per_side: u64) {
             let peer = 1 - side;
             let len = match rng.gen_range(0..5) {
                 0 => 0,
-                1 => rng.gen_range(1..MTU),
-                2 => MTU * rng.gen_range(1..3),
-                _ => rng.gen_range(1..5 * MTU),
+                1 => rng.gen_range(1..mtu),
+                2 => mtu * rng.gen_range(1..3),
+                _ => rng.gen_range(1..5 * mtu),
             };
             let seed_byte: u8 = rng.gen();
             match rng.gen_range(0..4) {
@@ -209,6 +210,13 @@ fn seeds() -> u64 {
 #[test]
 fn lossy_duplicating_reordering_wire_delivers_exactly_once() {
     for seed in 1..=seeds() {
-        run_seed(seed, 120);
+        run_seed(seed, 120, 0.05, Mtu::Mtu1024);
+    }
+}
+
+#[test]
+fn heavy_loss_small_mtu_across_psn_wrap() {
+    for seed in 1..=seeds() / 2 {
+        run_seed(1000 + seed, 80, 0.15, Mtu::Mtu256);
     }
 }
