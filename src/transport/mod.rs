@@ -1,7 +1,24 @@
 //! The RC transport, sans-IO: queue pairs split into requester, responder and completer in the
 //! manner of Linux rxe, driven by `handle_packet` / `handle_timeout` and drained by
-//! `poll_transmit` / `poll_completion` / `poll_timeout`.
+//! `poll_transmit` / `poll_completion` / `poll_timeout` (IBTA vol. 1 ch. 9-11).
 
+mod completer;
 pub mod memory;
+pub mod qp;
+mod requester;
+mod responder;
+pub mod srq;
+pub mod timers;
 pub mod transmit;
 pub mod types;
+pub mod vec_memory;
+
+#[cfg(test)]
+mod tests;
+
+pub use qp::{Qp, QpStats, MAX_MSG_SIZE};
+pub use requester::{ACK_REQ_EVERY, MAX_OUTSTANDING_PSNS};
+pub use responder::MAX_QUEUED_RESPONSES;
+pub use srq::Srq;
+pub use timers::{ack_timeout_duration, rnr_timer_duration};
+pub use vec_memory::{Region, VecMemory};

@@ -1,0 +1,394 @@
+//! The completer (IBTA vol. 1 §9.7.4.1 "requester: response processing", Linux rxe
+//! `rxe_comp.c`): ACKs, NAKs, READ responses and atomic ACKs.
+//!
+//! - An ACK or response for PSN n acknowledges every older request (§9.7.4.1.3, coalescing).
+//!   An ACK or response beyond an unfinished READ/atomic means its responses were lost
+//!   (implied NAK, §9.7.4.1.5): the READ is re-requested for its remaining part.
+//! - PSN sequence error NAK: ACK of everything before, then go-back-N from its PSN
+//!   (§9.7.4.1.6), once per gap; local ACK timeout (§9.7.6.1.2) likewise from the oldest
+//!   unacknowledged PSN. Both consume `retry_cnt`; exhaustion completes the WR with
+//!   `RetryExcErr` and moves the QP to ERROR.
+//! - RNR NAK (§9.7.5.2.8): wait the advertised timer, then resend from its PSN; `rnr_retry`
+//!   7 is infinite; exhaustion gives `RnrRetryExcErr`.
+//! - Any progress resets both retry budgets.
+//! - Fatal NAKs (invalid request, remote access, remote operational; §9.7.5.2.4-6) complete
+//!   the WR in error and move the QP to ERROR.
+//! - Completions are delivered in posting order: only the head of the send queue completes.
+
+use super::memory::{Access, KeyKind, MemError, MemRef, Memory};
+use super::qp::{send_wc_opcode, Qp, RecvWqe};
+use super::requester::is_rd_atomic;
+use super::timers::{ack_timeout_duration, rnr_timer_duration, Timer};
+use super::types::{QpState, SendOp, Sge, WcOpcode, WcStatus, WorkCompletion};
+use crate::time::Instant;
+use crate::wire::aeth::{NakCode, Syndrome};
+use crate::wire::opcode::{OpFlags, Opcode};
+use crate::wire::psn::Psn;
+use crate::wire::roce::RocePacket;
+
+/// The flush completion of a receive WQE.
+pub(super) fn flush_status(w: &RecvWqe, qpn: u32) -> WorkCompletion {
+    WorkCompletion {
+        wr_id: w.wr.wr_id,
+        status: WcStatus::WrFlushErr,
+        opcode: WcOpcode::Recv,
+        byte_len: 0,
+        imm_data: None,
+        invalidated_rkey: None,
+        qp_num: qpn,
+        srq: w.srq,
+    }
+}
+
+/// Writes `data` at byte offset `off` of the SGL (local write access).
+pub(super) fn scatter(
+    mem: &mut dyn Memory,
+    pd: u32,
+    sgl: &[Sge],
+    mut off: u64,
+    data: &[u8],
+) -> Result<(), MemError> {
+    let mut pos = 0usize;
+    for s in sgl {
+        if pos == data.len() {
+            break;
+        }
+        let slen = u64::from(s.len);
+        if off >= slen {
+            off -= slen;
+            continue;
+        }
+        let n = ((slen - off) as usize).min(data.len() - pos);
+        let r = MemRef {
+            kind: KeyKind::Local,
+            pd,
+            key: s.lkey,
+            addr: s.addr.checked_add(off).ok_or(MemError::OutOfBounds)?,
+            len: n as u32,
+        };
+        mem.write(&r, Access::LOCAL_WRITE, &data[pos..pos + n])?;
+        pos += n;
+        off = 0;
+    }
+    if pos < data.len() {
+        return Err(MemError::OutOfBounds);
+    }
+    Ok(())
+}
+
+impl Qp {
+    /// A response packet (ACK, NAK, READ response, atomic ACK) for this QP's requester.
+    pub(super) fn handle_response(
+        &mut self,
+        now: Instant,
+        pkt: &RocePacket<'_>,
+        mem: &mut dyn Memory,
+    ) {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            self.stats.dropped += 1;
+            return;
+        }
+        let h = &pkt.headers;
+        let psn = h.bth.psn;
+        // Only PSNs sent and not yet acknowledged carry news.
+        if !psn.before(self.req.sent_hw) {
+            self.stats.dropped += 1;
+            return;
+        }
+        if psn.before(self.req.una) {
+            self.stats.duplicate_responses += 1;
+            return;
+        }
+        let Some(aeth) = h.aeth else {
+            // READ response middle: no AETH.
+            self.read_response(now, pkt, mem);
+            return;
+        };
+        let op = h.bth.opcode;
+        if op == Opcode::RC_ACK {
+            self.stats.acks_received += 1;
+            match aeth.syndrome {
+                Syndrome::Ack { .. } => self.ack_upto(now, psn),
+                Syndrome::RnrNak { timer } => {
+                    self.stats.rnr_naks_received += 1;
+                    self.ack_upto(now, psn.sub(1));
+                    self.rnr_nak(now, psn, timer);
+                }
+                Syndrome::Nak(NakCode::PsnSequenceError) => {
+                    self.stats.seq_naks_received += 1;
+                    self.ack_upto(now, psn.sub(1));
+                    // When an unanswered READ/atomic precedes the NAKed PSN, `ack_upto` has
+                    // already gone back to it; going back to `psn` would skip it.
+                    if self.is_sending() && !self.req.rnr_wait && self.req.una == psn {
+                        self.retry(psn);
+                    }
+                }
+                Syndrome::Nak(code) => {
+                    self.stats.fatal_naks_received += 1;
+                    self.ack_upto(now, psn.sub(1));
+                    if self.is_sending() && !self.req.sq.is_empty() {
+                        let st = match code {
+                            NakCode::InvalidRequest => WcStatus::RemInvReqErr,
+                            NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                            _ => WcStatus::RemOpErr,
+                        };
+                        self.fail_head(st);
+                    }
+                }
+                Syndrome::Reserved(_) => self.stats.dropped += 1,
+            }
+        } else if op == Opcode::RC_ATOMIC_ACK {
+            if !matches!(aeth.syndrome, Syndrome::Ack { .. }) {
+                self.stats.dropped += 1;
+                return;
+            }
+            self.ack_upto(now, psn.sub(1));
+            let Some(w) = self.req.sq.front() else { return };
+            let is_atomic = matches!(w.op, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. });
+            if !(self.is_sending() && w.started && is_atomic && w.first_psn == psn) {
+                self.stats.dropped += 1;
+                return;
+            }
+            let orig = h.atomic_ack_eth.map_or(0, |a| a.orig_data);
+            let res = scatter(mem, self.config.pd, &w.sgl, 0, &orig.to_ne_bytes());
+            match res {
+                Ok(()) => {
+                    self.req.una = psn.next();
+                    self.complete_head(8);
+                    self.progress(now);
+                }
+                Err(_) => self.fail_head(WcStatus::LocProtErr),
+            }
+        } else if op.flags().contains(OpFlags::READ) {
+            if !matches!(aeth.syndrome, Syndrome::Ack { .. }) {
+                self.stats.dropped += 1;
+                return;
+            }
+            self.read_response(now, pkt, mem);
+        } else {
+            self.stats.dropped += 1;
+        }
+    }
+
+    fn is_sending(&self) -> bool {
+        matches!(self.state, QpState::Rts | QpState::Sqd)
+    }
+
+    /// An RDMA READ response packet (IBTA vol. 1 §9.7.4.1.5): any response implies all older
+    /// requests were done; its payload is placed at its offset in the local SGL.
+    fn read_response(&mut self, now: Instant, pkt: &RocePacket<'_>, mem: &mut dyn Memory) {
+        let psn = pkt.headers.bth.psn;
+        let flags = pkt.headers.bth.opcode.flags();
+        self.ack_upto(now, psn.sub(1));
+        if !self.is_sending() {
+            return;
+        }
+        let Some(w) = self.req.sq.front() else { return };
+        let ok_head = w.started
+            && matches!(w.op, SendOp::Read { .. })
+            && w.first_psn.add(w.acked_pkts) == psn
+            && w.acked_pkts < w.npsn;
+        if !ok_head {
+            self.stats.dropped += 1;
+            return;
+        }
+        let k = w.acked_pkts;
+        let off = u64::from(k) * u64::from(w.mtu);
+        let expect = u64::from(w.len).saturating_sub(off).min(u64::from(w.mtu));
+        let last = k + 1 == w.npsn;
+        let pos_ok = if last {
+            flags.intersects(OpFlags::LAST | OpFlags::ONLY)
+        } else {
+            flags.intersects(OpFlags::FIRST | OpFlags::MIDDLE)
+        };
+        if !pos_ok || pkt.payload.len() as u64 != expect {
+            self.stats.dropped += 1;
+            return;
+        }
+        if scatter(mem, self.config.pd, &w.sgl, off, pkt.payload).is_err() {
+            self.fail_head(WcStatus::LocProtErr);
+            return;
+        }
+        let len = w.len;
+        if let Some(w) = self.req.sq.front_mut() {
+            w.acked_pkts += 1;
+        }
+        self.req.una = psn.next();
+        if last {
+            self.complete_head(len);
+        }
+        self.sync_cursor();
+        self.progress(now);
+    }
+
+    /// Acknowledges every request with a PSN up to and including `n` (IBTA vol. 1 §9.7.4.1.3).
+    pub(super) fn ack_upto(&mut self, now: Instant, n: Psn) {
+        if n.before(self.req.una) {
+            return;
+        }
+        let mut progressed = false;
+        while self.is_sending() {
+            let Some(w) = self.req.sq.front() else { break };
+            if !w.started {
+                break;
+            }
+            if is_rd_atomic(&w.op) {
+                // Acknowledged past an unanswered READ/atomic: its responses were lost.
+                let resume = w.first_psn.add(w.acked_pkts);
+                if !n.before(resume) {
+                    self.retry(resume);
+                }
+                break;
+            }
+            let last = w.last_psn();
+            if !n.before(last) {
+                self.req.una = last.next();
+                let len = w.len;
+                self.complete_head(len);
+                progressed = true;
+            } else {
+                self.req.una = n.next();
+                progressed = true;
+                break;
+            }
+        }
+        if progressed {
+            self.sync_cursor();
+            self.progress(now);
+        }
+    }
+
+    /// Keeps the transmit cursor at or after the oldest unacknowledged PSN.
+    fn sync_cursor(&mut self) {
+        if self.req.cur != 0 {
+            return;
+        }
+        if let Some(w) = self.req.sq.front() {
+            if w.started {
+                let done = self.req.una.distance_from(w.first_psn).min(w.npsn);
+                if self.req.cur_pkt < done {
+                    self.req.cur_pkt = done;
+                }
+            }
+        }
+    }
+
+    /// Progress: retry budgets reset, ACK timer restarted while requests are outstanding.
+    fn progress(&mut self, now: Instant) {
+        self.req.retry_left = self.attr.retry_cnt;
+        self.req.rnr_left = self.attr.rnr_retry;
+        self.req.retry_psn = None;
+        if self.req.una.before(self.req.sent_hw) && !self.req.rnr_wait {
+            if let Some(d) = ack_timeout_duration(self.attr.timeout) {
+                self.timers.set(Timer::Ack, now + d);
+            }
+        } else {
+            self.timers.stop(Timer::Ack);
+        }
+    }
+
+    /// Go-back-N from `psn`, once per gap, consuming the retry budget.
+    fn retry(&mut self, psn: Psn) {
+        if self.req.retry_psn == Some(psn) {
+            return;
+        }
+        if self.req.retry_left == 0 {
+            self.fail_head(WcStatus::RetryExcErr);
+            return;
+        }
+        self.req.retry_left -= 1;
+        self.req.retry_psn = Some(psn);
+        self.req.rewind(psn);
+    }
+
+    fn rnr_nak(&mut self, now: Instant, psn: Psn, timer: u8) {
+        if !self.is_sending() || self.req.rnr_wait {
+            return;
+        }
+        let holds = self
+            .req
+            .sq
+            .front()
+            .is_some_and(|w| w.started && psn.distance_from(w.first_psn) < w.npsn);
+        if !holds {
+            self.stats.dropped += 1;
+            return;
+        }
+        if self.attr.rnr_retry != 7 {
+            if self.req.rnr_left == 0 {
+                self.fail_head(WcStatus::RnrRetryExcErr);
+                return;
+            }
+            self.req.rnr_left -= 1;
+        }
+        self.req.rewind(psn);
+        self.req.retry_psn = None;
+        self.req.rnr_wait = true;
+        self.timers.stop(Timer::Ack);
+        self.timers.set(Timer::Rnr, now + rnr_timer_duration(timer));
+    }
+
+    pub(super) fn on_rnr_timer(&mut self, _now: Instant) {
+        self.req.rnr_wait = false;
+    }
+
+    /// Local ACK timeout (IBTA vol. 1 §9.7.6.1.2): resend from the oldest unacknowledged PSN.
+    pub(super) fn on_ack_timeout(&mut self, _now: Instant) {
+        if !self.is_sending() || !self.req.una.before(self.req.sent_hw) {
+            return;
+        }
+        self.stats.timeouts += 1;
+        if self.req.retry_left == 0 {
+            self.fail_head(WcStatus::RetryExcErr);
+            return;
+        }
+        self.req.retry_left -= 1;
+        let una = self.req.una;
+        self.req.retry_psn = Some(una);
+        self.req.rewind(una);
+    }
+
+    /// Completes the head WQE successfully (delivering a completion when signaled).
+    pub(super) fn complete_head(&mut self, byte_len: u32) {
+        let Some(w) = self.req.sq.pop_front() else {
+            return;
+        };
+        if is_rd_atomic(&w.op) {
+            self.req.rd_outstanding = self.req.rd_outstanding.saturating_sub(1);
+        }
+        if self.req.cur > 0 {
+            self.req.cur -= 1;
+        } else {
+            self.req.cur_pkt = 0;
+        }
+        if w.signaled || self.config.sig_all {
+            self.cq.push_back(WorkCompletion {
+                wr_id: w.wr_id,
+                status: WcStatus::Success,
+                opcode: send_wc_opcode(&w.op),
+                byte_len,
+                imm_data: None,
+                invalidated_rkey: None,
+                qp_num: self.config.qpn,
+                srq: None,
+            });
+        }
+    }
+
+    /// Completes the head WQE with `status` and moves the QP to ERROR (the rest is flushed).
+    pub(super) fn fail_head(&mut self, status: WcStatus) {
+        if let Some(w) = self.req.sq.pop_front() {
+            self.cq.push_back(WorkCompletion {
+                wr_id: w.wr_id,
+                status,
+                opcode: send_wc_opcode(&w.op),
+                byte_len: 0,
+                imm_data: None,
+                invalidated_rkey: None,
+                qp_num: self.config.qpn,
+                srq: None,
+            });
+        }
+        self.enter_error(false);
+    }
+}

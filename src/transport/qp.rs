@@ -1,0 +1,453 @@
+//! The RC queue pair: state machine (IBTA vol. 1 §10.3), attribute changes (§11.2.5), the send
+//! and receive queues (§10.8), completion ordering (§10.8.5) and the sans-IO driver surface.
+//! The protocol work is split like Linux rxe: `requester.rs` (§9.7.4 requester side: packets
+//! out), `responder.rs` (§9.7.5 responder side: requests in, responses out) and `completer.rs`
+//! (§9.7.4.1 ACK/response processing, retries, completions).
+//!
+//! Choices where IB leaves room:
+//! - `post_send` is accepted in RTS and SQD; in SQD the WR is queued and starts after SQD->RTS
+//!   (WRs already started in SQD run to completion, as the drain requires).
+//! - Local SGEs are checked at post time; a failing WR is queued and, when it reaches the head
+//!   of the send queue, completes with `LocProtErr` and moves the QP to ERROR (IB's asynchronous
+//!   behaviour; the WRs before it complete normally).
+//! - `max_rd_atomic == 0` is treated as 1.
+
+use std::collections::VecDeque;
+
+use super::completer::flush_status;
+use super::memory::{Access, KeyKind, MemRef, Memory};
+use super::requester::{ReqState, SendWqe};
+use super::responder::RespState;
+use super::srq::Srq;
+use super::timers::{Timer, TimerTable};
+use super::transmit::Transmit;
+use super::types::{
+    QpAttr, QpConfig, QpError, QpState, RecvWr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
+    MAX_SGE,
+};
+use crate::time::Instant;
+use crate::wire::opcode::{OpFlags, Transport};
+use crate::wire::roce::{RoceHeaders, RocePacket};
+
+/// Largest message this transport sends or accepts (bytes); keeps a READ's PSN span far
+/// below the 2^23 window at the smallest MTU.
+pub const MAX_MSG_SIZE: u32 = 1 << 30;
+
+/// Counters of one QP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpStats {
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    /// Request packets sent again (go-back-N, timeout, RNR, implied NAK).
+    pub retransmits: u64,
+    /// Duplicate requests seen by the responder.
+    pub duplicates: u64,
+    /// Duplicate or stale responses dropped by the completer.
+    pub duplicate_responses: u64,
+    pub acks_sent: u64,
+    pub acks_received: u64,
+    pub seq_naks_sent: u64,
+    pub seq_naks_received: u64,
+    pub rnr_naks_sent: u64,
+    pub rnr_naks_received: u64,
+    /// Invalid request / remote access / remote operational NAKs.
+    pub fatal_naks_sent: u64,
+    pub fatal_naks_received: u64,
+    /// Local ACK timeouts that fired with requests outstanding.
+    pub timeouts: u64,
+    /// Packets dropped silently (P_Key, malformed, unexpected, out of sequence after the NAK).
+    pub dropped: u64,
+}
+
+/// A posted receive.
+#[derive(Clone, Debug)]
+pub(super) struct RecvWqe {
+    pub wr: RecvWr,
+    pub len: u64,
+    pub srq: Option<u32>,
+}
+
+/// An RC queue pair.
+#[derive(Debug)]
+pub struct Qp {
+    pub(super) config: QpConfig,
+    pub(super) attr: QpAttr,
+    pub(super) state: QpState,
+    pub(super) stats: QpStats,
+    pub(super) cq: VecDeque<WorkCompletion>,
+    pub(super) timers: TimerTable,
+    pub(super) req: ReqState,
+    pub(super) resp: RespState,
+    pub(super) rq: VecDeque<RecvWqe>,
+}
+
+fn check_attr(a: &QpAttr) -> Result<(), QpError> {
+    if a.retry_cnt > 7
+        || a.rnr_retry > 7
+        || a.timeout > 31
+        || a.min_rnr_timer > 31
+        || a.dest_qpn > 0x00ff_ffff
+    {
+        return Err(QpError::InvalidArgument);
+    }
+    Ok(())
+}
+
+impl Qp {
+    /// A QP in the RESET state.
+    pub fn new(config: QpConfig) -> Qp {
+        let mut config = config;
+        config.max_send_sge = config.max_send_sge.min(MAX_SGE as u32);
+        config.max_recv_sge = config.max_recv_sge.min(MAX_SGE as u32);
+        Qp {
+            req: ReqState::new(config.sq_depth),
+            resp: RespState::new(),
+            rq: VecDeque::with_capacity(config.rq_depth.min(1 << 16) as usize),
+            cq: VecDeque::new(),
+            config,
+            attr: QpAttr::default(),
+            state: QpState::Reset,
+            stats: QpStats::default(),
+            timers: TimerTable::default(),
+        }
+    }
+
+    /// This QP's number.
+    pub fn qpn(&self) -> u32 {
+        self.config.qpn
+    }
+
+    /// Current state.
+    pub fn state(&self) -> QpState {
+        self.state
+    }
+
+    /// Current attributes.
+    pub fn attr(&self) -> &QpAttr {
+        &self.attr
+    }
+
+    /// Creation parameters.
+    pub fn config(&self) -> &QpConfig {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &QpStats {
+        &self.stats
+    }
+
+    /// State transitions (IBTA vol. 1 §10.3.1, attributes per §11.2.5.2 table 91):
+    /// RESET->INIT (P_Key, access), INIT->INIT, INIT->RTR (path MTU, rq_psn, dest QPN,
+    /// responder resources, min RNR timer, P_Key, access), RTR->RTS (sq_psn, timeout,
+    /// retry_cnt, rnr_retry, initiator depth), RTS->RTS and SQD->SQD (timeout, retry
+    /// counts, min RNR timer, access), RTS->SQD, SQD->RTS, any->ERROR (flush), any->RESET.
+    pub fn modify(&mut self, now: Instant, state: QpState, attr: &QpAttr) -> Result<(), QpError> {
+        use QpState::*;
+        let _ = now;
+        match (self.state, state) {
+            (_, Reset) => {
+                let stats = self.stats;
+                *self = Qp::new(self.config.clone());
+                self.stats = stats;
+                Ok(())
+            }
+            (_, Error) => {
+                self.enter_error(false);
+                Ok(())
+            }
+            (Reset, Init) | (Init, Init) => {
+                self.attr.pkey = attr.pkey;
+                self.attr.access = attr.access;
+                self.state = Init;
+                Ok(())
+            }
+            (Init, Rtr) => {
+                check_attr(attr)?;
+                self.attr.pmtu = attr.pmtu;
+                self.attr.rq_psn = attr.rq_psn;
+                self.attr.dest_qpn = attr.dest_qpn;
+                self.attr.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+                self.attr.min_rnr_timer = attr.min_rnr_timer;
+                self.attr.pkey = attr.pkey;
+                self.attr.access = attr.access;
+                self.resp.reset(attr.rq_psn);
+                self.state = Rtr;
+                Ok(())
+            }
+            (Rtr, Rts) => {
+                check_attr(attr)?;
+                self.attr.sq_psn = attr.sq_psn;
+                self.attr.timeout = attr.timeout;
+                self.attr.retry_cnt = attr.retry_cnt;
+                self.attr.rnr_retry = attr.rnr_retry;
+                self.attr.max_rd_atomic = attr.max_rd_atomic;
+                self.req.start(attr.sq_psn, attr.retry_cnt, attr.rnr_retry);
+                self.state = Rts;
+                Ok(())
+            }
+            (Rts, Rts) | (Sqd, Sqd) => {
+                check_attr(attr)?;
+                self.attr.timeout = attr.timeout;
+                self.attr.retry_cnt = attr.retry_cnt;
+                self.attr.rnr_retry = attr.rnr_retry;
+                self.attr.min_rnr_timer = attr.min_rnr_timer;
+                self.attr.access = attr.access;
+                Ok(())
+            }
+            (Rts, Sqd) => {
+                self.state = Sqd;
+                Ok(())
+            }
+            (Sqd, Rts) => {
+                self.state = Rts;
+                Ok(())
+            }
+            _ => Err(QpError::InvalidTransition),
+        }
+    }
+
+    /// Posts a send WR (IBTA vol. 1 §10.8.2, §11.4.1.1). See the module docs for SQD and for
+    /// local protection errors. In ERROR the WR completes at once with `WrFlushErr`.
+    pub fn post_send(&mut self, now: Instant, wr: SendWr, mem: &dyn Memory) -> Result<(), QpError> {
+        let _ = now;
+        match self.state {
+            QpState::Rts | QpState::Sqd | QpState::Error => {}
+            _ => return Err(QpError::InvalidState),
+        }
+        if wr.sgl.len() > self.config.max_send_sge as usize {
+            return Err(QpError::TooManySge);
+        }
+        let len: u64 = wr.sgl.iter().map(|s| u64::from(s.len)).sum();
+        if len > u64::from(MAX_MSG_SIZE) {
+            return Err(QpError::InvalidArgument);
+        }
+        let is_atomic = matches!(wr.op, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. });
+        if is_atomic && len != 8 {
+            return Err(QpError::InvalidArgument);
+        }
+        if self.state == QpState::Error {
+            self.cq.push_back(WorkCompletion {
+                wr_id: wr.wr_id,
+                status: WcStatus::WrFlushErr,
+                opcode: send_wc_opcode(&wr.op),
+                byte_len: 0,
+                imm_data: None,
+                invalidated_rkey: None,
+                qp_num: self.config.qpn,
+                srq: None,
+            });
+            return Ok(());
+        }
+        if self.req.sq.len() >= self.config.sq_depth as usize {
+            return Err(QpError::QueueFull);
+        }
+        let access = match wr.op {
+            SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => {
+                Access::LOCAL_WRITE
+            }
+            _ => Access::empty(),
+        };
+        let pd = self.config.pd;
+        let bad = wr.sgl.iter().any(|s| {
+            mem.check(
+                &MemRef {
+                    kind: KeyKind::Local,
+                    pd,
+                    key: s.lkey,
+                    addr: s.addr,
+                    len: s.len,
+                },
+                access,
+            )
+            .is_err()
+        });
+        let wqe = SendWqe::new(wr, len as u32, self.attr.pmtu, bad);
+        self.req.sq.push_back(wqe);
+        Ok(())
+    }
+
+    /// Posts a receive WR (allowed from INIT on; IBTA vol. 1 §10.8.2). In ERROR it completes
+    /// at once with `WrFlushErr`. A QP attached to an SRQ refuses (post to the SRQ).
+    pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), QpError> {
+        if self.state == QpState::Reset || self.config.srq.is_some() {
+            return Err(QpError::InvalidState);
+        }
+        if wr.sgl.len() > self.config.max_recv_sge as usize {
+            return Err(QpError::TooManySge);
+        }
+        if self.state == QpState::Error {
+            self.cq.push_back(WorkCompletion {
+                wr_id: wr.wr_id,
+                status: WcStatus::WrFlushErr,
+                opcode: WcOpcode::Recv,
+                byte_len: 0,
+                imm_data: None,
+                invalidated_rkey: None,
+                qp_num: self.config.qpn,
+                srq: None,
+            });
+            return Ok(());
+        }
+        if self.rq.len() >= self.config.rq_depth as usize {
+            return Err(QpError::QueueFull);
+        }
+        let len = wr.sgl.iter().map(|s| u64::from(s.len)).sum();
+        self.rq.push_back(RecvWqe { wr, len, srq: None });
+        Ok(())
+    }
+
+    /// An inbound packet for this QP, already ICRC-checked and demultiplexed by destination QPN.
+    /// Requests go to the responder (§9.7.5), responses to the completer (§9.7.4.1). Packets
+    /// whose headers do not match their opcode, other transports, a wrong destination QP or a
+    /// foreign P_Key (§9.6.1.1, §10.9) are dropped silently.
+    pub fn handle_packet(
+        &mut self,
+        now: Instant,
+        pkt: &RocePacket<'_>,
+        mem: &mut dyn Memory,
+        srq: Option<&mut Srq>,
+    ) {
+        self.stats.packets_received += 1;
+        let h = &pkt.headers;
+        let op = h.bth.opcode;
+        if op.transport() != Transport::Rc || !op.is_known() || !headers_match(h, pkt.payload) {
+            self.stats.dropped += 1;
+            return;
+        }
+        if h.bth.dest_qp != self.config.qpn || !pkey_match(h.bth.pkey, self.attr.pkey) {
+            self.stats.dropped += 1;
+            return;
+        }
+        let flags = op.flags();
+        if flags.contains(OpFlags::REQUEST) {
+            self.handle_request(now, pkt, mem, srq);
+        } else if flags.contains(OpFlags::RESPONSE) {
+            self.handle_response(now, pkt, mem);
+        } else {
+            self.stats.dropped += 1;
+        }
+    }
+
+    /// Fires expired timers (local ACK timeout, RNR wait).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.timers.expire(Timer::Rnr, now) {
+            self.on_rnr_timer(now);
+        }
+        if self.timers.expire(Timer::Ack, now) {
+            self.on_ack_timeout(now);
+        }
+    }
+
+    /// The earliest armed deadline.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next_deadline()
+    }
+
+    /// The next packet to send: responses first (they unblock the peer), then requests.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        let t = match self.next_response() {
+            Some(t) => Some(t),
+            None => self.next_request(now),
+        };
+        if t.is_some() {
+            self.stats.packets_sent += 1;
+        }
+        t
+    }
+
+    /// The next work completion, in posting order per queue.
+    pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
+        self.cq.pop_front()
+    }
+
+    /// A BTH-complete header set for a packet to the peer.
+    pub(super) fn headers(
+        &self,
+        opcode: crate::wire::opcode::Opcode,
+        psn: crate::wire::psn::Psn,
+    ) -> RoceHeaders {
+        RoceHeaders {
+            bth: crate::wire::bth::BthRepr {
+                opcode,
+                solicited: false,
+                mig_req: false,
+                pad_count: 0,
+                tver: 0,
+                pkey: self.attr.pkey,
+                fecn: false,
+                becn: false,
+                dest_qp: self.attr.dest_qpn,
+                ack_req: false,
+                psn,
+            },
+            reth: None,
+            aeth: None,
+            deth: None,
+            imm_dt: None,
+            ieth: None,
+            atomic_eth: None,
+            atomic_ack_eth: None,
+        }
+    }
+
+    /// Moves to ERROR (IBTA vol. 1 §10.3.1): every outstanding send and receive WR completes
+    /// with `WrFlushErr`, in order. With `keep_naks`, NAKs the responder already queued are
+    /// still sent (a responder error NAKs the request that caused it).
+    pub(super) fn enter_error(&mut self, keep_naks: bool) {
+        self.state = QpState::Error;
+        self.timers.clear();
+        let qpn = self.config.qpn;
+        while let Some(w) = self.req.sq.pop_front() {
+            self.cq.push_back(WorkCompletion {
+                wr_id: w.wr_id,
+                status: WcStatus::WrFlushErr,
+                opcode: send_wc_opcode(&w.op),
+                byte_len: 0,
+                imm_data: None,
+                invalidated_rkey: None,
+                qp_num: qpn,
+                srq: None,
+            });
+        }
+        self.req.reset_cursor();
+        if let Some(w) = self.resp.take_in_progress_recv() {
+            self.cq.push_back(flush_status(&w, qpn));
+        }
+        while let Some(w) = self.rq.pop_front() {
+            self.cq.push_back(flush_status(&w, qpn));
+        }
+        self.resp.on_error(keep_naks);
+    }
+}
+
+/// The completion opcode of a send WR.
+pub(super) fn send_wc_opcode(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. } => WcOpcode::Send,
+        SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
+        SendOp::Read { .. } => WcOpcode::RdmaRead,
+        SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
+        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+    }
+}
+
+/// P_Key match (IBTA vol. 1 §10.9.3): the 15-bit keys agree and at least one side is a full
+/// member.
+fn pkey_match(a: u16, b: u16) -> bool {
+    (a & 0x7fff) == (b & 0x7fff) && (a & 0x8000 != 0 || b & 0x8000 != 0)
+}
+
+/// Exactly the extension headers the opcode table names are present, and opcodes without a
+/// payload carry none.
+fn headers_match(h: &RoceHeaders, payload: &[u8]) -> bool {
+    let f = h.bth.opcode.flags();
+    h.reth.is_some() == f.contains(OpFlags::RETH)
+        && h.aeth.is_some() == f.contains(OpFlags::AETH)
+        && h.deth.is_some() == f.contains(OpFlags::DETH)
+        && h.imm_dt.is_some() == f.contains(OpFlags::IMMDT)
+        && h.ieth.is_some() == f.contains(OpFlags::IETH)
+        && h.atomic_eth.is_some() == f.contains(OpFlags::ATOMIC_ETH)
+        && h.atomic_ack_eth.is_some() == f.contains(OpFlags::ATOMIC_ACK_ETH)
+        && (f.contains(OpFlags::PAYLOAD) || payload.is_empty())
+}

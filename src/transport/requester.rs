@@ -1,0 +1,380 @@
+//! The requester (IBTA vol. 1 §9.7.4 "requester side", Linux rxe `rxe_req.c`): turns send WQEs
+//! into request packets. Segmentation into FIRST/MIDDLE/LAST/ONLY by path MTU (§9.7.4.1.2),
+//! PSN assignment (§9.7.1: one PSN per packet, an RDMA READ consumes ceil(len/MTU), min 1),
+//! AckReq on the last packet of each message and every `ACK_REQ_EVERY` packets (§9.7.4.1.4),
+//! a bounded window of outstanding PSNs, at most `max_rd_atomic` READs/atomics outstanding
+//! (§9.4.4 initiator depth), and fences (§10.8.3.3).
+//!
+//! Retransmission is go-back-N: the completer moves the cursor (`cur`, `cur_pkt`) back to the
+//! first PSN to resend and this code walks forward again. A READ resumed from packet `k` is
+//! re-requested for its remaining part: VA + k*MTU, length - k*MTU, PSN first + k (§9.7.4.1.5).
+
+use std::collections::VecDeque;
+
+use super::memory::{KeyKind, MemRef};
+use super::qp::Qp;
+use super::timers::{ack_timeout_duration, Timer};
+use super::transmit::{Payload, Transmit};
+use super::types::{Mtu, QpState, SendOp, SendWr, Sge, WcStatus};
+use crate::time::Instant;
+use crate::wire::atomic_eth::AtomicEthRepr;
+use crate::wire::opcode::Opcode;
+use crate::wire::psn::Psn;
+use crate::wire::reth::RethRepr;
+
+/// Request an ACK at least every this many packets of a long message.
+pub const ACK_REQ_EVERY: u32 = 16;
+
+/// Most PSNs in flight (sent and not acknowledged) before the requester waits. Far below the
+/// 2^23 half-ring so the responder always classifies PSNs correctly.
+pub const MAX_OUTSTANDING_PSNS: u32 = 2048;
+
+/// A send WQE and its transport progress.
+#[derive(Clone, Debug)]
+pub(super) struct SendWqe {
+    pub wr_id: u64,
+    pub op: SendOp,
+    pub sgl: Vec<Sge>,
+    pub signaled: bool,
+    pub fence: bool,
+    pub solicited: bool,
+    /// Message length in bytes.
+    pub len: u32,
+    /// Path MTU payload bytes used to segment it.
+    pub mtu: u32,
+    /// PSNs the message consumes.
+    pub npsn: u32,
+    /// First PSN (valid once `started`).
+    pub first_psn: Psn,
+    pub started: bool,
+    /// READ: response packets received so far.
+    pub acked_pkts: u32,
+    /// Local protection error found at post time.
+    pub bad: Option<WcStatus>,
+}
+
+impl SendWqe {
+    pub fn new(wr: SendWr, len: u32, pmtu: Mtu, bad: bool) -> SendWqe {
+        let mtu = pmtu.bytes();
+        let npsn = if is_rd_atomic(&wr.op) && !matches!(wr.op, SendOp::Read { .. }) {
+            1
+        } else {
+            len.div_ceil(mtu).max(1)
+        };
+        SendWqe {
+            wr_id: wr.wr_id,
+            op: wr.op,
+            sgl: wr.sgl,
+            signaled: wr.signaled,
+            fence: wr.fence,
+            solicited: wr.solicited,
+            len,
+            mtu,
+            npsn,
+            first_psn: Psn::new(0),
+            started: false,
+            acked_pkts: 0,
+            bad: bad.then_some(WcStatus::LocProtErr),
+        }
+    }
+
+    /// The last PSN of the message.
+    pub fn last_psn(&self) -> Psn {
+        self.first_psn.add(self.npsn - 1)
+    }
+}
+
+/// READ or atomic: needs a responder resource and is answered by data, not an ACK.
+pub(super) fn is_rd_atomic(op: &SendOp) -> bool {
+    matches!(
+        op,
+        SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+    )
+}
+
+/// Requester and completer state of a QP.
+#[derive(Debug)]
+pub(super) struct ReqState {
+    /// Send WQEs not yet completed, in posting order.
+    pub sq: VecDeque<SendWqe>,
+    /// Index in `sq` of the WQE the next packet comes from, and its packet index.
+    pub cur: usize,
+    pub cur_pkt: u32,
+    /// PSN the next new WQE starts at.
+    pub next_psn: Psn,
+    /// Oldest unacknowledged PSN.
+    pub una: Psn,
+    /// One past the highest PSN ever sent.
+    pub sent_hw: Psn,
+    pub retry_left: u8,
+    pub rnr_left: u8,
+    /// The PSN of the last go-back-N with no progress since (one retry per gap).
+    pub retry_psn: Option<Psn>,
+    /// Waiting for an RNR timer.
+    pub rnr_wait: bool,
+    /// Started READs/atomics not yet completed.
+    pub rd_outstanding: u32,
+}
+
+impl ReqState {
+    pub fn new(depth: u32) -> ReqState {
+        ReqState {
+            sq: VecDeque::with_capacity(depth.min(1 << 16) as usize),
+            cur: 0,
+            cur_pkt: 0,
+            next_psn: Psn::new(0),
+            una: Psn::new(0),
+            sent_hw: Psn::new(0),
+            retry_left: 0,
+            rnr_left: 0,
+            retry_psn: None,
+            rnr_wait: false,
+            rd_outstanding: 0,
+        }
+    }
+
+    /// RTR->RTS: the first PSN and the retry budgets.
+    pub fn start(&mut self, sq_psn: Psn, retry_cnt: u8, rnr_retry: u8) {
+        self.next_psn = sq_psn;
+        self.una = sq_psn;
+        self.sent_hw = sq_psn;
+        self.retry_left = retry_cnt;
+        self.rnr_left = rnr_retry;
+        self.retry_psn = None;
+        self.rnr_wait = false;
+    }
+
+    /// Forgets transmit progress (the send queue was emptied).
+    pub fn reset_cursor(&mut self) {
+        self.cur = 0;
+        self.cur_pkt = 0;
+        self.rd_outstanding = 0;
+        self.rnr_wait = false;
+        self.retry_psn = None;
+    }
+
+    /// Moves the cursor back to `psn` (go-back-N). False when no started WQE holds it.
+    pub fn rewind(&mut self, psn: Psn) -> bool {
+        for (i, w) in self.sq.iter().enumerate() {
+            if !w.started {
+                break;
+            }
+            let k = psn.distance_from(w.first_psn);
+            if k < w.npsn {
+                self.cur = i;
+                self.cur_pkt = k;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// The payload of bytes `off..off+len` of a message, as segments of its SGL.
+pub(super) fn sgl_payload(sgl: &[Sge], pd: u32, mut off: u64, len: u64) -> Payload {
+    let mut p = Payload::EMPTY;
+    let mut left = len;
+    for s in sgl {
+        if left == 0 {
+            break;
+        }
+        let slen = u64::from(s.len);
+        if off >= slen {
+            off -= slen;
+            continue;
+        }
+        let n = (slen - off).min(left);
+        p.push(MemRef {
+            kind: KeyKind::Local,
+            pd,
+            key: s.lkey,
+            addr: s.addr.saturating_add(off),
+            len: n as u32,
+        });
+        left -= n;
+        off = 0;
+    }
+    p
+}
+
+impl Qp {
+    /// The next request packet, if the requester may send one now.
+    pub(super) fn next_request(&mut self, now: Instant) -> Option<Transmit> {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) || self.req.rnr_wait {
+            return None;
+        }
+        let i = self.req.cur;
+        let w = self.req.sq.get(i)?;
+        if !w.started {
+            if self.state == QpState::Sqd {
+                return None;
+            }
+            if let Some(st) = w.bad {
+                // Completes in error once everything before it has completed.
+                if i == 0 {
+                    self.fail_head(st);
+                }
+                return None;
+            }
+            let rd = is_rd_atomic(&w.op);
+            if w.fence && self.req.sq.iter().take(i).any(|e| is_rd_atomic(&e.op)) {
+                return None;
+            }
+            if rd && self.req.rd_outstanding >= u32::from(self.attr.max_rd_atomic.max(1)) {
+                return None;
+            }
+            let inflight = self.req.next_psn.distance_from(self.req.una);
+            let need = if rd { w.npsn } else { 1 };
+            if inflight > 0 && inflight + need > MAX_OUTSTANDING_PSNS {
+                return None;
+            }
+            let first = self.req.next_psn;
+            let w = &mut self.req.sq[i];
+            w.first_psn = first;
+            w.started = true;
+            self.req.next_psn = first.add(w.npsn);
+            if rd {
+                self.req.rd_outstanding += 1;
+            }
+        }
+        let w = &self.req.sq[i];
+        let k = self.req.cur_pkt;
+        let psn = w.first_psn.add(k);
+        if psn.distance_from(self.req.una) >= MAX_OUTSTANDING_PSNS {
+            return None;
+        }
+        let pd = self.config.pd;
+        let mut h;
+        let mut payload = Payload::EMPTY;
+        let span; // PSNs this packet covers
+        let whole_wqe; // the cursor moves to the next WQE after this packet
+        match w.op {
+            SendOp::Read { remote_addr, rkey } => {
+                let off = u64::from(k) * u64::from(w.mtu);
+                h = self.headers(Opcode::RC_READ_REQUEST, psn);
+                h.reth = Some(RethRepr {
+                    va: remote_addr.wrapping_add(off),
+                    rkey,
+                    dma_len: w.len.saturating_sub(off as u32),
+                });
+                h.bth.ack_req = true;
+                span = w.npsn - k;
+                whole_wqe = true;
+            }
+            SendOp::CompareSwap {
+                remote_addr,
+                rkey,
+                compare,
+                swap,
+            } => {
+                h = self.headers(Opcode::RC_COMPARE_SWAP, psn);
+                h.atomic_eth = Some(AtomicEthRepr {
+                    va: remote_addr,
+                    rkey,
+                    swap_add: swap,
+                    compare,
+                });
+                h.bth.ack_req = true;
+                span = 1;
+                whole_wqe = true;
+            }
+            SendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+            } => {
+                h = self.headers(Opcode::RC_FETCH_ADD, psn);
+                h.atomic_eth = Some(AtomicEthRepr {
+                    va: remote_addr,
+                    rkey,
+                    swap_add: add,
+                    compare: 0,
+                });
+                h.bth.ack_req = true;
+                span = 1;
+                whole_wqe = true;
+            }
+            _ => {
+                let first = k == 0;
+                let last = k + 1 == w.npsn;
+                let off = u64::from(k) * u64::from(w.mtu);
+                let plen = u64::from(w.len).saturating_sub(off).min(u64::from(w.mtu));
+                payload = sgl_payload(&w.sgl, pd, off, plen);
+                let op = segment_opcode(&w.op, first, last);
+                h = self.headers(op, psn);
+                match w.op {
+                    SendOp::Write { remote_addr, rkey }
+                    | SendOp::WriteWithImm {
+                        remote_addr, rkey, ..
+                    } if first => {
+                        h.reth = Some(RethRepr {
+                            va: remote_addr,
+                            rkey,
+                            dma_len: w.len,
+                        });
+                    }
+                    _ => {}
+                }
+                if last {
+                    match w.op {
+                        SendOp::SendWithImm { imm } | SendOp::WriteWithImm { imm, .. } => {
+                            h.imm_dt = Some(imm)
+                        }
+                        SendOp::SendWithInv { rkey } => h.ieth = Some(rkey),
+                        _ => {}
+                    }
+                    h.bth.solicited = w.solicited;
+                }
+                h.bth.ack_req = last || (k + 1).is_multiple_of(ACK_REQ_EVERY);
+                span = 1;
+                whole_wqe = last;
+            }
+        }
+        if whole_wqe {
+            self.req.cur += 1;
+            self.req.cur_pkt = 0;
+        } else {
+            self.req.cur_pkt += 1;
+        }
+        if psn.before(self.req.sent_hw) {
+            self.stats.retransmits += 1;
+        }
+        let end = psn.add(span);
+        if end.after(self.req.sent_hw) {
+            self.req.sent_hw = end;
+        }
+        if !self.timers.is_set(Timer::Ack) {
+            if let Some(d) = ack_timeout_duration(self.attr.timeout) {
+                self.timers.set(Timer::Ack, now + d);
+            }
+        }
+        Some(Transmit {
+            headers: h,
+            payload,
+        })
+    }
+}
+
+/// The opcode of a SEND/WRITE packet by its position in the message (IBTA vol. 1 §9.2 table 38).
+fn segment_opcode(op: &SendOp, first: bool, last: bool) -> Opcode {
+    match (op, first, last) {
+        (SendOp::Send, true, true) => Opcode::RC_SEND_ONLY,
+        (SendOp::SendWithImm { .. }, true, true) => Opcode::RC_SEND_ONLY_IMM,
+        (SendOp::SendWithInv { .. }, true, true) => Opcode::RC_SEND_ONLY_INV,
+        (SendOp::Send, false, true) => Opcode::RC_SEND_LAST,
+        (SendOp::SendWithImm { .. }, false, true) => Opcode::RC_SEND_LAST_IMM,
+        (SendOp::SendWithInv { .. }, false, true) => Opcode::RC_SEND_LAST_INV,
+        (SendOp::Write { .. }, true, true) => Opcode::RC_WRITE_ONLY,
+        (SendOp::WriteWithImm { .. }, true, true) => Opcode::RC_WRITE_ONLY_IMM,
+        (SendOp::Write { .. }, false, true) => Opcode::RC_WRITE_LAST,
+        (SendOp::WriteWithImm { .. }, false, true) => Opcode::RC_WRITE_LAST_IMM,
+        (SendOp::Write { .. } | SendOp::WriteWithImm { .. }, true, false) => Opcode::RC_WRITE_FIRST,
+        (SendOp::Write { .. } | SendOp::WriteWithImm { .. }, false, false) => {
+            Opcode::RC_WRITE_MIDDLE
+        }
+        (_, true, false) => Opcode::RC_SEND_FIRST,
+        (_, false, false) => Opcode::RC_SEND_MIDDLE,
+        // READ/atomics are built elsewhere; SEND last keeps the table total.
+        (_, _, true) => Opcode::RC_SEND_LAST,
+    }
+}

@@ -1,0 +1,488 @@
+//! Loss, duplication, reordering: go-back-N, timeouts, duplicates, RNR.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use super::*;
+use crate::transport::types::{WcOpcode, WcStatus};
+
+/// Drops the first packet matching `pred`, passes everything else.
+fn drop_once(pred: impl Fn(&Pkt) -> bool + 'static) -> impl FnMut(&Pkt) -> Fate {
+    let mut done = false;
+    move |p| {
+        if !done && pred(p) {
+            done = true;
+            Fate::Drop
+        } else {
+            Fate::Pass
+        }
+    }
+}
+
+#[test]
+fn dropped_middle_packet_one_seq_nak_go_back_n() {
+    let mut p = Pair::new();
+    let len = 8 * MTU;
+    let src = p.region(A, len, 1);
+    let dst = p.zeroed(B, len);
+    p.post_recv(B, 1, vec![sge(&dst, 0, len as u32)]);
+    p.post_send(A, wr(7, SendOp::Send, vec![sge(&src, 0, len as u32)]));
+    // A -> B: SEND first 100, middle 101, [middle 102 lost], 103..107 out of sequence.
+    p.filter(drop_once(|x| x.from == A && x.psn() == 102));
+    p.run();
+    // B -> A: exactly one PSN sequence error NAK, naming 102.
+    let naks: Vec<u32> = p
+        .trace
+        .iter()
+        .filter(|x| x.from == B && x.is_seq_nak())
+        .map(|x| x.psn())
+        .collect();
+    assert_eq!(naks, vec![102]);
+    // A resends 102..107 (go-back-N), each once.
+    let psns: Vec<u32> = p
+        .trace
+        .iter()
+        .filter(|x| x.from == A)
+        .map(|x| x.psn())
+        .collect();
+    assert_eq!(
+        psns,
+        vec![100, 101, 102, 103, 104, 105, 106, 107, 102, 103, 104, 105, 106, 107]
+    );
+    assert_eq!(p.s[A].qp.stats().retransmits, 6);
+    assert_eq!(p.s[A].qp.stats().seq_naks_received, 1);
+    assert_eq!(p.s[B].qp.stats().seq_naks_sent, 1);
+    assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
+    let ca = p.completions(A);
+    assert_eq!(
+        ca.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        vec![(7, WcStatus::Success)]
+    );
+    let cb = p.completions(B);
+    assert_eq!(
+        cb.iter().map(|c| (c.wr_id, c.byte_len)).collect::<Vec<_>>(),
+        vec![(1, len as u32)]
+    );
+}
+
+#[test]
+fn dropped_ack_timeout_duplicate_reacked_not_reexecuted() {
+    let mut p = Pair::new();
+    let counter = p.zeroed(B, 8);
+    let local = p.zeroed(A, 16);
+    let src = p.region(A, 16, 3);
+    let dst = p.zeroed(B, 16);
+    p.post_recv(B, 1, vec![sge(&dst, 0, 16)]);
+    p.post_send(
+        A,
+        wr(
+            1,
+            SendOp::FetchAdd {
+                remote_addr: counter.addr,
+                rkey: counter.rkey,
+                add: 1,
+            },
+            vec![sge(&local, 0, 8)],
+        ),
+    );
+    p.post_send(A, wr(2, SendOp::Send, vec![sge(&src, 0, 16)]));
+    // B -> A: the atomic ACK and the ACK of the SEND are lost once each.
+    p.filter({
+        let mut lost = 0;
+        move |x| {
+            if x.from == B && lost < 2 {
+                lost += 1;
+                Fate::Drop
+            } else {
+                Fate::Pass
+            }
+        }
+    });
+    p.run();
+    let st = *p.s[A].qp.stats();
+    assert!(st.timeouts >= 1, "A timed out");
+    assert!(st.retransmits >= 2, "both requests resent");
+    assert!(
+        p.s[B].qp.stats().duplicates >= 2,
+        "B saw both as duplicates"
+    );
+    // FAA executed exactly once; the duplicate was answered from the saved value.
+    assert_eq!(
+        u64::from_ne_bytes(p.bytes(B, &counter)[..8].try_into().unwrap()),
+        1
+    );
+    assert_eq!(
+        u64::from_ne_bytes(p.bytes(A, &local)[..8].try_into().unwrap()),
+        0
+    );
+    // The SEND was not delivered twice: one receive completion.
+    let cb = p.completions(B);
+    assert_eq!(cb.len(), 1);
+    let ca = p.completions(A);
+    assert_eq!(
+        ca.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+}
+
+#[test]
+fn lost_read_response_reexecutes_read_for_the_rest() {
+    let mut p = Pair::new();
+    let remote = p.region(B, 3 * MTU, 8);
+    let local = p.zeroed(A, 3 * MTU);
+    p.post_send(
+        A,
+        wr(
+            1,
+            SendOp::Read {
+                remote_addr: remote.addr,
+                rkey: remote.rkey,
+            },
+            vec![sge(&local, 0, 3 * MTU as u32)],
+        ),
+    );
+    // B -> A: READ response first 100, [middle 101 lost], last 102.
+    p.filter(drop_once(|x| {
+        x.from == B && x.op() == Opcode::RC_READ_RESPONSE_MIDDLE
+    }));
+    p.run();
+    let reqs: Vec<&Pkt> = p.trace.iter().filter(|x| x.from == A).collect();
+    assert_eq!(reqs.len(), 2);
+    // The second READ request asks for the remaining two MTUs at PSN 101.
+    assert_eq!(reqs[1].psn(), 101);
+    let reth = reqs[1].headers.reth.unwrap();
+    assert_eq!(
+        (reth.va, reth.dma_len),
+        (remote.addr + MTU as u64, 2 * MTU as u32)
+    );
+    assert_eq!(
+        p.s[B].qp.stats().duplicates,
+        1,
+        "B re-executed a duplicate READ"
+    );
+    assert_eq!(p.bytes(A, &local), p.bytes(B, &remote));
+    let ca = p.completions(A);
+    assert_eq!(
+        ca.iter()
+            .map(|c| (c.wr_id, c.status, c.opcode))
+            .collect::<Vec<_>>(),
+        vec![(1, WcStatus::Success, WcOpcode::RdmaRead)]
+    );
+}
+
+#[test]
+fn duplicate_read_request_is_executed_again() {
+    let mut p = Pair::new();
+    let remote = p.region(B, 100, 8);
+    let local = p.zeroed(A, 100);
+    p.post_send(
+        A,
+        wr(
+            1,
+            SendOp::Read {
+                remote_addr: remote.addr,
+                rkey: remote.rkey,
+            },
+            vec![sge(&local, 0, 100)],
+        ),
+    );
+    // The READ request is duplicated on the wire: B answers both.
+    p.filter(|x| {
+        if x.from == A {
+            Fate::Duplicate
+        } else {
+            Fate::Pass
+        }
+    });
+    p.run();
+    assert_eq!(p.count(B, |x| x.op() == Opcode::RC_READ_RESPONSE_ONLY), 2);
+    assert_eq!(p.s[A].qp.stats().duplicate_responses, 1);
+    assert_eq!(p.bytes(A, &local), p.bytes(B, &remote));
+    assert_eq!(p.completions(A).len(), 1);
+}
+
+#[test]
+fn duplicated_packets_execute_once() {
+    let mut p = Pair::new();
+    let src = p.region(A, 3 * MTU, 5);
+    let dst = p.zeroed(B, 3 * MTU);
+    let counter = p.zeroed(B, 8);
+    let local = p.zeroed(A, 8);
+    p.post_recv(B, 1, vec![sge(&dst, 0, 3 * MTU as u32)]);
+    p.post_recv(B, 2, vec![]);
+    p.post_send(A, wr(1, SendOp::Send, vec![sge(&src, 0, 3 * MTU as u32)]));
+    p.post_send(
+        A,
+        wr(
+            2,
+            SendOp::FetchAdd {
+                remote_addr: counter.addr,
+                rkey: counter.rkey,
+                add: 5,
+            },
+            vec![sge(&local, 0, 8)],
+        ),
+    );
+    p.post_send(A, wr(3, SendOp::Send, vec![]));
+    p.filter(|_| Fate::Duplicate);
+    p.run();
+    assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
+    assert_eq!(
+        u64::from_ne_bytes(p.bytes(B, &counter)[..8].try_into().unwrap()),
+        5
+    );
+    assert_eq!(
+        p.completions(B).iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    assert_eq!(
+        p.completions(A).iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+}
+
+#[test]
+fn rnr_then_late_receive_succeeds() {
+    let mut p = Pair::with(
+        |side, a| {
+            if side == B {
+                a.min_rnr_timer = 14
+            }
+        },
+        100,
+        200,
+    );
+    let src = p.region(A, 100, 5);
+    let dst = p.zeroed(B, 100);
+    p.post_send(A, wr(1, SendOp::Send, vec![sge(&src, 0, 100)]));
+    p.step();
+    p.step();
+    // B -> A: RNR NAK for PSN 100 with timer code 14 (1.28 ms).
+    let rnr: Vec<&Pkt> = p.trace.iter().filter(|x| x.is_rnr_nak()).collect();
+    assert_eq!(rnr.len(), 1);
+    assert_eq!(rnr[0].psn(), 100);
+    assert_eq!(rnr[0].syndrome(), Some(Syndrome::RnrNak { timer: 14 }));
+    let t0 = p.now;
+    let deadline = p.s[A].qp.poll_timeout().unwrap();
+    assert!(deadline >= t0 + core::time::Duration::from_micros(1270));
+    assert_eq!(p.step(), 0, "A waits");
+    p.post_recv(B, 9, vec![sge(&dst, 0, 100)]);
+    p.run();
+    assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
+    assert_eq!(p.count(A, |x| x.psn() == 100), 2);
+    assert_eq!(p.completions(A)[0].status, WcStatus::Success);
+    assert_eq!(p.completions(B)[0].wr_id, 9);
+    assert_eq!(p.s[A].qp.stats().rnr_naks_received, 1);
+}
+
+#[test]
+fn rnr_retry_exhaustion() {
+    let mut p = Pair::with(
+        |side, a| {
+            if side == A {
+                a.rnr_retry = 2
+            }
+        },
+        100,
+        200,
+    );
+    let src = p.region(A, 100, 5);
+    p.post_send(A, wr(1, SendOp::Send, vec![sge(&src, 0, 100)]));
+    p.post_send(A, wr(2, SendOp::Send, vec![sge(&src, 0, 10)]));
+    p.run();
+    // Three RNR NAKs: the first try and two retries.
+    assert_eq!(p.count(B, |x| x.is_rnr_nak()), 3);
+    assert_eq!(p.s[A].qp.state(), QpState::Error);
+    let ca = p.completions(A);
+    assert_eq!(
+        ca.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::RnrRetryExcErr), (2, WcStatus::WrFlushErr)]
+    );
+}
+
+#[test]
+fn peer_vanishes_retry_exceeded_rest_flushed() {
+    let mut p = Pair::with(
+        |side, a| {
+            if side == A {
+                a.retry_cnt = 3
+            }
+        },
+        100,
+        200,
+    );
+    let src = p.region(A, 100, 5);
+    let dst = p.zeroed(B, 100);
+    p.link_up = false;
+    for i in 1..=3 {
+        p.post_send(
+            A,
+            wr(
+                i,
+                SendOp::Write {
+                    remote_addr: dst.addr,
+                    rkey: dst.rkey,
+                },
+                vec![sge(&src, 0, 10)],
+            ),
+        );
+    }
+    p.run();
+    // Sent once and retried three times after timeouts.
+    assert_eq!(p.count(A, |x| x.psn() == 100), 4);
+    assert_eq!(p.s[A].qp.stats().timeouts, 4);
+    assert_eq!(p.s[A].qp.state(), QpState::Error);
+    let ca = p.completions(A);
+    assert_eq!(
+        ca.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        vec![
+            (1, WcStatus::RetryExcErr),
+            (2, WcStatus::WrFlushErr),
+            (3, WcStatus::WrFlushErr)
+        ]
+    );
+    assert_eq!(p.s[A].qp.poll_timeout(), None);
+}
+
+#[test]
+fn progress_resets_retry_budget() {
+    // Every second packet of a long WRITE stream is lost at first; with retry_cnt 1 the
+    // transfer still succeeds because each go-back-N makes progress.
+    let mut p = Pair::with(
+        |side, a| {
+            if side == A {
+                a.retry_cnt = 1
+            }
+        },
+        100,
+        200,
+    );
+    let len = 10 * MTU;
+    let src = p.region(A, len, 5);
+    let dst = p.zeroed(B, len);
+    p.post_send(
+        A,
+        wr(
+            1,
+            SendOp::Write {
+                remote_addr: dst.addr,
+                rkey: dst.rkey,
+            },
+            vec![sge(&src, 0, len as u32)],
+        ),
+    );
+    let seen = Rc::new(Cell::new(0u32));
+    let s2 = seen.clone();
+    p.filter(move |x| {
+        if x.from == A && x.psn() % 2 == 1 && s2.get() & (1 << (x.psn() - 100)) == 0 {
+            s2.set(s2.get() | 1 << (x.psn() - 100));
+            Fate::Drop
+        } else {
+            Fate::Pass
+        }
+    });
+    p.run();
+    assert!(seen.get() != 0);
+    assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
+    assert_eq!(p.completions(A)[0].status, WcStatus::Success);
+}
+
+#[test]
+fn reordered_packets_recover() {
+    let mut p = Pair::new();
+    let len = 4 * MTU;
+    let src = p.region(A, len, 5);
+    let dst = p.zeroed(B, len);
+    p.post_recv(B, 1, vec![sge(&dst, 0, len as u32)]);
+    p.post_send(A, wr(1, SendOp::Send, vec![sge(&src, 0, len as u32)]));
+    // Deliver 100, 102, 101, 103 by hand.
+    let mut pk = Vec::new();
+    while let Some(t) = p.s[A].qp.poll_transmit(p.now) {
+        let mut b = vec![0; t.payload.len()];
+        t.payload.gather(&p.s[A].mem, &mut b).unwrap();
+        pk.push(Pkt {
+            from: A,
+            headers: t.headers,
+            payload: b,
+        });
+    }
+    assert_eq!(pk.len(), 4);
+    for i in [0, 2, 1, 3] {
+        p.deliver(&pk[i]);
+    }
+    p.run();
+    // 102 early: NAK 101 (and 102 is dropped). 101 fills that gap; 103 early: NAK 102.
+    let naks: Vec<u32> = p
+        .trace
+        .iter()
+        .filter(|x| x.is_seq_nak())
+        .map(|x| x.psn())
+        .collect();
+    assert_eq!(naks, vec![101, 102]);
+    assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
+    assert_eq!(p.completions(B).len(), 1);
+    assert_eq!(p.completions(A).len(), 1);
+}
+
+#[test]
+fn write_with_imm_without_receive_gets_rnr_then_lands_once() {
+    let mut p = Pair::new();
+    let src = p.region(A, 2 * MTU, 5);
+    let dst = p.zeroed(B, 2 * MTU);
+    p.post_send(
+        A,
+        wr(
+            1,
+            SendOp::WriteWithImm {
+                remote_addr: dst.addr,
+                rkey: dst.rkey,
+                imm: 7,
+            },
+            vec![sge(&src, 0, 2 * MTU as u32)],
+        ),
+    );
+    // A -> B: WRITE first 100 (placed), WRITE last with imm 101: no receive WQE -> RNR NAK 101.
+    p.step();
+    p.step();
+    let rnr: Vec<u32> = p
+        .trace
+        .iter()
+        .filter(|x| x.is_rnr_nak())
+        .map(|x| x.psn())
+        .collect();
+    assert_eq!(rnr, vec![101]);
+    p.post_recv(B, 40, vec![]);
+    p.run();
+    // Only the last packet was sent again.
+    assert_eq!(p.count(A, |x| x.psn() == 100), 1);
+    assert_eq!(p.count(A, |x| x.psn() == 101), 2);
+    assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
+    let cb = p.completions(B);
+    assert_eq!(cb.len(), 1);
+    assert_eq!(
+        (cb[0].wr_id, cb[0].opcode, cb[0].byte_len, cb[0].imm_data),
+        (40, WcOpcode::RecvRdmaWithImm, 2 * MTU as u32, Some(7))
+    );
+    assert_eq!(p.completions(A)[0].status, WcStatus::Success);
+}
+
+#[test]
+fn solicited_bit_only_on_last_packet() {
+    let mut p = Pair::new();
+    let src = p.region(A, 2 * MTU, 5);
+    let dst = p.zeroed(B, 2 * MTU);
+    p.post_recv(B, 1, vec![sge(&dst, 0, 2 * MTU as u32)]);
+    let mut w = wr(1, SendOp::Send, vec![sge(&src, 0, 2 * MTU as u32)]);
+    w.solicited = true;
+    p.post_send(A, w);
+    p.run();
+    let se: Vec<bool> = p
+        .trace
+        .iter()
+        .filter(|x| x.from == A)
+        .map(|x| x.headers.bth.solicited)
+        .collect();
+    assert_eq!(se, vec![false, true]);
+    assert_eq!(p.s[A].qp.stats().acks_received, 1);
+    assert_eq!(p.s[B].qp.stats().acks_sent, 1);
+}

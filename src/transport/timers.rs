@@ -1,0 +1,124 @@
+//! The QP's small timer table (IBTA vol. 1 §9.7.6.1.2 local ACK timeout, §9.7.5.2.8 RNR wait).
+//! In the manner of quinn-proto: the QP never sleeps; the caller asks `poll_timeout` for the
+//! earliest deadline and calls `handle_timeout` when it has passed.
+
+use crate::time::Instant;
+use core::time::Duration;
+
+/// The timers a QP keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Timer {
+    /// Local ACK timeout of the requester: no progress on outstanding requests.
+    Ack = 0,
+    /// RNR NAK wait: resend after the responder's RNR timer.
+    Rnr = 1,
+}
+
+const N_TIMERS: usize = 2;
+
+/// Deadlines by timer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimerTable {
+    deadlines: [Option<Instant>; N_TIMERS],
+}
+
+impl TimerTable {
+    /// Arms (or re-arms) `t` to fire at `at`.
+    pub fn set(&mut self, t: Timer, at: Instant) {
+        self.deadlines[t as usize] = Some(at);
+    }
+
+    /// Disarms `t`.
+    pub fn stop(&mut self, t: Timer) {
+        self.deadlines[t as usize] = None;
+    }
+
+    /// Deadline of `t`, if armed.
+    pub fn get(&self, t: Timer) -> Option<Instant> {
+        self.deadlines[t as usize]
+    }
+
+    /// True when `t` is armed.
+    pub fn is_set(&self, t: Timer) -> bool {
+        self.deadlines[t as usize].is_some()
+    }
+
+    /// Disarms everything.
+    pub fn clear(&mut self) {
+        self.deadlines = [None; N_TIMERS];
+    }
+
+    /// The earliest armed deadline.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.iter().flatten().copied().min()
+    }
+
+    /// If `t` is armed and its deadline is `<= now`, disarms it and returns true.
+    pub fn expire(&mut self, t: Timer, now: Instant) -> bool {
+        match self.deadlines[t as usize] {
+            Some(at) if at <= now => {
+                self.deadlines[t as usize] = None;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// RNR NAK timer codes in units of 10 us (IBTA vol. 1 table 45; code 0 = 655.36 ms).
+const RNR_TIMER_10US: [u32; 32] = [
+    65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
+    2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+];
+
+/// The wait an RNR NAK timer code (5 bits; higher bits ignored) asks for.
+pub fn rnr_timer_duration(code: u8) -> Duration {
+    Duration::from_micros(u64::from(RNR_TIMER_10US[(code & 0x1f) as usize]) * 10)
+}
+
+/// The local ACK timeout, 4.096 us * 2^exp (IBTA vol. 1 §9.7.6.1.2); `None` for 0 (infinite).
+pub fn ack_timeout_duration(exp: u8) -> Option<Duration> {
+    if exp == 0 {
+        None
+    } else {
+        Some(Duration::from_nanos(4096u64 << (exp & 0x1f)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rnr_table_matches_reference() {
+        assert_eq!(rnr_timer_duration(0), Duration::from_micros(655_360));
+        assert_eq!(rnr_timer_duration(1), Duration::from_micros(10));
+        assert_eq!(rnr_timer_duration(5), Duration::from_micros(60));
+        assert_eq!(rnr_timer_duration(12), Duration::from_micros(640));
+        assert_eq!(rnr_timer_duration(31), Duration::from_micros(491_520));
+        assert_eq!(rnr_timer_duration(0x21), Duration::from_micros(10));
+    }
+
+    #[test]
+    fn ack_timeout_values() {
+        assert_eq!(ack_timeout_duration(0), None);
+        assert_eq!(ack_timeout_duration(1), Some(Duration::from_nanos(8192)));
+        assert_eq!(
+            ack_timeout_duration(14),
+            Some(Duration::from_nanos(4096 * 16384))
+        );
+    }
+
+    #[test]
+    fn earliest_deadline_and_expiry() {
+        let mut t = TimerTable::default();
+        assert_eq!(t.next_deadline(), None);
+        t.set(Timer::Ack, Instant(100));
+        t.set(Timer::Rnr, Instant(50));
+        assert_eq!(t.next_deadline(), Some(Instant(50)));
+        assert!(!t.expire(Timer::Ack, Instant(99)));
+        assert!(t.expire(Timer::Rnr, Instant(60)));
+        assert!(!t.is_set(Timer::Rnr));
+        assert_eq!(t.next_deadline(), Some(Instant(100)));
+    }
+}
