@@ -2,7 +2,14 @@
 //! rxe-rdmacm-write-read.pcap`): every CM MAD parses to the values Wireshark shows and re-emits
 //! to the same 256 bytes.
 
+mod cm_common;
+
+use cm_common::QpRecorder;
 use dpdk_roce::cm::ip_cm::{port_of_service_id, IpCmHeader, IP_CM_HEADER_LEN};
+use dpdk_roce::cm::{AcceptParams, Cm, CmEvent};
+use dpdk_roce::time::Instant;
+use dpdk_roce::transport::types::{Mtu, QpState};
+use dpdk_roce::wire::cm_msg::REP_PRIVATE_LEN;
 use dpdk_roce::wire::cm_msg::{CmMessage, ReqRepr};
 use dpdk_roce::wire::mad::{MadHeader, MAD_LEN};
 use dpdk_roce::wire::psn::Psn;
@@ -240,4 +247,166 @@ fn starting_psn_semantics_from_capture() {
     let req = capture_req();
     assert_eq!(bth_psn(write), rep.starting_psn);
     assert_ne!(bth_psn(write), req.starting_psn);
+}
+
+/// Re-address a captured MAD to our comm ID (the capture's passive side used 0xc8577fdb).
+fn readdress(mad: &[u8], our_comm_id: u32) -> [u8; MAD_LEN] {
+    let (h, mut m) = CmMessage::parse(mad).unwrap();
+    match &mut m {
+        CmMessage::Rtu(r) => r.remote_comm_id = our_comm_id,
+        CmMessage::Dreq(d) => d.remote_comm_id = our_comm_id,
+        other => panic!("{other:?}"),
+    }
+    let mut out = [0u8; MAD_LEN];
+    m.emit(&h, &mut out);
+    out
+}
+
+/// Our CM in the place of the capture's passive side (192.168.2.24): the Linux REQ yields a
+/// ConnectRequest, `accept` yields the REP a Linux active side expects (byte-identical to the
+/// one Linux sent, except for our comm ID), the Linux RTU establishes, the Linux DREQ
+/// disconnects.
+#[test]
+fn linux_req_accepted_by_our_cm() {
+    let mads = cm_mads();
+    let req_mad = &mads[0].2;
+    let (_, CmMessage::Rep(linux_rep)) = CmMessage::parse(&mads[1].2).unwrap() else {
+        panic!()
+    };
+    let req = capture_req();
+    let port = port_of_service_id(req.service_id).unwrap();
+
+    let mut cm = Cm::new(PASSIVE_IP, 0x5054_00ff_fe8b_2d12, 7);
+    let mut qp = QpRecorder::default();
+    let mut now = Instant::from_nanos(5_000_000_000);
+    cm.listen(port).unwrap();
+    cm.handle_mad(now, ACTIVE_IP, req_mad, &mut qp);
+    let Some(CmEvent::ConnectRequest {
+        id,
+        port: ev_port,
+        src_ip,
+        src_port,
+        dst_ip,
+        remote_qpn,
+        remote_ca_guid,
+        responder_resources,
+        initiator_depth,
+        pmtu,
+        private_data,
+    }) = cm.poll_event()
+    else {
+        panic!("no ConnectRequest")
+    };
+    assert_eq!(ev_port, 7471);
+    assert_eq!((src_ip, src_port, dst_ip), (ACTIVE_IP, 0xa129, PASSIVE_IP));
+    assert_eq!(remote_qpn, 0x17);
+    assert_eq!(remote_ca_guid, 0x5054_00ff_feda_f92d);
+    assert_eq!((responder_resources, initiator_depth), (1, 1));
+    assert_eq!(pmtu, Mtu::Mtu1024);
+    assert_eq!(&private_data[..], &req.private_data[IP_CM_HEADER_LEN..]);
+    assert!(
+        cm.poll_transmit(now).is_none(),
+        "nothing sent before accept"
+    );
+
+    let mut ap = AcceptParams::new(0x11, linux_rep.starting_psn);
+    ap.private_data = linux_rep.private_data.to_vec();
+    assert_eq!(ap.private_data.len(), REP_PRIVATE_LEN);
+    cm.accept(now, id, ap, &mut qp).unwrap();
+    let tx = cm.poll_transmit(now).expect("REP");
+    assert_eq!(tx.dst, ACTIVE_IP);
+    let (h, m) = CmMessage::parse(&tx.mad).unwrap();
+    assert_eq!(
+        h,
+        MadHeader::cm(0x0013, TID),
+        "class 7 v2 Send REP, TID echoed"
+    );
+    let CmMessage::Rep(rep) = m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(rep.local_comm_id, id.0);
+    assert_eq!(rep.remote_comm_id, req.local_comm_id);
+    assert_eq!(rep.local_qpn, 0x11);
+    assert_eq!(rep.starting_psn, Psn::new(0xc23298));
+    assert!(rep.responder_resources <= req.initiator_depth);
+    assert!(rep.initiator_depth <= req.responder_resources);
+    assert_eq!(rep.target_ack_delay, 15);
+    assert_eq!(rep.rnr_retry_count, 7);
+    assert!(!rep.srq);
+    assert_eq!(rep.local_ca_guid, 0x5054_00ff_fe8b_2d12);
+    // Byte for byte what Linux answered, but for the local comm ID.
+    let mut expected = [0u8; MAD_LEN];
+    let mut linux_rep_ours = linux_rep;
+    linux_rep_ours.local_comm_id = id.0;
+    CmMessage::Rep(linux_rep_ours).emit(&h, &mut expected);
+    assert_eq!(&tx.mad[..], &expected[..]);
+
+    // QP: INIT then RTR with the PSNs the capture's data shows.
+    assert_eq!(qp.transitions(0x11), vec![QpState::Init, QpState::Rtr]);
+    let rtr = qp.attr(0x11, QpState::Rtr);
+    assert_eq!(rtr.rq_psn, Psn::new(0xc23298));
+    assert_eq!(rtr.sq_psn, Psn::new(0x89bb0e));
+    assert_eq!(rtr.dest_qpn, 0x17);
+    assert_eq!(rtr.pmtu, Mtu::Mtu1024);
+    assert_eq!((rtr.retry_cnt, rtr.rnr_retry, rtr.timeout), (7, 7, 19));
+    assert_eq!((rtr.max_rd_atomic, rtr.max_dest_rd_atomic), (1, 1));
+    assert_eq!(rtr.pkey, 0xffff);
+    // The REP is retransmitted after the REQ's local CM response timeout (20).
+    assert_eq!(
+        cm.poll_timeout(),
+        Some(now + dpdk_roce::cm::timeout::cm_timeout(20))
+    );
+
+    now += core::time::Duration::from_millis(2);
+    let rtu = readdress(&mads[2].2, id.0);
+    cm.handle_mad(now, ACTIVE_IP, &rtu, &mut qp);
+    assert_eq!(
+        cm.poll_event(),
+        Some(CmEvent::Established {
+            id,
+            private_data: vec![]
+        })
+    );
+    assert_eq!(qp.state(0x11), QpState::Rts);
+    assert_eq!(cm.poll_timeout(), None);
+
+    // The Linux DREQ: DREP back (TID echoed), QP to ERROR, Disconnected.
+    let dreq = readdress(&mads[3].2, id.0);
+    cm.handle_mad(now, ACTIVE_IP, &dreq, &mut qp);
+    assert_eq!(cm.poll_event(), Some(CmEvent::Disconnected { id }));
+    assert_eq!(qp.state(0x11), QpState::Error);
+    let drep = cm.poll_transmit(now).expect("DREP");
+    let (h, m) = CmMessage::parse(&drep.mad).unwrap();
+    assert_eq!(h, MadHeader::cm(0x0016, TID));
+    let CmMessage::Drep(d) = m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(
+        (d.local_comm_id, d.remote_comm_id),
+        (id.0, req.local_comm_id)
+    );
+    assert_eq!(cm.stats().malformed + cm.stats().unmatched, 0);
+}
+
+/// The capture's REQ to a port nobody listens on: REJ "invalid service ID" (8), REQ rejected,
+/// remote comm ID = the REQ's, TID echoed.
+#[test]
+fn linux_req_without_listener_is_rejected() {
+    let mads = cm_mads();
+    let mut cm = Cm::new(PASSIVE_IP, 1, 7);
+    let mut qp = QpRecorder::default();
+    cm.handle_mad(Instant::ZERO, ACTIVE_IP, &mads[0].2, &mut qp);
+    assert_eq!(cm.poll_event(), None);
+    let tx = cm.poll_transmit(Instant::ZERO).expect("REJ");
+    assert_eq!(tx.dst, ACTIVE_IP);
+    let (h, m) = CmMessage::parse(&tx.mad).unwrap();
+    assert_eq!(h.transaction_id, TID);
+    let CmMessage::Rej(r) = m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(r.reason.code(), 8);
+    assert_eq!(r.msg_rejected, dpdk_roce::wire::cm_msg::MsgRef::Req);
+    assert_eq!(r.remote_comm_id, 0xac66_08b9);
+    assert_eq!(r.local_comm_id, 0);
+    assert!(qp.log.is_empty());
 }
