@@ -410,3 +410,64 @@ fn linux_req_without_listener_is_rejected() {
     assert_eq!(r.local_comm_id, 0);
     assert!(qp.log.is_empty());
 }
+
+/// Our CM in the place of the capture's active side (192.168.2.25): with the parameters Linux
+/// used, our REQ matches Linux's byte for byte except the comm ID and the flow label (Linux
+/// hashes the UDP ports into it; we send 0, "unspecified"); the Linux REP then moves our QP
+/// through INIT/RTR/RTS with the PSNs the capture's data packets show, and our RTU matches.
+#[test]
+fn our_active_cm_against_linux_rep() {
+    use dpdk_roce::cm::ConnectParams;
+    let mads = cm_mads();
+    let linux_req = capture_req();
+    let mut cm = Cm::new(ACTIVE_IP, linux_req.local_ca_guid, 3);
+    let mut qp = QpRecorder::default();
+    let now = Instant::from_nanos(1);
+    let mut cp = ConnectParams::new(PASSIVE_IP, 7471, 0x17, linux_req.starting_psn);
+    cp.src_port = 0xa129;
+    let id = cm.connect(now, cp).unwrap();
+    let tx = cm.poll_transmit(now).unwrap();
+    assert_eq!(tx.dst, PASSIVE_IP);
+    let (h, CmMessage::Req(ours)) = CmMessage::parse(&tx.mad).unwrap() else {
+        panic!()
+    };
+    assert_eq!(h.attribute_id, 0x0010);
+    assert_eq!(ours.local_comm_id, id.0);
+    let mut expected = linux_req;
+    expected.local_comm_id = id.0;
+    expected.primary_path.flow_label = 0;
+    assert_eq!(ours, expected);
+
+    // The Linux REP, addressed to our comm ID and TID.
+    let (mut rh, CmMessage::Rep(mut rep)) = CmMessage::parse(&mads[1].2).unwrap() else {
+        panic!()
+    };
+    rep.remote_comm_id = id.0;
+    rh.transaction_id = h.transaction_id;
+    let mut rep_mad = [0u8; MAD_LEN];
+    CmMessage::Rep(rep).emit(&rh, &mut rep_mad);
+    cm.handle_mad(now, PASSIVE_IP, &rep_mad, &mut qp);
+    assert!(matches!(cm.poll_event(), Some(CmEvent::Established { id: i, .. }) if i == id));
+    assert_eq!(
+        qp.transitions(0x17),
+        vec![QpState::Init, QpState::Rtr, QpState::Rts]
+    );
+    let rts = qp.attr(0x17, QpState::Rts);
+    // Frame 4 (our side's RDMA WRITE) carries PSN 0xc23298, the REP's starting PSN.
+    assert_eq!(rts.sq_psn, Psn::new(0xc23298));
+    assert_eq!(rts.rq_psn, Psn::new(0x89bb0e));
+    assert_eq!(rts.dest_qpn, 0x11);
+    assert_eq!((rts.retry_cnt, rts.rnr_retry, rts.timeout), (7, 7, 19));
+    assert_eq!((rts.max_rd_atomic, rts.max_dest_rd_atomic), (1, 1));
+    assert_eq!(rts.pmtu, Mtu::Mtu1024);
+
+    let rtu = cm.poll_transmit(now).expect("RTU");
+    let mut linux_rtu = [0u8; MAD_LEN];
+    let (mut th, m) = CmMessage::parse(&mads[2].2).unwrap();
+    let CmMessage::Rtu(mut t) = m else { panic!() };
+    t.local_comm_id = id.0;
+    th.transaction_id = h.transaction_id;
+    CmMessage::Rtu(t).emit(&th, &mut linux_rtu);
+    assert_eq!(&rtu.mad[..], &linux_rtu[..]);
+    assert_eq!(cm.poll_timeout(), None);
+}
