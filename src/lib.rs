@@ -4,6 +4,7 @@
 //! pairs, sans-IO), `cm` (IB connection manager over QP1), `sim` (an in-memory pair of endpoints
 //! over a simulated wire, for tests and demos).
 
+pub mod cm;
 pub mod sim;
 pub mod time;
 pub mod transport;
