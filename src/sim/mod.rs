@@ -2,4 +2,7 @@
 //! tests and the `roce-tool simulate` demo. No I/O but an optional pcap capture.
 
 pub mod capture;
+pub mod endpoint;
 pub mod link;
+pub mod pair;
+pub mod workload;

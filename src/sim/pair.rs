@@ -1,0 +1,321 @@
+//! Two endpoints joined by the simulated wire, driven by a virtual clock: the in-memory
+//! stand-in for two hosts on a link. Everything is deterministic for a link seed.
+
+use super::capture::{CaptureError, PcapCapture};
+use super::endpoint::{Endpoint, EndpointConfig, EndpointError, QpOptions};
+use super::link::{Link, LinkConfig, Side};
+use crate::cm::{AcceptParams, CmEvent, ConnectParams};
+use crate::time::Instant;
+use crate::transport::types::Mtu;
+use crate::wire::ethernet::EthernetAddress;
+use crate::wire::psn::Psn;
+use core::time::Duration;
+use std::fs::File;
+use std::io::BufWriter;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+/// IPv4 address of side A (a documentation range, never routed).
+pub const IP_A: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+/// IPv4 address of side B.
+pub const IP_B: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+/// MAC of side A (locally administered).
+pub const MAC_A: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0a]);
+/// MAC of side B.
+pub const MAC_B: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0b]);
+
+/// Why a simulation run stopped short.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("nothing left to happen before the condition was met (at {0:?})")]
+    Stalled(Instant),
+    #[error("virtual time limit reached before the condition was met (at {0:?})")]
+    TimeLimit(Instant),
+    #[error("endpoint: {0}")]
+    Endpoint(#[from] EndpointError),
+    #[error("connection failed: {0:?}")]
+    ConnectFailed(CmEvent),
+    #[error("capture: {0}")]
+    Capture(#[from] CaptureError),
+}
+
+/// Parameters of one RC connection set up by [`Pair::connect`].
+#[derive(Clone, Debug)]
+pub struct ConnSpec {
+    pub port: u16,
+    pub pmtu: Mtu,
+    /// PSN side A sends first (B's receive PSN).
+    pub psn_a: Psn,
+    /// PSN side B sends first (A's receive PSN).
+    pub psn_b: Psn,
+    pub qp_a: QpOptions,
+    pub qp_b: QpOptions,
+    /// Reads/atomics in flight each way.
+    pub rd_atomic: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    /// Local ACK timeout exponent (4.096 us * 2^t).
+    pub timeout: u8,
+    /// RNR timer code the responders advertise.
+    pub min_rnr_timer: u8,
+    pub private_data: Vec<u8>,
+}
+
+impl Default for ConnSpec {
+    fn default() -> Self {
+        ConnSpec {
+            port: 7471,
+            pmtu: Mtu::Mtu1024,
+            psn_a: Psn::new(0x1000),
+            psn_b: Psn::new(0x2000),
+            qp_a: QpOptions::default(),
+            qp_b: QpOptions::default(),
+            rd_atomic: 16,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            timeout: 10,
+            min_rnr_timer: 1,
+            private_data: Vec::new(),
+        }
+    }
+}
+
+/// A connected QP pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conn {
+    pub qpn_a: u32,
+    pub qpn_b: u32,
+}
+
+/// Two endpoints, a wire and a clock.
+pub struct Pair {
+    pub a: Endpoint,
+    pub b: Endpoint,
+    pub link: Link,
+    now: Instant,
+    capture: Option<PcapCapture<BufWriter<File>>>,
+    steps: u64,
+}
+
+impl Pair {
+    /// Two endpoints over a wire with the given impairments.
+    pub fn new(link: LinkConfig) -> Pair {
+        let mut a = Endpoint::new(EndpointConfig {
+            mac: MAC_A,
+            ip: IP_A,
+            ca_guid: 0x0200_00ff_fe00_000a,
+            seed: link.seed ^ 0xa,
+        });
+        let mut b = Endpoint::new(EndpointConfig {
+            mac: MAC_B,
+            ip: IP_B,
+            ca_guid: 0x0200_00ff_fe00_000b,
+            seed: link.seed ^ 0xb,
+        });
+        a.add_neighbour(IP_B, MAC_B);
+        b.add_neighbour(IP_A, MAC_A);
+        Pair {
+            a,
+            b,
+            link: Link::new(link),
+            // Start at a realistic epoch so capture timestamps are not 1970-01-01 00:00.
+            now: Instant::from_nanos(1_700_000_000_000_000_000),
+            capture: None,
+            steps: 0,
+        }
+    }
+
+    /// The virtual time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// An endpoint by side.
+    pub fn side(&mut self, s: Side) -> &mut Endpoint {
+        match s {
+            Side::A => &mut self.a,
+            Side::B => &mut self.b,
+        }
+    }
+
+    /// Writes every frame either side puts on the wire to a pcap file from now on.
+    pub fn capture_to(&mut self, path: &Path) -> Result<(), SimError> {
+        self.capture = Some(PcapCapture::create(path)?);
+        Ok(())
+    }
+
+    /// Flushes and closes the capture; returns the number of frames written.
+    pub fn finish_capture(&mut self) -> Result<u64, SimError> {
+        match self.capture.take() {
+            Some(c) => {
+                let n = c.frames();
+                c.finish()?;
+                Ok(n)
+            }
+            None => Ok(0),
+        }
+    }
+
+    /// Moves every pending frame onto the wire and delivers every frame due. Returns whether
+    /// anything moved.
+    fn pump(&mut self) -> Result<bool, SimError> {
+        let mut moved = false;
+        for side in [Side::A, Side::B] {
+            let now = self.now;
+            while let Some(frame) = self.side(side).poll_transmit(now) {
+                if let Some(c) = self.capture.as_mut() {
+                    c.write(now, &frame)?;
+                }
+                self.link.send(now, side, frame);
+                moved = true;
+            }
+        }
+        while let Some((to, frame)) = self.link.poll_deliver(self.now) {
+            let now = self.now;
+            self.side(to).handle_frame(now, &frame);
+            moved = true;
+        }
+        Ok(moved)
+    }
+
+    /// One step: pump; if nothing moved, fire due timers or advance the clock to the next
+    /// event. Returns false when nothing at all is scheduled.
+    pub fn step(&mut self) -> Result<bool, SimError> {
+        self.steps += 1;
+        if self.pump()? {
+            return Ok(true);
+        }
+        let next = [
+            self.link.next_delivery(),
+            self.a.poll_timeout(),
+            self.b.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(next) = next else {
+            return Ok(false);
+        };
+        if next > self.now {
+            self.now = next;
+        }
+        let now = self.now;
+        self.a.handle_timeout(now);
+        self.b.handle_timeout(now);
+        Ok(true)
+    }
+
+    /// Runs until `done` holds, at most `limit` of virtual time from now.
+    pub fn run_until(
+        &mut self,
+        limit: Duration,
+        mut done: impl FnMut(&mut Pair) -> bool,
+    ) -> Result<(), SimError> {
+        let deadline = self.now + limit;
+        loop {
+            if done(self) {
+                return Ok(());
+            }
+            if self.now > deadline {
+                return Err(SimError::TimeLimit(self.now));
+            }
+            if !self.step()? {
+                return if done(self) {
+                    Ok(())
+                } else {
+                    Err(SimError::Stalled(self.now))
+                };
+            }
+        }
+    }
+
+    /// Runs until nothing is scheduled any more (or `limit` passes).
+    pub fn run_idle(&mut self, limit: Duration) -> Result<(), SimError> {
+        let deadline = self.now + limit;
+        while self.step()? {
+            if self.now > deadline {
+                return Err(SimError::TimeLimit(self.now));
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a QP on each side and connects them through the CM: B listens on `spec.port`,
+    /// A connects, B accepts; returns once both sides report `Established`.
+    pub fn connect(&mut self, spec: &ConnSpec) -> Result<Conn, SimError> {
+        let now = self.now;
+        let qpn_a = self.a.create_qp(now, spec.qp_a)?;
+        let qpn_b = self.b.create_qp(now, spec.qp_b)?;
+        self.connect_qps(spec, qpn_a, qpn_b)
+    }
+
+    /// Connects existing QPs (in INIT) through the CM.
+    pub fn connect_qps(
+        &mut self,
+        spec: &ConnSpec,
+        qpn_a: u32,
+        qpn_b: u32,
+    ) -> Result<Conn, SimError> {
+        // A second connection on the same port reuses the listener.
+        let _ = self.b.listen(spec.port);
+        let mut cp = ConnectParams::new(IP_B, spec.port, qpn_a, spec.psn_b);
+        cp.pmtu = spec.pmtu;
+        cp.responder_resources = spec.rd_atomic;
+        cp.initiator_depth = spec.rd_atomic;
+        cp.retry_cnt = spec.retry_cnt;
+        cp.rnr_retry = spec.rnr_retry;
+        cp.local_ack_timeout = spec.timeout;
+        cp.min_rnr_timer = spec.min_rnr_timer;
+        cp.srq = spec.qp_a.srq.is_some();
+        cp.access = spec.qp_a.access;
+        cp.private_data = spec.private_data.clone();
+        let now = self.now;
+        let id_a = self.a.connect(now, cp)?;
+
+        let mut request = None;
+        self.run_until(Duration::from_secs(60), |p| {
+            while let Some(ev) = p.b.poll_event() {
+                if let CmEvent::ConnectRequest { id, .. } = ev {
+                    request = Some(id);
+                }
+            }
+            request.is_some()
+        })?;
+        let id_b = request.ok_or(SimError::Stalled(self.now))?;
+        let mut ap = AcceptParams::new(qpn_b, spec.psn_a);
+        ap.responder_resources = spec.rd_atomic;
+        ap.initiator_depth = spec.rd_atomic;
+        ap.rnr_retry = spec.rnr_retry;
+        ap.min_rnr_timer = spec.min_rnr_timer;
+        ap.srq = spec.qp_b.srq.is_some();
+        ap.access = spec.qp_b.access;
+        let now = self.now;
+        self.b.accept(now, id_b, ap)?;
+
+        let (mut up_a, mut up_b) = (false, false);
+        let mut failure = None;
+        self.run_until(Duration::from_secs(60), |p| {
+            while let Some(ev) = p.a.poll_event() {
+                match ev {
+                    CmEvent::Established { id, .. } if id == id_a => up_a = true,
+                    CmEvent::Rejected { .. }
+                    | CmEvent::Unreachable { .. }
+                    | CmEvent::ConnectError { .. } => failure = Some(ev),
+                    _ => {}
+                }
+            }
+            while let Some(ev) = p.b.poll_event() {
+                if let CmEvent::Established { id, .. } = ev {
+                    if id == id_b {
+                        up_b = true;
+                    }
+                }
+            }
+            failure.is_some() || (up_a && up_b)
+        })?;
+        if let Some(ev) = failure {
+            return Err(SimError::ConnectFailed(ev));
+        }
+        Ok(Conn { qpn_a, qpn_b })
+    }
+}

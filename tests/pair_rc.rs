@@ -1,0 +1,546 @@
+//! Two endpoints over the simulated wire: connect through the IB CM, then move data with every
+//! RC operation and check each byte and each completion (src/sim/workload.rs does the checks).
+
+use core::time::Duration;
+use dpdk_roce::cm::CmEvent;
+use dpdk_roce::sim::endpoint::QpOptions;
+use dpdk_roce::sim::link::LinkConfig;
+use dpdk_roce::sim::pair::{ConnSpec, Pair};
+use dpdk_roce::sim::workload::{run_workload, WorkloadKind, WorkloadReport, WorkloadSpec};
+use dpdk_roce::transport::memory::Access;
+use dpdk_roce::transport::types::{
+    Mtu, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
+};
+use dpdk_roce::wire::psn::Psn;
+
+const SIZES: [usize; 7] = [0, 1, 1023, 1024, 1025, 65536, 1 << 20];
+const KINDS: [WorkloadKind; 6] = [
+    WorkloadKind::Send,
+    WorkloadKind::Write,
+    WorkloadKind::WriteImm,
+    WorkloadKind::Read,
+    WorkloadKind::Atomic,
+    WorkloadKind::Mixed,
+];
+
+fn count_for(size: usize) -> usize {
+    if size >= 1 << 20 {
+        3
+    } else if size >= 65536 {
+        8
+    } else {
+        40
+    }
+}
+
+fn run(link: LinkConfig, spec: &ConnSpec, w: WorkloadSpec) -> WorkloadReport {
+    let mut pair = Pair::new(link);
+    let conn = pair.connect(spec).expect("connect");
+    run_workload(&mut pair, conn, &w)
+        .unwrap_or_else(|e| panic!("{} x{} of {} B: {e}", w.kind, w.count, w.size))
+}
+
+#[test]
+fn every_operation_and_size_over_a_clean_wire() {
+    for kind in KINDS {
+        for size in SIZES {
+            let w = WorkloadSpec {
+                kind,
+                size,
+                count: count_for(size),
+                depth: 4,
+                ..WorkloadSpec::default()
+            };
+            let r = run(LinkConfig::clean(), &ConnSpec::default(), w);
+            assert_eq!(r.ops, w.count);
+            assert_eq!(r.completions_a, w.count, "every WR completed exactly once");
+            assert_eq!(
+                r.qp.retransmits, 0,
+                "{kind} {size}: a clean wire needs no retransmit"
+            );
+            assert_eq!(r.qp.seq_naks_sent, 0);
+        }
+    }
+}
+
+#[test]
+fn every_operation_and_size_under_5_percent_loss_reordering_and_duplication() {
+    let mut retransmits = 0;
+    for (seed, kind) in KINDS.iter().enumerate() {
+        for size in SIZES {
+            let w = WorkloadSpec {
+                kind: *kind,
+                size,
+                count: count_for(size),
+                depth: 4,
+                ..WorkloadSpec::default()
+            };
+            let link = LinkConfig::lossy(0.05, 100 + seed as u64 * 31 + size as u64);
+            let r = run(link, &ConnSpec::default(), w);
+            assert_eq!(r.completions_a, w.count);
+            retransmits += r.qp.retransmits;
+        }
+    }
+    assert!(retransmits > 0, "5% loss must have caused retransmissions");
+}
+
+#[test]
+fn multi_sge_messages_at_every_mtu() {
+    for pmtu in [
+        Mtu::Mtu256,
+        Mtu::Mtu512,
+        Mtu::Mtu1024,
+        Mtu::Mtu2048,
+        Mtu::Mtu4096,
+    ] {
+        let spec = ConnSpec {
+            pmtu,
+            ..ConnSpec::default()
+        };
+        let w = WorkloadSpec {
+            kind: WorkloadKind::Mixed,
+            size: 10_000,
+            count: 21,
+            depth: 3,
+            sges: 5,
+            ..WorkloadSpec::default()
+        };
+        let r = run(LinkConfig::lossy(0.02, pmtu as u64), &spec, w);
+        assert_eq!(r.completions_a, 21);
+    }
+}
+
+#[test]
+fn psn_wraps_around_2_pow_24() {
+    let spec = ConnSpec {
+        psn_a: Psn::new(0xff_fff0),
+        psn_b: Psn::new(0xff_fffa),
+        pmtu: Mtu::Mtu256,
+        ..ConnSpec::default()
+    };
+    let mut pair = Pair::new(LinkConfig::lossy(0.05, 77));
+    let conn = pair.connect(&spec).unwrap();
+    let w = WorkloadSpec {
+        kind: WorkloadKind::Mixed,
+        size: 4096,
+        count: 30,
+        depth: 4,
+        ..WorkloadSpec::default()
+    };
+    run_workload(&mut pair, conn, &w).unwrap();
+    // 30 messages of 16 packets each went out from 0xfffff0: the PSN space wrapped.
+    let sent = pair.a.qp(conn.qpn_a).unwrap().stats().packets_sent;
+    assert!(sent > 0x10, "sent {sent} packets");
+}
+
+#[test]
+fn corrupted_frames_are_rejected_by_the_icrc_and_recovered() {
+    let link = LinkConfig {
+        corrupt: 0.05,
+        seed: 9,
+        ..LinkConfig::clean()
+    };
+    let mut pair = Pair::new(link);
+    let conn = pair.connect(&ConnSpec::default()).unwrap();
+    let w = WorkloadSpec {
+        kind: WorkloadKind::Mixed,
+        size: 3000,
+        count: 70,
+        depth: 4,
+        ..WorkloadSpec::default()
+    };
+    run_workload(&mut pair, conn, &w).unwrap();
+    let bad = pair.a.stats().rx_bad_total() + pair.b.stats().rx_bad_total();
+    let corrupted = pair.link.stats().corrupted;
+    assert!(corrupted > 0);
+    // A flipped MAC bit is not covered by any checksum; every other flip is caught.
+    assert!(
+        bad > 0 && bad <= corrupted,
+        "bad {bad} corrupted {corrupted}"
+    );
+}
+
+fn drain(pair: &mut Pair, a: bool) -> Vec<WorkCompletion> {
+    let ep = if a { &mut pair.a } else { &mut pair.b };
+    std::iter::from_fn(|| ep.poll_completion()).collect()
+}
+
+#[test]
+fn rnr_when_the_receiver_posts_late_then_success() {
+    let mut pair = Pair::new(LinkConfig::clean());
+    let spec = ConnSpec {
+        min_rnr_timer: 14, // 1.28 ms
+        ..ConnSpec::default()
+    };
+    let conn = pair.connect(&spec).unwrap();
+    let src = pair.a.register(1, 64, Access::LOCAL_WRITE);
+    let dst = pair.b.register(1, 64, Access::LOCAL_WRITE);
+    pair.a
+        .mem
+        .bytes_mut(src.lkey)
+        .unwrap()
+        .copy_from_slice(&[7u8; 64]);
+    let now = pair.now();
+    pair.a
+        .post_send(
+            now,
+            conn.qpn_a,
+            SendWr {
+                wr_id: 1,
+                op: SendOp::Send,
+                sgl: vec![Sge {
+                    addr: src.addr,
+                    len: 64,
+                    lkey: src.lkey,
+                }],
+                signaled: true,
+                fence: false,
+                solicited: false,
+            },
+        )
+        .unwrap();
+    pair.run_until(Duration::from_millis(5), |p| {
+        p.b.qp(conn.qpn_b).unwrap().stats().rnr_naks_sent >= 2
+    })
+    .unwrap();
+    assert!(
+        drain(&mut pair, true).is_empty(),
+        "nothing completes while RNR"
+    );
+    pair.b
+        .post_recv(
+            conn.qpn_b,
+            RecvWr {
+                wr_id: 9,
+                sgl: vec![Sge {
+                    addr: dst.addr,
+                    len: 64,
+                    lkey: dst.lkey,
+                }],
+            },
+        )
+        .unwrap();
+    let mut a_wc = Vec::new();
+    let mut b_wc = Vec::new();
+    pair.run_until(Duration::from_secs(1), |p| {
+        a_wc.extend(std::iter::from_fn(|| p.a.poll_completion()));
+        b_wc.extend(std::iter::from_fn(|| p.b.poll_completion()));
+        !a_wc.is_empty() && !b_wc.is_empty()
+    })
+    .unwrap();
+    assert_eq!(a_wc.len(), 1);
+    assert_eq!((a_wc[0].wr_id, a_wc[0].status), (1, WcStatus::Success));
+    assert_eq!(
+        (b_wc[0].wr_id, b_wc[0].status, b_wc[0].byte_len),
+        (9, WcStatus::Success, 64)
+    );
+    assert_eq!(pair.b.mem.bytes(dst.lkey).unwrap(), &[7u8; 64]);
+    assert!(pair.a.qp(conn.qpn_a).unwrap().stats().rnr_naks_received >= 2);
+}
+
+#[test]
+fn rnr_retry_exhausted_when_the_receiver_never_posts() {
+    let mut pair = Pair::new(LinkConfig::clean());
+    let spec = ConnSpec {
+        rnr_retry: 3,
+        min_rnr_timer: 1,
+        ..ConnSpec::default()
+    };
+    let conn = pair.connect(&spec).unwrap();
+    let src = pair.a.register(1, 16, Access::LOCAL_WRITE);
+    let now = pair.now();
+    for id in 1..=3 {
+        pair.a
+            .post_send(
+                now,
+                conn.qpn_a,
+                SendWr {
+                    wr_id: id,
+                    op: SendOp::Send,
+                    sgl: vec![Sge {
+                        addr: src.addr,
+                        len: 16,
+                        lkey: src.lkey,
+                    }],
+                    signaled: true,
+                    fence: false,
+                    solicited: false,
+                },
+            )
+            .unwrap();
+    }
+    let mut wcs = Vec::new();
+    pair.run_until(Duration::from_secs(5), |p| {
+        wcs.extend(std::iter::from_fn(|| p.a.poll_completion()));
+        wcs.len() == 3
+    })
+    .unwrap();
+    assert_eq!(wcs[0].status, WcStatus::RnrRetryExcErr);
+    assert_eq!(wcs[0].wr_id, 1);
+    assert!(wcs[1..].iter().all(|w| w.status == WcStatus::WrFlushErr));
+    assert_eq!(pair.a.qp(conn.qpn_a).unwrap().state(), QpState::Error);
+    assert_eq!(
+        pair.b.qp(conn.qpn_b).unwrap().stats().rnr_naks_sent,
+        4,
+        "first try + 3 retries"
+    );
+}
+
+#[test]
+fn retry_exceeded_when_the_peer_vanishes() {
+    let mut pair = Pair::new(LinkConfig::clean());
+    let spec = ConnSpec {
+        retry_cnt: 3,
+        timeout: 8,
+        ..ConnSpec::default()
+    };
+    let conn = pair.connect(&spec).unwrap();
+    let src = pair.a.register(1, 4096, Access::LOCAL_WRITE);
+    let dst = pair
+        .b
+        .register(1, 4096, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+    // The peer's cable is pulled: everything is lost from now on.
+    pair.link.set_config(LinkConfig {
+        loss: 1.0,
+        ..LinkConfig::clean()
+    });
+    let now = pair.now();
+    for id in 0..4 {
+        pair.a
+            .post_send(
+                now,
+                conn.qpn_a,
+                SendWr {
+                    wr_id: id,
+                    op: SendOp::Write {
+                        remote_addr: dst.addr,
+                        rkey: dst.rkey,
+                    },
+                    sgl: vec![Sge {
+                        addr: src.addr,
+                        len: 4096,
+                        lkey: src.lkey,
+                    }],
+                    signaled: true,
+                    fence: false,
+                    solicited: false,
+                },
+            )
+            .unwrap();
+    }
+    let mut wcs = Vec::new();
+    pair.run_until(Duration::from_secs(10), |p| {
+        wcs.extend(std::iter::from_fn(|| p.a.poll_completion()));
+        wcs.len() == 4
+    })
+    .unwrap();
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (0, WcStatus::RetryExcErr));
+    for (i, w) in wcs.iter().enumerate().skip(1) {
+        assert_eq!((w.wr_id, w.status), (i as u64, WcStatus::WrFlushErr));
+    }
+    let st = pair.a.qp(conn.qpn_a).unwrap().stats();
+    assert_eq!(st.timeouts, 4, "retry_cnt 3 = first timeout + 3 retries");
+    assert_eq!(pair.a.qp(conn.qpn_a).unwrap().state(), QpState::Error);
+}
+
+#[test]
+fn remote_access_errors_complete_with_rem_access_err() {
+    // Bad R_Key, out of bounds, and a region without remote-write rights.
+    for case in 0..3 {
+        let mut pair = Pair::new(LinkConfig::clean());
+        let conn = pair.connect(&ConnSpec::default()).unwrap();
+        let src = pair.a.register(1, 256, Access::LOCAL_WRITE);
+        let rights = if case == 2 {
+            Access::REMOTE_READ
+        } else {
+            Access::REMOTE_WRITE
+        };
+        let dst = pair.b.register(1, 128, rights);
+        let (addr, rkey) = match case {
+            0 => (dst.addr, dst.rkey ^ 0x100),
+            1 => (dst.addr + 64, dst.rkey),
+            _ => (dst.addr, dst.rkey),
+        };
+        let now = pair.now();
+        for id in 0..2 {
+            pair.a
+                .post_send(
+                    now,
+                    conn.qpn_a,
+                    SendWr {
+                        wr_id: id,
+                        op: SendOp::Write {
+                            remote_addr: addr,
+                            rkey,
+                        },
+                        sgl: vec![Sge {
+                            addr: src.addr,
+                            len: 128,
+                            lkey: src.lkey,
+                        }],
+                        signaled: true,
+                        fence: false,
+                        solicited: false,
+                    },
+                )
+                .unwrap();
+        }
+        let mut wcs = Vec::new();
+        pair.run_until(Duration::from_secs(1), |p| {
+            wcs.extend(std::iter::from_fn(|| p.a.poll_completion()));
+            wcs.len() == 2
+        })
+        .unwrap();
+        assert_eq!(wcs[0].status, WcStatus::RemAccessErr, "case {case}");
+        assert_eq!(wcs[1].status, WcStatus::WrFlushErr, "case {case}");
+        assert_eq!(
+            pair.b.mem.bytes(dst.lkey).unwrap(),
+            &[0u8; 128],
+            "nothing written"
+        );
+    }
+}
+
+#[test]
+fn disconnect_flushes_both_sides() {
+    let mut pair = Pair::new(LinkConfig::clean());
+    let conn = pair.connect(&ConnSpec::default()).unwrap();
+    let buf = pair.b.register(1, 64, Access::LOCAL_WRITE);
+    for id in 0..5 {
+        pair.b
+            .post_recv(
+                conn.qpn_b,
+                RecvWr {
+                    wr_id: id,
+                    sgl: vec![Sge {
+                        addr: buf.addr,
+                        len: 64,
+                        lkey: buf.lkey,
+                    }],
+                },
+            )
+            .unwrap();
+    }
+    let now = pair.now();
+    pair.a.disconnect(now, conn.qpn_a).unwrap();
+    let (mut down_a, mut down_b) = (false, false);
+    let mut b_wc = Vec::new();
+    pair.run_until(Duration::from_secs(1), |p| {
+        while let Some(ev) = p.a.poll_event() {
+            down_a |= matches!(ev, CmEvent::Disconnected { .. });
+        }
+        while let Some(ev) = p.b.poll_event() {
+            down_b |= matches!(ev, CmEvent::Disconnected { .. });
+        }
+        b_wc.extend(std::iter::from_fn(|| p.b.poll_completion()));
+        down_a && down_b && b_wc.len() == 5
+    })
+    .unwrap();
+    for (i, w) in b_wc.iter().enumerate() {
+        assert_eq!(
+            (w.wr_id, w.status, w.opcode),
+            (i as u64, WcStatus::WrFlushErr, WcOpcode::Recv)
+        );
+    }
+    assert_eq!(pair.a.qp(conn.qpn_a).unwrap().state(), QpState::Error);
+    assert_eq!(pair.b.qp(conn.qpn_b).unwrap().state(), QpState::Error);
+}
+
+#[test]
+fn connecting_to_a_port_without_listener_is_rejected() {
+    let mut pair = Pair::new(LinkConfig::clean());
+    let now = pair.now();
+    let qpn = pair.a.create_qp(now, QpOptions::default()).unwrap();
+    let cp = dpdk_roce::cm::ConnectParams::new(dpdk_roce::sim::pair::IP_B, 4000, qpn, Psn::new(5));
+    pair.a.connect(now, cp).unwrap();
+    let mut rejected = None;
+    pair.run_until(Duration::from_secs(1), |p| {
+        while let Some(ev) = p.a.poll_event() {
+            if let CmEvent::Rejected { reason, .. } = ev {
+                rejected = Some(reason);
+            }
+        }
+        rejected.is_some()
+    })
+    .unwrap();
+    assert_eq!(rejected.unwrap().code(), 8, "invalid service ID");
+}
+
+#[test]
+fn shared_receive_queue_serves_two_connections() {
+    let mut pair = Pair::new(LinkConfig::lossy(0.03, 5));
+    let srq = pair.b.create_srq(64);
+    let spec = ConnSpec {
+        qp_b: QpOptions {
+            srq: Some(srq),
+            ..QpOptions::default()
+        },
+        ..ConnSpec::default()
+    };
+    let c1 = pair.connect(&spec).unwrap();
+    let c2 = pair.connect(&spec).unwrap();
+    let buf = pair.b.register(1, 64 * 16, Access::LOCAL_WRITE);
+    for id in 0..16u64 {
+        pair.b
+            .post_srq_recv(
+                srq,
+                RecvWr {
+                    wr_id: id,
+                    sgl: vec![Sge {
+                        addr: buf.addr + id * 64,
+                        len: 64,
+                        lkey: buf.lkey,
+                    }],
+                },
+            )
+            .unwrap();
+    }
+    let src = pair.a.register(1, 64, Access::LOCAL_WRITE);
+    let now = pair.now();
+    for i in 0..8u64 {
+        for c in [c1, c2] {
+            pair.a
+                .post_send(
+                    now,
+                    c.qpn_a,
+                    SendWr {
+                        wr_id: i,
+                        op: SendOp::SendWithImm { imm: c.qpn_a },
+                        sgl: vec![Sge {
+                            addr: src.addr,
+                            len: 64,
+                            lkey: src.lkey,
+                        }],
+                        signaled: true,
+                        fence: false,
+                        solicited: false,
+                    },
+                )
+                .unwrap();
+        }
+    }
+    let mut b_wc = Vec::new();
+    pair.run_until(Duration::from_secs(5), |p| {
+        b_wc.extend(std::iter::from_fn(|| p.b.poll_completion()));
+        b_wc.len() == 16
+    })
+    .unwrap();
+    let mut ids: Vec<u64> = b_wc.iter().map(|w| w.wr_id).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        (0..16).collect::<Vec<_>>(),
+        "each SRQ buffer used exactly once"
+    );
+    assert!(b_wc
+        .iter()
+        .all(|w| w.status == WcStatus::Success && w.srq == Some(srq)));
+    for c in [c1, c2] {
+        assert_eq!(
+            b_wc.iter()
+                .filter(|w| w.imm_data == Some(c.qpn_a) && w.qp_num == c.qpn_b)
+                .count(),
+            8
+        );
+    }
+}
