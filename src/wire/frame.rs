@@ -88,25 +88,26 @@ pub fn classify(frame: &[u8]) -> FrameKind {
     };
     match eth.ethertype() {
         EtherType::ARP => FrameKind::Arp,
-        EtherType::IPV4 => {
-            let Ok(ip) = ipv4::Packet::new_checked(eth.payload()) else {
-                return FrameKind::OtherIpv4;
-            };
-            if ip.version() != 4 || ip.header_len() < IP_LEN || ip.protocol() != IPPROTO_UDP {
-                return FrameKind::OtherIpv4;
-            }
-            let port = frame
-                .get(ETH_LEN + ip.header_len() + udp::field::DST_PORT..)
-                .and_then(|b| b.get(..2))
-                .map(|b| u16::from_be_bytes([b[0], b[1]]));
-            if port == Some(ROCEV2_PORT) {
-                FrameKind::RoceV2
-            } else {
-                FrameKind::OtherIpv4
-            }
-        }
+        EtherType::IPV4 if udp_dst_port(frame) == Some(ROCEV2_PORT) => FrameKind::RoceV2,
+        EtherType::IPV4 => FrameKind::OtherIpv4,
         _ => FrameKind::Other,
     }
+}
+
+/// The UDP destination port of an Ethernet/IPv4/UDP frame, or `None` when the frame is not
+/// IPv4/UDP or ends before the port. No length or checksum is verified.
+pub fn udp_dst_port(frame: &[u8]) -> Option<u16> {
+    let eth = ethernet::Packet::new_checked(frame).ok()?;
+    if eth.ethertype() != EtherType::IPV4 {
+        return None;
+    }
+    let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
+    if ip.version() != 4 || ip.header_len() < IP_LEN || ip.protocol() != IPPROTO_UDP {
+        return None;
+    }
+    let at = ETH_LEN + ip.header_len() + udp::field::DST_PORT;
+    let b = frame.get(at..at + 2)?;
+    Some(u16::from_be_bytes([b[0], b[1]]))
 }
 
 /// Pad bytes that bring `payload_len` to a multiple of 4.
@@ -167,6 +168,12 @@ impl<'a> RoceFrame<'a> {
     /// Parses and validates a complete frame (see [`FrameError`] for every check). The
     /// payload borrows from `frame`.
     pub fn parse(frame: &'a [u8]) -> Result<Self, FrameError> {
+        Self::parse_on_port(frame, ROCEV2_PORT)
+    }
+
+    /// [`parse`](Self::parse) for RoCEv2 carried to another UDP destination port (captures of
+    /// setups that moved it); anything else is checked the same way.
+    pub fn parse_on_port(frame: &'a [u8], port: u16) -> Result<Self, FrameError> {
         // Ethernet.
         let eth_p = ethernet::Packet::new_checked(frame).map_err(|_| truncated("Ethernet"))?;
         let eth = EthernetRepr::parse(&eth_p)?;
@@ -214,7 +221,7 @@ impl<'a> RoceFrame<'a> {
         if usize::from(udp_p.len()) != l4.len() {
             return Err(FrameError::BadUdpLength(udp_p.len()));
         }
-        if udp_p.dst_port() != ROCEV2_PORT {
+        if udp_p.dst_port() != port {
             return Err(FrameError::NotRoce(udp_p.dst_port()));
         }
         if !udp_p.verify_checksum(ipv4.src_addr, ipv4.dst_addr) {
