@@ -211,8 +211,15 @@ fn write_best_effort(out: &mut String, frame: &[u8]) -> fmt::Result {
         .get(..ib.len().saturating_sub(ICRC_LEN))
         .unwrap_or_default();
     out.push(' ');
-    if let Ok((h, _)) = RoceHeaders::parse(body) {
-        write_headers(out, &h)
+    if let Ok((h, hdr_len)) = RoceHeaders::parse(body) {
+        write_headers(out, &h)?;
+        let data = body.len().saturating_sub(hdr_len);
+        match data.checked_sub(usize::from(h.bth.pad_count)) {
+            Some(n) if h.bth.opcode.flags().contains(OpFlags::PAYLOAD) => {
+                write!(out, " payload={n}")
+            }
+            _ => Ok(()),
+        }
     } else if let Ok(b) = bth::Packet::new_checked(ib) {
         write_opcode(out, b.opcode())?;
         write!(out, " QP={:#08x} PSN={}", b.dest_qp(), b.psn())
@@ -434,8 +441,7 @@ mod tests {
     use crate::cm::ip_cm::service_id_for_port;
     use crate::wire::cm_msg::{attr as cm_attr, RejReason};
     use crate::wire::deth::{DethRepr, GSI_QKEY};
-    use crate::wire::ethernet::{EthernetAddress, EthernetRepr};
-    use crate::wire::ipv4::Ipv4Repr;
+    use crate::wire::ethernet::EthernetAddress;
     use crate::wire::psn::Psn;
     use crate::wire::reth::RethRepr;
     use crate::wire::udp::UdpRepr;
@@ -444,21 +450,7 @@ mod tests {
     use std::net::Ipv4Addr;
 
     fn frame_with(headers: RoceHeaders, payload: &[u8], dst_port: u16) -> Vec<u8> {
-        let eth = EthernetRepr {
-            src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
-            dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
-            ethertype: EtherType::IPV4,
-        };
-        let ip = Ipv4Repr {
-            src_addr: Ipv4Addr::new(10, 0, 0, 1),
-            dst_addr: Ipv4Addr::new(10, 0, 0, 2),
-            protocol: IPPROTO_UDP,
-            dscp: 0,
-            ecn: 0,
-            ident: 7,
-            dont_frag: true,
-            ttl: 64,
-        };
+        let (eth, ip) = crate::wire::frame::fixtures::eth_ip();
         let mut udp = UdpRepr::rocev2(49153);
         udp.dst_port = dst_port;
         let f = RoceFrame::new(eth, ip, udp, headers, payload).unwrap();
@@ -624,7 +616,10 @@ mod tests {
                 .starts_with("10.0.0.1:49153 > 10.0.0.2 RC SEND only QP=0x000011 PSN=1234"),
             "{s}"
         );
-        assert!(s.text().contains("!! BAD ICRC (expected 0x"), "{s}");
+        assert!(
+            s.text().contains("payload=4 !! BAD ICRC (expected 0x"),
+            "{s}"
+        );
 
         let s = summarize(&good[..good.len() - 6]);
         assert_eq!(s.verdict, Verdict::BadLength);

@@ -378,19 +378,15 @@ impl<'a> RoceFrame<'a> {
     }
 }
 
+/// Frames and headers shared by the unit tests of the wire and decode modules.
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixtures {
     use super::*;
-    use crate::wire::aeth::{AethRepr, Syndrome};
-    use crate::wire::bth::BthRepr;
     use crate::wire::ethernet::EthernetAddress;
-    use crate::wire::opcode::Opcode;
-    use crate::wire::psn::Psn;
-    use crate::wire::reth::RethRepr;
     use std::net::Ipv4Addr;
 
     /// hw-hisilicon-rc-send.pcap frame 16 (RC ACK).
-    const FRAME16: [u8; 62] = [
+    pub const FRAME16: [u8; 62] = [
         0x18, 0x3d, 0x5e, 0xbf, 0x43, 0x71, 0x18, 0x3d, 0x5e, 0xbf, 0x51, 0x92, 0x08, 0x00, 0x45,
         0x02, 0x00, 0x30, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x2d, 0x60, 0xc0, 0xa8, 0x46, 0x06,
         0xc0, 0xa8, 0x46, 0x04, 0x00, 0x48, 0x12, 0xb7, 0x00, 0x1c, 0x00, 0x00, 0x11, 0x40, 0xff,
@@ -398,7 +394,8 @@ mod tests {
         0xc2, 0x16,
     ];
 
-    fn sample(payload: &[u8]) -> RoceFrame<'_> {
+    /// Ethernet 02:..:01 > 02:..:02 and IPv4 10.0.0.1 > 10.0.0.2 (DSCP 26, ECN 2) headers.
+    pub fn eth_ip() -> (EthernetRepr, Ipv4Repr) {
         let eth = EthernetRepr {
             src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
             dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
@@ -414,6 +411,22 @@ mod tests {
             dont_frag: true,
             ttl: 64,
         };
+        (eth, ip)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{self, FRAME16};
+    use super::*;
+    use crate::wire::aeth::{AethRepr, Syndrome};
+    use crate::wire::bth::BthRepr;
+    use crate::wire::opcode::Opcode;
+    use crate::wire::psn::Psn;
+    use crate::wire::reth::RethRepr;
+
+    fn sample(payload: &[u8]) -> RoceFrame<'_> {
+        let (eth, ip) = fixtures::eth_ip();
         let mut bth = BthRepr::new(Opcode::RC_WRITE_ONLY, 0x11, Psn::new(0xfffffe));
         bth.ack_req = true;
         let headers = RoceHeaders::new(bth).with_reth(RethRepr {
