@@ -391,6 +391,12 @@ fn describe_other(frame: &[u8]) -> String {
         EtherType::IPV4 => describe_ipv4(payload),
         EtherType(0x86dd) => format!("IPv6 ({} bytes)", frame.len()),
         EtherType(0x8915) => format!("RoCE v1 (not decoded, {} bytes)", frame.len()),
+        EtherType(0x8100) => {
+            let vid = payload
+                .get(..2)
+                .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]) & 0x0fff);
+            format!("802.1Q VLAN {vid} (not decoded, {} bytes)", frame.len())
+        }
         EtherType(t) => format!("EtherType {t:#06x} ({} bytes)", frame.len()),
     }
 }
@@ -659,6 +665,12 @@ mod tests {
         v6[12..14].copy_from_slice(&[0x86, 0xdd]);
         assert_eq!(summarize(&v6).text(), format!("IPv6 ({} bytes)", f.len()));
         assert!(!summarize(&v6).is_roce());
+        let mut vlan = f.clone();
+        vlan[12..16].copy_from_slice(&[0x81, 0x00, 0x20, 0x2a]);
+        assert_eq!(
+            summarize(&vlan).text(),
+            format!("802.1Q VLAN 42 (not decoded, {} bytes)", f.len())
+        );
     }
 
     #[test]

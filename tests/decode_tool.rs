@@ -218,6 +218,30 @@ fn damaged_frames_are_marked_and_exit_1() {
 }
 
 #[test]
+fn frames_cut_by_the_snap_length_say_so() {
+    let frames = rxe_frames();
+    let read_resp = &frames[6];
+    let t = TempPcap::new("snap");
+    let file = std::fs::File::create(&t.0).expect("create temp pcap");
+    let mut w = PcapWriter::new(file).expect("pcap header");
+    let pkt = PcapPacket::new(
+        Duration::from_secs(1),
+        read_resp.len() as u32,
+        &read_resp[..96],
+    );
+    w.write_packet(&pkt).expect("write frame");
+    drop(w);
+    let r = decode(t.path(), &[]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let l = line(&r.stdout, 1);
+    assert!(l.contains("!! BAD LENGTH"), "{l}");
+    assert!(
+        l.ends_with(&format!("[captured 96 of {} bytes]", read_resp.len())),
+        "{l}"
+    );
+}
+
+#[test]
 fn extra_udp_port_is_decoded_as_rocev2() {
     let frames = rxe_frames();
     let mut f = RoceFrame::parse(&frames[3]).expect("valid WRITE");
@@ -256,6 +280,11 @@ fn unreadable_input_exits_2() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("not a pcap file"), "{}", r.stderr);
     assert!(r.stdout.is_empty(), "{}", r.stdout);
+
+    std::fs::write(&t.0, [0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0, 0, 0]).expect("write temp file");
+    let r = decode(t.path(), &[]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("pcapng is not supported"), "{}", r.stderr);
 
     let missing = TempPcap::new("missing");
     let r = decode(missing.path(), &[]);

@@ -7,7 +7,7 @@ use pcap_file::pcap::PcapReader;
 use pcap_file::DataLink;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -93,8 +93,7 @@ pub fn run(args: &DecodeArgs) -> ExitCode {
 
 fn decode(args: &DecodeArgs, out: &mut impl Write, totals: &mut Totals) -> Result<(), Failure> {
     let file = File::open(&args.file).map_err(|e| Failure::Input(e.to_string()))?;
-    let mut reader =
-        PcapReader::new(file).map_err(|e| Failure::Input(format!("not a pcap file: {e}")))?;
+    let mut reader = PcapReader::new(file).map_err(|e| Failure::Input(not_pcap(args, e)))?;
     let link = reader.header().datalink;
     if link != DataLink::ETHERNET {
         return Err(Failure::Input(format!(
@@ -110,7 +109,7 @@ fn decode(args: &DecodeArgs, out: &mut impl Write, totals: &mut Totals) -> Resul
         let summary = summarize_with_ports(&packet.data, &args.udp_ports);
         totals.add(summary.verdict);
         let t = packet.timestamp;
-        writeln!(
+        write!(
             out,
             "{:04}  t={}.{:06}  {summary}",
             totals.frames,
@@ -118,6 +117,29 @@ fn decode(args: &DecodeArgs, out: &mut impl Write, totals: &mut Totals) -> Resul
             t.subsec_micros()
         )
         .map_err(Failure::Output)?;
+        if packet.orig_len as usize > packet.data.len() {
+            // Cut by the capture's snap length: the frame on the wire was longer.
+            write!(
+                out,
+                " [captured {} of {} bytes]",
+                packet.data.len(),
+                packet.orig_len
+            )
+            .map_err(Failure::Output)?;
+        }
+        writeln!(out).map_err(Failure::Output)?;
     }
     writeln!(out, "{totals}").map_err(Failure::Output)
+}
+
+/// Why the file is not a classic pcap, with a hint for pcapng.
+fn not_pcap(args: &DecodeArgs, e: pcap_file::PcapError) -> String {
+    const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+    let mut magic = [0u8; 4];
+    let read = File::open(&args.file).and_then(|mut f| f.read_exact(&mut magic));
+    if read.is_ok() && magic == PCAPNG_MAGIC {
+        "pcapng is not supported; convert it with `editcap -F pcap IN OUT`".to_string()
+    } else {
+        format!("not a pcap file: {e}")
+    }
 }
