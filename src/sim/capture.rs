@@ -75,10 +75,8 @@ mod tests {
     #[test]
     fn round_trips_through_a_pcap_reader() {
         let mut cap = PcapCapture::new(Vec::new()).unwrap();
-        cap.write(Instant::from_nanos(1_500_000_000), &[1, 2, 3])
-            .unwrap();
-        cap.write(Instant::from_nanos(1_500_001_000), &[4; 60])
-            .unwrap();
+        cap.write(Instant::from_nanos(1_500_000_000), &[1, 2, 3]).unwrap();
+        cap.write(Instant::from_nanos(1_500_001_000), &[4; 60]).unwrap();
         assert_eq!(cap.frames(), 2);
         let bytes = cap.finish().unwrap();
         let mut r = PcapReader::new(&bytes[..]).unwrap();
