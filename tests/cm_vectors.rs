@@ -11,8 +11,10 @@ use dpdk_roce::time::Instant;
 use dpdk_roce::transport::types::{Mtu, QpState};
 use dpdk_roce::wire::cm_msg::REP_PRIVATE_LEN;
 use dpdk_roce::wire::cm_msg::{CmMessage, ReqRepr};
+use dpdk_roce::wire::deth::GSI_QKEY;
 use dpdk_roce::wire::mad::{MadHeader, MAD_LEN};
 use dpdk_roce::wire::psn::Psn;
+use dpdk_roce::wire::{Opcode, RoceFrame};
 use pcap_file::pcap::PcapReader;
 use std::net::Ipv4Addr;
 
@@ -37,37 +39,24 @@ fn frames() -> Vec<Vec<u8>> {
     out
 }
 
-/// Fixed offsets into an untagged Ethernet / IPv4 (no options) / UDP / BTH frame.
-const BTH_OFF: usize = 14 + 20 + 8;
-const MAD_OFF: usize = BTH_OFF + 12 + 8;
-
-/// The source IPv4 address and the 256-byte MAD of a RoCEv2 UD SEND-only to QP1, or `None` for
-/// any other frame. The one place that knows frame layout: swap for `RoceFrame::parse` once the
-/// wire parser is merged.
+/// The source IPv4 address and the 256-byte MAD of a valid RoCEv2 UD SEND-only to QP1 with the
+/// GSI Q_Key, or `None` for any other frame. Goes through the full frame parser (lengths,
+/// checksums, ICRC), so every CM frame of the capture also exercises `RoceFrame::parse`.
 fn extract_mad(frame: &[u8]) -> Option<(Ipv4Addr, &[u8])> {
-    if frame.len() < MAD_OFF + MAD_LEN || frame[12..14] != [0x08, 0x00] || frame[23] != 17 {
+    let f = RoceFrame::parse(frame).ok()?;
+    let h = &f.headers;
+    if h.bth.opcode != Opcode::UD_SEND_ONLY || h.bth.dest_qp != 1 {
         return None;
     }
-    if frame[36..38] != 4791u16.to_be_bytes() {
+    if h.deth?.qkey != GSI_QKEY {
         return None;
     }
-    let bth = &frame[BTH_OFF..];
-    let dest_qp = u32::from_be_bytes([0, bth[5], bth[6], bth[7]]);
-    if bth[0] != 0x64 || dest_qp != 1 {
-        return None;
-    }
-    let src = Ipv4Addr::new(frame[26], frame[27], frame[28], frame[29]);
-    Some((src, &frame[MAD_OFF..MAD_OFF + MAD_LEN]))
+    Some((f.ipv4.src_addr, f.payload.get(..MAD_LEN)?))
 }
 
-/// BTH PSN of any RoCEv2 frame.
-fn bth_psn(frame: &[u8]) -> Psn {
-    Psn::new(u32::from_be_bytes([
-        0,
-        frame[BTH_OFF + 9],
-        frame[BTH_OFF + 10],
-        frame[BTH_OFF + 11],
-    ]))
+/// The parsed RoCEv2 frame; panics on an invalid one.
+fn roce(frame: &[u8]) -> RoceFrame<'_> {
+    RoceFrame::parse(frame).expect("valid RoCEv2 frame")
 }
 
 fn cm_mads() -> Vec<(usize, Ipv4Addr, Vec<u8>)> {
@@ -239,14 +228,19 @@ fn rep_rtu_dreq_drep_fields() {
 fn starting_psn_semantics_from_capture() {
     let f = frames();
     let write = &f[3];
-    assert_eq!(write[BTH_OFF], 0x0a, "frame 4 is RDMA WRITE only");
-    assert_eq!(&write[26..30], &ACTIVE_IP.octets());
+    let write = roce(write);
+    assert_eq!(
+        write.headers.bth.opcode,
+        Opcode::RC_WRITE_ONLY,
+        "frame 4 is RDMA WRITE only"
+    );
+    assert_eq!(write.ipv4.src_addr, ACTIVE_IP);
     let CmMessage::Rep(rep) = parse_frame(2).2 else {
         panic!()
     };
     let req = capture_req();
-    assert_eq!(bth_psn(write), rep.starting_psn);
-    assert_ne!(bth_psn(write), req.starting_psn);
+    assert_eq!(write.headers.bth.psn, rep.starting_psn);
+    assert_ne!(write.headers.bth.psn, req.starting_psn);
 }
 
 /// Re-address a captured MAD to our comm ID (the capture's passive side used 0xc8577fdb).

@@ -1,1 +1,28 @@
-fn main() {}
+//! `roce-tool`: command-line tools around the dpdk-roce stack. Each subcommand lives in its own
+//! file under `src/bin/roce_tool/`.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[path = "roce_tool/decode.rs"]
+mod decode;
+
+#[derive(Parser, Debug)]
+#[command(name = "roce-tool", version, about = "dpdk-roce tools")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print a one-line summary of every frame of a pcap capture and check every RoCEv2 frame
+    /// (exit 0: all RoCEv2 frames valid, 1: some are bad, 2: the file cannot be read).
+    Decode(decode::DecodeArgs),
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Decode(args) => decode::run(&args),
+    }
+}

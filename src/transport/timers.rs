@@ -3,6 +3,7 @@
 //! earliest deadline and calls `handle_timeout` when it has passed.
 
 use crate::time::Instant;
+use crate::wire::aeth::rnr_timer_ns;
 use core::time::Duration;
 
 /// The timers a QP keeps.
@@ -65,15 +66,10 @@ impl TimerTable {
     }
 }
 
-/// RNR NAK timer codes in units of 10 us (IBTA vol. 1 table 45; code 0 = 655.36 ms).
-const RNR_TIMER_10US: [u32; 32] = [
-    65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
-    2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
-];
-
-/// The wait an RNR NAK timer code (5 bits; higher bits ignored) asks for.
+/// The wait an RNR NAK timer code (5 bits; higher bits ignored) asks for: the
+/// [`rnr_timer_ns`] table of the wire layer as a `Duration`.
 pub fn rnr_timer_duration(code: u8) -> Duration {
-    Duration::from_micros(u64::from(RNR_TIMER_10US[(code & 0x1f) as usize]) * 10)
+    Duration::from_nanos(rnr_timer_ns(code))
 }
 
 /// The local ACK timeout, 4.096 us * 2^exp (IBTA vol. 1 §9.7.6.1.2); `None` for 0 (infinite).

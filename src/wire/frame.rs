@@ -88,25 +88,26 @@ pub fn classify(frame: &[u8]) -> FrameKind {
     };
     match eth.ethertype() {
         EtherType::ARP => FrameKind::Arp,
-        EtherType::IPV4 => {
-            let Ok(ip) = ipv4::Packet::new_checked(eth.payload()) else {
-                return FrameKind::OtherIpv4;
-            };
-            if ip.version() != 4 || ip.header_len() < IP_LEN || ip.protocol() != IPPROTO_UDP {
-                return FrameKind::OtherIpv4;
-            }
-            let port = frame
-                .get(ETH_LEN + ip.header_len() + udp::field::DST_PORT..)
-                .and_then(|b| b.get(..2))
-                .map(|b| u16::from_be_bytes([b[0], b[1]]));
-            if port == Some(ROCEV2_PORT) {
-                FrameKind::RoceV2
-            } else {
-                FrameKind::OtherIpv4
-            }
-        }
+        EtherType::IPV4 if udp_dst_port(frame) == Some(ROCEV2_PORT) => FrameKind::RoceV2,
+        EtherType::IPV4 => FrameKind::OtherIpv4,
         _ => FrameKind::Other,
     }
+}
+
+/// The UDP destination port of an Ethernet/IPv4/UDP frame, or `None` when the frame is not
+/// IPv4/UDP or ends before the port. No length or checksum is verified.
+pub fn udp_dst_port(frame: &[u8]) -> Option<u16> {
+    let eth = ethernet::Packet::new_checked(frame).ok()?;
+    if eth.ethertype() != EtherType::IPV4 {
+        return None;
+    }
+    let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
+    if ip.version() != 4 || ip.header_len() < IP_LEN || ip.protocol() != IPPROTO_UDP {
+        return None;
+    }
+    let at = ETH_LEN + ip.header_len() + udp::field::DST_PORT;
+    let b = frame.get(at..at + 2)?;
+    Some(u16::from_be_bytes([b[0], b[1]]))
 }
 
 /// Pad bytes that bring `payload_len` to a multiple of 4.
@@ -167,6 +168,12 @@ impl<'a> RoceFrame<'a> {
     /// Parses and validates a complete frame (see [`FrameError`] for every check). The
     /// payload borrows from `frame`.
     pub fn parse(frame: &'a [u8]) -> Result<Self, FrameError> {
+        Self::parse_on_port(frame, ROCEV2_PORT)
+    }
+
+    /// [`parse`](Self::parse) for RoCEv2 carried to another UDP destination port (captures of
+    /// setups that moved it); anything else is checked the same way.
+    pub fn parse_on_port(frame: &'a [u8], port: u16) -> Result<Self, FrameError> {
         // Ethernet.
         let eth_p = ethernet::Packet::new_checked(frame).map_err(|_| truncated("Ethernet"))?;
         let eth = EthernetRepr::parse(&eth_p)?;
@@ -214,7 +221,7 @@ impl<'a> RoceFrame<'a> {
         if usize::from(udp_p.len()) != l4.len() {
             return Err(FrameError::BadUdpLength(udp_p.len()));
         }
-        if udp_p.dst_port() != ROCEV2_PORT {
+        if udp_p.dst_port() != port {
             return Err(FrameError::NotRoce(udp_p.dst_port()));
         }
         if !udp_p.verify_checksum(ipv4.src_addr, ipv4.dst_addr) {
@@ -371,19 +378,15 @@ impl<'a> RoceFrame<'a> {
     }
 }
 
+/// Frames and headers shared by the unit tests of the wire and decode modules.
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixtures {
     use super::*;
-    use crate::wire::aeth::{AethRepr, Syndrome};
-    use crate::wire::bth::BthRepr;
     use crate::wire::ethernet::EthernetAddress;
-    use crate::wire::opcode::Opcode;
-    use crate::wire::psn::Psn;
-    use crate::wire::reth::RethRepr;
     use std::net::Ipv4Addr;
 
     /// hw-hisilicon-rc-send.pcap frame 16 (RC ACK).
-    const FRAME16: [u8; 62] = [
+    pub const FRAME16: [u8; 62] = [
         0x18, 0x3d, 0x5e, 0xbf, 0x43, 0x71, 0x18, 0x3d, 0x5e, 0xbf, 0x51, 0x92, 0x08, 0x00, 0x45,
         0x02, 0x00, 0x30, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x2d, 0x60, 0xc0, 0xa8, 0x46, 0x06,
         0xc0, 0xa8, 0x46, 0x04, 0x00, 0x48, 0x12, 0xb7, 0x00, 0x1c, 0x00, 0x00, 0x11, 0x40, 0xff,
@@ -391,7 +394,8 @@ mod tests {
         0xc2, 0x16,
     ];
 
-    fn sample(payload: &[u8]) -> RoceFrame<'_> {
+    /// Ethernet 02:..:01 > 02:..:02 and IPv4 10.0.0.1 > 10.0.0.2 (DSCP 26, ECN 2) headers.
+    pub fn eth_ip() -> (EthernetRepr, Ipv4Repr) {
         let eth = EthernetRepr {
             src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
             dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
@@ -407,6 +411,22 @@ mod tests {
             dont_frag: true,
             ttl: 64,
         };
+        (eth, ip)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{self, FRAME16};
+    use super::*;
+    use crate::wire::aeth::{AethRepr, Syndrome};
+    use crate::wire::bth::BthRepr;
+    use crate::wire::opcode::Opcode;
+    use crate::wire::psn::Psn;
+    use crate::wire::reth::RethRepr;
+
+    fn sample(payload: &[u8]) -> RoceFrame<'_> {
+        let (eth, ip) = fixtures::eth_ip();
         let mut bth = BthRepr::new(Opcode::RC_WRITE_ONLY, 0x11, Psn::new(0xfffffe));
         bth.ack_req = true;
         let headers = RoceHeaders::new(bth).with_reth(RethRepr {

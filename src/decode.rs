@@ -1,0 +1,729 @@
+//! One-line, human-readable summaries of Ethernet frames, for the `roce-tool decode` command and
+//! the simulator's trace: RoCEv2 frames with every header field that matters for debugging, CM
+//! MADs on QP1 with their IDs, and a `!!` marker on RoCEv2 frames that fail validation. Nothing
+//! here panics, whatever the bytes.
+//!
+//! ```text
+//! 192.168.2.25:49153 > 192.168.2.24 RC RDMA WRITE only QP=0x000011 PSN=12 A RETH(va=0x1000, rkey=0x220, len=18) payload=18
+//! 192.168.2.24:49153 > 192.168.2.25 RC Acknowledge QP=0x000017 PSN=12 AETH(ACK credits=31 MSN=1)
+//! 192.168.2.25:49153 > 192.168.2.24 RC SEND only QP=0x000011 PSN=13 payload=8 !! BAD ICRC (expected 0x1234abcd, found 0x1234abce)
+//! ```
+
+use crate::cm::ip_cm::port_of_service_id;
+use crate::transport::types::Mtu;
+use crate::wire::aeth::{AethRepr, NakCode, Syndrome};
+use crate::wire::arp::{self, ArpOperation, ArpRepr};
+use crate::wire::bth::{self, DEFAULT_PKEY};
+use crate::wire::cm_msg::CmMessage;
+use crate::wire::ethernet::{self, EtherType};
+use crate::wire::frame::{udp_dst_port, FrameError, RoceFrame};
+use crate::wire::icrc::ICRC_LEN;
+use crate::wire::ipv4::{self, IPPROTO_UDP};
+use crate::wire::mad::{self, MadHeader, MAD_LEN};
+use crate::wire::opcode::{OpFlags, Opcode};
+use crate::wire::roce::RoceHeaders;
+use crate::wire::udp::{self, ROCEV2_PORT};
+use crate::wire::{rnr_timer_ns, AtomicEthRepr};
+use core::fmt::{self, Write};
+
+/// The GSI queue pair that carries CM MADs.
+const GSI_QP: u32 = 1;
+
+/// What a frame turned out to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// A RoCEv2 frame that passed every check of [`RoceFrame::parse`].
+    Valid,
+    /// A RoCEv2 frame whose ICRC does not match.
+    BadIcrc,
+    /// A RoCEv2 frame whose lengths (IP, UDP, PadCnt, payload) do not add up.
+    BadLength,
+    /// A RoCEv2 frame with another bad header field (checksum, version, opcode, fragment).
+    BadHeader,
+    /// Not addressed to a RoCEv2 UDP port (ARP, other IPv4, other EtherTypes, runts).
+    NotRoce,
+}
+
+/// The summary of one frame: its verdict, the parser's error for a bad RoCEv2 frame, and the
+/// text (`Display`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameSummary {
+    pub verdict: Verdict,
+    /// Why [`RoceFrame::parse`] rejected a RoCEv2 frame.
+    pub error: Option<FrameError>,
+    text: String,
+}
+
+impl FrameSummary {
+    /// True for frames addressed to a RoCEv2 port, valid or not.
+    pub fn is_roce(&self) -> bool {
+        self.verdict != Verdict::NotRoce
+    }
+
+    /// True for valid RoCEv2 frames.
+    pub fn is_valid(&self) -> bool {
+        self.verdict == Verdict::Valid
+    }
+
+    /// The one-line text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for FrameSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Summarizes a frame, treating UDP destination port 4791 as RoCEv2.
+pub fn summarize(frame: &[u8]) -> FrameSummary {
+    summarize_with_ports(frame, &[])
+}
+
+/// Summarizes a frame, treating UDP destination port 4791 and every port in `extra_ports` as
+/// RoCEv2.
+pub fn summarize_with_ports(frame: &[u8], extra_ports: &[u16]) -> FrameSummary {
+    match udp_dst_port(frame) {
+        Some(port) if port == ROCEV2_PORT || extra_ports.contains(&port) => {
+            summarize_roce(frame, port)
+        }
+        _ => FrameSummary {
+            verdict: Verdict::NotRoce,
+            error: None,
+            text: describe_other(frame),
+        },
+    }
+}
+
+/// The summary text of a parsed, valid RoCEv2 frame (what [`summarize`] prints for it).
+pub fn describe_roce(f: &RoceFrame<'_>) -> String {
+    let mut s = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_roce(&mut s, f);
+    s
+}
+
+fn summarize_roce(frame: &[u8], port: u16) -> FrameSummary {
+    match RoceFrame::parse_on_port(frame, port) {
+        Ok(f) => FrameSummary {
+            verdict: Verdict::Valid,
+            error: None,
+            text: describe_roce(&f),
+        },
+        Err(e) => {
+            let mut text = String::new();
+            let _ = write_best_effort(&mut text, frame);
+            let verdict = match e {
+                FrameError::BadIcrc { expected, found } => {
+                    let _ = write!(
+                        text,
+                        " !! BAD ICRC (expected {expected:#010x}, found {found:#010x})"
+                    );
+                    Verdict::BadIcrc
+                }
+                FrameError::Truncated { .. }
+                | FrameError::BadIpHeaderLen(_)
+                | FrameError::BadIpTotalLen(_)
+                | FrameError::BadUdpLength(_)
+                | FrameError::BadPadCnt { .. }
+                | FrameError::UnexpectedPayload { .. } => {
+                    let _ = write!(text, " !! BAD LENGTH ({e})");
+                    Verdict::BadLength
+                }
+                _ => {
+                    let _ = write!(text, " !! BAD HEADER ({e})");
+                    Verdict::BadHeader
+                }
+            };
+            FrameSummary {
+                verdict,
+                error: Some(e),
+                text,
+            }
+        }
+    }
+}
+
+fn write_endpoints(
+    out: &mut String,
+    src: impl fmt::Display,
+    src_port: Option<u16>,
+    dst: impl fmt::Display,
+    dst_port: u16,
+) -> fmt::Result {
+    write!(out, "{src}")?;
+    if let Some(p) = src_port {
+        write!(out, ":{p}")?;
+    }
+    write!(out, " > {dst}")?;
+    if dst_port != ROCEV2_PORT {
+        write!(out, ":{dst_port}")?;
+    }
+    Ok(())
+}
+
+fn write_roce(out: &mut String, f: &RoceFrame<'_>) -> fmt::Result {
+    write_endpoints(
+        out,
+        f.ipv4.src_addr,
+        Some(f.udp.src_port),
+        f.ipv4.dst_addr,
+        f.udp.dst_port,
+    )?;
+    out.push(' ');
+    write_headers(out, &f.headers)?;
+    let op = f.headers.bth.opcode;
+    if op.flags().contains(OpFlags::PAYLOAD) {
+        write!(out, " payload={}", f.payload.len())?;
+    }
+    if f.headers.deth.is_some() && f.headers.bth.dest_qp == GSI_QP {
+        out.push(' ');
+        write_mad(out, f.payload)?;
+    }
+    Ok(())
+}
+
+/// Whatever can be read from a RoCEv2-port frame that failed validation: addresses, ports, the
+/// BTH (and the extension headers when they parse).
+fn write_best_effort(out: &mut String, frame: &[u8]) -> fmt::Result {
+    let Some(l3) = frame.get(ethernet::HEADER_LEN..) else {
+        return out.write_str("?");
+    };
+    let Ok(ip) = ipv4::Packet::new_checked(l3) else {
+        return out.write_str("?");
+    };
+    let hl = ip.header_len();
+    let l4 = l3.get(hl..).unwrap_or_default();
+    let (src_port, dst_port) = match udp::Packet::new_checked(l4) {
+        Ok(u) => (Some(u.src_port()), u.dst_port()),
+        Err(_) => (None, ROCEV2_PORT),
+    };
+    write_endpoints(out, ip.src_addr(), src_port, ip.dst_addr(), dst_port)?;
+    // The transport bytes end where the IP packet says, or at the end of the frame.
+    let ip_end = usize::from(ip.total_len()).clamp(hl, l3.len());
+    let ib = l3
+        .get(hl + udp::HEADER_LEN..ip_end)
+        .or_else(|| l3.get(hl + udp::HEADER_LEN..))
+        .unwrap_or_default();
+    let body = ib
+        .get(..ib.len().saturating_sub(ICRC_LEN))
+        .unwrap_or_default();
+    out.push(' ');
+    if let Ok((h, hdr_len)) = RoceHeaders::parse(body) {
+        write_headers(out, &h)?;
+        let data = body.len().saturating_sub(hdr_len);
+        match data.checked_sub(usize::from(h.bth.pad_count)) {
+            Some(n) if h.bth.opcode.flags().contains(OpFlags::PAYLOAD) => {
+                write!(out, " payload={n}")
+            }
+            _ => Ok(()),
+        }
+    } else if let Ok(b) = bth::Packet::new_checked(ib) {
+        write_opcode(out, b.opcode())?;
+        write!(out, " QP={:#08x} PSN={}", b.dest_qp(), b.psn())
+    } else {
+        out.write_str("(no BTH)")
+    }
+}
+
+fn write_opcode(out: &mut String, op: Opcode) -> fmt::Result {
+    match op.info() {
+        Some(i) => out.write_str(i.name),
+        None => write!(out, "opcode {:#04x} (reserved)", op.0),
+    }
+}
+
+fn write_headers(out: &mut String, h: &RoceHeaders) -> fmt::Result {
+    let b = &h.bth;
+    write_opcode(out, b.opcode)?;
+    write!(out, " QP={:#08x} PSN={}", b.dest_qp, b.psn)?;
+    for (set, name) in [
+        (b.ack_req, "A"),
+        (b.solicited, "SE"),
+        (b.mig_req, "M"),
+        (b.fecn, "FECN"),
+        (b.becn, "BECN"),
+    ] {
+        if set {
+            write!(out, " {name}")?;
+        }
+    }
+    if b.pad_count != 0 {
+        write!(out, " pad={}", b.pad_count)?;
+    }
+    if b.pkey != DEFAULT_PKEY {
+        write!(out, " pkey={:#06x}", b.pkey)?;
+    }
+    if b.tver != 0 {
+        write!(out, " tver={}", b.tver)?;
+    }
+    if let Some(d) = h.deth {
+        write!(out, " DETH(qkey={:#010x} srcQP={:#x})", d.qkey, d.src_qp)?;
+    }
+    if let Some(r) = h.reth {
+        write!(
+            out,
+            " RETH(va={:#x}, rkey={:#x}, len={})",
+            r.va, r.rkey, r.dma_len
+        )?;
+    }
+    if let Some(a) = h.atomic_eth {
+        write_atomic(out, b.opcode, &a)?;
+    }
+    if let Some(a) = h.aeth {
+        write_aeth(out, &a)?;
+    }
+    if let Some(a) = h.atomic_ack_eth {
+        write!(out, " ATOMIC_ACK(orig={:#x})", a.orig_data)?;
+    }
+    if let Some(imm) = h.imm_dt {
+        write!(out, " IMM={imm:#010x}")?;
+    }
+    if let Some(rkey) = h.ieth {
+        write!(out, " IETH={rkey:#010x}")?;
+    }
+    Ok(())
+}
+
+fn write_atomic(out: &mut String, op: Opcode, a: &AtomicEthRepr) -> fmt::Result {
+    write!(out, " ATOMIC(va={:#x}, rkey={:#x}, ", a.va, a.rkey)?;
+    if op == Opcode::RC_FETCH_ADD {
+        write!(out, "add={:#x})", a.swap_add)
+    } else {
+        write!(out, "swap={:#x}, cmp={:#x})", a.swap_add, a.compare)
+    }
+}
+
+fn write_aeth(out: &mut String, a: &AethRepr) -> fmt::Result {
+    out.write_str(" AETH(")?;
+    match a.syndrome {
+        Syndrome::Ack { credits } => write!(out, "ACK credits={credits}")?,
+        Syndrome::RnrNak { timer } => {
+            let ms = rnr_timer_ns(timer) as f64 / 1e6;
+            write!(out, "RNR timer={timer} {ms:.2}ms")?;
+        }
+        Syndrome::Nak(code) => {
+            out.write_str("NAK ")?;
+            match code {
+                NakCode::PsnSequenceError => out.write_str("PSN seq err")?,
+                NakCode::InvalidRequest => out.write_str("invalid request")?,
+                NakCode::RemoteAccessError => out.write_str("remote access err")?,
+                NakCode::RemoteOperationalError => out.write_str("remote op err")?,
+                NakCode::InvalidRdRequest => out.write_str("invalid RD request")?,
+                NakCode::Reserved(c) => write!(out, "reserved code {c:#x}")?,
+            }
+        }
+        Syndrome::Reserved(byte) => write!(out, "reserved syndrome {byte:#04x}")?,
+    }
+    write!(out, " MSN={})", a.msn)
+}
+
+/// The MAD in a UD SEND to QP1: CM messages with their IDs, other classes by number.
+fn write_mad(out: &mut String, payload: &[u8]) -> fmt::Result {
+    let Ok(p) = mad::Packet::new_checked(payload) else {
+        return write!(out, "MAD? ({} bytes, need {MAD_LEN})", payload.len());
+    };
+    let h = MadHeader::parse(&p);
+    if h.mgmt_class != mad::MGMT_CLASS_CM {
+        return write!(
+            out,
+            "MAD class={:#04x} method={:#04x} attr={:#06x}",
+            h.mgmt_class, h.method, h.attribute_id
+        );
+    }
+    let msg = match CmMessage::parse(payload) {
+        Ok((_, m)) => m,
+        Err(e) => return write!(out, "CM (undecodable: {e})"),
+    };
+    match msg {
+        CmMessage::Req(r) => {
+            write!(
+                out,
+                "CM REQ local_comm_id={:#010x} service_id={:#018x}",
+                r.local_comm_id, r.service_id
+            )?;
+            if let Some(port) = port_of_service_id(r.service_id) {
+                write!(out, "(port {port})")?;
+            }
+            write!(
+                out,
+                " qpn={:#08x} start_psn={}",
+                r.local_qpn, r.starting_psn
+            )?;
+            match Mtu::from_code(r.path_mtu) {
+                Some(m) => write!(out, " mtu={}", m.bytes()),
+                None => write!(out, " mtu=?{}", r.path_mtu),
+            }
+        }
+        CmMessage::Rep(r) => write!(
+            out,
+            "CM REP local={:#010x} remote={:#010x} qpn={:#08x} start_psn={}",
+            r.local_comm_id, r.remote_comm_id, r.local_qpn, r.starting_psn
+        ),
+        CmMessage::Rtu(r) => write_ids(out, "RTU", r.local_comm_id, r.remote_comm_id),
+        CmMessage::Rej(r) => {
+            let name = format!("REJ({:?} {})", r.reason, r.reason.code());
+            write_ids(out, &name, r.local_comm_id, r.remote_comm_id)
+        }
+        CmMessage::Mra(r) => write_ids(out, "MRA", r.local_comm_id, r.remote_comm_id),
+        CmMessage::Dreq(r) => {
+            write_ids(out, "DREQ", r.local_comm_id, r.remote_comm_id)?;
+            write!(out, " qpn={:#08x}", r.remote_qpn)
+        }
+        CmMessage::Drep(r) => write_ids(out, "DREP", r.local_comm_id, r.remote_comm_id),
+    }
+}
+
+fn write_ids(out: &mut String, name: &str, local: u32, remote: u32) -> fmt::Result {
+    write!(out, "CM {name} local={local:#010x} remote={remote:#010x}")
+}
+
+/// A short description of a frame that is not RoCEv2.
+fn describe_other(frame: &[u8]) -> String {
+    let Ok(eth) = ethernet::Packet::new_checked(frame) else {
+        return format!("runt frame ({} bytes)", frame.len());
+    };
+    let payload = frame.get(ethernet::HEADER_LEN..).unwrap_or_default();
+    match eth.ethertype() {
+        EtherType::ARP => describe_arp(payload),
+        EtherType::IPV4 => describe_ipv4(payload),
+        EtherType(0x86dd) => format!("IPv6 ({} bytes)", frame.len()),
+        EtherType(0x8915) => format!("RoCE v1 (not decoded, {} bytes)", frame.len()),
+        EtherType(0x8100) => {
+            let vid = payload
+                .get(..2)
+                .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]) & 0x0fff);
+            format!("802.1Q VLAN {vid} (not decoded, {} bytes)", frame.len())
+        }
+        EtherType(t) => format!("EtherType {t:#06x} ({} bytes)", frame.len()),
+    }
+}
+
+fn describe_arp(b: &[u8]) -> String {
+    let repr = arp::Packet::new_checked(b)
+        .ok()
+        .and_then(|p| ArpRepr::parse(&p).ok());
+    match repr {
+        Some(a) => match a.operation {
+            ArpOperation::Request => format!(
+                "ARP who-has {} tell {}",
+                a.target_protocol_addr, a.source_protocol_addr
+            ),
+            ArpOperation::Reply => format!(
+                "ARP {} is-at {}",
+                a.source_protocol_addr, a.source_hardware_addr
+            ),
+            ArpOperation::Unknown(op) => format!("ARP operation {op}"),
+        },
+        None => format!("ARP (malformed, {} bytes)", b.len()),
+    }
+}
+
+fn describe_ipv4(b: &[u8]) -> String {
+    let Ok(ip) = ipv4::Packet::new_checked(b) else {
+        return format!("IPv4 (malformed, {} bytes)", b.len());
+    };
+    let (src, dst, proto) = (ip.src_addr(), ip.dst_addr(), ip.protocol());
+    let l4 = b.get(ip.header_len()..).unwrap_or_default();
+    let ports = l4.get(..4).map(|p| {
+        (
+            u16::from_be_bytes([p[0], p[1]]),
+            u16::from_be_bytes([p[2], p[3]]),
+        )
+    });
+    match (proto, ports) {
+        (IPPROTO_UDP, Some((s, d))) => format!("UDP {src}:{s} > {dst}:{d}"),
+        (6, Some((s, d))) => format!("TCP {src}:{s} > {dst}:{d}"),
+        (1, _) => format!("ICMP {src} > {dst}"),
+        _ => format!("IPv4 {src} > {dst} proto={proto}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cm::ip_cm::service_id_for_port;
+    use crate::wire::cm_msg::{attr as cm_attr, RejReason};
+    use crate::wire::deth::{DethRepr, GSI_QKEY};
+    use crate::wire::ethernet::EthernetAddress;
+    use crate::wire::psn::Psn;
+    use crate::wire::reth::RethRepr;
+    use crate::wire::udp::UdpRepr;
+    use crate::wire::{AtomicAckEthRepr, BthRepr};
+    use proptest::prelude::*;
+    use std::net::Ipv4Addr;
+
+    fn frame_with(headers: RoceHeaders, payload: &[u8], dst_port: u16) -> Vec<u8> {
+        let (eth, ip) = crate::wire::frame::fixtures::eth_ip();
+        let mut udp = UdpRepr::rocev2(49153);
+        udp.dst_port = dst_port;
+        let f = RoceFrame::new(eth, ip, udp, headers, payload).unwrap();
+        let mut buf = vec![0u8; f.buffer_len()];
+        f.emit(&mut buf).unwrap();
+        buf
+    }
+
+    fn frame(headers: RoceHeaders, payload: &[u8]) -> Vec<u8> {
+        frame_with(headers, payload, ROCEV2_PORT)
+    }
+
+    fn bth(op: Opcode) -> BthRepr {
+        BthRepr::new(op, 0x11, Psn::new(1234))
+    }
+
+    fn text(frame: &[u8]) -> String {
+        let s = summarize(frame);
+        assert!(s.is_valid(), "{s}");
+        s.to_string()
+    }
+
+    #[test]
+    fn send_with_flags_and_pad() {
+        let mut b = bth(Opcode::RC_SEND_ONLY);
+        b.ack_req = true;
+        b.solicited = true;
+        let t = text(&frame(RoceHeaders::new(b), b"hello"));
+        assert_eq!(
+            t,
+            "10.0.0.1:49153 > 10.0.0.2 RC SEND only QP=0x000011 PSN=1234 A SE pad=3 payload=5"
+        );
+    }
+
+    #[test]
+    fn write_read_and_acks() {
+        let reth = RethRepr {
+            va: 0xaaab_26b5_8000,
+            rkey: 0x220,
+            dma_len: 18,
+        };
+        let t = text(&frame(
+            RoceHeaders::new(bth(Opcode::RC_WRITE_ONLY)).with_reth(reth),
+            &[0; 18],
+        ));
+        assert!(
+            t.contains("RC RDMA WRITE only QP=0x000011 PSN=1234 pad=2 RETH(va=0xaaab26b58000, rkey=0x220, len=18) payload=18"),
+            "{t}"
+        );
+        let ack = |a| {
+            text(&frame(
+                RoceHeaders::new(bth(Opcode::RC_ACK)).with_aeth(a),
+                &[],
+            ))
+        };
+        assert!(ack(AethRepr::ack(3))
+            .ends_with("RC Acknowledge QP=0x000011 PSN=1234 AETH(ACK credits=31 MSN=3)"));
+        assert!(ack(AethRepr::nak(NakCode::PsnSequenceError, 3))
+            .ends_with("AETH(NAK PSN seq err MSN=3)"));
+        assert!(ack(AethRepr::nak(NakCode::RemoteAccessError, 3))
+            .ends_with("AETH(NAK remote access err MSN=3)"));
+        assert!(ack(AethRepr::rnr_nak(12, 3)).ends_with("AETH(RNR timer=12 0.64ms MSN=3)"));
+        assert!(ack(AethRepr::rnr_nak(0, 3)).ends_with("AETH(RNR timer=0 655.36ms MSN=3)"));
+    }
+
+    #[test]
+    fn imm_ieth_atomics() {
+        let t = text(&frame(
+            RoceHeaders::new(bth(Opcode::RC_SEND_ONLY_IMM)).with_imm(0xdead_beef),
+            &[1, 2, 3, 4],
+        ));
+        assert!(t.ends_with("IMM=0xdeadbeef payload=4"), "{t}");
+        let t = text(&frame(
+            RoceHeaders::new(bth(Opcode::RC_SEND_ONLY_INV)).with_ieth(0x1234),
+            &[],
+        ));
+        assert!(t.ends_with("IETH=0x00001234 payload=0"), "{t}");
+        let a = AtomicEthRepr {
+            va: 0x1000,
+            rkey: 0x42,
+            swap_add: 5,
+            compare: 7,
+        };
+        let t = text(&frame(
+            RoceHeaders::new(bth(Opcode::RC_COMPARE_SWAP)).with_atomic_eth(a),
+            &[],
+        ));
+        assert!(
+            t.ends_with("ATOMIC(va=0x1000, rkey=0x42, swap=0x5, cmp=0x7)"),
+            "{t}"
+        );
+        let t = text(&frame(
+            RoceHeaders::new(bth(Opcode::RC_FETCH_ADD)).with_atomic_eth(a),
+            &[],
+        ));
+        assert!(t.ends_with("ATOMIC(va=0x1000, rkey=0x42, add=0x5)"), "{t}");
+        let t = text(&frame(
+            RoceHeaders::new(bth(Opcode::RC_ATOMIC_ACK))
+                .with_aeth(AethRepr::ack(9))
+                .with_atomic_ack_eth(AtomicAckEthRepr { orig_data: 0x99 }),
+            &[],
+        ));
+        assert!(
+            t.ends_with("AETH(ACK credits=31 MSN=9) ATOMIC_ACK(orig=0x99)"),
+            "{t}"
+        );
+    }
+
+    /// A CM message of attribute `attr` with every field zero.
+    fn blank_cm(attr: u16) -> CmMessage {
+        let mut mad = [0u8; MAD_LEN];
+        let mut p = mad::Packet::new_unchecked(&mut mad[..]);
+        MadHeader::cm(attr, 1).emit(&mut p);
+        CmMessage::parse(&mad).unwrap().1
+    }
+
+    fn cm_frame(m: CmMessage) -> Vec<u8> {
+        let mut mad = [0u8; MAD_LEN];
+        m.emit(&MadHeader::cm(0, 77), &mut mad);
+        let b = BthRepr::new(Opcode::UD_SEND_ONLY, GSI_QP, Psn::new(0));
+        let d = DethRepr {
+            qkey: GSI_QKEY,
+            src_qp: 1,
+        };
+        frame(RoceHeaders::new(b).with_deth(d), &mad)
+    }
+
+    #[test]
+    fn cm_messages() {
+        let CmMessage::Req(mut req) = blank_cm(cm_attr::REQ) else {
+            panic!()
+        };
+        req.local_comm_id = 0xc857_7fdb;
+        req.service_id = service_id_for_port(7471);
+        req.local_qpn = 0x17;
+        req.starting_psn = Psn::new(99);
+        req.path_mtu = 3;
+        let t = text(&cm_frame(CmMessage::Req(req)));
+        assert!(t.contains("UD SEND only QP=0x000001 PSN=0 DETH(qkey=0x80010000 srcQP=0x1) payload=256 CM REQ local_comm_id=0xc8577fdb service_id=0x0000000001061d2f(port 7471) qpn=0x000017 start_psn=99 mtu=1024"), "{t}");
+        let CmMessage::Rej(mut rej) = blank_cm(cm_attr::REJ) else {
+            panic!()
+        };
+        rej.local_comm_id = 1;
+        rej.remote_comm_id = 2;
+        rej.reason = RejReason::InvalidServiceId;
+        let t = text(&cm_frame(CmMessage::Rej(rej)));
+        assert!(
+            t.ends_with("CM REJ(InvalidServiceId 8) local=0x00000001 remote=0x00000002"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn bad_frames_are_marked() {
+        let good = frame(RoceHeaders::new(bth(Opcode::RC_SEND_ONLY)), b"abcd");
+        let mut bad = good.clone();
+        *bad.last_mut().unwrap() ^= 1;
+        let s = summarize(&bad);
+        assert_eq!(s.verdict, Verdict::BadIcrc);
+        assert!(s.is_roce() && !s.is_valid());
+        assert!(
+            s.text()
+                .starts_with("10.0.0.1:49153 > 10.0.0.2 RC SEND only QP=0x000011 PSN=1234"),
+            "{s}"
+        );
+        assert!(
+            s.text().contains("payload=4 !! BAD ICRC (expected 0x"),
+            "{s}"
+        );
+
+        let s = summarize(&good[..good.len() - 6]);
+        assert_eq!(s.verdict, Verdict::BadLength);
+        assert!(
+            s.text()
+                .contains("RC SEND only QP=0x000011 PSN=1234 !! BAD LENGTH (bad IPv4 total length"),
+            "{s}"
+        );
+
+        let mut bad = good.clone();
+        bad[24] ^= 0xff; // IPv4 checksum
+        let s = summarize(&bad);
+        assert_eq!(s.verdict, Verdict::BadHeader);
+        assert!(
+            s.text()
+                .contains("!! BAD HEADER (bad IPv4 header checksum)"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn extra_ports_and_other_frames() {
+        let f = frame_with(RoceHeaders::new(bth(Opcode::RC_SEND_ONLY)), b"abcd", 4792);
+        let s = summarize(&f);
+        assert_eq!(s.verdict, Verdict::NotRoce);
+        assert_eq!(s.text(), "UDP 10.0.0.1:49153 > 10.0.0.2:4792");
+        let s = summarize_with_ports(&f, &[4792]);
+        assert!(s.is_valid(), "{s}");
+        assert!(
+            s.text()
+                .starts_with("10.0.0.1:49153 > 10.0.0.2:4792 RC SEND only"),
+            "{s}"
+        );
+
+        assert_eq!(summarize(&[1, 2, 3]).text(), "runt frame (3 bytes)");
+        let mut v6 = f.clone();
+        v6[12..14].copy_from_slice(&[0x86, 0xdd]);
+        assert_eq!(summarize(&v6).text(), format!("IPv6 ({} bytes)", f.len()));
+        assert!(!summarize(&v6).is_roce());
+        let mut vlan = f.clone();
+        vlan[12..16].copy_from_slice(&[0x81, 0x00, 0x20, 0x2a]);
+        assert_eq!(
+            summarize(&vlan).text(),
+            format!("802.1Q VLAN 42 (not decoded, {} bytes)", f.len())
+        );
+    }
+
+    #[test]
+    fn arp_frames() {
+        let a = ArpRepr {
+            operation: ArpOperation::Request,
+            source_hardware_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            source_protocol_addr: Ipv4Addr::new(10, 0, 0, 1),
+            target_hardware_addr: EthernetAddress([0; 6]),
+            target_protocol_addr: Ipv4Addr::new(10, 0, 0, 2),
+        };
+        let mut buf = [0u8; 14 + arp::PACKET_LEN];
+        buf[12..14].copy_from_slice(&[0x08, 0x06]);
+        a.emit(&mut arp::Packet::new_unchecked(&mut buf[14..]))
+            .unwrap();
+        assert_eq!(summarize(&buf).text(), "ARP who-has 10.0.0.2 tell 10.0.0.1");
+        let reply = ArpRepr {
+            operation: ArpOperation::Reply,
+            ..a
+        };
+        reply
+            .emit(&mut arp::Packet::new_unchecked(&mut buf[14..]))
+            .unwrap();
+        assert_eq!(
+            summarize(&buf).text(),
+            "ARP 10.0.0.1 is-at 02:00:00:00:00:01"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let s = summarize_with_ports(&bytes, &[1, 2]);
+            prop_assert!(!s.text().is_empty());
+        }
+
+        /// Random bytes behind a valid Ethernet/IPv4/UDP-4791 prefix reach the RoCE paths.
+        #[test]
+        fn never_panics_on_corrupted_roce(
+            cut in 0usize..400,
+            flips in proptest::collection::vec((0usize..400, any::<u8>()), 0..8),
+        ) {
+            let mut f = cm_frame(blank_cm(cm_attr::REQ));
+            for (at, x) in flips {
+                if let Some(b) = f.get_mut(at) {
+                    *b ^= x;
+                }
+            }
+            f.truncate(cut);
+            let s = summarize(&f);
+            prop_assert!(!s.text().is_empty());
+            prop_assert_eq!(s.is_roce(), udp_dst_port(&f) == Some(ROCEV2_PORT));
+            prop_assert_eq!(s.error.is_some(), s.is_roce() && !s.is_valid());
+        }
+    }
+}
