@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 #[path = "roce_tool/decode.rs"]
 mod decode;
+#[path = "roce_tool/simulate.rs"]
+mod simulate;
 
 #[derive(Parser, Debug)]
 #[command(name = "roce-tool", version, about = "dpdk-roce tools")]
@@ -19,10 +21,14 @@ enum Command {
     /// Print a one-line summary of every frame of a pcap capture and check every RoCEv2 frame
     /// (exit 0: all RoCEv2 frames valid, 1: some are bad, 2: the file cannot be read).
     Decode(decode::DecodeArgs),
+    /// Connect two endpoints in memory through the IB CM and run a verified workload over a
+    /// simulated wire with loss, duplication, reordering and corruption.
+    Simulate(simulate::SimulateArgs),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Decode(args) => decode::run(&args),
+        Command::Simulate(args) => simulate::run(&args),
     }
 }

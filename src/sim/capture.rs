@@ -37,6 +37,7 @@ impl<W: Write> PcapCapture<W> {
         let header = PcapHeader {
             datalink: DataLink::ETHERNET,
             snaplen: 65535,
+            endianness: pcap_file::Endianness::Little,
             ..PcapHeader::default()
         };
         Ok(PcapCapture {
