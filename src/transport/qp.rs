@@ -141,7 +141,10 @@ impl Qp {
     /// RESET->INIT (P_Key, access), INIT->INIT, INIT->RTR (path MTU, rq_psn, dest QPN,
     /// responder resources, min RNR timer, P_Key, access), RTR->RTS (sq_psn, timeout,
     /// retry_cnt, rnr_retry, initiator depth), RTS->RTS and SQD->SQD (timeout, retry
-    /// counts, min RNR timer, access), RTS->SQD, SQD->RTS, any->ERROR (flush), any->RESET.
+    /// counts, min RNR timer, access), RTS->SQD, SQD->RTS, SQE->RTS, any->ERROR (flush),
+    /// any->RESET. SQE is never entered by an RC QP (IBTA §10.3.1.6: on RC a send error moves
+    /// the whole QP to ERROR); the SQE->RTS recovery edge is accepted for completeness of the
+    /// table, and sends posted in SQE are flushed.
     pub fn modify(&mut self, now: Instant, state: QpState, attr: &QpAttr) -> Result<(), QpError> {
         use QpState::*;
         let _ = now;
@@ -199,7 +202,7 @@ impl Qp {
                 self.state = Sqd;
                 Ok(())
             }
-            (Sqd, Rts) => {
+            (Sqd, Rts) | (Sqe, Rts) => {
                 self.state = Rts;
                 Ok(())
             }
@@ -212,7 +215,7 @@ impl Qp {
     pub fn post_send(&mut self, now: Instant, wr: SendWr, mem: &dyn Memory) -> Result<(), QpError> {
         let _ = now;
         match self.state {
-            QpState::Rts | QpState::Sqd | QpState::Error => {}
+            QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Error => {}
             _ => return Err(QpError::InvalidState),
         }
         if wr.sgl.len() > self.config.max_send_sge as usize {
@@ -226,7 +229,7 @@ impl Qp {
         if is_atomic && len != 8 {
             return Err(QpError::InvalidArgument);
         }
-        if self.state == QpState::Error {
+        if matches!(self.state, QpState::Error | QpState::Sqe) {
             self.cq.push_back(WorkCompletion {
                 wr_id: wr.wr_id,
                 status: WcStatus::WrFlushErr,

@@ -699,3 +699,26 @@ fn junk_packets_never_panic_or_corrupt() {
         "A's requester was exercised"
     );
 }
+
+#[test]
+fn sqe_is_never_entered_by_the_consumer_on_rc() {
+    // IBTA §10.3.1: only the QP itself enters SQE (and an RC QP goes to ERROR instead), so a
+    // modify to SQE is refused from every state.
+    let a = attr(1, 1, 0x22);
+    let mut qp = Qp::new(config(0x11));
+    let now = Instant::ZERO;
+    for target in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        assert_eq!(
+            qp.modify(now, QpState::Sqe, &a),
+            Err(QpError::InvalidTransition),
+            "from {:?}",
+            qp.state()
+        );
+        qp.modify(now, target, &a).unwrap();
+    }
+    assert_eq!(
+        qp.modify(now, QpState::Sqe, &a),
+        Err(QpError::InvalidTransition)
+    );
+    assert_eq!(qp.state(), QpState::Rts);
+}
