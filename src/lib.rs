@@ -5,7 +5,9 @@
 //! over a simulated wire, for tests and demos).
 
 pub mod cm;
+pub mod engine;
 pub mod decode;
+pub mod perf;
 pub mod sim;
 pub mod time;
 pub mod transport;
