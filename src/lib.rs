@@ -1,12 +1,14 @@
 //! dpdk-roce: a userspace RoCEv2 RDMA provider on DPDK poll-mode cores, exposed through uDAPL.
 //!
-//! Layers (see `DESIGN.md` in the shared folder): `wire` (packet formats), `transport` (RC queue
-//! pairs, sans-IO), `cm` (IB connection manager over QP1), `sim` (an in-memory pair of endpoints
-//! over a simulated wire, for tests and demos).
+//! Layers (see `DESIGN.md` in the shared folder): `wire` (packet formats), `net` (IPv4/ARP
+//! neighbour layer, sans-IO), `transport` (RC queue pairs, sans-IO), `cm` (IB connection manager
+//! over QP1), `engine` (poll-mode shards and event queues), `sim` (an in-memory pair of
+//! endpoints over a simulated wire, for tests and demos), `perf` (benchmark reports).
 
 pub mod cm;
-pub mod engine;
 pub mod decode;
+pub mod engine;
+pub mod net;
 pub mod perf;
 pub mod sim;
 pub mod time;

@@ -1,0 +1,186 @@
+//! Configuration of the neighbour layer: our identity (MAC, IPv4 address and prefix), the IP
+//! header fields we send (RFC 791 TTL, DSCP and ECN in the former TOS byte) and the ARP timers
+//! (RFC 826 leaves retransmission and cache lifetime to the implementation; the defaults follow
+//! Linux: 1 s between requests, 3 retries, entries confirmed within 30 s are fresh).
+
+use crate::wire::ethernet::EthernetAddress;
+use core::time::Duration;
+use std::net::Ipv4Addr;
+
+/// Smallest IP MTU accepted: every IPv4 host must accept 576-byte datagrams (RFC 791), and a
+/// RoCEv2 packet with a 256-byte IB MTU needs 320.
+pub const MIN_MTU: u16 = 576;
+
+/// Largest IP MTU accepted (jumbo frames).
+pub const MAX_MTU: u16 = 9216;
+
+/// Bytes of a RoCEv2 packet around a full-MTU payload: IPv4 20, UDP 8, BTH 12, the largest
+/// extension headers that come with a payload (RETH 16 + ImmDt 4) and the ICRC 4.
+const ROCE_OVERHEAD: u32 = 20 + 8 + 12 + 20 + 4;
+
+/// Configuration of a [`Net`](super::Net). Build it with [`NetConfig::new`] and adjust fields;
+/// [`NetConfig::validate`] (called by `Net::new`) rejects values that cannot work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NetConfig {
+    /// Our MAC address: unicast.
+    pub mac: EthernetAddress,
+    /// Our IPv4 address: a unicast host address of its subnet.
+    pub ip: Ipv4Addr,
+    /// Subnet prefix length, 1..=31 (/31 is a point-to-point link, RFC 3021). Destinations
+    /// outside the subnet are unreachable: there is no gateway.
+    pub prefix_len: u8,
+    /// IP MTU of the link (Ethernet payload size), [`MIN_MTU`]..=[`MAX_MTU`].
+    pub mtu: u16,
+    /// Default DSCP of RoCEv2 packets (6 bits; 26 is the common RoCE lossless class).
+    pub dscp: u8,
+    /// Default ECN codepoint of RoCEv2 packets: 0 (not ECT), 1 (ECT(1)) or 2 (ECT(0)); 3 (CE)
+    /// is set by switches, never by a sender.
+    pub ecn: u8,
+    /// IP time to live, >= 1.
+    pub ttl: u8,
+    /// Time between ARP requests for an unanswered address.
+    pub arp_retry_interval: Duration,
+    /// Requests sent after the first one before a resolution fails.
+    pub arp_max_retries: u32,
+    /// An entry confirmed longer ago than this is stale: still used, but the next `resolve`
+    /// sends a new request to refresh it.
+    pub arp_cache_ttl: Duration,
+    /// After a failed resolution, `resolve` answers `Failed` for this long before trying again.
+    pub arp_failed_hold: Duration,
+    /// Most cache entries (pending ones included). When full, the oldest settled entry goes.
+    pub arp_cache_capacity: usize,
+    /// Most ARP frames waiting in the transmit queue; more are dropped and counted.
+    pub tx_queue_capacity: usize,
+}
+
+impl NetConfig {
+    /// A configuration with the defaults: MTU 1500, DSCP 0, ECN 0, TTL 64, ARP retry every
+    /// second up to 3 times, 30 s cache lifetime, 1 s hold after a failure, 1024 entries.
+    pub fn new(mac: EthernetAddress, ip: Ipv4Addr, prefix_len: u8) -> NetConfig {
+        NetConfig {
+            mac,
+            ip,
+            prefix_len,
+            mtu: 1500,
+            dscp: 0,
+            ecn: 0,
+            ttl: 64,
+            arp_retry_interval: Duration::from_secs(1),
+            arp_max_retries: 3,
+            arp_cache_ttl: Duration::from_secs(30),
+            arp_failed_hold: Duration::from_secs(1),
+            arp_cache_capacity: 1024,
+            tx_queue_capacity: 64,
+        }
+    }
+
+    /// Checks every field; the first bad one is reported.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.mac.is_unicast() {
+            return Err(ConfigError::MacNotUnicast(self.mac));
+        }
+        if !(1..=31).contains(&self.prefix_len) {
+            return Err(ConfigError::PrefixLen(self.prefix_len));
+        }
+        let ip = self.ip;
+        if ip.is_unspecified() || ip.is_loopback() || ip.is_multicast() || ip.is_broadcast() {
+            return Err(ConfigError::IpNotUnicast(ip));
+        }
+        // Network and directed-broadcast addresses, except on /31 links (RFC 3021).
+        if self.prefix_len < 31 {
+            let host = u32::from(ip) & !self.netmask_bits();
+            if host == 0 || host == !self.netmask_bits() {
+                return Err(ConfigError::IpNotHost {
+                    ip,
+                    prefix_len: self.prefix_len,
+                });
+            }
+        }
+        if !(MIN_MTU..=MAX_MTU).contains(&self.mtu) {
+            return Err(ConfigError::Mtu(self.mtu));
+        }
+        if self.dscp > 63 {
+            return Err(ConfigError::Dscp(self.dscp));
+        }
+        if self.ecn > 2 {
+            return Err(ConfigError::Ecn(self.ecn));
+        }
+        if self.ttl == 0 {
+            return Err(ConfigError::Ttl);
+        }
+        if self.arp_retry_interval.is_zero() {
+            return Err(ConfigError::ZeroDuration("arp_retry_interval"));
+        }
+        if self.arp_cache_ttl.is_zero() {
+            return Err(ConfigError::ZeroDuration("arp_cache_ttl"));
+        }
+        if self.arp_cache_capacity == 0 {
+            return Err(ConfigError::ZeroCapacity("arp_cache_capacity"));
+        }
+        if self.tx_queue_capacity == 0 {
+            return Err(ConfigError::ZeroCapacity("tx_queue_capacity"));
+        }
+        Ok(())
+    }
+
+    fn netmask_bits(&self) -> u32 {
+        match self.prefix_len {
+            0 => 0,
+            n if n >= 32 => u32::MAX,
+            n => u32::MAX << (32 - u32::from(n)),
+        }
+    }
+
+    /// The subnet mask, e.g. 255.255.255.0 for /24.
+    pub fn netmask(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.netmask_bits())
+    }
+
+    /// True when `ip` is in our subnet (our own address and the broadcast address included).
+    pub fn on_link(&self, ip: Ipv4Addr) -> bool {
+        let m = self.netmask_bits();
+        u32::from(ip) & m == u32::from(self.ip) & m
+    }
+
+    /// The directed broadcast address of our subnet (none on a /31).
+    pub fn subnet_broadcast(&self) -> Option<Ipv4Addr> {
+        (self.prefix_len < 31).then(|| Ipv4Addr::from(u32::from(self.ip) | !self.netmask_bits()))
+    }
+
+    /// The largest IB path MTU (256, 512, 1024, 2048 or 4096) whose packets fit in the IP MTU:
+    /// 1024 on a 1500-byte link, 4096 on 4200 and above.
+    pub fn path_mtu(&self) -> u32 {
+        let room = u32::from(self.mtu).saturating_sub(ROCE_OVERHEAD);
+        [4096, 2048, 1024, 512]
+            .into_iter()
+            .find(|&m| m <= room)
+            .unwrap_or(256)
+    }
+}
+
+/// A [`NetConfig`] value that cannot work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("MAC address {0} is not unicast (group bit set or all zeros)")]
+    MacNotUnicast(EthernetAddress),
+    #[error("prefix length /{0} not supported: need 1..=31 (no gateway, so /32 reaches nobody)")]
+    PrefixLen(u8),
+    #[error(
+        "IPv4 address {0} is not a unicast address (unspecified, loopback, multicast or broadcast)"
+    )]
+    IpNotUnicast(Ipv4Addr),
+    #[error("IPv4 address {ip} is the network or broadcast address of its /{prefix_len} subnet")]
+    IpNotHost { ip: Ipv4Addr, prefix_len: u8 },
+    #[error("MTU {0} out of range {MIN_MTU}..={MAX_MTU}")]
+    Mtu(u16),
+    #[error("DSCP {0} does not fit in 6 bits")]
+    Dscp(u8),
+    #[error("ECN {0} not allowed: senders use 0 (not ECT), 1 (ECT(1)) or 2 (ECT(0)); 3 (CE) is set by switches")]
+    Ecn(u8),
+    #[error("TTL 0: packets would be dropped by the first hop")]
+    Ttl,
+    #[error("{0} must not be zero")]
+    ZeroDuration(&'static str),
+    #[error("{0} must not be zero")]
+    ZeroCapacity(&'static str),
+}

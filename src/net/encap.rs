@@ -1,0 +1,290 @@
+//! Encapsulation of outgoing RoCEv2 packets (IBTA vol. 1 annex A17.4): Ethernet II to the
+//! resolved peer, IPv4 (RFC 791: DF set, protocol 17, our TTL, DSCP/ECN per QP, destination or
+//! default), UDP to port 4791 with the source port from [`udp_source_port`] and checksum 0.
+//!
+//! Each destination gets a [`HeaderTemplate`]: the 42 header bytes with everything fixed filled
+//! in and the IPv4 checksum partly summed, so the fast path only writes the TOS byte, the
+//! lengths, the IP identification, the checksum and the UDP source port.
+
+use super::config::{ConfigError, NetConfig};
+use super::error::NetError;
+use super::udp_port::udp_source_port;
+use crate::wire::ethernet::{self, EtherType, EthernetAddress, EthernetRepr};
+use crate::wire::ipv4::{self, ones_complement_sum, Ipv4Repr, IPPROTO_UDP};
+use crate::wire::udp::{self, UdpRepr};
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+
+/// Length of the Ethernet, IPv4 and UDP headers of a RoCEv2 packet.
+pub const HEADERS_LEN: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN;
+
+const IP_AT: usize = ethernet::HEADER_LEN;
+const UDP_AT: usize = IP_AT + ipv4::HEADER_LEN;
+
+/// DSCP and ECN of the former IPv4 TOS byte (RFC 2474, RFC 3168), validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct TrafficClass {
+    dscp: u8,
+    ecn: u8,
+}
+
+impl TrafficClass {
+    /// DSCP 0..=63; ECN 0 (not ECT), 1 (ECT(1)) or 2 (ECT(0)). Senders never set CE (3).
+    pub fn new(dscp: u8, ecn: u8) -> Result<TrafficClass, ConfigError> {
+        if dscp > 63 {
+            return Err(ConfigError::Dscp(dscp));
+        }
+        if ecn > 2 {
+            return Err(ConfigError::Ecn(ecn));
+        }
+        Ok(TrafficClass { dscp, ecn })
+    }
+
+    pub const fn dscp(self) -> u8 {
+        self.dscp
+    }
+
+    pub const fn ecn(self) -> u8 {
+        self.ecn
+    }
+
+    /// The TOS byte: DSCP in bits 7:2, ECN in bits 1:0.
+    pub const fn tos(self) -> u8 {
+        (self.dscp << 2) | self.ecn
+    }
+}
+
+/// Pre-built Ethernet/IPv4/UDP headers to one destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeaderTemplate {
+    bytes: [u8; HEADERS_LEN],
+    /// One's-complement sum (unfolded) of the IPv4 header words with TOS, total length,
+    /// identification and checksum taken as zero.
+    partial_sum: u32,
+}
+
+impl HeaderTemplate {
+    /// Headers from `src_mac`/`src_ip` to `dst_mac`/`dst_ip` with time to live `ttl`.
+    pub fn new(
+        src_mac: EthernetAddress,
+        dst_mac: EthernetAddress,
+        src_ip: Ipv4Addr,
+        dst_ip: Ipv4Addr,
+        ttl: u8,
+    ) -> HeaderTemplate {
+        let mut bytes = [0u8; HEADERS_LEN];
+        let (e, rest) = bytes.split_at_mut(ethernet::HEADER_LEN);
+        let (i, u) = rest.split_at_mut(ipv4::HEADER_LEN);
+        // Exactly sized buffers and small lengths: these emits cannot fail.
+        let _ = EthernetRepr {
+            src_addr: src_mac,
+            dst_addr: dst_mac,
+            ethertype: EtherType::IPV4,
+        }
+        .emit(&mut ethernet::Packet::new_unchecked(e));
+        let _ = Ipv4Repr {
+            src_addr: src_ip,
+            dst_addr: dst_ip,
+            protocol: IPPROTO_UDP,
+            dscp: 0,
+            ecn: 0,
+            ident: 0,
+            dont_frag: true,
+            ttl,
+        }
+        .emit(&mut ipv4::Packet::new_unchecked(&mut *i), 0);
+        let _ = UdpRepr::rocev2(0).emit(&mut udp::Packet::new_unchecked(u), 0);
+        // Take the variable fields out of the template's checksum sum.
+        i[ipv4::field::LENGTH..ipv4::field::LENGTH + 2].fill(0);
+        i[ipv4::field::CHECKSUM..ipv4::field::CHECKSUM + 2].fill(0);
+        let mut partial_sum = 0u32;
+        for w in i.chunks_exact(2) {
+            partial_sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+        HeaderTemplate { bytes, partial_sum }
+    }
+
+    /// The template bytes (lengths, identification, checksum and source port zero).
+    pub fn as_bytes(&self) -> &[u8; HEADERS_LEN] {
+        &self.bytes
+    }
+
+    /// The destination MAC the template was built for.
+    pub fn dst_mac(&self) -> EthernetAddress {
+        ethernet::Packet::new_unchecked(&self.bytes[..]).dst_addr()
+    }
+
+    /// Writes the headers into `buf[..42]` for a UDP payload (BTH through ICRC) of `roce_len`
+    /// bytes. Returns 42.
+    pub fn write(
+        &self,
+        buf: &mut [u8],
+        tc: TrafficClass,
+        ident: u16,
+        src_port: u16,
+        roce_len: usize,
+    ) -> Result<usize, NetError> {
+        let have = buf.len();
+        let out = buf.get_mut(..HEADERS_LEN).ok_or(NetError::BufferTooSmall {
+            need: HEADERS_LEN,
+            have,
+        })?;
+        let ip_total = u16::try_from(ipv4::HEADER_LEN + udp::HEADER_LEN + roce_len)
+            .map_err(|_| NetError::TooLong { len: roce_len })?;
+        let udp_len = ip_total - ipv4::HEADER_LEN as u16;
+        out.copy_from_slice(&self.bytes);
+        let tos = tc.tos();
+        let sum = ones_complement_sum(
+            &[],
+            self.partial_sum + u32::from(tos) + u32::from(ip_total) + u32::from(ident),
+        );
+        out[IP_AT + ipv4::field::TOS] = tos;
+        out[IP_AT + ipv4::field::LENGTH..][..2].copy_from_slice(&ip_total.to_be_bytes());
+        out[IP_AT + ipv4::field::IDENT..][..2].copy_from_slice(&ident.to_be_bytes());
+        out[IP_AT + ipv4::field::CHECKSUM..][..2].copy_from_slice(&(!sum).to_be_bytes());
+        out[UDP_AT + udp::field::SRC_PORT..][..2].copy_from_slice(&src_port.to_be_bytes());
+        out[UDP_AT + udp::field::LENGTH..][..2].copy_from_slice(&udp_len.to_be_bytes());
+        Ok(HEADERS_LEN)
+    }
+}
+
+/// Builds the Ethernet/IPv4/UDP part of RoCEv2 packets, with per-destination templates and
+/// traffic classes chosen per QP, else per destination, else from the configuration.
+#[derive(Clone, Debug)]
+pub struct Encap {
+    src_mac: EthernetAddress,
+    src_ip: Ipv4Addr,
+    ttl: u8,
+    mtu: u16,
+    default_tc: TrafficClass,
+    per_dest: BTreeMap<Ipv4Addr, TrafficClass>,
+    per_qp: BTreeMap<u32, TrafficClass>,
+    templates: HashMap<Ipv4Addr, HeaderTemplate>,
+    ident: u16,
+}
+
+impl Encap {
+    /// An encapsulator for a validated configuration.
+    pub fn new(config: &NetConfig) -> Encap {
+        Encap {
+            src_mac: config.mac,
+            src_ip: config.ip,
+            ttl: config.ttl,
+            mtu: config.mtu,
+            default_tc: TrafficClass {
+                dscp: config.dscp & 0x3f,
+                ecn: config.ecn.min(2),
+            },
+            per_dest: BTreeMap::new(),
+            per_qp: BTreeMap::new(),
+            templates: HashMap::new(),
+            ident: 0,
+        }
+    }
+
+    /// Uses `tc` for packets to `ip` (unless the sending QP has its own).
+    pub fn set_dest_traffic_class(&mut self, ip: Ipv4Addr, tc: TrafficClass) {
+        self.per_dest.insert(ip, tc);
+    }
+
+    /// Back to the default for `ip`.
+    pub fn clear_dest_traffic_class(&mut self, ip: Ipv4Addr) {
+        self.per_dest.remove(&ip);
+    }
+
+    /// Uses `tc` for packets sent by local QP `qpn`.
+    pub fn set_qp_traffic_class(&mut self, qpn: u32, tc: TrafficClass) {
+        self.per_qp.insert(qpn, tc);
+    }
+
+    /// Back to the destination's or the default class for `qpn`.
+    pub fn clear_qp_traffic_class(&mut self, qpn: u32) {
+        self.per_qp.remove(&qpn);
+    }
+
+    /// The traffic class of packets from local QP `src_qpn` to `dst_ip`.
+    pub fn traffic_class(&self, dst_ip: Ipv4Addr, src_qpn: u32) -> TrafficClass {
+        self.per_qp
+            .get(&src_qpn)
+            .or_else(|| self.per_dest.get(&dst_ip))
+            .copied()
+            .unwrap_or(self.default_tc)
+    }
+
+    /// Drops the template of `ip` (its MAC is no longer valid).
+    pub fn forget(&mut self, ip: Ipv4Addr) {
+        self.templates.remove(&ip);
+    }
+
+    /// The template to `dst_ip` at `dst_mac`, built on first use and rebuilt if the MAC changed.
+    pub fn template(&mut self, dst_ip: Ipv4Addr, dst_mac: EthernetAddress) -> &HeaderTemplate {
+        let (src_mac, src_ip, ttl) = (self.src_mac, self.src_ip, self.ttl);
+        let t = self
+            .templates
+            .entry(dst_ip)
+            .or_insert_with(|| HeaderTemplate::new(src_mac, dst_mac, src_ip, dst_ip, ttl));
+        if t.dst_mac() != dst_mac {
+            *t = HeaderTemplate::new(src_mac, dst_mac, src_ip, dst_ip, ttl);
+        }
+        t
+    }
+
+    fn next_ident(&mut self) -> u16 {
+        self.ident = self.ident.wrapping_add(1);
+        self.ident
+    }
+
+    /// Header reprs for a packet from local QP `src_qpn` to QP `dst_qpn` at `dst_ip`/`dst_mac`,
+    /// for `RoceFrame::new`. Each call takes a new IP identification.
+    pub fn frame_for(
+        &mut self,
+        dst_ip: Ipv4Addr,
+        dst_mac: EthernetAddress,
+        src_qpn: u32,
+        dst_qpn: u32,
+    ) -> (EthernetRepr, Ipv4Repr, UdpRepr) {
+        let tc = self.traffic_class(dst_ip, src_qpn);
+        let ident = self.next_ident();
+        (
+            EthernetRepr {
+                src_addr: self.src_mac,
+                dst_addr: dst_mac,
+                ethertype: EtherType::IPV4,
+            },
+            Ipv4Repr {
+                src_addr: self.src_ip,
+                dst_addr: dst_ip,
+                protocol: IPPROTO_UDP,
+                dscp: tc.dscp,
+                ecn: tc.ecn,
+                ident,
+                dont_frag: true,
+                ttl: self.ttl,
+            },
+            UdpRepr::rocev2(udp_source_port(src_qpn, dst_qpn)),
+        )
+    }
+
+    /// Writes the 42 header bytes of a packet from `src_qpn` to `dst_qpn` at `dst_ip`/`dst_mac`
+    /// whose UDP payload (BTH through ICRC) is `roce_len` bytes, from the destination's
+    /// template. Fails if the IP packet would exceed the MTU. Returns 42.
+    pub fn write_headers(
+        &mut self,
+        dst_ip: Ipv4Addr,
+        dst_mac: EthernetAddress,
+        src_qpn: u32,
+        dst_qpn: u32,
+        roce_len: usize,
+        buf: &mut [u8],
+    ) -> Result<usize, NetError> {
+        let ip_len = ipv4::HEADER_LEN + udp::HEADER_LEN + roce_len;
+        if ip_len > usize::from(self.mtu) {
+            return Err(NetError::TooLong { len: roce_len });
+        }
+        let tc = self.traffic_class(dst_ip, src_qpn);
+        let ident = self.next_ident();
+        let port = udp_source_port(src_qpn, dst_qpn);
+        self.template(dst_ip, dst_mac)
+            .write(buf, tc, ident, port, roce_len)
+    }
+}

@@ -1,0 +1,39 @@
+//! Errors of address resolution and encapsulation, worded so a failed connection attempt can
+//! tell the user what to fix.
+
+use std::net::Ipv4Addr;
+
+/// Why a peer cannot be reached (or cannot be reached yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NetError {
+    /// The address is outside our subnet; there is no gateway support.
+    #[error(
+        "no route to {ip}: not in our subnet {subnet}/{prefix_len}, and gateways are not supported"
+    )]
+    NoRoute {
+        ip: Ipv4Addr,
+        subnet: Ipv4Addr,
+        prefix_len: u8,
+    },
+    /// The address is our own: loopback is not supported.
+    #[error("{0} is this port's own address: loopback connections are not supported")]
+    Loopback(Ipv4Addr),
+    /// Not a unicast host address (unspecified, multicast, limited or subnet broadcast).
+    #[error("{0} is not a unicast host address")]
+    NotUnicast(Ipv4Addr),
+    /// ARP requests for the address went unanswered (RFC 826 resolution failed).
+    #[error("{ip} is unreachable: no ARP reply after {requests} requests")]
+    Unreachable { ip: Ipv4Addr, requests: u32 },
+    /// No MAC known yet: call `resolve` and wait for `NetEvent::Resolved`.
+    #[error("{0} is not resolved yet (ARP pending)")]
+    Pending(Ipv4Addr),
+    /// A RoCEv2 packet whose UDP payload of `len` bytes does not fit in the MTU.
+    #[error("RoCEv2 packet with {len} bytes after the UDP header exceeds the MTU")]
+    TooLong { len: usize },
+    /// The output buffer is shorter than the headers.
+    #[error("buffer too small: need {need} bytes, have {have}")]
+    BufferTooSmall { need: usize, have: usize },
+    /// The neighbour cache is full of pending resolutions.
+    #[error("neighbour cache full: cannot resolve {0}")]
+    CacheFull(Ipv4Addr),
+}

@@ -1,0 +1,287 @@
+//! [`Net`]: the neighbour layer of one port. It filters received frames (RoCEv2 for our address
+//! goes up, ARP is answered and learnt from per RFC 826, everything else is counted and
+//! dropped), resolves peers' MACs with ARP requests and retries, and builds the
+//! Ethernet/IPv4/UDP headers of outgoing RoCEv2 packets (annex A17.4).
+
+use super::arp_frame::ArpFrame;
+use super::config::{ConfigError, NetConfig};
+use super::encap::{Encap, TrafficClass};
+use super::error::NetError;
+use super::neighbours::{Neighbours, NetEvent, Resolve};
+use super::receive::receive_ipv4;
+use super::stats::{DropReason, NetStats};
+use crate::time::Instant;
+use crate::wire::arp::{self, ArpOperation, ArpRepr};
+use crate::wire::ethernet::{self, EtherType, EthernetAddress, EthernetRepr};
+use crate::wire::frame::RoceFrame;
+use crate::wire::ipv4::Ipv4Repr;
+use crate::wire::udp::UdpRepr;
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+
+/// What became of a received frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inbound<'a> {
+    /// A valid RoCEv2 frame for our MAC and IP (lengths, IP checksum and ICRC checked).
+    Roce(RoceFrame<'a>),
+    /// An ARP packet, handled: learnt from and, if it asked for our address, answered (the
+    /// reply waits in [`Net::poll_transmit`]).
+    Consumed,
+    /// Dropped and counted under the reason.
+    Dropped(DropReason),
+}
+
+/// The IPv4/ARP neighbour layer of one port (sans-IO).
+#[derive(Debug)]
+pub struct Net {
+    config: NetConfig,
+    neighbours: Neighbours,
+    encap: Encap,
+    /// ARP replies waiting to be sent.
+    replies: VecDeque<ArpFrame>,
+    stats: NetStats,
+}
+
+impl Net {
+    /// A neighbour layer with an empty cache; fails if the configuration does not validate.
+    pub fn new(config: NetConfig) -> Result<Net, ConfigError> {
+        config.validate()?;
+        Ok(Net {
+            neighbours: Neighbours::new(&config),
+            encap: Encap::new(&config),
+            replies: VecDeque::new(),
+            stats: NetStats::default(),
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &NetConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> &NetStats {
+        &self.stats
+    }
+
+    /// The encapsulator, to read traffic classes.
+    pub fn encap(&self) -> &Encap {
+        &self.encap
+    }
+
+    /// The encapsulator, to set traffic classes per destination or per QP.
+    pub fn encap_mut(&mut self) -> &mut Encap {
+        &mut self.encap
+    }
+
+    /// Checks that `ip` is a peer we could reach: a unicast host of our subnet other than us.
+    pub fn check_destination(&self, ip: Ipv4Addr) -> Result<(), NetError> {
+        let c = &self.config;
+        if ip == c.ip || ip.is_loopback() {
+            return Err(NetError::Loopback(ip));
+        }
+        if ip.is_unspecified()
+            || ip.is_multicast()
+            || ip.is_broadcast()
+            || Some(ip) == c.subnet_broadcast()
+        {
+            return Err(NetError::NotUnicast(ip));
+        }
+        if !c.on_link(ip) {
+            return Err(NetError::NoRoute {
+                ip,
+                subnet: Ipv4Addr::from(u32::from(c.ip) & u32::from(c.netmask())),
+                prefix_len: c.prefix_len,
+            });
+        }
+        if c.prefix_len < 31 && u32::from(ip) & !u32::from(c.netmask()) == 0 {
+            return Err(NetError::NotUnicast(ip));
+        }
+        Ok(())
+    }
+
+    /// Handles one received Ethernet frame (without FCS; Ethernet padding allowed).
+    pub fn handle_frame<'a>(&mut self, now: Instant, frame: &'a [u8]) -> Inbound<'a> {
+        self.stats.rx_frames += 1;
+        let r = self.receive(now, frame);
+        match r {
+            Inbound::Roce(_) => self.stats.rx_roce += 1,
+            Inbound::Dropped(reason) => self.stats.count_drop(reason),
+            Inbound::Consumed => {}
+        }
+        r
+    }
+
+    fn receive<'a>(&mut self, now: Instant, frame: &'a [u8]) -> Inbound<'a> {
+        let Ok(eth) = ethernet::Packet::new_checked(frame) else {
+            return Inbound::Dropped(DropReason::Runt);
+        };
+        let dst = eth.dst_addr();
+        match eth.ethertype() {
+            EtherType::IPV4 if dst != self.config.mac => Inbound::Dropped(DropReason::NotOurMac),
+            EtherType::IPV4 => match receive_ipv4(frame, self.config.ip) {
+                Ok(f) => Inbound::Roce(f),
+                Err(reason) => Inbound::Dropped(reason),
+            },
+            EtherType::ARP if dst != self.config.mac && !dst.is_multicast() => {
+                Inbound::Dropped(DropReason::NotOurMac)
+            }
+            EtherType::ARP => self.handle_arp(now, &frame[ethernet::HEADER_LEN..]),
+            _ => Inbound::Dropped(DropReason::EtherType),
+        }
+    }
+
+    /// RFC 826 "Packet Reception", for Ethernet/IPv4 ARP.
+    fn handle_arp(&mut self, now: Instant, payload: &[u8]) -> Inbound<'static> {
+        let Ok(repr) = arp::Packet::new_checked(payload).and_then(|p| ArpRepr::parse(&p)) else {
+            return Inbound::Dropped(DropReason::MalformedArp);
+        };
+        match repr.operation {
+            ArpOperation::Request => self.stats.rx_arp_requests += 1,
+            ArpOperation::Reply => self.stats.rx_arp_replies += 1,
+            ArpOperation::Unknown(_) => return Inbound::Dropped(DropReason::MalformedArp),
+        }
+        let (sha, spa) = (repr.source_hardware_addr, repr.source_protocol_addr);
+        if !sha.is_unicast() {
+            return Inbound::Dropped(DropReason::MalformedArp);
+        }
+        if sha == self.config.mac {
+            // Our own frame reflected back (a bridge or tap echoing): nothing to learn.
+            return Inbound::Consumed;
+        }
+        if spa == self.config.ip {
+            self.stats.arp_conflicts += 1;
+            self.neighbours
+                .push_event(NetEvent::AddressConflict { ip: spa, mac: sha });
+            return Inbound::Consumed;
+        }
+        let for_us = repr.target_protocol_addr == self.config.ip;
+        // Merge: only senders we could ever talk to go into the table (not 0.0.0.0 probes,
+        // not other subnets). Header templates follow a changed MAC on their next use.
+        if self.check_destination(spa).is_ok() {
+            self.neighbours
+                .merge(now, spa, sha, for_us, &mut self.stats);
+        }
+        if for_us && repr.operation == ArpOperation::Request {
+            if self.replies.len() >= self.config.tx_queue_capacity {
+                self.stats.tx_queue_full += 1;
+            } else {
+                self.replies
+                    .push_back(ArpFrame::reply(self.config.mac, self.config.ip, sha, spa));
+            }
+        }
+        Inbound::Consumed
+    }
+
+    /// The MAC of `ip`, starting an ARP resolution (or the refresh of a stale entry) when
+    /// needed. `Pending` means a request was queued for [`poll_transmit`](Self::poll_transmit);
+    /// the outcome comes from [`poll_event`](Self::poll_event).
+    pub fn resolve(&mut self, now: Instant, ip: Ipv4Addr) -> Resolve {
+        if let Err(e) = self.check_destination(ip) {
+            return Resolve::Failed(e);
+        }
+        self.neighbours.resolve(now, ip, &mut self.stats)
+    }
+
+    /// The cached MAC of `ip` (stale included), with no side effects.
+    pub fn lookup(&self, ip: Ipv4Addr) -> Option<EthernetAddress> {
+        self.neighbours.lookup(ip)
+    }
+
+    /// Number of cache entries (pending and failed ones included).
+    pub fn cache_len(&self) -> usize {
+        self.neighbours.len()
+    }
+
+    /// Adds a static neighbour: never expires, never changed by ARP.
+    pub fn add_static(&mut self, ip: Ipv4Addr, mac: EthernetAddress) -> Result<(), NetError> {
+        self.check_destination(ip)?;
+        if !mac.is_unicast() {
+            return Err(NetError::NotUnicast(ip));
+        }
+        self.neighbours.insert_static(ip, mac);
+        self.encap.forget(ip);
+        Ok(())
+    }
+
+    /// Forgets `ip` (any state). Returns true if it was cached.
+    pub fn remove_neighbour(&mut self, ip: Ipv4Addr) -> bool {
+        self.encap.forget(ip);
+        self.neighbours.remove(ip)
+    }
+
+    /// The next ARP frame to send: replies first, then requests. Runs due timers first, so
+    /// polling this every loop iteration is enough to drive retries.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<ArpFrame> {
+        self.handle_timeout(now);
+        if let Some(f) = self.replies.pop_front() {
+            self.stats.tx_arp_replies += 1;
+            return Some(f);
+        }
+        let ip = self.neighbours.poll_request()?;
+        self.stats.tx_arp_requests += 1;
+        Some(ArpFrame::request(self.config.mac, self.config.ip, ip))
+    }
+
+    /// The next resolution outcome or address conflict.
+    pub fn poll_event(&mut self) -> Option<NetEvent> {
+        self.neighbours.poll_event()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.neighbours.poll_timeout()
+    }
+
+    /// Sends due ARP retries and fails exhausted resolutions.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.neighbours.handle_timeout(now, &mut self.stats);
+    }
+
+    fn resolved(&mut self, now: Instant, ip: Ipv4Addr) -> Result<EthernetAddress, NetError> {
+        match self.resolve(now, ip) {
+            Resolve::Ready(mac) => Ok(mac),
+            Resolve::Pending => Err(NetError::Pending(ip)),
+            Resolve::Failed(e) => Err(e),
+        }
+    }
+
+    /// Header reprs for a RoCEv2 packet from local QP `src_qpn` to QP `dst_qpn` at `dst_ip`
+    /// (for `RoceFrame::new`). Resolves like [`resolve`](Self::resolve):
+    /// `NetError::Pending` while ARP is in progress.
+    pub fn frame_for(
+        &mut self,
+        now: Instant,
+        dst_ip: Ipv4Addr,
+        src_qpn: u32,
+        dst_qpn: u32,
+    ) -> Result<(EthernetRepr, Ipv4Repr, UdpRepr), NetError> {
+        let mac = self.resolved(now, dst_ip)?;
+        Ok(self.encap.frame_for(dst_ip, mac, src_qpn, dst_qpn))
+    }
+
+    /// Writes the 42 Ethernet/IPv4/UDP header bytes of a RoCEv2 packet whose UDP payload (BTH
+    /// through ICRC) is `roce_len` bytes, from the destination's template. Returns 42.
+    pub fn write_headers(
+        &mut self,
+        now: Instant,
+        dst_ip: Ipv4Addr,
+        src_qpn: u32,
+        dst_qpn: u32,
+        roce_len: usize,
+        buf: &mut [u8],
+    ) -> Result<usize, NetError> {
+        let mac = self.resolved(now, dst_ip)?;
+        self.encap
+            .write_headers(dst_ip, mac, src_qpn, dst_qpn, roce_len, buf)
+    }
+
+    /// Sets the traffic class of packets to `ip`; see [`Encap::set_dest_traffic_class`].
+    pub fn set_dest_traffic_class(&mut self, ip: Ipv4Addr, tc: TrafficClass) {
+        self.encap.set_dest_traffic_class(ip, tc);
+    }
+
+    /// Sets the traffic class of packets from local QP `qpn`.
+    pub fn set_qp_traffic_class(&mut self, qpn: u32, tc: TrafficClass) {
+        self.encap.set_qp_traffic_class(qpn, tc);
+    }
+}

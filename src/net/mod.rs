@@ -1,0 +1,39 @@
+//! The IPv4/ARP neighbour layer of a RoCEv2 port: our own MAC and IPv4 address, ARP requests,
+//! replies and cache (RFC 826), the receive filter in front of the transport, and the
+//! Ethernet/IPv4/UDP encapsulation of outgoing RoCEv2 packets (IBTA vol. 1 annex A17).
+//!
+//! Everything here is sans-IO in the manner of quinn-proto: no clock reads, no I/O, no threads.
+//! The caller passes time in and moves bytes:
+//!
+//! - in: [`Net::handle_frame`] for every received frame, [`Net::handle_timeout`] when
+//!   [`Net::poll_timeout`] says so, [`Net::resolve`] when a connection needs a peer's MAC;
+//! - out: [`Net::poll_transmit`] (ARP requests and replies to send), [`Net::poll_event`]
+//!   (resolution outcomes), [`Net::frame_for`] / [`Net::write_headers`] (headers of RoCEv2
+//!   packets to a resolved peer).
+//!
+//! Scope: one IPv4 subnet, directly attached. There is **no gateway support**: a destination
+//! outside `ip/prefix_len` is [`NetError::NoRoute`]. Sending to our own address (loopback) is
+//! [`NetError::Loopback`]. ICMP (echo included), IPv6, VLAN tags and IP fragments are counted and
+//! dropped, never answered.
+
+mod arp_frame;
+mod config;
+mod encap;
+mod error;
+mod iface;
+mod neighbours;
+mod receive;
+mod stats;
+mod udp_port;
+
+#[cfg(test)]
+mod tests;
+
+pub use arp_frame::{ArpFrame, ARP_FRAME_LEN, ARP_FRAME_MIN_LEN};
+pub use config::{ConfigError, NetConfig, MAX_MTU, MIN_MTU};
+pub use encap::{Encap, HeaderTemplate, TrafficClass, HEADERS_LEN};
+pub use error::NetError;
+pub use iface::{Inbound, Net};
+pub use neighbours::{NetEvent, Resolve};
+pub use stats::{DropReason, NetStats};
+pub use udp_port::udp_source_port;

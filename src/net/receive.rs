@@ -1,0 +1,64 @@
+//! The receive filter for IPv4 frames: a valid RoCEv2 frame for our address is delivered, and
+//! anything else gets the [`DropReason`] of the first layer that refuses it, checked in wire
+//! order: IPv4 header (RFC 791: version, IHL, total length, checksum), destination address,
+//! fragmentation, protocol, then UDP and the RoCEv2 checks of annex A17 (port 4791, lengths,
+//! BTH, ICRC) that `RoceFrame::parse` performs.
+
+use super::stats::DropReason;
+use crate::wire::ethernet;
+use crate::wire::frame::{FrameError, RoceFrame};
+use crate::wire::ipv4::{self, IPPROTO_UDP};
+use crate::wire::udp::{self, ROCEV2_PORT};
+use std::net::Ipv4Addr;
+
+/// IP protocol number of ICMP.
+const IPPROTO_ICMP: u8 = 1;
+
+/// Parses an IPv4 frame (EtherType and destination MAC already checked). The fast path is a
+/// single `RoceFrame::parse`; only rejected frames are looked at again to name the reason.
+pub(crate) fn receive_ipv4(frame: &[u8], our_ip: Ipv4Addr) -> Result<RoceFrame<'_>, DropReason> {
+    match RoceFrame::parse(frame) {
+        Ok(f) if f.ipv4.dst_addr == our_ip => Ok(f),
+        Ok(_) => Err(DropReason::NotOurIp),
+        Err(e) => Err(diagnose(frame, our_ip, &e)),
+    }
+}
+
+/// The reason a frame `RoceFrame::parse` rejected with `e` is dropped.
+fn diagnose(frame: &[u8], our_ip: Ipv4Addr, e: &FrameError) -> DropReason {
+    let l3 = frame.get(ethernet::HEADER_LEN..).unwrap_or(&[]);
+    let Ok(ip) = ipv4::Packet::new_checked(l3) else {
+        return DropReason::MalformedIp;
+    };
+    let hl = ip.header_len();
+    let total = usize::from(ip.total_len());
+    if ip.version() != 4 || hl < ipv4::HEADER_LEN || total < hl || total > l3.len() {
+        return DropReason::MalformedIp;
+    }
+    let ip = ipv4::Packet::new_unchecked(&l3[..total]);
+    if !ip.verify_checksum() {
+        return DropReason::BadIpChecksum;
+    }
+    if ip.dst_addr() != our_ip {
+        return DropReason::NotOurIp;
+    }
+    if ip.more_frags() || ip.frag_offset() != 0 {
+        return DropReason::IpFragment;
+    }
+    match ip.protocol() {
+        IPPROTO_UDP => {}
+        IPPROTO_ICMP => return DropReason::Icmp,
+        _ => return DropReason::NotUdp,
+    }
+    let l4 = &l3[hl..total];
+    let Ok(u) = udp::Packet::new_checked(l4) else {
+        return DropReason::MalformedUdp;
+    };
+    if usize::from(u.len()) != l4.len() {
+        return DropReason::MalformedUdp;
+    }
+    if u.dst_port() != ROCEV2_PORT {
+        return DropReason::NotRocePort;
+    }
+    DropReason::of_roce_error(e)
+}
