@@ -5,6 +5,7 @@
 //! over a simulated wire, for tests and demos).
 
 pub mod cm;
+pub mod config;
 pub mod decode;
 pub mod sim;
 pub mod time;
