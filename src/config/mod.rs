@@ -678,6 +678,15 @@ impl Profile {
     }
 }
 
+impl std::str::FromStr for Profile {
+    type Err = ConfigError;
+
+    /// Same as [`Profile::from_str`], for `text.parse::<Profile>()`.
+    fn from_str(text: &str) -> Result<Profile, ConfigError> {
+        Profile::parse_named(text, DEFAULT_NAME)
+    }
+}
+
 /// The IB path MTU for an IP MTU, if 256-byte packets fit at all.
 pub fn roce_pmtu_for(ip_mtu: u16) -> Option<Mtu> {
     ip_mtu

@@ -644,6 +644,13 @@ fn unknown_keys_and_missing_sections() {
 }
 
 #[test]
+fn parse_through_from_str_trait() {
+    let p: Profile = BASE.parse().unwrap();
+    assert_eq!(p, ok(BASE));
+    assert!("[eal]".parse::<Profile>().is_err());
+}
+
+#[test]
 fn default_name_and_prefix() {
     let p = ok(&without("name ="));
     assert_eq!(p.name, "dpdk-roce");
