@@ -6,6 +6,7 @@
 //! endpoints over a simulated wire, for tests and demos), `perf` (benchmark reports).
 
 pub mod cm;
+pub mod config;
 pub mod decode;
 pub mod engine;
 pub mod net;

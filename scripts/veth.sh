@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# A veth pair for two DPDK net_af_packet processes (dpdk-config/af_packet-a.toml / -b.toml).
+#
+# Changes made:
+#   up [PREFIX] [MTU]  creates the veth pair PREFIXa <-> PREFIXb (default rocev0a/rocev0b) in the
+#                      current network namespace, sets the MTU (default 1500, or $VETH_MTU),
+#                      disables IPv6 on both ends (no router solicitations, MLD or DAD frames
+#                      mixed into the captures), and sets both up. The kernel gets no IPv4
+#                      address: the DPDK processes own 10.77.0.1 and 10.77.0.2. To give the kernel
+#                      ends addresses anyway (e.g. to test against a kernel peer), set
+#                      KERNEL_ADDR_A / KERNEL_ADDR_B (CIDR) in the environment.
+#   down [PREFIX]      deletes the pair (deleting one end deletes both).
+#   status [PREFIX]    changes nothing; shows the pair.
+# Idempotent: `up` on an existing pair only re-applies MTU, IPv6 and link state; `down` on a
+# missing pair does nothing. A failing `up` deletes the pair if this invocation created it.
+set -euo pipefail
+
+usage() {
+  echo "usage: $0 up [name-prefix] [mtu] | down [name-prefix] | status [name-prefix]" >&2
+  exit 2
+}
+
+cmd=${1:-}
+prefix=${2:-rocev0}
+[[ -n $cmd ]] || usage
+# Interface names have at most 15 characters; the prefix gets one more.
+if ((${#prefix} < 1 || ${#prefix} > 14)) || [[ ! $prefix =~ ^[A-Za-z0-9_.-]+$ ]]; then
+  echo "veth: bad name prefix '$prefix' (1..14 characters of A-Z a-z 0-9 _ . -)" >&2
+  exit 2
+fi
+a=${prefix}a
+b=${prefix}b
+
+need_root() {
+  if [[ $EUID -ne 0 ]]; then
+    echo "veth: '$cmd' changes network interfaces: run as root" >&2
+    exit 1
+  fi
+}
+
+exists() { ip link show dev "$1" >/dev/null 2>&1; }
+
+# The name of the peer of veth $1, or nothing if $1 is not a veth.
+peer_of() {
+  local link
+  link=$(ip -o -d link show dev "$1" 2>/dev/null) || return 0
+  [[ $link == *" veth "* ]] || return 0
+  # "NN: name@peer: <...>"
+  local head=${link#*: }
+  head=${head%%:*}
+  if [[ $head == *@* ]]; then
+    echo "${head#*@}"
+  fi
+}
+
+disable_ipv6() {
+  local knob=/proc/sys/net/ipv6/conf/$1/disable_ipv6
+  if [[ -w $knob ]]; then
+    echo 1 >"$knob"
+  fi
+}
+
+up() {
+  local mtu=${1:-${VETH_MTU:-1500}}
+  if [[ ! $mtu =~ ^[0-9]+$ ]] || ((mtu < 256 || mtu > 9000)); then
+    echo "veth: MTU '$mtu' is not in 256..=9000" >&2
+    exit 2
+  fi
+  need_root
+  local created=0
+  cleanup() {
+    local rc=$?
+    if ((rc != 0 && created)); then
+      echo "veth: up failed, deleting $a/$b" >&2
+      ip link del dev "$a" 2>/dev/null || true
+    fi
+    exit "$rc"
+  }
+  trap cleanup EXIT
+
+  if exists "$a" || exists "$b"; then
+    if [[ $(peer_of "$a") != "$b" ]]; then
+      echo "veth: $a or $b exists but they are not a veth pair with each other; not touching them" >&2
+      exit 1
+    fi
+  else
+    ip link add dev "$a" type veth peer name "$b"
+    created=1
+  fi
+  local end
+  for end in "$a" "$b"; do
+    ip link set dev "$end" mtu "$mtu"
+    disable_ipv6 "$end"
+    ip link set dev "$end" up
+  done
+  if [[ -n ${KERNEL_ADDR_A:-} ]]; then ip addr replace "$KERNEL_ADDR_A" dev "$a"; fi
+  if [[ -n ${KERNEL_ADDR_B:-} ]]; then ip addr replace "$KERNEL_ADDR_B" dev "$b"; fi
+  trap - EXIT
+  echo "veth: up: $a <-> $b, MTU $mtu"
+}
+
+down() {
+  need_root
+  if exists "$a"; then
+    if [[ $(peer_of "$a") != "$b" ]]; then
+      echo "veth: $a is not the veth peer of $b; not deleting it" >&2
+      exit 1
+    fi
+    ip link del dev "$a"
+    echo "veth: down: deleted $a/$b"
+  elif exists "$b"; then
+    echo "veth: $b exists without $a; not deleting it" >&2
+    exit 1
+  else
+    echo "veth: down: $a/$b not present"
+  fi
+}
+
+status() {
+  if exists "$a"; then
+    ip -br link show dev "$a"
+    ip -br link show dev "$b"
+  else
+    echo "veth: $a/$b not present"
+  fi
+}
+
+case $cmd in
+  up) up "${3:-}" ;;
+  down) down ;;
+  status) status ;;
+  *) usage ;;
+esac

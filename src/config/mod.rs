@@ -1,0 +1,939 @@
+//! Process profiles: how one dpdk-roce process sets up DPDK (EAL arguments, the port and its
+//! queues), which IPv4 address its RoCE port has, and how its engine polls.
+//!
+//! A profile is a TOML file (the shipped ones are in `dpdk-config/`, documented key by key):
+//!
+//! ```toml
+//! name = "af_packet-a"
+//! [eal]
+//! lcores = [0]
+//! hugepages = true
+//! [port]
+//! pmd = "af_packet"
+//! iface = "rocev0a"
+//! mtu = 1500
+//! [roce]
+//! address = "10.77.0.1/24"
+//! [engine]
+//! poll_cores = [0]
+//! progress = "inline"
+//! ```
+//!
+//! [`Profile::load`] / [`Profile::from_str`] parse and validate; [`Profile::eal_args`] gives the
+//! EAL command line; [`Profile::apply_env`] applies the `DPDK_ROCE_*` environment overrides.
+
+mod cidr;
+mod error;
+
+pub use cidr::Ipv4Cidr;
+pub use error::ConfigError;
+
+use crate::transport::types::Mtu;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Environment variable: path of a pcap capture of every frame the port sends and receives
+/// (overrides `engine.capture`; an empty value turns the capture off).
+pub const ENV_CAPTURE: &str = "DPDK_ROCE_CAPTURE";
+/// Environment variable: `core` or `inline` (overrides `engine.progress`).
+pub const ENV_PROGRESS: &str = "DPDK_ROCE_PROGRESS";
+
+/// The MTU range a profile accepts (the IP MTU, as DPDK's `rte_eth_dev_set_mtu` and Linux mean it).
+pub const MTU_RANGE: std::ops::RangeInclusive<u16> = 256..=9000;
+
+/// Bytes of a RoCEv2 packet inside the IP MTU besides the IB payload: IPv4 20 + UDP 8 + BTH 12 +
+/// the largest extension headers that come with a payload (RETH 16 + ImmDt 4, RDMA WRITE only with
+/// immediate) + ICRC 4. The Ethernet header (14) and FCS (4) are outside the MTU.
+pub const ROCE_OVERHEAD: u16 = 20 + 8 + 12 + 16 + 4 + 4;
+
+/// Largest MTU of the virtual-device PMDs in DPDK 22.11: net_af_packet, net_memif (maximum RX frame
+/// 1518) and net_tap (1522) all refuse an MTU above 1500 (measured with testpmd on this machine).
+pub const VDEV_MAX_MTU: u16 = 1500;
+
+/// Highest lcore / core id accepted (DPDK's RTE_MAX_LCORE in the Debian build is 128).
+pub const MAX_LCORE: u32 = 127;
+/// Most RX or TX queues accepted.
+pub const MAX_QUEUES: u16 = 16;
+
+const DEFAULT_NAME: &str = "dpdk-roce";
+const DEFAULT_NO_HUGE_MB: u32 = 512;
+const LOG_LEVELS: [&str; 8] = [
+    "emergency",
+    "alert",
+    "critical",
+    "error",
+    "warning",
+    "notice",
+    "info",
+    "debug",
+];
+
+/// One process's DPDK set-up. Fields are public; after changing any, call [`Profile::validate`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Profile {
+    /// Names the profile in logs and, with the pid, the default EAL file prefix.
+    pub name: String,
+    pub eal: Eal,
+    pub port: Port,
+    pub roce: Roce,
+    pub engine: Engine,
+}
+
+/// `[eal]`: the EAL command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eal {
+    /// `-l`: the lcores; the first is the main lcore.
+    pub lcores: Vec<u32>,
+    /// Hugepage memory (`--huge-unlink`) or anonymous memory (`--no-huge -m N`).
+    pub hugepages: bool,
+    /// `-m N`: always given without hugepages (512 when absent), only when set with them.
+    pub memory_mb: Option<u32>,
+    /// `--file-prefix`; when absent, `<name>-<pid>` so several processes coexist.
+    pub file_prefix: Option<String>,
+    /// Appended after the generated arguments.
+    pub extra_args: Vec<String>,
+    /// `--log-level`: a level, or `pattern:level`.
+    pub log_level: String,
+}
+
+/// `[port]`: the one Ethernet port of the process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Port {
+    pub driver: PortDriver,
+    /// `key=value` device arguments appended to the `--vdev` / `-a` argument.
+    pub vdev_extra: Vec<String>,
+    pub rx_queues: u16,
+    pub tx_queues: u16,
+    pub rx_descriptors: u16,
+    pub tx_descriptors: u16,
+    /// Mbufs in the port's pool.
+    pub mbuf_pool_size: u32,
+    /// IP MTU of the port (bytes after the Ethernet header).
+    pub mtu: u16,
+}
+
+/// The PMD and its device arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PortDriver {
+    /// `net_af_packet` on an existing kernel interface (a veth end).
+    AfPacket { iface: String },
+    /// `net_tap`: the PMD creates the tap interface `iface` when DPDK starts.
+    Tap { iface: String },
+    /// `net_memif`: shared memory with another process, connected over a unix socket.
+    Memif {
+        socket: PathBuf,
+        role: MemifRole,
+        id: u32,
+        /// Abstract socket namespace (memif's own default) instead of a file at `socket`.
+        socket_abstract: bool,
+    },
+    /// A real NIC bound to a DPDK-capable driver.
+    Pci { address: String },
+}
+
+/// Which side of a memif connection creates the socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemifRole {
+    Server,
+    Client,
+}
+
+/// `[roce]`: the RoCE port's network identity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Roce {
+    pub address: Ipv4Cidr,
+}
+
+/// Who drives the shards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// A dedicated poll thread pinned on each poll core.
+    Core,
+    /// The consumer thread that waits on an EVD drives its shard itself.
+    Inline,
+}
+
+/// `[engine]`: the poll-mode engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Engine {
+    /// One shard per entry, pinned on that core; each must be one of `eal.lcores`.
+    pub poll_cores: Vec<u32>,
+    pub progress: Progress,
+    /// Pause of an idle poll loop, in microseconds (0: spin).
+    pub idle_pause_us: u32,
+    /// pcap file receiving every frame sent and received.
+    pub capture: Option<PathBuf>,
+}
+
+impl PortDriver {
+    /// The `port.pmd` spelling.
+    pub fn pmd_name(&self) -> &'static str {
+        match self {
+            PortDriver::AfPacket { .. } => "af_packet",
+            PortDriver::Tap { .. } => "tap",
+            PortDriver::Memif { .. } => "memif",
+            PortDriver::Pci { .. } => "pci",
+        }
+    }
+}
+
+impl MemifRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemifRole::Server => "server",
+            MemifRole::Client => "client",
+        }
+    }
+}
+
+impl Progress {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Progress::Core => "core",
+            Progress::Inline => "inline",
+        }
+    }
+
+    fn parse(field: &'static str, value: &str) -> Result<Self, ConfigError> {
+        match value {
+            "core" => Ok(Progress::Core),
+            "inline" => Ok(Progress::Inline),
+            _ => Err(ConfigError::BadProgress {
+                field,
+                value: value.to_string(),
+            }),
+        }
+    }
+}
+
+impl Port {
+    /// The DPDK device name of the port (for `rte_eth_dev_get_port_by_name`).
+    pub fn device_name(&self) -> String {
+        match &self.driver {
+            PortDriver::AfPacket { .. } => "net_af_packet0".into(),
+            PortDriver::Tap { .. } => "net_tap0".into(),
+            PortDriver::Memif { .. } => "net_memif0".into(),
+            PortDriver::Pci { address } => normalize_pci(address),
+        }
+    }
+
+    /// The device argument: `net_af_packet0,iface=X,qpairs=N`, `0000:03:00.0`, ...
+    pub fn device_arg(&self) -> String {
+        let mut parts = vec![self.device_name()];
+        match &self.driver {
+            PortDriver::AfPacket { iface } => {
+                parts.push(format!("iface={iface}"));
+                parts.push(format!("qpairs={}", self.rx_queues.max(self.tx_queues)));
+            }
+            PortDriver::Tap { iface } => parts.push(format!("iface={iface}")),
+            PortDriver::Memif {
+                socket,
+                role,
+                id,
+                socket_abstract,
+            } => {
+                parts.push(format!("role={}", role.as_str()));
+                parts.push(format!("socket={}", socket.display()));
+                parts.push(format!("id={id}"));
+                if !socket_abstract {
+                    parts.push("socket-abstract=no".into());
+                }
+            }
+            PortDriver::Pci { .. } => {}
+        }
+        parts.extend(self.vdev_extra.iter().cloned());
+        parts.join(",")
+    }
+}
+
+fn normalize_pci(address: &str) -> String {
+    if address.matches(':').count() == 1 {
+        format!("0000:{}", address.to_ascii_lowercase())
+    } else {
+        address.to_ascii_lowercase()
+    }
+}
+
+impl Profile {
+    /// Reads, parses and validates the profile at `path`. Without a `name` key, the profile is
+    /// named after the file (`af_packet-a.toml` -> `af_packet-a`). Environment overrides are not
+    /// applied (see [`Profile::apply_env`]).
+    pub fn load(path: impl AsRef<Path>) -> Result<Profile, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or(DEFAULT_NAME);
+        Profile::parse_named(&text, stem).map_err(|e| ConfigError::InFile {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })
+    }
+
+    /// [`Profile::load`], then [`Profile::apply_env`].
+    pub fn load_with_env(path: impl AsRef<Path>) -> Result<Profile, ConfigError> {
+        let mut profile = Profile::load(path)?;
+        profile.apply_env()?;
+        Ok(profile)
+    }
+
+    /// Parses and validates profile text; without a `name` key the profile is `dpdk-roce`.
+    #[allow(clippy::should_implement_trait)]
+    pub fn from_str(text: &str) -> Result<Profile, ConfigError> {
+        Profile::parse_named(text, DEFAULT_NAME)
+    }
+
+    fn parse_named(text: &str, default_name: &str) -> Result<Profile, ConfigError> {
+        let raw: RawProfile = toml::from_str(text)?;
+        let profile = Profile::from_raw(raw, default_name)?;
+        profile.validate()?;
+        Ok(profile)
+    }
+
+    /// The profile as TOML that [`Profile::from_str`] reads back to an equal profile.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(&self.to_raw()).expect("a profile always serialises")
+    }
+
+    /// Applies `DPDK_ROCE_CAPTURE` and `DPDK_ROCE_PROGRESS` from the environment.
+    pub fn apply_env(&mut self) -> Result<(), ConfigError> {
+        self.apply_overrides(|var| std::env::var_os(var))
+    }
+
+    /// Applies the overrides that `lookup` returns for [`ENV_CAPTURE`] and [`ENV_PROGRESS`], then
+    /// validates again.
+    pub fn apply_overrides(
+        &mut self,
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<(), ConfigError> {
+        if let Some(capture) = lookup(ENV_CAPTURE) {
+            self.engine.capture = if capture.is_empty() {
+                None
+            } else {
+                Some(PathBuf::from(capture))
+            };
+        }
+        if let Some(progress) = lookup(ENV_PROGRESS) {
+            let value = progress.to_string_lossy();
+            self.engine.progress = Progress::parse(ENV_PROGRESS, &value)?;
+        }
+        self.validate()
+    }
+
+    /// The RoCE path MTU: the largest IB MTU (256..=4096) whose packets fit the port's MTU.
+    pub fn roce_pmtu(&self) -> Mtu {
+        roce_pmtu_for(self.port.mtu).expect("validated profiles have room for 256-byte packets")
+    }
+
+    /// The EAL file prefix: `eal.file_prefix`, or `<name>-<pid>`.
+    pub fn file_prefix(&self) -> String {
+        self.eal
+            .file_prefix
+            .clone()
+            .unwrap_or_else(|| format!("{}-{}", self.name, std::process::id()))
+    }
+
+    /// The EAL arguments, without the program name that `rte_eal_init`'s `argv[0]` needs.
+    pub fn eal_args(&self) -> Vec<String> {
+        let lcores: Vec<String> = self.eal.lcores.iter().map(u32::to_string).collect();
+        let mut args = vec!["-l".to_string(), lcores.join(",")];
+        if !matches!(self.port.driver, PortDriver::Pci { .. }) {
+            args.push("--no-pci".into());
+        }
+        args.push(format!("--file-prefix={}", self.file_prefix()));
+        if self.eal.hugepages {
+            args.push("--huge-unlink".into());
+            if let Some(mb) = self.eal.memory_mb {
+                args.extend(["-m".to_string(), mb.to_string()]);
+            }
+        } else {
+            let mb = self.eal.memory_mb.unwrap_or(DEFAULT_NO_HUGE_MB);
+            args.extend(["--no-huge".to_string(), "-m".to_string(), mb.to_string()]);
+        }
+        match self.port.driver {
+            PortDriver::Pci { .. } => args.extend(["-a".to_string(), self.port.device_arg()]),
+            _ => args.push(format!("--vdev={}", self.port.device_arg())),
+        }
+        args.push(format!("--log-level={}", self.eal.log_level));
+        args.extend(self.eal.extra_args.iter().cloned());
+        args
+    }
+
+    /// Checks every field; the error names the first bad key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_name("name", &self.name)?;
+        self.validate_eal()?;
+        self.validate_port()?;
+        self.validate_engine()
+    }
+
+    fn validate_eal(&self) -> Result<(), ConfigError> {
+        let eal = &self.eal;
+        check_cores("eal.lcores", &eal.lcores)?;
+        if let Some(mb) = eal.memory_mb {
+            range("eal.memory_mb", mb.into(), 64, 1 << 20)?;
+        }
+        if let Some(prefix) = &eal.file_prefix {
+            check_name("eal.file_prefix", prefix)?;
+        }
+        check_log_level(&eal.log_level)?;
+        for arg in &eal.extra_args {
+            let key = arg.split('=').next().unwrap_or(arg);
+            let managed_by = match key {
+                "-l" | "--lcores" | "-c" => Some("eal.lcores"),
+                "--file-prefix" => Some("eal.file_prefix"),
+                "--no-huge" | "--huge-unlink" => Some("eal.hugepages"),
+                "-m" | "--socket-mem" => Some("eal.memory_mb"),
+                "--log-level" => Some("eal.log_level"),
+                "--no-pci" | "-a" | "--allow" | "-b" | "--block" => Some("port.pmd"),
+                _ => None,
+            };
+            if let Some(managed_by) = managed_by {
+                return Err(ConfigError::ConflictingExtraArg {
+                    arg: arg.clone(),
+                    managed_by,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_port(&self) -> Result<(), ConfigError> {
+        let port = &self.port;
+        match &port.driver {
+            PortDriver::AfPacket { iface } | PortDriver::Tap { iface } => {
+                check_iface("port.iface", iface)?
+            }
+            PortDriver::Memif { socket, .. } => check_socket(socket)?,
+            PortDriver::Pci { address } => check_pci(address)?,
+        }
+        for arg in &port.vdev_extra {
+            let ok = matches!(arg.split_once('='), Some((k, v)) if !k.is_empty() && !v.is_empty())
+                && !arg.contains(',')
+                && !arg.contains(char::is_whitespace);
+            if !ok {
+                return Err(ConfigError::BadVdevArg { value: arg.clone() });
+            }
+        }
+        let max_q = MAX_QUEUES.into();
+        range("port.rx_queues", port.rx_queues.into(), 1, max_q)?;
+        range("port.tx_queues", port.tx_queues.into(), 1, max_q)?;
+        for (field, n) in [
+            ("port.rx_descriptors", port.rx_descriptors),
+            ("port.tx_descriptors", port.tx_descriptors),
+        ] {
+            range(field, n.into(), 64, 16384)?;
+            if !n.is_power_of_two() {
+                return Err(ConfigError::NotPowerOfTwo {
+                    field,
+                    value: n.into(),
+                });
+            }
+        }
+        range(
+            "port.mtu",
+            port.mtu.into(),
+            (*MTU_RANGE.start()).into(),
+            (*MTU_RANGE.end()).into(),
+        )?;
+        if !matches!(port.driver, PortDriver::Pci { .. }) && port.mtu > VDEV_MAX_MTU {
+            return Err(ConfigError::MtuAbovePmdLimit {
+                mtu: port.mtu,
+                pmd: port.driver.pmd_name(),
+                max: VDEV_MAX_MTU,
+            });
+        }
+        if roce_pmtu_for(port.mtu).is_none() {
+            return Err(ConfigError::MtuTooSmallForRoce {
+                mtu: port.mtu,
+                min: 256 + ROCE_OVERHEAD,
+            });
+        }
+        range(
+            "port.mbuf_pool_size",
+            port.mbuf_pool_size.into(),
+            1,
+            1 << 24,
+        )?;
+        let needed = u64::from(port.rx_queues) * u64::from(port.rx_descriptors)
+            + u64::from(port.tx_queues) * u64::from(port.tx_descriptors);
+        if u64::from(port.mbuf_pool_size) < needed {
+            return Err(ConfigError::PoolTooSmall {
+                pool: port.mbuf_pool_size,
+                needed,
+            });
+        }
+        Ok(())
+    }
+
+    fn validate_engine(&self) -> Result<(), ConfigError> {
+        let engine = &self.engine;
+        check_cores("engine.poll_cores", &engine.poll_cores)?;
+        if let Some(core) = engine
+            .poll_cores
+            .iter()
+            .find(|c| !self.eal.lcores.contains(c))
+        {
+            return Err(ConfigError::PollCoreNotInLcores { core: *core });
+        }
+        range(
+            "engine.idle_pause_us",
+            engine.idle_pause_us.into(),
+            0,
+            1_000_000,
+        )?;
+        if let Some(capture) = &engine.capture {
+            if capture.as_os_str().is_empty() || capture.file_name().is_none() {
+                return Err(ConfigError::BadPath {
+                    field: "engine.capture",
+                    reason: "not a file path",
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn from_raw(raw: RawProfile, default_name: &str) -> Result<Profile, ConfigError> {
+        let RawPort {
+            pmd,
+            iface,
+            socket,
+            role,
+            id,
+            socket_abstract,
+            pci_address,
+            vdev_extra,
+            rx_queues,
+            tx_queues,
+            rx_descriptors,
+            tx_descriptors,
+            mbuf_pool_size,
+            mtu,
+        } = raw.port;
+        let pmd_name: &'static str = match pmd.as_str() {
+            "af_packet" => "af_packet",
+            "tap" => "tap",
+            "memif" => "memif",
+            "pci" => "pci",
+            _ => return Err(ConfigError::UnknownPmd { value: pmd }),
+        };
+        let missing = |field| ConfigError::MissingField {
+            field,
+            pmd: pmd_name,
+        };
+        let foreign = |field| ConfigError::FieldNotForPmd {
+            field,
+            pmd: pmd_name,
+        };
+        // Keys that only some PMDs take: reject the others' keys so a typo'd profile fails.
+        let present = [
+            (
+                "port.iface",
+                iface.is_some(),
+                ["af_packet", "tap"].as_slice(),
+            ),
+            ("port.socket", socket.is_some(), &["memif"]),
+            ("port.role", role.is_some(), &["memif"]),
+            ("port.id", id.is_some(), &["memif"]),
+            (
+                "port.socket_abstract",
+                socket_abstract.is_some(),
+                &["memif"],
+            ),
+            ("port.pci_address", pci_address.is_some(), &["pci"]),
+        ];
+        if let Some((field, _, _)) = present
+            .iter()
+            .find(|(_, set, pmds)| *set && !pmds.contains(&pmd_name))
+        {
+            return Err(foreign(field));
+        }
+        let driver = match pmd_name {
+            "af_packet" => PortDriver::AfPacket {
+                iface: iface.ok_or_else(|| missing("port.iface"))?,
+            },
+            "tap" => PortDriver::Tap {
+                iface: iface.ok_or_else(|| missing("port.iface"))?,
+            },
+            "memif" => {
+                let role = match role.as_deref() {
+                    Some("server") => MemifRole::Server,
+                    Some("client") => MemifRole::Client,
+                    Some(other) => {
+                        return Err(ConfigError::BadMemifRole {
+                            value: other.to_string(),
+                        })
+                    }
+                    None => return Err(missing("port.role")),
+                };
+                PortDriver::Memif {
+                    socket: socket.ok_or_else(|| missing("port.socket"))?,
+                    role,
+                    id: id.unwrap_or(0),
+                    socket_abstract: socket_abstract.unwrap_or(false),
+                }
+            }
+            _ => PortDriver::Pci {
+                address: pci_address.ok_or_else(|| missing("port.pci_address"))?,
+            },
+        };
+        let address =
+            Ipv4Cidr::parse(&raw.roce.address).map_err(|reason| ConfigError::BadCidr {
+                field: "roce.address",
+                value: raw.roce.address.clone(),
+                reason,
+            })?;
+        let progress = Progress::parse("engine.progress", &raw.engine.progress)?;
+        Ok(Profile {
+            name: raw.name.unwrap_or_else(|| default_name.to_string()),
+            eal: Eal {
+                lcores: raw.eal.lcores,
+                hugepages: raw.eal.hugepages,
+                memory_mb: raw.eal.memory_mb,
+                file_prefix: raw.eal.file_prefix,
+                extra_args: raw.eal.extra_args,
+                log_level: raw.eal.log_level,
+            },
+            port: Port {
+                driver,
+                vdev_extra,
+                rx_queues,
+                tx_queues,
+                rx_descriptors,
+                tx_descriptors,
+                mbuf_pool_size,
+                mtu,
+            },
+            roce: Roce { address },
+            engine: Engine {
+                poll_cores: raw.engine.poll_cores,
+                progress,
+                idle_pause_us: raw.engine.idle_pause_us,
+                capture: raw.engine.capture,
+            },
+        })
+    }
+
+    fn to_raw(&self) -> RawProfile {
+        let mut port = RawPort {
+            pmd: self.port.driver.pmd_name().to_string(),
+            iface: None,
+            socket: None,
+            role: None,
+            id: None,
+            socket_abstract: None,
+            pci_address: None,
+            vdev_extra: self.port.vdev_extra.clone(),
+            rx_queues: self.port.rx_queues,
+            tx_queues: self.port.tx_queues,
+            rx_descriptors: self.port.rx_descriptors,
+            tx_descriptors: self.port.tx_descriptors,
+            mbuf_pool_size: self.port.mbuf_pool_size,
+            mtu: self.port.mtu,
+        };
+        match &self.port.driver {
+            PortDriver::AfPacket { iface } | PortDriver::Tap { iface } => {
+                port.iface = Some(iface.clone())
+            }
+            PortDriver::Memif {
+                socket,
+                role,
+                id,
+                socket_abstract,
+            } => {
+                port.socket = Some(socket.clone());
+                port.role = Some(role.as_str().to_string());
+                port.id = Some(*id);
+                port.socket_abstract = Some(*socket_abstract);
+            }
+            PortDriver::Pci { address } => port.pci_address = Some(address.clone()),
+        }
+        RawProfile {
+            name: Some(self.name.clone()),
+            eal: RawEal {
+                lcores: self.eal.lcores.clone(),
+                hugepages: self.eal.hugepages,
+                memory_mb: self.eal.memory_mb,
+                file_prefix: self.eal.file_prefix.clone(),
+                extra_args: self.eal.extra_args.clone(),
+                log_level: self.eal.log_level.clone(),
+            },
+            port,
+            roce: RawRoce {
+                address: self.roce.address.to_string(),
+            },
+            engine: RawEngine {
+                poll_cores: self.engine.poll_cores.clone(),
+                progress: self.engine.progress.as_str().to_string(),
+                idle_pause_us: self.engine.idle_pause_us,
+                capture: self.engine.capture.clone(),
+            },
+        }
+    }
+}
+
+impl std::str::FromStr for Profile {
+    type Err = ConfigError;
+
+    /// Same as [`Profile::from_str`], for `text.parse::<Profile>()`.
+    fn from_str(text: &str) -> Result<Profile, ConfigError> {
+        Profile::parse_named(text, DEFAULT_NAME)
+    }
+}
+
+/// The IB path MTU for an IP MTU, if 256-byte packets fit at all.
+pub fn roce_pmtu_for(ip_mtu: u16) -> Option<Mtu> {
+    ip_mtu
+        .checked_sub(ROCE_OVERHEAD)
+        .and_then(|room| Mtu::from_bytes_floor(room.into()))
+}
+
+fn range(field: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            field,
+            value,
+            min,
+            max,
+        })
+    }
+}
+
+fn check_name(field: &'static str, value: &str) -> Result<(), ConfigError> {
+    let reason = if value.is_empty() {
+        Some("it is empty")
+    } else if value.len() > 64 {
+        Some("it is longer than 64 characters")
+    } else if !value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        Some("only letters, digits, '.', '_' and '-' are allowed")
+    } else if value.starts_with(['-', '.']) {
+        Some("it starts with '-' or '.'")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(ConfigError::BadName {
+            field,
+            value: value.to_string(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn check_iface(field: &'static str, value: &str) -> Result<(), ConfigError> {
+    let reason = if value.is_empty() {
+        Some("it is empty")
+    } else if value.len() > 15 {
+        Some("Linux interface names have at most 15 characters")
+    } else if value == "." || value == ".." {
+        Some("reserved name")
+    } else if value
+        .bytes()
+        .any(|b| b == b'/' || b == b',' || b == b'=' || b == b':' || !b.is_ascii_graphic())
+    {
+        Some("'/', ',', '=', ':', spaces and non-ASCII are not allowed")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(ConfigError::BadName {
+            field,
+            value: value.to_string(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn check_socket(path: &Path) -> Result<(), ConfigError> {
+    let value = path.display().to_string();
+    let reason = if !path.is_absolute() {
+        Some("the socket path must be absolute")
+    } else if path.as_os_str().len() > 107 {
+        Some("a unix socket path has at most 107 bytes")
+    } else if path.file_name().is_none() {
+        Some("the path names no file")
+    } else if value.contains([',', '=']) || value.contains(char::is_whitespace) {
+        Some("',', '=' and spaces cannot be passed in a device argument")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(ConfigError::BadSocketPath { value, reason }),
+        None => Ok(()),
+    }
+}
+
+fn check_pci(value: &str) -> Result<(), ConfigError> {
+    // [DDDD:]BB:DD.F, hexadecimal, device 0..=0x1f, function 0..=7.
+    let parse = || -> Option<()> {
+        let (rest, function) = value.rsplit_once('.')?;
+        let fields: Vec<&str> = rest.split(':').collect();
+        let (domain, bus, device) = match fields.as_slice() {
+            [d, b, dev] => (Some(*d), *b, *dev),
+            [b, dev] => (None, *b, *dev),
+            _ => return None,
+        };
+        let hex = |s: &str, len: usize| {
+            (s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit()))
+                .then(|| u32::from_str_radix(s, 16).ok())
+                .flatten()
+        };
+        if let Some(d) = domain {
+            hex(d, 4)?;
+        }
+        hex(bus, 2)?;
+        (hex(device, 2)? <= 0x1f).then_some(())?;
+        (hex(function, 1)? <= 7).then_some(())
+    };
+    parse().ok_or_else(|| ConfigError::BadPciAddress {
+        value: value.to_string(),
+    })
+}
+
+fn check_log_level(value: &str) -> Result<(), ConfigError> {
+    let level = match value.rsplit_once(':') {
+        Some((pattern, level)) if !pattern.is_empty() => level,
+        Some(_) => "",
+        None => value,
+    };
+    let ok = LOG_LEVELS.contains(&level)
+        || matches!(level.parse::<u8>(), Ok(n) if (1..=8).contains(&n) && !level.starts_with('+'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::BadLogLevel {
+            value: value.to_string(),
+        })
+    }
+}
+
+fn check_cores(field: &'static str, cores: &[u32]) -> Result<(), ConfigError> {
+    if cores.is_empty() {
+        return Err(ConfigError::EmptyList { field });
+    }
+    let mut seen = HashSet::new();
+    for &core in cores {
+        range(field, core.into(), 0, MAX_LCORE.into())?;
+        if !seen.insert(core) {
+            return Err(ConfigError::DuplicateCore { field, core });
+        }
+    }
+    Ok(())
+}
+
+// ---- The file format: plain serde structs; `Profile::from_raw` turns them into checked types.
+
+fn default_log_level() -> String {
+    "notice".into()
+}
+fn default_true() -> bool {
+    true
+}
+fn default_one() -> u16 {
+    1
+}
+fn default_descriptors() -> u16 {
+    1024
+}
+fn default_pool() -> u32 {
+    8191
+}
+fn default_mtu() -> u16 {
+    1500
+}
+fn default_progress() -> String {
+    "core".into()
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    eal: RawEal,
+    port: RawPort,
+    roce: RawRoce,
+    engine: RawEngine,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEal {
+    lcores: Vec<u32>,
+    #[serde(default = "default_true")]
+    hugepages: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    memory_mb: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    file_prefix: Option<String>,
+    #[serde(default)]
+    extra_args: Vec<String>,
+    #[serde(default = "default_log_level")]
+    log_level: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPort {
+    pmd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    iface: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    socket: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    role: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    socket_abstract: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pci_address: Option<String>,
+    #[serde(default)]
+    vdev_extra: Vec<String>,
+    #[serde(default = "default_one")]
+    rx_queues: u16,
+    #[serde(default = "default_one")]
+    tx_queues: u16,
+    #[serde(default = "default_descriptors")]
+    rx_descriptors: u16,
+    #[serde(default = "default_descriptors")]
+    tx_descriptors: u16,
+    #[serde(default = "default_pool")]
+    mbuf_pool_size: u32,
+    #[serde(default = "default_mtu")]
+    mtu: u16,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoce {
+    address: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEngine {
+    poll_cores: Vec<u32>,
+    #[serde(default = "default_progress")]
+    progress: String,
+    #[serde(default)]
+    idle_pause_us: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    capture: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests;

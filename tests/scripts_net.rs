@@ -1,0 +1,236 @@
+//! scripts/veth.sh, scripts/netns.sh and scripts/tap-bridge.sh: each creates what it says, is
+//! idempotent, refuses to touch what is not its own, and `down` removes everything. Every test
+//! uses names unique to the test process, and a guard runs `down` even when an assertion fails.
+
+mod scripts_common;
+use scripts_common::*;
+
+fn sysctl_ipv6_disabled(dev: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/sys/net/ipv6/conf/{dev}/disable_ipv6"))
+        .map(|s| s.trim() == "1")
+        .unwrap_or(false)
+}
+
+#[test]
+fn veth_up_down() {
+    require_root();
+    let prefix = format!("rv{}", pid_tag());
+    let (a, b) = (format!("{prefix}a"), format!("{prefix}b"));
+    let _guard = Guard(|| {
+        run("veth.sh", &["down", &prefix], &[]);
+    });
+    assert!(
+        !link_exists(&a) && !link_exists(&b),
+        "{a}/{b} exist before the test"
+    );
+
+    run_ok("veth.sh", &["up", &prefix, "1400"], &[]);
+    for (dev, peer) in [(&a, &b), (&b, &a)] {
+        let out = cmd("ip", &["-o", "-d", "link", "show", "dev", dev]);
+        assert!(out.status.success(), "{dev} missing after up");
+        let line = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(line.contains(&format!("{dev}@{peer}:")), "{line}");
+        assert!(line.contains(" veth "), "not a veth: {line}");
+        assert!(line.contains("mtu 1400"), "{line}");
+        assert!(line.contains("state UP") || line.contains(",UP"), "{line}");
+        assert!(sysctl_ipv6_disabled(dev), "IPv6 still on {dev}");
+        let addrs = cmd("ip", &["-o", "-4", "addr", "show", "dev", dev]);
+        assert!(
+            addrs.stdout.is_empty(),
+            "kernel IPv4 address on {dev}: {}",
+            String::from_utf8_lossy(&addrs.stdout)
+        );
+    }
+
+    // Idempotent: a second up succeeds and re-applies the MTU.
+    run_ok("veth.sh", &["up", &prefix, "1500"], &[]);
+    let line =
+        String::from_utf8_lossy(&cmd("ip", &["-o", "link", "show", "dev", &a]).stdout).into_owned();
+    assert!(line.contains("mtu 1500"), "{line}");
+    assert!(run_ok("veth.sh", &["status", &prefix], &[]).contains(&a));
+
+    run_ok("veth.sh", &["down", &prefix], &[]);
+    assert!(
+        !link_exists(&a) && !link_exists(&b),
+        "{a}/{b} left after down"
+    );
+    // Idempotent down.
+    let out = run_ok("veth.sh", &["down", &prefix], &[]);
+    assert!(out.contains("not present"), "{out}");
+}
+
+#[test]
+fn veth_refuses_foreign_interfaces_and_bad_input() {
+    require_root();
+    let prefix = format!("rf{}", pid_tag());
+    let a = format!("{prefix}a");
+    let _guard = Guard(|| {
+        cmd("ip", &["tuntap", "del", "dev", &a, "mode", "tap"]);
+    });
+    // Something else (a tap interface) named like side A.
+    let out = cmd("ip", &["tuntap", "add", "dev", &a, "mode", "tap"]);
+    assert!(out.status.success(), "cannot create a tap: {}", text(&out));
+    let out = run("veth.sh", &["up", &prefix], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(link_exists(&a), "up deleted an interface it does not own");
+    let out = run("veth.sh", &["down", &prefix], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(link_exists(&a), "down deleted an interface it does not own");
+
+    for args in [
+        vec!["up", "name-far-too-long"],
+        vec!["up", "bad/name"],
+        vec!["up", "rx0", "100"],
+        vec!["up", "rx0", "9001"],
+        vec!["sideways"],
+        vec![],
+    ] {
+        let out = run("veth.sh", &args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+    }
+    assert!(!link_exists("rx0a"), "a rejected up created an interface");
+}
+
+fn netns_list() -> String {
+    String::from_utf8_lossy(&cmd("ip", &["netns", "list"]).stdout).into_owned()
+}
+
+fn has_ns(list: &str, ns: &str) -> bool {
+    list.lines()
+        .any(|l| l.split_whitespace().next() == Some(ns))
+}
+
+#[test]
+fn netns_up_down() {
+    require_root();
+    let prefix = format!("rn{}", pid_tag());
+    let (na, nb) = (format!("{prefix}-a"), format!("{prefix}-b"));
+    let _guard = Guard(|| {
+        run("netns.sh", &["down", &prefix], &[]);
+    });
+    let before = netns_list();
+    assert!(!has_ns(&before, &na) && !has_ns(&before, &nb), "{before}");
+
+    run_ok("netns.sh", &["up", &prefix], &[]);
+    run_ok("netns.sh", &["up", &prefix], &[]); // idempotent
+    let list = netns_list();
+    assert!(has_ns(&list, &na) && has_ns(&list, &nb), "{list}");
+    for (ns, dev, addr) in [
+        (&na, "veth-a", "10.77.1.1/24"),
+        (&nb, "veth-b", "10.77.1.2/24"),
+    ] {
+        let out = cmd("ip", &["-n", ns, "-o", "-4", "addr", "show", "dev", dev]);
+        let s = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(s.contains(addr), "{ns} {dev}: {s} {}", text(&out));
+        assert_eq!(s.lines().count(), 1, "{s}");
+    }
+    // The link works: a datagram from A makes A resolve B's MAC address over the veth.
+    let out = cmd(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &na,
+            "bash",
+            "-c",
+            "echo x > /dev/udp/10.77.1.2/9",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let mut resolved = String::new();
+    for _ in 0..50 {
+        resolved =
+            String::from_utf8_lossy(&cmd("ip", &["-n", &na, "neigh", "show", "10.77.1.2"]).stdout)
+                .into_owned();
+        if resolved.contains("lladdr") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        resolved.contains("lladdr"),
+        "B never answered ARP: {resolved:?}"
+    );
+    // Nothing was added to the current namespace.
+    assert!(!link_exists("veth-a") && !link_exists("veth-b"));
+
+    run_ok("netns.sh", &["down", &prefix], &[]);
+    let list = netns_list();
+    assert!(!has_ns(&list, &na) && !has_ns(&list, &nb), "{list}");
+    assert!(run_ok("netns.sh", &["down", &prefix], &[]).contains("not present"));
+}
+
+#[test]
+fn tap_bridge_up_attach_down() {
+    require_root();
+    let tag = pid_tag();
+    let bridge = format!("rb{tag}");
+    let taps = [
+        format!("rt{tag}x"),
+        format!("rt{tag}y"),
+        format!("rt{tag}z"),
+    ];
+    let env = [("TAP_BRIDGE", bridge.as_str()), ("TAP_WAIT", "1")];
+    let _guard = Guard(|| {
+        run("tap-bridge.sh", &["down"], &env);
+        for t in &taps {
+            cmd("ip", &["tuntap", "del", "dev", t, "mode", "tap"]);
+        }
+    });
+    assert!(!link_exists(&bridge));
+    let master = |dev: &str| {
+        std::fs::read_link(format!("/sys/class/net/{dev}/master"))
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+    };
+
+    // attach before up fails.
+    let out = run("tap-bridge.sh", &["attach", &taps[0]], &env);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+
+    run_ok("tap-bridge.sh", &["up"], &env);
+    run_ok("tap-bridge.sh", &["up"], &env); // idempotent
+    assert!(
+        std::path::Path::new(&format!("/sys/class/net/{bridge}/bridge")).is_dir(),
+        "{bridge} is not a bridge"
+    );
+    assert!(sysctl_ipv6_disabled(&bridge));
+
+    // The taps DPDK's net_tap would create: made here by the test itself.
+    for t in &taps {
+        let out = cmd("ip", &["tuntap", "add", "dev", t, "mode", "tap"]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    run_ok("tap-bridge.sh", &["attach", &taps[0], &taps[1]], &env);
+    run_ok("tap-bridge.sh", &["attach", &taps[0], &taps[1]], &env); // idempotent
+    assert_eq!(master(&taps[0]).as_deref(), Some(bridge.as_str()));
+    assert_eq!(master(&taps[1]).as_deref(), Some(bridge.as_str()));
+    assert!(sysctl_ipv6_disabled(&taps[0]));
+    let status = run_ok("tap-bridge.sh", &["status"], &env);
+    assert!(
+        status.contains(&taps[0]) && status.contains(&taps[1]),
+        "{status}"
+    );
+
+    // A tap that never appears: the invocation fails and releases what it enslaved (taps[2]),
+    // not what an earlier invocation did.
+    let out = run("tap-bridge.sh", &["attach", &taps[2], "nosuchtap0"], &env);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nosuchtap0"));
+    assert_eq!(
+        master(&taps[2]),
+        None,
+        "the failed attach left {} enslaved",
+        taps[2]
+    );
+    assert_eq!(master(&taps[0]).as_deref(), Some(bridge.as_str()));
+
+    run_ok("tap-bridge.sh", &["down"], &env);
+    assert!(!link_exists(&bridge), "bridge left after down");
+    assert!(
+        link_exists(&taps[0]),
+        "down must not delete the taps (DPDK owns them)"
+    );
+    assert_eq!(master(&taps[0]), None);
+    assert!(run_ok("tap-bridge.sh", &["down"], &env).contains("not present"));
+}
