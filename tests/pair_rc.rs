@@ -150,10 +150,11 @@ fn corrupted_frames_are_rejected_by_the_icrc_and_recovered() {
         ..WorkloadSpec::default()
     };
     run_workload(&mut pair, conn, &w).unwrap();
-    let bad = pair.a.stats().rx_bad_total() + pair.b.stats().rx_bad_total();
+    let bad = pair.a.net_stats().dropped_total() + pair.b.net_stats().dropped_total();
     let corrupted = pair.link.stats().corrupted;
     assert!(corrupted > 0);
-    // A flipped MAC bit is not covered by any checksum; every other flip is caught.
+    // Every flip is caught (ICRC, IP checksum, or a MAC that is no longer ours) except one in
+    // the source MAC, which nothing covers.
     assert!(
         bad > 0 && bad <= corrupted,
         "bad {bad} corrupted {corrupted}"
@@ -543,4 +544,53 @@ fn shared_receive_queue_serves_two_connections() {
             8
         );
     }
+}
+
+#[test]
+fn endpoints_find_each_other_with_arp_then_move_data() {
+    use dpdk_roce::net::DropReason;
+    let mut pair = Pair::with_arp(LinkConfig::lossy(0.02, 3));
+    let conn = pair.connect(&ConnSpec::default()).unwrap();
+    let w = WorkloadSpec {
+        kind: WorkloadKind::Mixed,
+        size: 2048,
+        count: 28,
+        depth: 4,
+        ..WorkloadSpec::default()
+    };
+    run_workload(&mut pair, conn, &w).unwrap();
+    let (a, b) = (pair.a.net_stats(), pair.b.net_stats());
+    assert!(a.tx_arp_requests >= 1, "A asked for B's MAC");
+    assert!(b.tx_arp_replies >= 1, "B answered");
+    assert_eq!(
+        pair.a.net().lookup(dpdk_roce::sim::pair::IP_B),
+        Some(dpdk_roce::sim::pair::MAC_B)
+    );
+    assert_eq!(
+        a.dropped(DropReason::BadIcrc) + b.dropped(DropReason::BadIcrc),
+        0
+    );
+}
+
+#[test]
+fn connecting_to_an_address_nobody_answers_fails_with_unresolvable() {
+    use dpdk_roce::engine::host::HostEvent;
+    use dpdk_roce::net::NetEvent;
+    let mut pair = Pair::with_arp(LinkConfig::clean());
+    let now = pair.now();
+    let qpn = pair.a.create_qp(now, QpOptions::default()).unwrap();
+    let ghost = std::net::Ipv4Addr::new(192, 0, 2, 99);
+    let cp = dpdk_roce::cm::ConnectParams::new(ghost, 7471, qpn, Psn::new(1));
+    pair.a.connect(now, cp).unwrap();
+    let mut unresolvable = false;
+    pair.run_until(Duration::from_secs(30), |p| {
+        while let Some(ev) = p.a.poll_host_event() {
+            if ev == HostEvent::Net(NetEvent::Unresolvable { ip: ghost }) {
+                unresolvable = true;
+            }
+        }
+        unresolvable
+    })
+    .unwrap();
+    assert!(pair.a.net_stats().tx_arp_requests >= 3, "ARP was retried");
 }

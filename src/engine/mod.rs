@@ -2,3 +2,4 @@
 //! by waiting consumers, with lock-free submission and event rings (DESIGN.md "Progress").
 
 pub mod event_queue;
+pub mod host;

@@ -225,11 +225,21 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].contains("Value") && lines[0].contains("1/(1-Percentile)"));
         assert!(lines[1].is_empty());
-        assert!(lines[2].trim_start().starts_with("1.000 0.000000000000"), "{}", lines[2]);
+        assert!(
+            lines[2].trim_start().starts_with("1.000 0.000000000000"),
+            "{}",
+            lines[2]
+        );
         let last_value_line = lines.iter().rev().find(|l| !l.starts_with('#')).unwrap();
-        assert!(last_value_line.contains("1.000000000000"), "{last_value_line}");
+        assert!(
+            last_value_line.contains("1.000000000000"),
+            "{last_value_line}"
+        );
         // Values are bucketed to 3 significant digits, as HdrHistogram reports them.
-        assert!(text.contains("#[Max     =        5.003, Total count    =            4]"), "{text}");
+        assert!(
+            text.contains("#[Max     =        5.003, Total count    =            4]"),
+            "{text}"
+        );
         assert!(text.contains("#[Mean    =        2.25"), "{text}");
         assert!(text.contains("SubBuckets     =         2048]"), "{text}");
     }

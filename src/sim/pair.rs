@@ -2,11 +2,14 @@
 //! stand-in for two hosts on a link. Everything is deterministic for a link seed.
 
 use super::capture::{CaptureError, PcapCapture};
-use super::endpoint::{Endpoint, EndpointConfig, EndpointError, QpOptions};
+use super::endpoint::{Endpoint, EndpointError, QpOptions};
 use super::link::{Link, LinkConfig, Side};
 use crate::cm::{AcceptParams, CmEvent, ConnectParams};
+use crate::engine::host::HostConfig;
+use crate::net::NetConfig;
 use crate::time::Instant;
 use crate::transport::types::Mtu;
+use crate::transport::vec_memory::VecMemory;
 use crate::wire::ethernet::EthernetAddress;
 use crate::wire::psn::Psn;
 use core::time::Duration;
@@ -98,25 +101,31 @@ pub struct Pair {
 }
 
 impl Pair {
-    /// Two endpoints over a wire with the given impairments.
+    /// Two endpoints over a wire with the given impairments, each knowing the other's MAC
+    /// statically (no ARP on the wire: captures hold RoCEv2 only).
     pub fn new(link: LinkConfig) -> Pair {
-        let mut a = Endpoint::new(EndpointConfig {
-            mac: MAC_A,
-            ip: IP_A,
-            ca_guid: 0x0200_00ff_fe00_000a,
-            seed: link.seed ^ 0xa,
-        });
-        let mut b = Endpoint::new(EndpointConfig {
-            mac: MAC_B,
-            ip: IP_B,
-            ca_guid: 0x0200_00ff_fe00_000b,
-            seed: link.seed ^ 0xb,
-        });
-        a.add_neighbour(IP_B, MAC_B);
-        b.add_neighbour(IP_A, MAC_A);
+        let mut p = Pair::with_arp(link);
+        p.a.add_neighbour(IP_B, MAC_B).expect("B is on A's subnet");
+        p.b.add_neighbour(IP_A, MAC_A).expect("A is on B's subnet");
+        p
+    }
+
+    /// Two endpoints that find each other with ARP.
+    pub fn with_arp(link: LinkConfig) -> Pair {
+        let host = |mac, ip, guid, seed| {
+            Endpoint::new(
+                HostConfig {
+                    net: NetConfig::new(mac, ip, 24),
+                    ca_guid: guid,
+                    seed,
+                },
+                VecMemory::new(),
+            )
+            .expect("the simulator's addresses are valid")
+        };
         Pair {
-            a,
-            b,
+            a: host(MAC_A, IP_A, 0x0200_00ff_fe00_000a, link.seed ^ 0xa),
+            b: host(MAC_B, IP_B, 0x0200_00ff_fe00_000b, link.seed ^ 0xb),
             link: Link::new(link),
             // Start at a realistic epoch so capture timestamps are not 1970-01-01 00:00.
             now: Instant::from_nanos(1_700_000_000_000_000_000),

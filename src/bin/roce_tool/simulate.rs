@@ -167,13 +167,19 @@ fn simulate(a: &SimulateArgs) -> Result<(), String> {
         q.timeouts
     );
     for (name, ep) in [("A", &pair.a), ("B", &pair.b)] {
-        let s = ep.stats();
+        let n = ep.net_stats();
+        let dropped: Vec<String> = n
+            .drops()
+            .filter(|&(_, c)| c > 0)
+            .map(|(r, c)| format!("{r:?}={c}"))
+            .collect();
         println!(
-            "  port {name} {}: rx {} tx {} rejected {:?} cm {:?}",
-            ep.config().ip,
-            s.rx_frames,
-            s.tx_frames,
-            s.rx_bad,
+            "  port {name} {}: rx {} tx {} dropped [{}] unknown-qp {} cm {:?}",
+            ep.config().net.ip,
+            n.rx_frames,
+            ep.stats().tx_frames,
+            dropped.join(" "),
+            ep.stats().rx_unknown_qp,
             ep.cm().stats()
         );
     }
