@@ -104,7 +104,7 @@ impl<T> EventQueue<T> {
             let drove = progress();
             if drove || spins < 20_000 {
                 spins = spins.saturating_add(1);
-                if spins % 256 == 0 && expired(Instant::now()) {
+                if spins.is_multiple_of(256) && expired(Instant::now()) {
                     return Err(WaitError::Timeout);
                 }
                 core::hint::spin_loop();

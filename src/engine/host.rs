@@ -157,7 +157,7 @@ impl<M: Memory> Host<M> {
     /// A port with no QPs over memory `mem`; fails if the network configuration is invalid.
     pub fn new(config: HostConfig, mem: M) -> Result<Host<M>, crate::net::ConfigError> {
         Ok(Host {
-            net: Net::new(config.net.clone())?,
+            net: Net::new(config.net)?,
             cm: Cm::new(config.net.ip, config.ca_guid, config.seed),
             held_mads: VecDeque::new(),
             config,
