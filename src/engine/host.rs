@@ -548,6 +548,18 @@ impl<M: Memory> Host<M> {
         None
     }
 
+    /// Like [`poll_transmit`](Self::poll_transmit), but into a reused buffer: `out` is
+    /// replaced by the frame; returns false when there is nothing to send.
+    pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        match self.poll_transmit(now) {
+            Some(frame) => {
+                *out = frame;
+                true
+            }
+            None => false,
+        }
+    }
+
     fn mad_frame(&mut self, now: Instant, dst: Ipv4Addr, mad: &[u8]) -> Option<Vec<u8>> {
         let bth = BthRepr::new(Opcode::UD_SEND_ONLY, CM_QPN, self.gsi_psn);
         debug_assert_eq!(bth.pkey, DEFAULT_PKEY);

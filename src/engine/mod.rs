@@ -1,5 +1,8 @@
-//! The poll-mode engine: shards that own QPs and a port queue, driven by pinned cores or inline
-//! by waiting consumers, with lock-free submission and event rings (DESIGN.md "Progress").
+//! The poll-mode engine: shards that own a `Host` and a port queue, driven by pinned cores or
+//! inline by waiting consumers, with event queues towards consumers (DESIGN.md "Progress").
 
+pub mod clock;
 pub mod event_queue;
 pub mod host;
+pub mod io;
+pub mod shard;

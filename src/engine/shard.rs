@@ -1,0 +1,112 @@
+//! A shard: one `Host` on one port queue pair, and the poll loop of DESIGN.md "Layers":
+//! rx_burst -> parse -> QP/CM -> completions; timers; poll_transmit -> tx_burst. A pinned core
+//! runs `poll` in a loop; in inline mode the thread waiting for a completion calls it.
+
+use super::clock::Clock;
+use super::host::Host;
+use super::io::FrameIo;
+use crate::sim::capture::{CaptureError, PcapCapture};
+use crate::transport::memory::Memory;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+
+/// Counters of the loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    pub polls: u64,
+    pub busy_polls: u64,
+    pub rx_frames: u64,
+    pub tx_frames: u64,
+    pub tx_dropped: u64,
+}
+
+/// A host bound to a frame I/O queue.
+pub struct Shard<M: Memory, Io: FrameIo> {
+    pub host: Host<M>,
+    pub io: Io,
+    clock: Clock,
+    txbuf: Vec<u8>,
+    capture: Option<PcapCapture<BufWriter<File>>>,
+    stats: ShardStats,
+}
+
+impl<M: Memory, Io: FrameIo> Shard<M, Io> {
+    /// Binds `host` to `io`.
+    pub fn new(host: Host<M>, io: Io) -> Self {
+        Shard {
+            host,
+            io,
+            clock: Clock::new(),
+            txbuf: Vec::with_capacity(9216),
+            capture: None,
+            stats: ShardStats::default(),
+        }
+    }
+
+    /// The shard's clock.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Loop counters.
+    pub fn stats(&self) -> ShardStats {
+        self.stats
+    }
+
+    /// Writes every frame this shard sends and receives to a pcap file, like ibdump.
+    pub fn capture_to(&mut self, path: &Path) -> Result<(), CaptureError> {
+        self.capture = Some(PcapCapture::create(path)?);
+        Ok(())
+    }
+
+    /// Flushes and closes the capture; returns the frames written.
+    pub fn finish_capture(&mut self) -> Result<u64, CaptureError> {
+        match self.capture.take() {
+            Some(c) => {
+                let n = c.frames();
+                c.finish()?;
+                Ok(n)
+            }
+            None => Ok(0),
+        }
+    }
+
+    /// One iteration of the loop. Returns true if it did any work.
+    pub fn poll(&mut self) -> bool {
+        self.stats.polls += 1;
+        let now = self.clock.now();
+        let host = &mut self.host;
+        let capture = &mut self.capture;
+        let rx = self.io.rx_burst(&mut |frame| {
+            if let Some(c) = capture.as_mut() {
+                let _ = c.write(now, frame);
+            }
+            host.handle_frame(now, frame);
+        });
+        self.stats.rx_frames += rx as u64;
+        if self.host.poll_timeout().is_some_and(|t| t <= now) {
+            self.host.handle_timeout(now);
+        }
+        let mut tx = 0u64;
+        while self.host.poll_transmit_into(now, &mut self.txbuf) {
+            if let Some(c) = self.capture.as_mut() {
+                let _ = c.write(now, &self.txbuf);
+            }
+            if self.io.tx(&self.txbuf) {
+                tx += 1;
+            } else {
+                self.stats.tx_dropped += 1;
+            }
+        }
+        if tx > 0 {
+            self.io.flush();
+        }
+        self.stats.tx_frames += tx;
+        let busy = rx > 0 || tx > 0;
+        if busy {
+            self.stats.busy_polls += 1;
+        }
+        busy
+    }
+}
