@@ -6,7 +6,9 @@
 
 pub mod cm;
 pub mod decode;
+pub mod mem;
 pub mod sim;
+pub mod srq;
 pub mod time;
 pub mod transport;
 pub mod wire;
