@@ -104,6 +104,104 @@ unsafe impl Allocator for HeapAllocator {
     }
 }
 
+/// Checks a block's contents when it is freed (true = intact).
+pub type FreeCheck = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
+/// A debugging allocator: heap blocks that, when freed, are checked (optional [`FreeCheck`]),
+/// filled with a poison byte and kept (never reused) until the allocator is dropped, so a late
+/// write through a stale pointer shows up in [`verify`](Self::verify). Like a sanitizer's
+/// quarantine, for tests of the table's "no access after deregister" guarantee.
+pub struct QuarantineAllocator {
+    poison: u8,
+    check: Option<FreeCheck>,
+    held: std::sync::Mutex<Vec<Allocation>>,
+    failed_checks: core::sync::atomic::AtomicUsize,
+}
+
+impl core::fmt::Debug for QuarantineAllocator {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("QuarantineAllocator")
+            .field("poison", &self.poison)
+            .finish_non_exhaustive()
+    }
+}
+
+impl QuarantineAllocator {
+    /// Poisons freed blocks with `poison`; `check` (if any) sees each block's contents at free.
+    pub fn new(poison: u8, check: Option<FreeCheck>) -> QuarantineAllocator {
+        QuarantineAllocator {
+            poison,
+            check,
+            held: std::sync::Mutex::new(Vec::new()),
+            failed_checks: core::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Vec<Allocation>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Blocks freed so far.
+    pub fn freed(&self) -> usize {
+        self.held().len()
+    }
+
+    /// Blocks whose `FreeCheck` failed.
+    pub fn failed_checks(&self) -> usize {
+        self.failed_checks
+            .load(core::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Number of freed blocks whose poison was overwritten after they were freed.
+    pub fn verify(&self) -> usize {
+        let held = self.held();
+        held.iter()
+            .filter(|a| {
+                // SAFETY: quarantined blocks stay allocated until `drop` and nothing may access
+                // them (they were freed); reading them here is the point of the check.
+                let bytes = unsafe { core::slice::from_raw_parts(a.ptr.as_ptr(), a.len) };
+                bytes.iter().any(|&b| b != self.poison)
+            })
+            .count()
+    }
+}
+
+// SAFETY: blocks come from `HeapAllocator` (whose contract holds) and are only released to it
+// in `drop`.
+unsafe impl Allocator for QuarantineAllocator {
+    fn alloc(&self, len: usize, align: usize) -> Option<Allocation> {
+        HeapAllocator.alloc(len, align)
+    }
+
+    unsafe fn free(&self, a: Allocation) {
+        // SAFETY: the caller guarantees nothing accesses `a` any more, so a temporary exclusive
+        // view of its `len` bytes (valid: from `HeapAllocator::alloc`) aliases nothing.
+        let bytes = unsafe { core::slice::from_raw_parts_mut(a.ptr.as_ptr(), a.len) };
+        if let Some(check) = &self.check {
+            if !check(bytes) {
+                self.failed_checks
+                    .fetch_add(1, core::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        bytes.fill(self.poison);
+        self.held().push(a);
+    }
+
+    fn name(&self) -> &'static str {
+        "quarantine"
+    }
+}
+
+impl Drop for QuarantineAllocator {
+    fn drop(&mut self) {
+        for a in self.held().drain(..) {
+            // SAFETY: every held block came from `HeapAllocator::alloc` and was freed by the
+            // table, so nothing uses it.
+            unsafe { HeapAllocator.free(a) };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

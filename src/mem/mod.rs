@@ -65,7 +65,7 @@
 pub mod alloc;
 pub mod table;
 
-pub use alloc::{Allocation, Allocator, HeapAllocator};
+pub use alloc::{Allocation, Allocator, FreeCheck, HeapAllocator, QuarantineAllocator};
 pub use table::{
     BackingKind, MrError, MrTable, PinGuard, PinToken, Pz, Region, RegionInfo, DEFAULT_CAPACITY,
     MAX_CAPACITY, RKEY_BIT,
