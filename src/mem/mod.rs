@@ -52,7 +52,13 @@
 //!
 //! An `RwLock` around a map was the alternative; it makes every packet take a shared lock
 //! (one contended cache line for all cores) and lets a registering consumer stall the cores, so
-//! the per-slot count was chosen.
+//! the per-slot count was chosen. Measured on the 2-core dev VM (test profile, opt-level 1): a
+//! checked 64-byte read costs about 53 ns (the single-threaded `VecMemory`: 14 ns), a 1 KiB
+//! write 46 ns, and two threads reading the same region 60 ns each.
+//!
+//! Bulk copies are plain `memcpy`s, as a NIC's DMA would be: bytes that a consumer (or two
+//! remote requests) write while another access reads them have unspecified contents, as on a
+//! hardware RNIC; atomics use `AtomicU64`, so they are atomic with respect to each other.
 //!
 //! # Backings
 //!
