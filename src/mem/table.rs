@@ -1,0 +1,912 @@
+//! `MrTable`: the memory-region table shared by consumer threads (register, deregister, query)
+//! and the poll-mode cores (every access checked). See the module documentation of
+//! [`crate::mem`] for the concurrency design.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use thiserror::Error;
+
+use super::alloc::{Allocation, Allocator, HeapAllocator};
+use crate::transport::memory::{Access, AtomicOp, KeyKind, MemError, MemRef, Memory};
+
+/// Bit 31 of a key: set in R_Keys, clear in L_Keys.
+pub const RKEY_BIT: u32 = 1 << 31;
+/// Largest table capacity: keeps at least 8 generation bits in every key.
+pub const MAX_CAPACITY: u32 = (1 << 23) - 1;
+/// Capacity of [`MrTable::default`].
+pub const DEFAULT_CAPACITY: u32 = 4096;
+
+// Slot state word: bits 63..32 generation, bit 31 live, bit 30 R_Key valid, bits 29..0 the
+// number of accesses and pins in progress.
+const LIVE: u64 = 1 << 31;
+const RKEY_VALID: u64 = 1 << 30;
+const COUNT_MASK: u64 = (1 << 30) - 1;
+// Marks provider-allocated regions in the slot's access word.
+const ALLOCATED: u32 = 1 << 31;
+
+fn gen_of(state: u64) -> u32 {
+    (state >> 32) as u32
+}
+
+static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A protection zone (DAT PZ, IB protection domain, IBTA vol. 1 §10.6.1): an access succeeds only
+/// when the region and the QP that accesses it belong to the same zone. The number is the `pd`
+/// of a [`MemRef`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pz(pub u32);
+
+impl Pz {
+    /// The number the transport carries in `MemRef::pd` and `QpConfig::pd`.
+    pub fn id(self) -> u32 {
+        self.0
+    }
+}
+
+/// Why a control-path operation (register, deregister, query, PZ management) failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Error)]
+pub enum MrError {
+    #[error("no free slot in the memory-region table")]
+    TableFull,
+    #[error("no live region with this key")]
+    InvalidKey,
+    #[error("no such protection zone")]
+    InvalidPz,
+    #[error("the protection zone still has registered regions")]
+    PzInUse,
+    #[error("the region is pinned or being accessed")]
+    Busy,
+    #[error("the allocator has no memory for this request")]
+    NoMemory,
+    #[error("invalid parameter (address range wraps, bad alignment, zero capacity)")]
+    InvalidParameter,
+}
+
+/// What backs a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BackingKind {
+    /// Consumer memory registered as is (`DAT_MEM_TYPE_VIRTUAL`).
+    Virtual,
+    /// Memory the provider allocated through an [`Allocator`].
+    Allocated,
+}
+
+/// A registered region as its owner sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub pz: Pz,
+    pub lkey: u32,
+    pub rkey: u32,
+    /// Base virtual address (the address SGEs and RETHs name; the pointer value of the memory).
+    pub addr: u64,
+    pub len: u64,
+}
+
+/// A snapshot of a live region (`dat_lmr_query`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionInfo {
+    pub pz: Pz,
+    pub lkey: u32,
+    /// `None` once the R_Key was invalidated (IBTA vol. 1 §10.6.6).
+    pub rkey: Option<u32>,
+    pub addr: u64,
+    pub len: u64,
+    pub access: Access,
+    pub backing: BackingKind,
+    /// Accesses and pins in progress at the time of the snapshot (not counting the query).
+    pub pins: u32,
+    /// I/O address of the first byte when the backing is DMA-able.
+    pub iova: Option<u64>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    state: AtomicU64,
+    // Published before `state` gets LIVE (Release) and read only by holders of a count
+    // (Acquire), never changed while LIVE or while the count is non-zero.
+    pd: AtomicU32,
+    access: AtomicU32,
+    va: AtomicU64,
+    len: AtomicU64,
+    ptr: AtomicPtr<u8>,
+    iova: AtomicU64,
+}
+
+const NO_IOVA: u64 = u64::MAX;
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            state: AtomicU64::new(0),
+            pd: AtomicU32::new(0),
+            access: AtomicU32::new(0),
+            va: AtomicU64::new(0),
+            len: AtomicU64::new(0),
+            ptr: AtomicPtr::new(core::ptr::null_mut()),
+            iova: AtomicU64::new(NO_IOVA),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Meta {
+    pd: u32,
+    access: Access,
+    allocated: bool,
+    va: u64,
+    len: u64,
+    ptr: *mut u8,
+    iova: Option<u64>,
+}
+
+#[derive(Debug)]
+enum Owner {
+    Virtual,
+    Allocated {
+        allocator: Arc<dyn Allocator>,
+        block: Allocation,
+    },
+}
+
+#[derive(Debug)]
+struct Ctl {
+    /// Slots never used yet are `next_fresh..capacity`; recycled ones queue here (FIFO, so
+    /// generations wear evenly).
+    free: VecDeque<u32>,
+    next_fresh: u32,
+    owners: HashMap<u32, (Owner, Pz)>,
+    /// Live zones and how many regions each holds.
+    pzs: HashMap<u32, u32>,
+    next_pz: u32,
+    retired: u32,
+}
+
+/// A count held on a live slot: the slot's generation cannot change and its memory cannot be
+/// freed until it is dropped.
+struct Held<'a> {
+    table: &'a MrTable,
+    idx: usize,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.table.slots[self.idx]
+            .state
+            .fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// An access pinned in place: the region cannot be freed while this guard (or the token made
+/// from it) lives. For mbuf external buffers: pin, attach `as_ptr()`/`iova()`, turn the guard
+/// into a [`PinToken`] stored with the mbuf, and `unpin` it in the mbuf's free callback.
+pub struct PinGuard<'a> {
+    held: Held<'a>,
+    addr: usize,
+    len: usize,
+    iova: Option<u64>,
+}
+
+impl core::fmt::Debug for PinGuard<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PinGuard")
+            .field("slot", &self.held.idx)
+            .field("addr", &format_args!("{:#x}", self.addr))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl PinGuard<'_> {
+    /// First byte of the pinned range.
+    pub fn as_ptr(&self) -> *const u8 {
+        core::ptr::with_exposed_provenance(self.addr)
+    }
+    /// Length of the pinned range.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True for a zero-length pin.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// I/O address of the first pinned byte, when the backing is DMA-able.
+    pub fn iova(&self) -> Option<u64> {
+        self.iova
+    }
+    /// Keeps the pin past this guard's scope (e.g. in an mbuf's free-callback argument); give it
+    /// back with [`MrTable::unpin`].
+    pub fn into_token(self) -> PinToken {
+        let t = PinToken {
+            table: self.held.table.id,
+            idx: self.held.idx as u32,
+            addr: self.addr,
+            len: self.len,
+            iova: self.iova,
+        };
+        core::mem::forget(self);
+        t
+    }
+}
+
+/// A pin without a borrow of the table. Not `Clone`: exactly one `unpin` per pin. A leaked token
+/// keeps the region pinned forever (`deregister` then never returns; `try_deregister` reports
+/// `Busy`).
+#[derive(Debug)]
+#[must_use = "a dropped token keeps its region pinned; pass it to MrTable::unpin"]
+pub struct PinToken {
+    table: u64,
+    idx: u32,
+    addr: usize,
+    len: usize,
+    iova: Option<u64>,
+}
+
+impl PinToken {
+    /// First byte of the pinned range.
+    pub fn as_ptr(&self) -> *const u8 {
+        core::ptr::with_exposed_provenance(self.addr)
+    }
+    /// Length of the pinned range.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True for a zero-length pin.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// I/O address of the first pinned byte, when the backing is DMA-able.
+    pub fn iova(&self) -> Option<u64> {
+        self.iova
+    }
+}
+
+/// The memory-region table. Share it with `Arc`; every method takes `&self`.
+#[derive(Debug)]
+pub struct MrTable {
+    id: u64,
+    slots: Box<[Slot]>,
+    idx_bits: u32,
+    /// Generations run `0..gen_limit`; a slot that reaches the limit is retired.
+    gen_limit: u32,
+    ctl: Mutex<Ctl>,
+    allocator: Arc<dyn Allocator>,
+}
+
+impl Default for MrTable {
+    fn default() -> Self {
+        MrTable::new(DEFAULT_CAPACITY)
+    }
+}
+
+impl MrTable {
+    /// A table of `capacity` regions (clamped to `1..=MAX_CAPACITY`) whose provider-allocated
+    /// regions come from the heap.
+    pub fn new(capacity: u32) -> MrTable {
+        MrTable::with_allocator(capacity, Arc::new(HeapAllocator))
+    }
+
+    /// A table whose provider-allocated regions come from `allocator` (DPDK: hugepages).
+    pub fn with_allocator(capacity: u32, allocator: Arc<dyn Allocator>) -> MrTable {
+        let capacity = capacity.clamp(1, MAX_CAPACITY);
+        let idx_bits = 32 - capacity.leading_zeros();
+        let gen_bits = 31 - idx_bits;
+        MrTable {
+            id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
+            slots: (0..capacity).map(|_| Slot::new()).collect(),
+            idx_bits,
+            gen_limit: 1 << gen_bits,
+            ctl: Mutex::new(Ctl {
+                free: VecDeque::new(),
+                next_fresh: 0,
+                owners: HashMap::new(),
+                pzs: HashMap::new(),
+                next_pz: 1,
+                retired: 0,
+            }),
+            allocator,
+        }
+    }
+
+    /// A heap-backed table whose slots retire after `limit` (>= 1) registrations, at most the
+    /// key layout's limit. For tests of key exhaustion and for callers who want keys to repeat
+    /// even less often.
+    pub fn with_generation_limit(capacity: u32, limit: u32) -> MrTable {
+        let mut t = MrTable::new(capacity);
+        t.gen_limit = t.gen_limit.min(limit.max(1));
+        t
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> u32 {
+        self.slots.len() as u32
+    }
+
+    /// Times each slot can be registered before it retires (keys never repeat).
+    pub fn generations_per_slot(&self) -> u32 {
+        self.gen_limit
+    }
+
+    /// Number of slots retired because their generations ran out.
+    pub fn retired_slots(&self) -> u32 {
+        self.lock().retired
+    }
+
+    /// Number of live regions.
+    pub fn live_regions(&self) -> usize {
+        self.lock().owners.len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Ctl> {
+        // A panic while holding the lock leaves `Ctl` consistent (every update is a single
+        // container operation), so poisoning is ignored.
+        self.ctl.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    // ---- protection zones -------------------------------------------------------------
+
+    /// Creates a protection zone (`dat_pz_create`).
+    pub fn create_pz(&self) -> Pz {
+        let mut c = self.lock();
+        loop {
+            let id = c.next_pz;
+            c.next_pz = c.next_pz.wrapping_add(1).max(1);
+            if let std::collections::hash_map::Entry::Vacant(v) = c.pzs.entry(id) {
+                v.insert(0);
+                return Pz(id);
+            }
+        }
+    }
+
+    /// Frees a protection zone (`dat_pz_free`): `PzInUse` while regions are registered in it.
+    pub fn free_pz(&self, pz: Pz) -> Result<(), MrError> {
+        let mut c = self.lock();
+        match c.pzs.get(&pz.0) {
+            None => Err(MrError::InvalidPz),
+            Some(0) => {
+                c.pzs.remove(&pz.0);
+                Ok(())
+            }
+            Some(_) => Err(MrError::PzInUse),
+        }
+    }
+
+    // ---- keys -------------------------------------------------------------------------
+
+    fn key_of(&self, idx: u32, gen: u32) -> u32 {
+        (gen << self.idx_bits) | (idx + 1)
+    }
+
+    /// Slot index and generation named by a key (either kind).
+    fn decode(&self, key: u32) -> Option<(usize, u32)> {
+        let key = key & !RKEY_BIT;
+        let field = key & ((1 << self.idx_bits) - 1);
+        let idx = field.checked_sub(1)? as usize;
+        if idx >= self.slots.len() {
+            return None;
+        }
+        Some((idx, key >> self.idx_bits))
+    }
+
+    // ---- registration -----------------------------------------------------------------
+
+    /// Registers consumer memory as is (`dat_lmr_create` with `DAT_MEM_TYPE_VIRTUAL`). The
+    /// region's address is the pointer value. Local read is always granted.
+    ///
+    /// # Safety
+    ///
+    /// Until [`deregister`](Self::deregister) (or `try_deregister`) of the returned region has
+    /// returned `Ok`:
+    /// - `ptr..ptr + len` must stay allocated and valid for reads and writes (do not free,
+    ///   unmap or move it);
+    /// - it must not be accessed through Rust references (`&[u8]`, `&mut [u8]`, `Vec`): the
+    ///   poll-mode cores read and write it at any time from other threads, like a NIC's DMA. Use
+    ///   raw pointers, [`read_local`](Self::read_local) / [`write_local`](Self::write_local),
+    ///   or C. Concurrent conflicting accesses to the same bytes (a consumer store during an
+    ///   RDMA read of them) leave their contents unspecified, as with a hardware RNIC.
+    pub unsafe fn register_raw(
+        &self,
+        pz: Pz,
+        ptr: core::ptr::NonNull<u8>,
+        len: usize,
+        access: Access,
+    ) -> Result<Region, MrError> {
+        let va = ptr.as_ptr().expose_provenance() as u64;
+        va.checked_add(len as u64)
+            .ok_or(MrError::InvalidParameter)?;
+        self.install(pz, ptr.as_ptr(), len, access, None, Owner::Virtual)
+    }
+
+    /// Registers `len` zeroed bytes from the table's allocator (`dat_lmr_create` of
+    /// provider memory), aligned to at least `align` (a power of two; 64 at least from the heap).
+    pub fn register_alloc(
+        &self,
+        pz: Pz,
+        len: usize,
+        align: usize,
+        access: Access,
+    ) -> Result<Region, MrError> {
+        self.register_with(&self.allocator.clone(), pz, len, align, access)
+    }
+
+    /// `register_alloc` from a given allocator.
+    pub fn register_with(
+        &self,
+        allocator: &Arc<dyn Allocator>,
+        pz: Pz,
+        len: usize,
+        align: usize,
+        access: Access,
+    ) -> Result<Region, MrError> {
+        if !align.is_power_of_two() {
+            return Err(MrError::InvalidParameter);
+        }
+        let block = allocator.alloc(len, align).ok_or(MrError::NoMemory)?;
+        let ptr = block.ptr.as_ptr();
+        let iova = allocator.iova(&block);
+        let owner = Owner::Allocated {
+            allocator: allocator.clone(),
+            block,
+        };
+        self.install(pz, ptr, len, access, iova, owner)
+    }
+
+    /// Test/consumer convenience: registers a provider-allocated copy of `bytes`.
+    pub fn register_bytes(&self, pz: Pz, bytes: &[u8], access: Access) -> Result<Region, MrError> {
+        let r = self.register_alloc(pz, bytes.len(), 8, access)?;
+        self.write_local(r.lkey, r.addr, bytes)
+            .map_err(|_| MrError::InvalidKey)?;
+        Ok(r)
+    }
+
+    fn install(
+        &self,
+        pz: Pz,
+        ptr: *mut u8,
+        len: usize,
+        access: Access,
+        iova: Option<u64>,
+        owner: Owner,
+    ) -> Result<Region, MrError> {
+        let mut c = self.lock();
+        let fail = |c: MutexGuard<'_, Ctl>, owner: Owner, e: MrError| {
+            drop(c);
+            release_owner(owner);
+            Err(e)
+        };
+        let Some(n) = c.pzs.get_mut(&pz.0) else {
+            return fail(c, owner, MrError::InvalidPz);
+        };
+        *n += 1;
+        let idx = if c.next_fresh < self.capacity() {
+            c.next_fresh += 1;
+            c.next_fresh - 1
+        } else if let Some(i) = c.free.pop_front() {
+            i
+        } else {
+            if let Some(n) = c.pzs.get_mut(&pz.0) {
+                *n -= 1;
+            }
+            return fail(c, owner, MrError::TableFull);
+        };
+        let slot = &self.slots[idx as usize];
+        let s = slot.state.load(Ordering::Acquire);
+        debug_assert_eq!(s & (LIVE | COUNT_MASK), 0, "free slot in use");
+        let gen = gen_of(s);
+        let va = ptr.expose_provenance() as u64;
+        let allocated = matches!(owner, Owner::Allocated { .. });
+        slot.pd.store(pz.0, Ordering::Relaxed);
+        slot.access.store(
+            (access | Access::LOCAL_READ).bits() | if allocated { ALLOCATED } else { 0 },
+            Ordering::Relaxed,
+        );
+        slot.va.store(va, Ordering::Relaxed);
+        slot.len.store(len as u64, Ordering::Relaxed);
+        slot.ptr.store(ptr, Ordering::Relaxed);
+        slot.iova.store(iova.unwrap_or(NO_IOVA), Ordering::Relaxed);
+        c.owners.insert(idx, (owner, pz));
+        // Publish: the metadata stores above happen-before any access that sees LIVE.
+        slot.state.store(
+            (u64::from(gen) << 32) | LIVE | RKEY_VALID,
+            Ordering::Release,
+        );
+        let lkey = self.key_of(idx, gen);
+        Ok(Region {
+            pz,
+            lkey,
+            rkey: lkey | RKEY_BIT,
+            addr: va,
+            len: len as u64,
+        })
+    }
+
+    /// Frees a region by its L_Key (`dat_lmr_free`); its R_Key dies with it. Waits until the
+    /// accesses and pins in progress on the region are over: after `Ok` returns no core touches
+    /// the memory again, and every later access with either key fails with `InvalidKey`. Never
+    /// call it while the same thread holds a [`PinGuard`] or [`PinToken`] of the region (it
+    /// would wait forever); use [`try_deregister`](Self::try_deregister) when pins may be
+    /// long-lived.
+    pub fn deregister(&self, lkey: u32) -> Result<(), MrError> {
+        let (idx, gen) = self.local_slot(lkey)?;
+        let slot = &self.slots[idx];
+        let mut s = slot.state.load(Ordering::Acquire);
+        loop {
+            if gen_of(s) != gen || s & LIVE == 0 {
+                return Err(MrError::InvalidKey);
+            }
+            match slot.state.compare_exchange_weak(
+                s,
+                s & !(LIVE | RKEY_VALID),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(x) => s = x,
+            }
+        }
+        // No new access can start (they need LIVE); wait for the ones in progress. Acquire pairs
+        // with their Release decrement, so their memory accesses happen-before the free below.
+        let mut spins = 0u32;
+        while slot.state.load(Ordering::Acquire) & COUNT_MASK != 0 {
+            spins += 1;
+            if spins < 64 {
+                core::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        self.finish_free(idx, gen);
+        Ok(())
+    }
+
+    /// Frees a region only when no access or pin is in progress on it: `Busy` otherwise (the
+    /// region then stays registered and usable).
+    pub fn try_deregister(&self, lkey: u32) -> Result<(), MrError> {
+        let (idx, gen) = self.local_slot(lkey)?;
+        let slot = &self.slots[idx];
+        let mut s = slot.state.load(Ordering::Acquire);
+        loop {
+            if gen_of(s) != gen || s & LIVE == 0 {
+                return Err(MrError::InvalidKey);
+            }
+            if s & COUNT_MASK != 0 {
+                return Err(MrError::Busy);
+            }
+            match slot.state.compare_exchange_weak(
+                s,
+                s & !(LIVE | RKEY_VALID),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(x) => s = x,
+            }
+        }
+        self.finish_free(idx, gen);
+        Ok(())
+    }
+
+    fn local_slot(&self, lkey: u32) -> Result<(usize, u32), MrError> {
+        if lkey & RKEY_BIT != 0 {
+            return Err(MrError::InvalidKey);
+        }
+        self.decode(lkey).ok_or(MrError::InvalidKey)
+    }
+
+    /// The slot is not LIVE and its count is 0, and only this caller cleared LIVE: free the
+    /// backing, then make the slot reusable under the next generation.
+    fn finish_free(&self, idx: usize, gen: u32) {
+        let taken = self.lock().owners.remove(&(idx as u32));
+        let pz = taken.map(|(owner, pz)| {
+            release_owner(owner);
+            pz
+        });
+        let slot = &self.slots[idx];
+        slot.ptr.store(core::ptr::null_mut(), Ordering::Relaxed);
+        let mut c = self.lock();
+        if let Some(pz) = pz {
+            if let Some(n) = c.pzs.get_mut(&pz.0) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        if gen + 1 >= self.gen_limit {
+            // Out of generations: the slot keeps its last generation, never LIVE again, so
+            // its keys never match.
+            c.retired += 1;
+        } else {
+            slot.state
+                .store(u64::from(gen + 1) << 32, Ordering::Release);
+            c.free.push_back(idx as u32);
+        }
+    }
+
+    // ---- data path ----------------------------------------------------------------------
+
+    /// Takes a count on the slot `key` names when the key is live (and, for an R_Key, valid).
+    fn acquire(&self, kind: KeyKind, key: u32) -> Result<Held<'_>, MemError> {
+        if (key & RKEY_BIT != 0) != (kind == KeyKind::Remote) {
+            return Err(MemError::InvalidKey);
+        }
+        let (idx, gen) = self.decode(key).ok_or(MemError::InvalidKey)?;
+        let slot = &self.slots[idx];
+        let mut s = slot.state.load(Ordering::Acquire);
+        loop {
+            if gen_of(s) != gen
+                || s & LIVE == 0
+                || (kind == KeyKind::Remote && s & RKEY_VALID == 0)
+                || s & COUNT_MASK == COUNT_MASK
+            {
+                return Err(MemError::InvalidKey);
+            }
+            match slot
+                .state
+                .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(Held { table: self, idx }),
+                Err(x) => s = x,
+            }
+        }
+    }
+
+    fn meta(&self, held: &Held<'_>) -> Meta {
+        let slot = &self.slots[held.idx];
+        let a = slot.access.load(Ordering::Relaxed);
+        let iova = slot.iova.load(Ordering::Relaxed);
+        Meta {
+            pd: slot.pd.load(Ordering::Relaxed),
+            access: Access::from_bits_truncate(a),
+            allocated: a & ALLOCATED != 0,
+            va: slot.va.load(Ordering::Relaxed),
+            len: slot.len.load(Ordering::Relaxed),
+            ptr: slot.ptr.load(Ordering::Relaxed),
+            iova: (iova != NO_IOVA).then_some(iova),
+        }
+    }
+
+    /// Byte offset of `addr..addr+len` inside a region of `m`, overflow-safe.
+    fn offset(m: &Meta, addr: u64, len: u64) -> Result<usize, MemError> {
+        let start = addr.checked_sub(m.va).ok_or(MemError::OutOfBounds)?;
+        let end = start.checked_add(len).ok_or(MemError::OutOfBounds)?;
+        if end > m.len {
+            return Err(MemError::OutOfBounds);
+        }
+        Ok(start as usize)
+    }
+
+    /// The full check of IBTA vol. 1 §10.6.3 / §10.6.4 (key, PZ, bounds, rights), in the order
+    /// the transport's `VecMemory` uses, holding a count on success.
+    fn locate(&self, r: &MemRef, access: Access) -> Result<(Held<'_>, Meta, usize), MemError> {
+        let held = self.acquire(r.kind, r.key)?;
+        let m = self.meta(&held);
+        if m.pd != r.pd {
+            return Err(MemError::PdMismatch);
+        }
+        let off = Self::offset(&m, r.addr, u64::from(r.len))?;
+        let mut need = access;
+        need.remove(Access::LOCAL_READ);
+        let allowed = match r.kind {
+            KeyKind::Local => Access::LOCAL_WRITE,
+            KeyKind::Remote => Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC,
+        };
+        if !allowed.contains(need) || !m.access.contains(need) {
+            return Err(MemError::AccessDenied);
+        }
+        Ok((held, m, off))
+    }
+
+    /// Checks `r` for `access` without touching memory.
+    pub fn check(&self, r: &MemRef, access: Access) -> Result<(), MemError> {
+        self.locate(r, access).map(|_| ())
+    }
+
+    /// Checked read of `out.len()` (= `r.len`) bytes at `r.addr`.
+    pub fn read(&self, r: &MemRef, access: Access, out: &mut [u8]) -> Result<(), MemError> {
+        if out.len() != r.len as usize {
+            return Err(MemError::OutOfBounds);
+        }
+        let (_held, m, off) = self.locate(r, access)?;
+        copy_out(&m, off, out);
+        Ok(())
+    }
+
+    /// Checked write of `data` (`data.len()` = `r.len`) at `r.addr`.
+    pub fn write(&self, r: &MemRef, access: Access, data: &[u8]) -> Result<(), MemError> {
+        if data.len() != r.len as usize {
+            return Err(MemError::OutOfBounds);
+        }
+        let (_held, m, off) = self.locate(r, access)?;
+        copy_in(&m, off, data);
+        Ok(())
+    }
+
+    /// Checked atomic on the 8 bytes at `r.addr` (IBTA vol. 1 §9.4.5): `r.len` must be 8, the
+    /// region must grant REMOTE_ATOMIC and the address must be 8-byte aligned. Atomics are
+    /// atomic with respect to each other on every core (a hardware `lock cmpxchg`/`xadd`).
+    pub fn atomic(&self, r: &MemRef, op: AtomicOp) -> Result<u64, MemError> {
+        if r.len != 8 {
+            return Err(MemError::OutOfBounds);
+        }
+        let (_held, m, off) = self.locate(r, Access::REMOTE_ATOMIC)?;
+        if !r.addr.is_multiple_of(8) || !(m.ptr.addr() + off).is_multiple_of(8) {
+            return Err(MemError::Misaligned);
+        }
+        Ok(atomic_at(&m, off, op))
+    }
+
+    /// Invalidates an R_Key (SEND with Invalidate, IBTA vol. 1 §9.4.1.1.1 / §10.6.6; RMR
+    /// unbind) without freeing the region: later remote accesses with it fail with
+    /// `InvalidKey`; accesses already checked may complete. Local access is unaffected.
+    pub fn invalidate(&self, pd: u32, rkey: u32) -> Result<(), MemError> {
+        let held = self.acquire(KeyKind::Remote, rkey)?;
+        let m = self.meta(&held);
+        if m.pd != pd {
+            return Err(MemError::PdMismatch);
+        }
+        let prev = self.slots[held.idx]
+            .state
+            .fetch_and(!RKEY_VALID, Ordering::AcqRel);
+        if prev & RKEY_VALID == 0 {
+            return Err(MemError::InvalidKey);
+        }
+        Ok(())
+    }
+
+    /// Pins a checked range (same checks as an access needing `access`): the region cannot be
+    /// freed until the guard (or its token) is released. An invalidated R_Key does not revoke
+    /// existing pins.
+    pub fn pin(&self, r: &MemRef, access: Access) -> Result<PinGuard<'_>, MemError> {
+        let (held, m, off) = self.locate(r, access)?;
+        Ok(PinGuard {
+            held,
+            addr: m.ptr.addr() + off,
+            len: r.len as usize,
+            iova: m.iova.map(|i| i + off as u64),
+        })
+    }
+
+    /// Releases a pin made by [`PinGuard::into_token`] on this table.
+    ///
+    /// # Panics
+    ///
+    /// When the token comes from another table.
+    pub fn unpin(&self, token: PinToken) {
+        assert_eq!(token.table, self.id, "PinToken from another MrTable");
+        drop(Held {
+            table: self,
+            idx: token.idx as usize,
+        });
+    }
+
+    // ---- consumer helpers ---------------------------------------------------------------
+
+    /// Consumer read of its own region by L_Key (e.g. checking data after an RDMA read). No PZ
+    /// or rights check: the consumer owns the memory; only liveness and bounds are checked.
+    pub fn read_local(&self, lkey: u32, addr: u64, out: &mut [u8]) -> Result<(), MemError> {
+        let held = self.acquire(KeyKind::Local, lkey)?;
+        let m = self.meta(&held);
+        let off = Self::offset(&m, addr, out.len() as u64)?;
+        copy_out(&m, off, out);
+        Ok(())
+    }
+
+    /// Consumer write into its own region by L_Key (no rights check: LOCAL_WRITE governs the
+    /// provider's writes, not the owner's).
+    pub fn write_local(&self, lkey: u32, addr: u64, data: &[u8]) -> Result<(), MemError> {
+        let held = self.acquire(KeyKind::Local, lkey)?;
+        let m = self.meta(&held);
+        let off = Self::offset(&m, addr, data.len() as u64)?;
+        copy_in(&m, off, data);
+        Ok(())
+    }
+
+    /// A snapshot of the live region `lkey` names (`dat_lmr_query`).
+    pub fn query(&self, lkey: u32) -> Result<RegionInfo, MrError> {
+        let held = self
+            .acquire(KeyKind::Local, lkey)
+            .map_err(|_| MrError::InvalidKey)?;
+        let m = self.meta(&held);
+        let s = self.slots[held.idx].state.load(Ordering::Acquire);
+        Ok(RegionInfo {
+            pz: Pz(m.pd),
+            lkey,
+            rkey: (s & RKEY_VALID != 0).then_some(lkey | RKEY_BIT),
+            addr: m.va,
+            len: m.len,
+            access: m.access,
+            backing: if m.allocated {
+                BackingKind::Allocated
+            } else {
+                BackingKind::Virtual
+            },
+            pins: ((s & COUNT_MASK) as u32).saturating_sub(1),
+            iova: m.iova,
+        })
+    }
+}
+
+fn release_owner(owner: Owner) {
+    if let Owner::Allocated { allocator, block } = owner {
+        // SAFETY: `block` came from `allocator.alloc` (see `register_with`) and is used by no
+        // one: either it was never published, or its slot is no longer LIVE and its access
+        // count reached 0 (so no access is in progress and none can start).
+        unsafe { allocator.free(block) };
+    }
+}
+
+/// Copies region bytes `off..off + out.len()` into `out`.
+fn copy_out(m: &Meta, off: usize, out: &mut [u8]) {
+    if out.is_empty() {
+        return;
+    }
+    // SAFETY: the caller holds a count on the region (it cannot be freed), and `off + out.len()
+    // <= m.len` was checked, so the source range lies inside a live registration that is valid
+    // for reads (register_raw's contract / the Allocator contract). `out` is a distinct Rust
+    // buffer, so the ranges do not overlap.
+    unsafe { core::ptr::copy_nonoverlapping(m.ptr.add(off), out.as_mut_ptr(), out.len()) };
+}
+
+/// Copies `data` into region bytes `off..off + data.len()`.
+fn copy_in(m: &Meta, off: usize, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    // SAFETY: as in `copy_out`, with the destination inside a live registration valid for
+    // writes; no Rust reference to registered memory exists (register_raw's contract; provider
+    // memory is only reached through these accessors), so writing through the raw pointer
+    // invalidates no reference.
+    unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), m.ptr.add(off), data.len()) };
+}
+
+/// Executes `op` on the 8-byte word at region offset `off` and returns the original value.
+fn atomic_at(m: &Meta, off: usize, op: AtomicOp) -> u64 {
+    // SAFETY: the caller holds a count on the region, checked `off + 8 <= m.len` and that the
+    // address is 8-byte aligned; the word lies in memory valid for reads and writes for as
+    // long as the count is held, and all atomic accesses to it go through `AtomicU64`.
+    let word = unsafe { AtomicU64::from_ptr(m.ptr.add(off).cast::<u64>()) };
+    match op {
+        AtomicOp::CompareSwap { compare, swap } => {
+            match word.compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(v) | Err(v) => v,
+            }
+        }
+        AtomicOp::FetchAdd { add } => word.fetch_add(add, Ordering::SeqCst),
+    }
+}
+
+impl Memory for MrTable {
+    fn check(&self, r: &MemRef, access: Access) -> Result<(), MemError> {
+        MrTable::check(self, r, access)
+    }
+    fn read(&self, r: &MemRef, access: Access, out: &mut [u8]) -> Result<(), MemError> {
+        MrTable::read(self, r, access, out)
+    }
+    fn write(&mut self, r: &MemRef, access: Access, data: &[u8]) -> Result<(), MemError> {
+        MrTable::write(self, r, access, data)
+    }
+    fn atomic(&mut self, r: &MemRef, op: AtomicOp) -> Result<u64, MemError> {
+        MrTable::atomic(self, r, op)
+    }
+    fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
+        MrTable::invalidate(self, pd, rkey)
+    }
+}
+
+/// The poll core's view: `let mut mem = &*table; qp.handle_packet(now, pkt, &mut mem, srq)`.
+impl Memory for &MrTable {
+    fn check(&self, r: &MemRef, access: Access) -> Result<(), MemError> {
+        MrTable::check(self, r, access)
+    }
+    fn read(&self, r: &MemRef, access: Access, out: &mut [u8]) -> Result<(), MemError> {
+        MrTable::read(self, r, access, out)
+    }
+    fn write(&mut self, r: &MemRef, access: Access, data: &[u8]) -> Result<(), MemError> {
+        MrTable::write(self, r, access, data)
+    }
+    fn atomic(&mut self, r: &MemRef, op: AtomicOp) -> Result<u64, MemError> {
+        MrTable::atomic(self, r, op)
+    }
+    fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
+        MrTable::invalidate(self, pd, rkey)
+    }
+}

@@ -1,0 +1,417 @@
+use super::*;
+use crate::transport::memory::{Access, AtomicOp, KeyKind, MemError, MemRef};
+
+fn mr(kind: KeyKind, pz: Pz, key: u32, addr: u64, len: u32) -> MemRef {
+    MemRef {
+        kind,
+        pd: pz.id(),
+        key,
+        addr,
+        len,
+    }
+}
+
+#[test]
+fn key_pz_bounds_rights_in_order() {
+    let t = MrTable::new(16);
+    let pz = t.create_pz();
+    let other = t.create_pz();
+    let r = t
+        .register_alloc(pz, 64, 8, Access::LOCAL_WRITE | Access::REMOTE_READ)
+        .unwrap();
+    let ok = mr(KeyKind::Remote, pz, r.rkey, r.addr + 8, 8);
+    assert_eq!(t.check(&ok, Access::REMOTE_READ), Ok(()));
+    assert_eq!(
+        t.check(&ok, Access::REMOTE_WRITE),
+        Err(MemError::AccessDenied)
+    );
+    assert_eq!(
+        t.check(
+            &MemRef {
+                pd: other.id(),
+                ..ok
+            },
+            Access::REMOTE_READ
+        ),
+        Err(MemError::PdMismatch)
+    );
+    assert_eq!(
+        t.check(&MemRef { key: r.lkey, ..ok }, Access::REMOTE_READ),
+        Err(MemError::InvalidKey),
+        "an L_Key is not an R_Key"
+    );
+    let as_local = mr(KeyKind::Local, pz, r.rkey, r.addr, 8);
+    assert_eq!(
+        t.check(&as_local, Access::empty()),
+        Err(MemError::InvalidKey)
+    );
+    // Remote rights through a local key are never granted.
+    let l = mr(KeyKind::Local, pz, r.lkey, r.addr, 8);
+    assert_eq!(
+        t.check(&l, Access::REMOTE_READ),
+        Err(MemError::AccessDenied)
+    );
+    assert_eq!(t.check(&l, Access::LOCAL_READ), Ok(()));
+    assert_eq!(t.check(&l, Access::LOCAL_WRITE), Ok(()));
+    // PZ is checked before bounds, bounds before rights.
+    let both = mr(KeyKind::Remote, other, r.rkey, r.addr + 60, 8);
+    assert_eq!(
+        t.check(&both, Access::REMOTE_WRITE),
+        Err(MemError::PdMismatch)
+    );
+    let oob_and_rights = mr(KeyKind::Remote, pz, r.rkey, r.addr + 60, 8);
+    assert_eq!(
+        t.check(&oob_and_rights, Access::REMOTE_WRITE),
+        Err(MemError::OutOfBounds)
+    );
+}
+
+#[test]
+fn bounds_at_exact_edges_and_wrapping() {
+    let t = MrTable::new(4);
+    let pz = t.create_pz();
+    let r = t.register_alloc(pz, 64, 8, Access::REMOTE_READ).unwrap();
+    let c = |addr: u64, len: u32| {
+        t.check(
+            &mr(KeyKind::Remote, pz, r.rkey, addr, len),
+            Access::REMOTE_READ,
+        )
+    };
+    assert_eq!(c(r.addr, 64), Ok(()), "whole region");
+    assert_eq!(c(r.addr + 63, 1), Ok(()), "last byte");
+    assert_eq!(c(r.addr + 64, 0), Ok(()), "empty at the end");
+    assert_eq!(c(r.addr, 65), Err(MemError::OutOfBounds));
+    assert_eq!(c(r.addr + 64, 1), Err(MemError::OutOfBounds));
+    assert_eq!(c(r.addr + 1, 64), Err(MemError::OutOfBounds));
+    assert_eq!(c(r.addr - 1, 1), Err(MemError::OutOfBounds));
+    assert_eq!(c(r.addr - 1, 0), Err(MemError::OutOfBounds));
+    assert_eq!(c(u64::MAX, u32::MAX), Err(MemError::OutOfBounds));
+    assert_eq!(
+        c(u64::MAX - 2, 8),
+        Err(MemError::OutOfBounds),
+        "addr + len wraps"
+    );
+    assert_eq!(c(0, 1), Err(MemError::OutOfBounds));
+    let mut buf = [0u8; 4];
+    assert_eq!(
+        t.read_local(r.lkey, r.addr + 61, &mut buf),
+        Err(MemError::OutOfBounds)
+    );
+    assert_eq!(t.read_local(r.lkey, r.addr + 60, &mut buf), Ok(()));
+    assert_eq!(
+        t.write_local(r.lkey, u64::MAX - 1, &buf),
+        Err(MemError::OutOfBounds)
+    );
+}
+
+#[test]
+fn read_write_roundtrip_and_length_mismatch() {
+    let t = MrTable::new(4);
+    let pz = t.create_pz();
+    let r = t
+        .register_bytes(
+            pz,
+            &[1, 2, 3, 4, 5, 6, 7, 8],
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        )
+        .unwrap();
+    let mut out = [0u8; 3];
+    t.read(
+        &mr(KeyKind::Local, pz, r.lkey, r.addr + 2, 3),
+        Access::LOCAL_READ,
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(out, [3, 4, 5]);
+    let m = &t;
+    m.write(
+        &mr(KeyKind::Remote, pz, r.rkey, r.addr + 6, 2),
+        Access::REMOTE_WRITE,
+        &[9, 9],
+    )
+    .unwrap();
+    let mut all = [0u8; 8];
+    t.read_local(r.lkey, r.addr, &mut all).unwrap();
+    assert_eq!(all, [1, 2, 3, 4, 5, 6, 9, 9]);
+    assert_eq!(
+        m.write(
+            &mr(KeyKind::Remote, pz, r.rkey, r.addr, 3),
+            Access::REMOTE_WRITE,
+            &[0; 2]
+        ),
+        Err(MemError::OutOfBounds),
+        "data length must equal r.len"
+    );
+}
+
+#[test]
+fn stale_keys_never_match_after_free_and_reuse() {
+    let t = MrTable::new(1);
+    let pz = t.create_pz();
+    let a = t.register_alloc(pz, 16, 8, Access::REMOTE_WRITE).unwrap();
+    t.deregister(a.lkey).unwrap();
+    assert_eq!(t.deregister(a.lkey), Err(MrError::InvalidKey));
+    let b = t.register_alloc(pz, 16, 8, Access::REMOTE_WRITE).unwrap();
+    assert_ne!(a.lkey, b.lkey, "same slot, new generation");
+    assert_eq!(t.query(a.lkey), Err(MrError::InvalidKey));
+    let stale = mr(KeyKind::Remote, pz, a.rkey, b.addr, 4);
+    assert_eq!(
+        t.check(&stale, Access::REMOTE_WRITE),
+        Err(MemError::InvalidKey)
+    );
+    let fresh = mr(KeyKind::Remote, pz, b.rkey, b.addr, 4);
+    assert_eq!(t.check(&fresh, Access::REMOTE_WRITE), Ok(()));
+    assert_eq!(
+        t.register_alloc(pz, 1, 8, Access::empty()),
+        Err(MrError::TableFull)
+    );
+}
+
+#[test]
+fn key_layout_leaves_generation_bits() {
+    let t = MrTable::new(4096);
+    assert_eq!(t.generations_per_slot(), 1 << 18);
+    let one = MrTable::new(1);
+    assert_eq!(one.generations_per_slot(), 1 << 30);
+}
+
+#[test]
+fn slots_retire_when_generations_run_out() {
+    let small = MrTable::with_generation_limit(1, 5);
+    let pz = small.create_pz();
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..5 {
+        let r = small.register_alloc(pz, 8, 8, Access::empty()).unwrap();
+        assert!(seen.insert(r.lkey), "key repeated");
+        assert!(seen.insert(r.rkey), "key repeated");
+        small.deregister(r.lkey).unwrap();
+    }
+    assert_eq!(small.retired_slots(), 1);
+    assert_eq!(
+        small.register_alloc(pz, 8, 8, Access::empty()),
+        Err(MrError::TableFull)
+    );
+    for k in seen {
+        assert_eq!(small.query(k & !RKEY_BIT), Err(MrError::InvalidKey));
+    }
+}
+
+#[test]
+fn the_memory_trait_object_is_the_same_checked_table() {
+    let t = MrTable::new(4);
+    let pz = t.create_pz();
+    let r = t
+        .register_alloc(pz, 16, 8, Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
+        .unwrap();
+    let mut view = &t;
+    let m: &mut dyn crate::transport::memory::Memory = &mut view;
+    let w = mr(KeyKind::Remote, pz, r.rkey, r.addr, 8);
+    m.write(&w, Access::REMOTE_WRITE, &7u64.to_ne_bytes())
+        .unwrap();
+    assert_eq!(m.atomic(&w, AtomicOp::FetchAdd { add: 1 }), Ok(7));
+    let mut out = [0u8; 8];
+    m.read(
+        &mr(KeyKind::Local, pz, r.lkey, r.addr, 8),
+        Access::LOCAL_READ,
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(u64::from_ne_bytes(out), 8);
+    m.invalidate(pz.id(), r.rkey).unwrap();
+    assert_eq!(m.check(&w, Access::REMOTE_WRITE), Err(MemError::InvalidKey));
+}
+
+#[test]
+fn invalidate_kills_rkey_not_region() {
+    let t = MrTable::new(4);
+    let pz = t.create_pz();
+    let other = t.create_pz();
+    let r = t
+        .register_alloc(pz, 32, 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let m = &t;
+    assert_eq!(m.invalidate(other.id(), r.rkey), Err(MemError::PdMismatch));
+    assert_eq!(m.invalidate(pz.id(), r.lkey), Err(MemError::InvalidKey));
+    assert_eq!(m.invalidate(pz.id(), r.rkey), Ok(()));
+    assert_eq!(
+        m.invalidate(pz.id(), r.rkey),
+        Err(MemError::InvalidKey),
+        "twice"
+    );
+    let rem = mr(KeyKind::Remote, pz, r.rkey, r.addr, 4);
+    assert_eq!(
+        t.check(&rem, Access::REMOTE_WRITE),
+        Err(MemError::InvalidKey)
+    );
+    let loc = mr(KeyKind::Local, pz, r.lkey, r.addr, 4);
+    assert_eq!(t.check(&loc, Access::LOCAL_WRITE), Ok(()));
+    assert_eq!(t.query(r.lkey).unwrap().rkey, None);
+    t.deregister(r.lkey).unwrap();
+}
+
+#[test]
+fn atomics_alignment_rights_and_values() {
+    let t = MrTable::new(4);
+    let pz = t.create_pz();
+    let r = t.register_alloc(pz, 32, 8, Access::REMOTE_ATOMIC).unwrap();
+    let m = &t;
+    let w = mr(KeyKind::Remote, pz, r.rkey, r.addr + 8, 8);
+    assert_eq!(m.atomic(&w, AtomicOp::FetchAdd { add: 5 }), Ok(0));
+    assert_eq!(m.atomic(&w, AtomicOp::FetchAdd { add: u64::MAX }), Ok(5));
+    assert_eq!(
+        m.atomic(
+            &w,
+            AtomicOp::CompareSwap {
+                compare: 4,
+                swap: 99
+            }
+        ),
+        Ok(4)
+    );
+    assert_eq!(
+        m.atomic(
+            &w,
+            AtomicOp::CompareSwap {
+                compare: 4,
+                swap: 1
+            }
+        ),
+        Ok(99),
+        "compare fails: value unchanged"
+    );
+    let mut out = [0u8; 8];
+    t.read_local(r.lkey, r.addr + 8, &mut out).unwrap();
+    assert_eq!(u64::from_ne_bytes(out), 99);
+    for off in 1..8 {
+        let mis = mr(KeyKind::Remote, pz, r.rkey, r.addr + off, 8);
+        assert_eq!(
+            m.atomic(&mis, AtomicOp::FetchAdd { add: 1 }),
+            Err(MemError::Misaligned)
+        );
+    }
+    let short = MemRef { len: 4, ..w };
+    assert_eq!(
+        m.atomic(&short, AtomicOp::FetchAdd { add: 1 }),
+        Err(MemError::OutOfBounds)
+    );
+    let edge = mr(KeyKind::Remote, pz, r.rkey, r.addr + 32, 8);
+    assert_eq!(
+        m.atomic(&edge, AtomicOp::FetchAdd { add: 1 }),
+        Err(MemError::OutOfBounds)
+    );
+    let r2 = t.register_alloc(pz, 32, 8, Access::REMOTE_READ).unwrap();
+    let nr = mr(KeyKind::Remote, pz, r2.rkey, r2.addr, 8);
+    assert_eq!(
+        m.atomic(&nr, AtomicOp::FetchAdd { add: 1 }),
+        Err(MemError::AccessDenied)
+    );
+}
+
+#[test]
+fn pins_block_try_deregister_and_deregister_waits() {
+    let t = std::sync::Arc::new(MrTable::new(4));
+    let pz = t.create_pz();
+    let r = t.register_alloc(pz, 64, 8, Access::LOCAL_WRITE).unwrap();
+    let l = mr(KeyKind::Local, pz, r.lkey, r.addr + 16, 16);
+    let g = t.pin(&l, Access::LOCAL_READ).unwrap();
+    assert_eq!(g.len(), 16);
+    assert_eq!(g.as_ptr() as u64, r.addr + 16);
+    assert_eq!(g.iova(), None, "heap memory has no IOVA");
+    assert_eq!(t.query(r.lkey).unwrap().pins, 1);
+    assert_eq!(t.try_deregister(r.lkey), Err(MrError::Busy));
+    assert_eq!(
+        t.check(&l, Access::LOCAL_WRITE),
+        Ok(()),
+        "Busy leaves it usable"
+    );
+    let tok = g.into_token();
+    assert_eq!(t.try_deregister(r.lkey), Err(MrError::Busy));
+    let t2 = t.clone();
+    let lkey = r.lkey;
+    let start = std::time::Instant::now();
+    let h = std::thread::spawn(move || {
+        t2.deregister(lkey).unwrap();
+        std::time::Instant::now()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    // The region is dying: no new access.
+    assert_eq!(t.check(&l, Access::LOCAL_READ), Err(MemError::InvalidKey));
+    assert!(!h.is_finished(), "deregister must wait for the pin");
+    t.unpin(tok);
+    let done = h.join().unwrap();
+    assert!(done.duration_since(start) >= std::time::Duration::from_millis(50));
+    assert_eq!(t.live_regions(), 0);
+}
+
+#[test]
+#[should_panic(expected = "another MrTable")]
+fn unpin_with_foreign_token_panics() {
+    let a = MrTable::new(2);
+    let b = MrTable::new(2);
+    let pz = a.create_pz();
+    let r = a.register_alloc(pz, 8, 8, Access::empty()).unwrap();
+    let tok = a
+        .pin(
+            &mr(KeyKind::Local, pz, r.lkey, r.addr, 8),
+            Access::LOCAL_READ,
+        )
+        .unwrap()
+        .into_token();
+    b.unpin(tok);
+}
+
+#[test]
+fn pz_lifecycle() {
+    let t = MrTable::new(4);
+    let pz = t.create_pz();
+    assert_eq!(
+        t.register_alloc(Pz(999), 8, 8, Access::empty()),
+        Err(MrError::InvalidPz)
+    );
+    let r = t.register_alloc(pz, 8, 8, Access::empty()).unwrap();
+    assert_eq!(t.free_pz(pz), Err(MrError::PzInUse));
+    t.deregister(r.lkey).unwrap();
+    assert_eq!(t.free_pz(pz), Ok(()));
+    assert_eq!(t.free_pz(pz), Err(MrError::InvalidPz));
+    assert_eq!(
+        t.register_alloc(pz, 8, 8, Access::empty()),
+        Err(MrError::InvalidPz)
+    );
+    assert_eq!(t.live_regions(), 0);
+}
+
+#[test]
+fn raw_registration_reads_and_writes_consumer_memory() {
+    let t = MrTable::new(4);
+    let pz = t.create_pz();
+    let mut backing = vec![0u64; 4];
+    let ptr = core::ptr::NonNull::new(backing.as_mut_ptr().cast::<u8>()).unwrap();
+    // SAFETY: `backing` outlives the registration (deregistered below) and is not touched
+    // through references until then.
+    let r = unsafe { t.register_raw(pz, ptr, 32, Access::LOCAL_WRITE | Access::REMOTE_ATOMIC) }
+        .unwrap();
+    assert_eq!(r.addr, ptr.as_ptr() as u64);
+    let info = t.query(r.lkey).unwrap();
+    assert_eq!(info.backing, BackingKind::Virtual);
+    assert_eq!(info.len, 32);
+    assert_eq!(info.pz, pz);
+    assert!(info
+        .access
+        .contains(Access::LOCAL_READ | Access::LOCAL_WRITE));
+    let m = &t;
+    let w = mr(KeyKind::Remote, pz, r.rkey, r.addr + 16, 8);
+    m.atomic(&w, AtomicOp::FetchAdd { add: 41 }).unwrap();
+    m.atomic(&w, AtomicOp::FetchAdd { add: 1 }).unwrap();
+    t.deregister(r.lkey).unwrap();
+    assert_eq!(backing, vec![0, 0, 42, 0]);
+    // SAFETY: a range whose end wraps the address space is refused before anything is touched.
+    let wrap = unsafe {
+        t.register_raw(
+            pz,
+            core::ptr::NonNull::dangling(),
+            usize::MAX,
+            Access::empty(),
+        )
+    };
+    assert_eq!(wrap, Err(MrError::InvalidParameter));
+}
