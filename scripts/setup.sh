@@ -16,7 +16,6 @@ PACKAGES=(
   libclang-dev      # bindgen (dpdk-sys build script) loads libclang to read the DPDK headers
   clang             # the C compiler bindgen's libclang pairs with
   iproute2          # `ip link` veth/tap set-up in the DPDK port tests
-  iputils-ping      # the net_tap test makes the kernel send an ARP request with ping
 )
 
 missing=()
