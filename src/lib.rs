@@ -6,6 +6,7 @@
 
 pub mod cm;
 pub mod decode;
+pub mod dpdk;
 pub mod sim;
 pub mod time;
 pub mod transport;

@@ -8,6 +8,7 @@
 #include <rte_mbuf.h>
 #include <rte_cycles.h>
 #include <rte_ether.h>
+#include <rte_mempool.h>
 
 #include "shim.h"
 
@@ -28,6 +29,8 @@ _Static_assert(offsetof(struct rte_mbuf, pool) == 56, "rte_mbuf.pool");
 _Static_assert(offsetof(struct rte_mbuf, next) == 64, "rte_mbuf.next");
 _Static_assert(sizeof(struct rte_mbuf) == 128, "rte_mbuf size");
 _Static_assert(sizeof(struct rte_ether_addr) == 6, "rte_ether_addr size");
+/* A macro expression bindgen cannot evaluate; mirrored as a constant in src/lib.rs. */
+_Static_assert(RTE_MEMPOOL_NAMESIZE == 26, "RTE_MEMPOOL_NAMESIZE");
 
 uint16_t shim_rte_eth_rx_burst(uint16_t port_id, uint16_t queue_id, struct rte_mbuf **rx_pkts,
                                uint16_t nb_pkts)

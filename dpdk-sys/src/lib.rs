@@ -35,6 +35,8 @@ const _: () = assert!(RTE_ETHER_ADDR_LEN == 6);
 
 /// `RTE_BAD_IOVA`: what `rte_mem_virt2iova` returns for memory DPDK does not know.
 pub const RTE_BAD_IOVA: u64 = u64::MAX;
+/// `RTE_MEMPOOL_NAMESIZE`: the size of a mempool name buffer, NUL included (checked in shim.c).
+pub const RTE_MEMPOOL_NAMESIZE: u32 = 26;
 /// `LCORE_ID_ANY`: what `rte_lcore_id()` returns on a thread that is not an EAL lcore.
 pub const LCORE_ID_ANY: u32 = u32::MAX;
 
