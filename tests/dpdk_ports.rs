@@ -87,6 +87,12 @@ fn af_packet_veth_pair_carries_frames_intact() {
     ] {
         assert_eq!(field(result, k), Some(v), "{k} in {result}\n{report}");
     }
+    let eal = stdout
+        .lines()
+        .find(|l| l.starts_with("EAL "))
+        .unwrap_or_else(|| panic!("no EAL line\n{report}"));
+    assert_eq!(field(eal, "reinit_ok"), Some("true"), "{eal}");
+    assert_eq!(field(eal, "ports"), Some("2"), "{eal}");
     let ready = stdout
         .lines()
         .find(|l| l.starts_with("READY "))

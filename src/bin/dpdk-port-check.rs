@@ -18,7 +18,7 @@ use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use dpdk_roce::dpdk::{Eal, EalArgs, ExtBufTracker, Mbuf, Mempool, Port, PortConfig};
+use dpdk_roce::dpdk::{DpdkError, Eal, EalArgs, ExtBufTracker, Mbuf, Mempool, Port, PortConfig};
 
 const ETHERTYPE_TEST: u16 = 0x88b5; // IEEE local experimental
 const MAGIC: &[u8; 4] = b"DRTE";
@@ -71,11 +71,18 @@ fn eal_args(args: &[String], vdevs: &[String]) -> Result<Vec<String>, String> {
 fn init(args: &[String], vdevs: &[String]) -> Result<&'static Eal, String> {
     let eal_args = eal_args(args, vdevs)?;
     let eal = Eal::init(&eal_args).map_err(|e| e.to_string())?;
+    // Once per process: the same arguments give the same handle, others an error.
+    let again = Eal::init(&eal_args).map_err(|e| format!("second Eal::init: {e}"))?;
+    let mut other = eal_args.clone();
+    other.push("--no-telemetry".into());
+    let reinit_ok = std::ptr::eq(eal, again)
+        && matches!(Eal::init(&other), Err(DpdkError::EalArgsMismatch { .. }));
     println!(
-        "EAL args={:?} hugepages={} ports={}",
+        "EAL args={:?} hugepages={} ports={} reinit_ok={reinit_ok} tsc_hz={}",
         eal.args().join(" "),
         eal.has_hugepages(),
-        eal.port_count()
+        eal.port_count(),
+        eal.tsc_hz()
     );
     Ok(eal)
 }

@@ -13,7 +13,7 @@
 //! let args = EalArgs::new("0").vdev("net_af_packet0,iface=veth0").no_huge(256).to_args();
 //! let eal = Eal::init(&args)?;
 //! let port = Port::open(eal, "net_af_packet0", &PortConfig::default())?;
-//! let (mut rx, mut tx) = port.take_queue_pair(0)?;
+//! let (_rx, _tx) = port.take_queue_pair(0)?;
 //! # Ok::<(), dpdk_roce::dpdk::DpdkError>(())
 //! ```
 
