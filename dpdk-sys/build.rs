@@ -137,11 +137,9 @@ fn raw_cflags() -> Vec<String> {
 fn find_libclang() -> Option<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(p) = env::var_os("LIBCLANG_PATH") {
+        // An explicit setting is what clang-sys will use: it must be right, not just anything.
         let p = PathBuf::from(p);
-        if p.is_file() {
-            return Some(p);
-        }
-        dirs.push(p);
+        return (p.is_file() || has_libclang(&p)).then_some(p);
     }
     if let Ok(out) = Command::new("llvm-config").arg("--libdir").output() {
         if out.status.success() {
