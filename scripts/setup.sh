@@ -10,6 +10,12 @@ PACKAGES=(
   build-essential   # cc for crates that build C
   pkg-config        # finds system libraries (DPDK's libdpdk.pc in the DPDK issue)
   tshark            # the tests check every capture we write decodes without malformed frames
+  dpdk              # DPDK 22.11 runtime: EAL, ethdev and the PMDs (net_af_packet, net_tap...)
+  dpdk-dev          # DPDK tools (dpdk-testpmd, dpdk-hugepages.py)
+  libdpdk-dev       # DPDK headers and libdpdk.pc: dpdk-sys builds against them
+  libclang-dev      # bindgen (dpdk-sys build script) loads libclang to read the DPDK headers
+  clang             # the C compiler bindgen's libclang pairs with
+  iproute2          # `ip link` veth/tap set-up in the DPDK port tests
 )
 
 missing=()

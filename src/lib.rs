@@ -3,12 +3,14 @@
 //! Layers (see `DESIGN.md` in the shared folder): `wire` (packet formats), `net` (IPv4/ARP
 //! neighbour layer, sans-IO), `transport` (RC queue pairs, sans-IO), `cm` (IB connection manager
 //! over QP1), `engine` (poll-mode shards and event queues), `sim` (an in-memory pair of
-//! endpoints over a simulated wire, for tests and demos), `perf` (benchmark reports), `mem` (protection zones and memory regions), `srq` (shared
-//! receive queue pools and per-EP receive accounting).
+//! endpoints over a simulated wire, for tests and demos), `perf` (benchmark reports),
+//! `mem` (protection zones and memory regions), `srq` (shared receive queue pools and per-EP
+//! receive accounting), `dpdk` (safe owners over the system DPDK), `config` (DPDK profiles).
 
 pub mod cm;
 pub mod config;
 pub mod decode;
+pub mod dpdk;
 pub mod engine;
 pub mod mem;
 pub mod net;
