@@ -20,6 +20,7 @@
 mod burst;
 mod eal;
 mod error;
+mod frame_io;
 mod mbuf;
 mod mempool;
 mod port;
@@ -28,6 +29,7 @@ mod tsc;
 pub use burst::{RxQueue, TxQueue};
 pub use eal::{hugepages_available, Eal, EalArgs};
 pub use error::DpdkError;
+pub use frame_io::{DpdkFrameIo, ProfilePort};
 pub use mbuf::{ExtBufTracker, Mbuf};
 pub use mempool::Mempool;
 pub use port::{LinkStatus, Port, PortConfig, PortStats};

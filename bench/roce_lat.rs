@@ -1,0 +1,703 @@
+//! roce-lat: perftest-style RDMA latency between two processes over a DPDK port.
+//!
+//! ```text
+//! roce-lat --profile dpdk-config/af_packet-a.toml --server [--op write] [--size 8] ...
+//! roce-lat --profile dpdk-config/af_packet-b.toml --client --server-ip 10.77.0.1 ...
+//! ```
+//! RDMA WRITE ping-pong (like `ib_write_lat`: each side polls the last byte of its buffer for
+//! the peer's write, then writes back; half round trip reported), SEND/RECV ping-pong (half
+//! round trip) and RDMA READ (full round trip). `--raw` echoes plain Ethernet frames of the same
+//! length through the same port and loop with no RoCE processing: the I/O floor of the PMD.
+//! Each process drives its shard inline (one polling thread per process), so two processes fit
+//! two cores. Output: perftest's latency table, the HdrHistogram percentile distribution of each
+//! size (`--hgrm-dir` writes `.hgrm` files), `--json`.
+
+use clap::{Parser, ValueEnum};
+use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
+use dpdk_roce::config::Profile;
+use dpdk_roce::dpdk::{DpdkFrameIo, ProfilePort};
+use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
+use dpdk_roce::engine::io::FrameIo;
+use dpdk_roce::engine::shard::Shard;
+use dpdk_roce::net::NetConfig;
+use dpdk_roce::perf::latency::{table_header, table_line, LatencySeries, Scale, RULE};
+use dpdk_roce::transport::memory::Access;
+use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus, WorkCompletion};
+use dpdk_roce::transport::vec_memory::{Region, VecMemory};
+use dpdk_roce::wire::ethernet::EthernetAddress;
+use dpdk_roce::wire::psn::Psn;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Op {
+    Write,
+    Send,
+    Read,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "roce-lat",
+    about = "perftest-style RDMA latency over a DPDK port"
+)]
+struct Args {
+    /// dpdk-config profile of this process.
+    #[arg(long)]
+    profile: PathBuf,
+    /// Run the server side (listens, answers).
+    #[arg(long, conflicts_with = "client")]
+    server: bool,
+    /// Run the client side (connects, measures).
+    #[arg(long)]
+    client: bool,
+    /// The server's RoCE address (client only).
+    #[arg(long)]
+    server_ip: Option<Ipv4Addr>,
+    /// rdma_cm port to listen on / connect to.
+    #[arg(long, default_value_t = 18515)]
+    port: u16,
+    #[arg(long, value_enum, default_value_t = Op::Write)]
+    op: Op,
+    /// Message size in bytes (2 ..= 1 MiB).
+    #[arg(long, default_value_t = 8)]
+    size: usize,
+    /// Run every power of two from 2 B to `--size` (perftest -a).
+    #[arg(long)]
+    sweep: bool,
+    /// Measured iterations per size.
+    #[arg(long, default_value_t = 10_000)]
+    iters: usize,
+    /// Unmeasured iterations before measuring.
+    #[arg(long, default_value_t = 1_000)]
+    warmup: usize,
+    /// Echo plain Ethernet frames instead of RoCE (the I/O floor of the same port and loop).
+    #[arg(long)]
+    raw: bool,
+    /// Print the table as JSON too.
+    #[arg(long)]
+    json: bool,
+    /// Write one `.hgrm` file per size into this directory (default: print them).
+    #[arg(long)]
+    hgrm_dir: Option<PathBuf>,
+    /// Write every frame sent and received to this pcap file.
+    #[arg(long)]
+    capture: Option<PathBuf>,
+    /// Give up when the peer does not answer for this many milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    timeout_ms: u64,
+}
+
+const MAX_SIZE: usize = 1 << 20;
+const PD: u32 = 1;
+const RAW_ETHERTYPE: u16 = 0x88b5;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("roce-lat: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn sizes(args: &Args) -> Vec<usize> {
+    if args.sweep {
+        (1..=20)
+            .map(|s| 1usize << s)
+            .filter(|&s| s <= args.size)
+            .collect()
+    } else {
+        vec![args.size]
+    }
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    if args.server == args.client {
+        return Err("say --server or --client".into());
+    }
+    if !(2..=MAX_SIZE).contains(&args.size) {
+        return Err(format!("--size must be 2..={MAX_SIZE}"));
+    }
+    if args.iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    let mut profile = Profile::load_with_env(&args.profile).map_err(|e| e.to_string())?;
+    if let Some(c) = &args.capture {
+        profile.engine.capture = Some(c.clone());
+    }
+    let pp = ProfilePort::open(&profile).map_err(|e| format!("DPDK: {e}"))?;
+    let mac = pp.port.mac().map_err(|e| e.to_string())?;
+    let io = DpdkFrameIo::new(pp.eal, &pp.port, 2047).map_err(|e| e.to_string())?;
+    let timeout = Duration::from_millis(args.timeout_ms);
+    if args.raw {
+        return raw(args, io, mac, timeout);
+    }
+    let mut net = NetConfig::new(
+        EthernetAddress(mac),
+        profile.roce.address.addr(),
+        profile.roce.address.prefix_len(),
+    );
+    net.mtu = profile.port.mtu;
+    let host = Host::new(
+        HostConfig {
+            net,
+            ca_guid: u64::from_be_bytes([
+                mac[0], mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5],
+            ]),
+            seed: u64::from(std::process::id()),
+        },
+        VecMemory::new(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut shard = Shard::new(host, io);
+    if let Some(c) = &profile.engine.capture {
+        shard.capture_to(c).map_err(|e| e.to_string())?;
+    }
+    let result = if args.server {
+        server(args, &mut shard, &profile, timeout)
+    } else {
+        client(args, &mut shard, &profile, timeout)
+    };
+    let frames = shard.finish_capture().map_err(|e| e.to_string())?;
+    if let Some(c) = &profile.engine.capture {
+        eprintln!("capture: {frames} frames written to {}", c.display());
+    }
+    result
+}
+
+type BenchShard = Shard<VecMemory, DpdkFrameIo>;
+
+/// Both sides' buffers: `src` is what this side writes/sends from, `dst` what the peer writes
+/// into (and what a READ reads).
+struct Buffers {
+    src: Region,
+    dst: Region,
+}
+
+fn buffers(shard: &mut BenchShard) -> Buffers {
+    let len = MAX_SIZE;
+    Buffers {
+        src: shard.host.register(PD, len, Access::LOCAL_WRITE),
+        dst: shard.host.register(
+            PD,
+            len,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        ),
+    }
+}
+
+/// Private data carrying a buffer's address, R_Key and length.
+fn encode_buffer(r: &Region) -> Vec<u8> {
+    let mut v = Vec::with_capacity(16);
+    v.extend_from_slice(&r.addr.to_be_bytes());
+    v.extend_from_slice(&r.rkey.to_be_bytes());
+    v.extend_from_slice(&(r.len as u32).to_be_bytes());
+    v
+}
+
+fn decode_buffer(p: &[u8]) -> Result<(u64, u32), String> {
+    if p.len() < 16 {
+        return Err(format!(
+            "peer's private data is {} bytes, expected 16",
+            p.len()
+        ));
+    }
+    let addr = u64::from_be_bytes(p[0..8].try_into().map_err(|_| "bad private data")?);
+    let rkey = u32::from_be_bytes(p[8..12].try_into().map_err(|_| "bad private data")?);
+    Ok((addr, rkey))
+}
+
+/// Polls the shard until `done` returns Some, or the timeout passes.
+fn poll_until<T>(
+    shard: &mut BenchShard,
+    timeout: Duration,
+    what: &str,
+    mut done: impl FnMut(&mut BenchShard) -> Result<Option<T>, String>,
+) -> Result<T, String> {
+    let deadline = Instant::now() + timeout;
+    let mut n = 0u32;
+    loop {
+        shard.poll();
+        if let Some(v) = done(shard)? {
+            return Ok(v);
+        }
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(1024) && Instant::now() > deadline {
+            return Err(format!("timed out waiting for {what}"));
+        }
+    }
+}
+
+fn check_wc(wc: &WorkCompletion) -> Result<(), String> {
+    if wc.status == WcStatus::Success {
+        Ok(())
+    } else {
+        Err(format!("work request failed: {wc:?}"))
+    }
+}
+
+fn qp_options() -> QpOptions {
+    QpOptions {
+        sq_depth: 512,
+        rq_depth: 512,
+        ..QpOptions::default()
+    }
+}
+
+fn server(
+    args: &Args,
+    shard: &mut BenchShard,
+    _p: &Profile,
+    timeout: Duration,
+) -> Result<(), String> {
+    let bufs = buffers(shard);
+    let now = shard.clock().now();
+    let qpn = shard
+        .host
+        .create_qp(now, qp_options())
+        .map_err(|e| e.to_string())?;
+    shard.host.listen(args.port).map_err(|e| e.to_string())?;
+    println!("READY listening on port {}", args.port);
+    let _ = std::io::stdout().flush();
+    let (id, private) = poll_until(
+        shard,
+        Duration::from_secs(60),
+        "a connection request",
+        |s| {
+            Ok(match s.host.poll_event() {
+                Some(CmEvent::ConnectRequest {
+                    id, private_data, ..
+                }) => Some((id, private_data)),
+                _ => None,
+            })
+        },
+    )?;
+    let (peer_addr, peer_rkey) = decode_buffer(&private)?;
+    pre_post_recvs(shard, qpn, &bufs)?;
+    let mut ap = AcceptParams::new(qpn, Psn::new(0x4000));
+    ap.responder_resources = 16;
+    ap.initiator_depth = 16;
+    ap.access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+    ap.private_data = encode_buffer(&bufs.dst);
+    let now = shard.clock().now();
+    shard.host.accept(now, id, ap).map_err(|e| e.to_string())?;
+    poll_until(shard, timeout, "the RTU", |s| {
+        Ok(match s.host.poll_event() {
+            Some(CmEvent::Established { .. }) => Some(()),
+            _ => None,
+        })
+    })?;
+    let peer = Peer {
+        addr: peer_addr,
+        rkey: peer_rkey,
+        qpn,
+    };
+    for size in sizes(args) {
+        let total = args.warmup + args.iters;
+        match args.op {
+            Op::Write => {
+                for i in 1..=total {
+                    let v = tag(i);
+                    wait_byte(shard, &bufs.dst, size, v, timeout)?;
+                    post_write(shard, &bufs, &peer, size, v)?;
+                }
+            }
+            Op::Send => {
+                for _ in 1..=total {
+                    wait_recv(shard, qpn, &bufs, timeout)?;
+                    post_send(shard, &bufs, &peer, size)?;
+                }
+            }
+            Op::Read => {}
+        }
+    }
+    // Serve (READs need no answer) until the client disconnects.
+    poll_until(
+        shard,
+        Duration::from_secs(600),
+        "the client's disconnect",
+        |s| {
+            while let Some(wc) = s.host.poll_completion() {
+                if wc.status != WcStatus::Success && wc.status != WcStatus::WrFlushErr {
+                    return Err(format!("work request failed: {wc:?}"));
+                }
+            }
+            Ok(match s.host.poll_event() {
+                Some(CmEvent::Disconnected { .. }) => Some(()),
+                _ => None,
+            })
+        },
+    )?;
+    // Let the DREP go out.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(20) {
+        shard.poll();
+    }
+    println!("server done");
+    Ok(())
+}
+
+struct Peer {
+    addr: u64,
+    rkey: u32,
+    qpn: u32,
+}
+
+/// The marker byte of iteration `i` (never 0, so a fresh buffer never matches).
+fn tag(i: usize) -> u8 {
+    (i % 255) as u8 + 1
+}
+
+fn pre_post_recvs(shard: &mut BenchShard, qpn: u32, bufs: &Buffers) -> Result<(), String> {
+    for i in 0..256 {
+        shard
+            .host
+            .post_recv(qpn, recv_wr(bufs, i))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn recv_wr(bufs: &Buffers, id: u64) -> RecvWr {
+    RecvWr {
+        wr_id: id,
+        sgl: vec![Sge {
+            addr: bufs.dst.addr,
+            len: MAX_SIZE as u32,
+            lkey: bufs.dst.lkey,
+        }],
+    }
+}
+
+fn wait_byte(
+    shard: &mut BenchShard,
+    dst: &Region,
+    size: usize,
+    v: u8,
+    timeout: Duration,
+) -> Result<(), String> {
+    poll_until(shard, timeout, "the peer's RDMA WRITE", |s| {
+        while let Some(wc) = s.host.poll_completion() {
+            check_wc(&wc)?;
+        }
+        let b = s.host.mem.bytes(dst.lkey).ok_or("buffer gone")?;
+        Ok((b[size - 1] == v).then_some(()))
+    })
+}
+
+fn wait_recv(
+    shard: &mut BenchShard,
+    qpn: u32,
+    bufs: &Buffers,
+    timeout: Duration,
+) -> Result<(), String> {
+    let id = poll_until(shard, timeout, "the peer's SEND", |s| {
+        while let Some(wc) = s.host.poll_completion() {
+            check_wc(&wc)?;
+            if wc.opcode == dpdk_roce::transport::types::WcOpcode::Recv {
+                return Ok(Some(wc.wr_id));
+            }
+        }
+        Ok(None)
+    })?;
+    shard
+        .host
+        .post_recv(qpn, recv_wr(bufs, id))
+        .map_err(|e| e.to_string())
+}
+
+fn post_write(
+    shard: &mut BenchShard,
+    bufs: &Buffers,
+    peer: &Peer,
+    size: usize,
+    v: u8,
+) -> Result<(), String> {
+    if let Some(b) = shard.host.mem.bytes_mut(bufs.src.lkey) {
+        b[size - 1] = v;
+    }
+    let now = shard.clock().now();
+    shard
+        .host
+        .post_send(
+            now,
+            peer.qpn,
+            SendWr {
+                wr_id: u64::from(v),
+                op: SendOp::Write {
+                    remote_addr: peer.addr,
+                    rkey: peer.rkey,
+                },
+                sgl: vec![Sge {
+                    addr: bufs.src.addr,
+                    len: size as u32,
+                    lkey: bufs.src.lkey,
+                }],
+                signaled: false,
+                fence: false,
+                solicited: false,
+            },
+        )
+        .map_err(|e| e.to_string())
+}
+
+fn post_send(
+    shard: &mut BenchShard,
+    bufs: &Buffers,
+    peer: &Peer,
+    size: usize,
+) -> Result<(), String> {
+    let now = shard.clock().now();
+    shard
+        .host
+        .post_send(
+            now,
+            peer.qpn,
+            SendWr {
+                wr_id: 0,
+                op: SendOp::Send,
+                sgl: vec![Sge {
+                    addr: bufs.src.addr,
+                    len: size as u32,
+                    lkey: bufs.src.lkey,
+                }],
+                signaled: false,
+                fence: false,
+                solicited: false,
+            },
+        )
+        .map_err(|e| e.to_string())
+}
+
+fn client(
+    args: &Args,
+    shard: &mut BenchShard,
+    _p: &Profile,
+    timeout: Duration,
+) -> Result<(), String> {
+    let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
+    let bufs = buffers(shard);
+    let now = shard.clock().now();
+    let qpn = shard
+        .host
+        .create_qp(now, qp_options())
+        .map_err(|e| e.to_string())?;
+    pre_post_recvs(shard, qpn, &bufs)?;
+    let mut cp = ConnectParams::new(server_ip, args.port, qpn, Psn::new(0x4000));
+    cp.responder_resources = 16;
+    cp.initiator_depth = 16;
+    cp.access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+    cp.private_data = encode_buffer(&bufs.dst);
+    let now = shard.clock().now();
+    shard.host.connect(now, cp).map_err(|e| e.to_string())?;
+    let private = poll_until(shard, Duration::from_secs(30), "the server's REP", |s| {
+        Ok(match s.host.poll_event() {
+            Some(CmEvent::Established { private_data, .. }) => Some(private_data),
+            Some(ev @ (CmEvent::Rejected { .. } | CmEvent::Unreachable { .. })) => {
+                return Err(format!("connection failed: {ev:?}"))
+            }
+            _ => None,
+        })
+    })?;
+    let (addr, rkey) = decode_buffer(&private)?;
+    let peer = Peer { addr, rkey, qpn };
+    let scale = if args.op == Op::Read {
+        Scale::Full
+    } else {
+        Scale::HalfRoundTrip
+    };
+    let mut series = Vec::new();
+    for size in sizes(args) {
+        let mut s = LatencySeries::new(size, scale);
+        for i in 1..=args.warmup + args.iters {
+            let t0 = Instant::now();
+            match args.op {
+                Op::Write => {
+                    let v = tag(i);
+                    post_write(shard, &bufs, &peer, size, v)?;
+                    wait_byte(shard, &bufs.dst, size, v, timeout)?;
+                }
+                Op::Send => {
+                    post_send(shard, &bufs, &peer, size)?;
+                    wait_recv(shard, qpn, &bufs, timeout)?;
+                }
+                Op::Read => {
+                    let now = shard.clock().now();
+                    shard
+                        .host
+                        .post_send(
+                            now,
+                            qpn,
+                            SendWr {
+                                wr_id: i as u64,
+                                op: SendOp::Read {
+                                    remote_addr: peer.addr,
+                                    rkey: peer.rkey,
+                                },
+                                sgl: vec![Sge {
+                                    addr: bufs.dst.addr,
+                                    len: size as u32,
+                                    lkey: bufs.dst.lkey,
+                                }],
+                                signaled: true,
+                                fence: false,
+                                solicited: false,
+                            },
+                        )
+                        .map_err(|e| e.to_string())?;
+                    poll_until(shard, timeout, "the RDMA READ", |s| {
+                        match s.host.poll_completion() {
+                            Some(wc) => check_wc(&wc).map(|()| Some(())),
+                            None => Ok(None),
+                        }
+                    })?;
+                }
+            }
+            let dt = t0.elapsed();
+            if i > args.warmup {
+                s.record(dt.as_nanos() as u64);
+            }
+        }
+        series.push(s);
+    }
+    let now = shard.clock().now();
+    shard.host.disconnect(now, qpn).map_err(|e| e.to_string())?;
+    let _ = poll_until(shard, Duration::from_secs(2), "the DREP", |s| {
+        Ok(match s.host.poll_event() {
+            Some(CmEvent::Disconnected { .. }) => Some(()),
+            _ => None,
+        })
+    });
+    let label = match args.op {
+        Op::Write => "RDMA_Write",
+        Op::Send => "Send",
+        Op::Read => "RDMA_Read",
+    };
+    report(args, label, &series)
+}
+
+fn report(args: &Args, label: &str, series: &[LatencySeries]) -> Result<(), String> {
+    println!("{RULE}");
+    println!(
+        "                    {label} Latency Test (dpdk-roce, {})",
+        args.profile.display()
+    );
+    println!(" Connection type : RC   Transport : RoCEv2   Progress : inline");
+    let rtt = if series.first().is_some_and(|s| s.scale == Scale::Full) {
+        "full round trip"
+    } else {
+        "half round trip"
+    };
+    println!(" Times        : microseconds, {rtt}");
+    println!("{}", table_header());
+    for s in series {
+        println!("{}", table_line(&s.row()));
+    }
+    println!("{RULE}");
+    for s in series {
+        let text = s.hgrm();
+        match &args.hgrm_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+                let path = dir.join(format!("{}-{}B.hgrm", label.to_lowercase(), s.bytes));
+                std::fs::write(&path, text).map_err(|e| e.to_string())?;
+                println!("hdrhistogram: {}", path.display());
+            }
+            None => {
+                println!(
+                    "# HdrHistogram percentile distribution, {} B, microseconds",
+                    s.bytes
+                );
+                print!("{text}");
+            }
+        }
+    }
+    if args.json {
+        let rows: Vec<_> = series.iter().map(LatencySeries::row).collect();
+        let j = serde_json::json!({ "test": label, "raw": args.raw, "rows": rows });
+        println!("{j}");
+    }
+    Ok(())
+}
+
+/// `--raw`: L2 echo of frames as long as the RDMA WRITE frames of the same size.
+fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Result<(), String> {
+    let frame_len = |size: usize| (14 + 20 + 8 + 28 + size.div_ceil(4) * 4 + 4).max(60);
+    let total = args.warmup + args.iters;
+    if args.server {
+        println!("READY raw echo");
+        let _ = std::io::stdout().flush();
+        let sizes = sizes(args);
+        let expected = total * sizes.len();
+        let mut echoed = 0usize;
+        let deadline_idle = Duration::from_secs(60);
+        let mut last = Instant::now();
+        let mut out = Vec::new();
+        while echoed < expected {
+            let mut got = Vec::new();
+            io.rx_burst(&mut |f| {
+                if f.len() >= 14 && u16::from_be_bytes([f[12], f[13]]) == RAW_ETHERTYPE {
+                    got.push(f.to_vec());
+                }
+            });
+            for f in got {
+                out.clear();
+                out.extend_from_slice(&f[6..12]);
+                out.extend_from_slice(&mac);
+                out.extend_from_slice(&f[12..]);
+                io.tx(&out);
+                echoed += 1;
+                last = Instant::now();
+            }
+            io.flush();
+            if last.elapsed() > deadline_idle {
+                return Err("raw: the client went quiet".into());
+            }
+        }
+        println!("server done");
+        return Ok(());
+    }
+    let mut series = Vec::new();
+    let mut frame = Vec::new();
+    for size in sizes(args) {
+        let mut s = LatencySeries::new(size, Scale::HalfRoundTrip);
+        frame.clear();
+        frame.extend_from_slice(&[0xff; 6]);
+        frame.extend_from_slice(&mac);
+        frame.extend_from_slice(&RAW_ETHERTYPE.to_be_bytes());
+        frame.resize(frame_len(size), 0);
+        for i in 1..=total {
+            frame[14..22].copy_from_slice(&(i as u64).to_be_bytes());
+            let t0 = Instant::now();
+            if !io.tx(&frame) {
+                return Err("raw: TX queue full".into());
+            }
+            io.flush();
+            let mut back = false;
+            while !back {
+                io.rx_burst(&mut |f| {
+                    if f.len() >= 22
+                        && u16::from_be_bytes([f[12], f[13]]) == RAW_ETHERTYPE
+                        && f[14..22] == (i as u64).to_be_bytes()
+                    {
+                        back = true;
+                    }
+                });
+                if !back && t0.elapsed() > timeout {
+                    return Err(format!("raw: frame {i} never came back"));
+                }
+            }
+            if i > args.warmup {
+                s.record(t0.elapsed().as_nanos() as u64);
+            }
+        }
+        series.push(s);
+    }
+    report(args, "Raw_L2_Echo", &series)
+}
