@@ -86,6 +86,9 @@ struct Args {
     /// Write every frame sent and received to this pcap file.
     #[arg(long)]
     capture: Option<PathBuf>,
+    /// Check every byte of every message (slower; for tests).
+    #[arg(long)]
+    verify: bool,
     /// Give up when the peer does not answer for this many milliseconds.
     #[arg(long, default_value_t = 5_000)]
     timeout_ms: u64,
@@ -280,6 +283,14 @@ fn server(
     )?;
     let (peer_addr, peer_rkey) = decode_buffer(&private)?;
     pre_post_recvs(shard, qpn, &bufs)?;
+    // What the client's READs find, in place before the connection is accepted.
+    if args.op == Op::Read {
+        if let Some(b) = shard.host.mem.bytes_mut(bufs.dst.lkey) {
+            for (j, x) in b.iter_mut().enumerate() {
+                *x = pattern(0, j);
+            }
+        }
+    }
     let mut ap = AcceptParams::new(qpn, Psn::new(0x4000));
     ap.responder_resources = 16;
     ap.initiator_depth = 16;
@@ -303,15 +314,20 @@ fn server(
         match args.op {
             Op::Write => {
                 for i in 1..=total {
-                    let v = tag(i);
-                    wait_byte(shard, &bufs.dst, size, v, timeout)?;
-                    post_write(shard, &bufs, &peer, size, v)?;
+                    wait_byte(shard, &bufs.dst, size, tag(i), timeout)?;
+                    if args.verify {
+                        verify_dst(shard, &bufs, size, i, "RDMA WRITE")?;
+                    }
+                    post_write(shard, &bufs, &peer, size, i, args.verify)?;
                 }
             }
             Op::Send => {
-                for _ in 1..=total {
+                for i in 1..=total {
                     wait_recv(shard, qpn, &bufs, timeout)?;
-                    post_send(shard, &bufs, &peer, size)?;
+                    if args.verify {
+                        verify_dst(shard, &bufs, size, i, "SEND")?;
+                    }
+                    post_send(shard, &bufs, &peer, size, i, args.verify)?;
                 }
             }
             Op::Read => {}
@@ -343,10 +359,50 @@ fn server(
     Ok(())
 }
 
+/// With `--verify`: the whole message `i` must be in `dst`.
+fn verify_dst(
+    shard: &BenchShard,
+    bufs: &Buffers,
+    size: usize,
+    i: usize,
+    what: &str,
+) -> Result<(), String> {
+    let b = shard.host.mem.bytes(bufs.dst.lkey).ok_or("buffer gone")?;
+    check_message(&b[..size], i, what)
+}
+
 struct Peer {
     addr: u64,
     rkey: u32,
     qpn: u32,
+}
+
+/// Byte `j` of the message of iteration `i` (the last byte is the marker `tag(i)`).
+fn pattern(i: usize, j: usize) -> u8 {
+    (i.wrapping_mul(31) ^ j.wrapping_mul(7) ^ (j >> 9)) as u8
+}
+
+fn fill_message(buf: &mut [u8], i: usize) {
+    let n = buf.len();
+    for (j, b) in buf[..n - 1].iter_mut().enumerate() {
+        *b = pattern(i, j);
+    }
+    buf[n - 1] = tag(i);
+}
+
+fn check_message(buf: &[u8], i: usize, what: &str) -> Result<(), String> {
+    let n = buf.len();
+    if let Some(j) = (0..n - 1).find(|&j| buf[j] != pattern(i, j)) {
+        return Err(format!(
+            "{what} of iteration {i}: byte {j} of {n} is {:#04x}, expected {:#04x}",
+            buf[j],
+            pattern(i, j)
+        ));
+    }
+    if buf[n - 1] != tag(i) {
+        return Err(format!("{what} of iteration {i}: marker byte wrong"));
+    }
+    Ok(())
 }
 
 /// The marker byte of iteration `i` (never 0, so a fresh buffer never matches).
@@ -417,10 +473,16 @@ fn post_write(
     bufs: &Buffers,
     peer: &Peer,
     size: usize,
-    v: u8,
+    i: usize,
+    verify: bool,
 ) -> Result<(), String> {
+    let v = tag(i);
     if let Some(b) = shard.host.mem.bytes_mut(bufs.src.lkey) {
-        b[size - 1] = v;
+        if verify {
+            fill_message(&mut b[..size], i);
+        } else {
+            b[size - 1] = v;
+        }
     }
     let now = shard.clock().now();
     shard
@@ -452,7 +514,14 @@ fn post_send(
     bufs: &Buffers,
     peer: &Peer,
     size: usize,
+    i: usize,
+    verify: bool,
 ) -> Result<(), String> {
+    if verify {
+        if let Some(b) = shard.host.mem.bytes_mut(bufs.src.lkey) {
+            fill_message(&mut b[..size], i);
+        }
+    }
     let now = shard.clock().now();
     shard
         .host
@@ -519,15 +588,19 @@ fn client(
             let t0 = Instant::now();
             match args.op {
                 Op::Write => {
-                    let v = tag(i);
-                    post_write(shard, &bufs, &peer, size, v)?;
-                    wait_byte(shard, &bufs.dst, size, v, timeout)?;
+                    post_write(shard, &bufs, &peer, size, i, args.verify)?;
+                    wait_byte(shard, &bufs.dst, size, tag(i), timeout)?;
                 }
                 Op::Send => {
-                    post_send(shard, &bufs, &peer, size)?;
+                    post_send(shard, &bufs, &peer, size, i, args.verify)?;
                     wait_recv(shard, qpn, &bufs, timeout)?;
                 }
                 Op::Read => {
+                    if args.verify {
+                        if let Some(b) = shard.host.mem.bytes_mut(bufs.dst.lkey) {
+                            b[..size].fill(0);
+                        }
+                    }
                     let now = shard.clock().now();
                     shard
                         .host
@@ -560,6 +633,18 @@ fn client(
                 }
             }
             let dt = t0.elapsed();
+            if args.verify {
+                match args.op {
+                    Op::Write => verify_dst(shard, &bufs, size, i, "RDMA WRITE")?,
+                    Op::Send => verify_dst(shard, &bufs, size, i, "SEND")?,
+                    Op::Read => {
+                        let b = shard.host.mem.bytes(bufs.dst.lkey).ok_or("buffer gone")?;
+                        if let Some(j) = (0..size).find(|&j| b[j] != pattern(0, j)) {
+                            return Err(format!("RDMA READ of {size} B: byte {j} differs"));
+                        }
+                    }
+                }
+            }
             if i > args.warmup {
                 s.record(dt.as_nanos() as u64);
             }
@@ -574,6 +659,17 @@ fn client(
             _ => None,
         })
     });
+    if let Some(qp) = shard.host.qp(qpn) {
+        eprintln!("qp stats: {:?}", qp.stats());
+    }
+    eprintln!("shard: {:?} io: {:?}", shard.stats(), shard.io.stats);
+    let drops: Vec<_> = shard
+        .host
+        .net_stats()
+        .drops()
+        .filter(|&(_, c)| c > 0)
+        .collect();
+    eprintln!("net drops: {drops:?}");
     let label = match args.op {
         Op::Write => "RDMA_Write",
         Op::Send => "Send",

@@ -1,0 +1,207 @@
+//! RDMA over real DPDK ports: two processes (`roce-lat --verify`) on the two ends of a veth pair
+//! through net_af_packet connect through the IB CM (after ARP), then run RDMA WRITE, SEND and
+//! RDMA READ from 2 B to 1 MiB with every byte of every message checked; the client's capture
+//! of the whole exchange must pass tshark and `roce-tool decode`.
+//! Needs root (veth pair) and DPDK: scripts/setup.sh installs DPDK; it fails loudly otherwise.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const LAT: &str = env!("CARGO_BIN_EXE_roce-lat");
+const TOOL: &str = env!("CARGO_BIN_EXE_roce-tool");
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A veth pair named after this process, deleted on drop (also when an assertion fails).
+struct Veth {
+    prefix: String,
+}
+
+impl Veth {
+    fn up(tag: &str) -> Veth {
+        let prefix = format!("dr{tag}{}", std::process::id() % 100_000);
+        let out = Command::new("bash")
+            .arg(repo().join("scripts/veth.sh"))
+            .args(["up", &prefix])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cannot create the veth pair (root needed): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Veth { prefix }
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(repo().join("scripts/veth.sh"))
+            .args(["down", &self.prefix])
+            .output();
+    }
+}
+
+/// A shipped af_packet profile moved onto this test's interfaces, without hugepages.
+fn profile(dir: &Path, side: char, veth: &Veth, capture: Option<&Path>) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join(format!("dpdk-config/af_packet-{side}.toml")))
+        .unwrap()
+        .replace(&format!("rocev0{side}"), &format!("{}{side}", veth.prefix))
+        .replace("hugepages = true", "hugepages = false\nmemory_mb = 512");
+    let mut text = text;
+    if let Some(c) = capture {
+        text = text.replace(
+            "[engine]",
+            &format!("[engine]\ncapture = \"{}\"", c.display()),
+        );
+    }
+    let p = dir.join(format!("af_packet-{side}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn run_pair(a: &Path, b: &Path, extra: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/run-pair.sh"))
+        .arg(LAT)
+        .arg(a)
+        .arg(b)
+        .args(["--server-ip", "10.77.0.1", "--timeout-ms", "20000"])
+        .args(extra)
+        .env("RUN_PAIR_TIMEOUT", "240")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "roce-lat pair failed:\n{text}");
+    text
+}
+
+fn table_sizes(text: &str) -> Vec<usize> {
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let size = w.next()?.parse().ok()?;
+            let iters: usize = w.next()?.parse().ok()?;
+            (iters > 0 && l.split_whitespace().count() == 9).then_some(size)
+        })
+        .collect()
+}
+
+#[test]
+fn write_send_read_from_2_bytes_to_1_mib_with_data_verified_over_af_packet() {
+    let veth = Veth::up("r");
+    let dir = std::env::temp_dir().join(format!("dpdk-roce-rdma-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("client.pcap");
+    let a = profile(&dir, 'a', &veth, None);
+    let b = profile(&dir, 'b', &veth, Some(&pcap));
+    let all: Vec<usize> = (1..=20).map(|s| 1usize << s).collect();
+    for op in ["write", "send", "read"] {
+        let text = run_pair(
+            &a,
+            &b,
+            &[
+                "--op",
+                op,
+                "--sweep",
+                "--size",
+                "1048576",
+                "--iters",
+                "3",
+                "--warmup",
+                "1",
+                "--verify",
+                "--hgrm-dir",
+            ]
+            .iter()
+            .copied()
+            .chain([dir.join("hgrm").to_str().unwrap()])
+            .collect::<Vec<_>>(),
+        );
+        assert_eq!(
+            table_sizes(&text),
+            all,
+            "{op}: one table row per size\n{text}"
+        );
+        assert!(text.contains("server done"), "{text}");
+    }
+    // The capture of the last run (READ): standard RoCEv2 with valid ICRCs, CM and ARP included.
+    let out = Command::new(TOOL)
+        .arg("decode")
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let decoded = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "decode found bad frames:\n{decoded}");
+    assert!(
+        decoded.contains("CM REQ") && decoded.contains("CM RTU"),
+        "CM exchange captured"
+    );
+    assert!(
+        decoded.contains("RDMA READ response"),
+        "READ responses captured"
+    );
+    let summary = decoded.lines().last().unwrap();
+    let rocev2: u64 = summary
+        .split("rocev2: ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    assert!(rocev2 > 1000, "{summary}");
+    assert!(summary.contains(&format!("valid: {rocev2}")), "{summary}");
+    let tshark = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args(["-o", "ip.check_checksum:TRUE", "-Y"])
+        .arg("_ws.malformed || _ws.expert.severity >= 8388608 || ip.checksum.status == 0")
+        .output()
+        .expect("tshark (scripts/setup.sh installs it)");
+    assert!(tshark.status.success());
+    let flagged = String::from_utf8_lossy(&tshark.stdout);
+    assert!(flagged.trim().is_empty(), "tshark flags frames:\n{flagged}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn raw_echo_floor_runs_over_the_same_ports() {
+    let veth = Veth::up("w");
+    let dir = std::env::temp_dir().join(format!("dpdk-roce-raw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = profile(&dir, 'a', &veth, None);
+    let b = profile(&dir, 'b', &veth, None);
+    let hg = dir.join("hgrm");
+    let text = run_pair(
+        &a,
+        &b,
+        &[
+            "--raw",
+            "--size",
+            "8",
+            "--iters",
+            "200",
+            "--warmup",
+            "20",
+            "--json",
+            "--hgrm-dir",
+            hg.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(table_sizes(&text), vec![8], "{text}");
+    let hgrm = std::fs::read_to_string(hg.join("raw_l2_echo-8B.hgrm")).unwrap();
+    assert!(hgrm.contains("Total count    =          200"), "{hgrm}");
+    let json = text
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .expect("--json line");
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(v["rows"][0]["iterations"], 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
