@@ -266,7 +266,12 @@ fn server(
         .create_qp(now, qp_options())
         .map_err(|e| e.to_string())?;
     shard.host.listen(args.port).map_err(|e| e.to_string())?;
-    println!("READY listening on port {}", args.port);
+    println!(
+        "READY listening on port {} ({} {})",
+        args.port,
+        shard.host.config().net.ip,
+        shard.host.config().net.mac
+    );
     let _ = std::io::stdout().flush();
     let (id, private) = poll_until(
         shard,

@@ -16,6 +16,8 @@ PACKAGES=(
   libclang-dev      # bindgen (dpdk-sys build script) loads libclang to read the DPDK headers
   clang             # the C compiler bindgen's libclang pairs with
   iproute2          # `ip link` veth/tap set-up in the DPDK port tests
+  arping            # the net_tap test: the kernel arpings the provider's address
+  util-linux        # flock, setsid, mount (scripts/)
 )
 
 missing=()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite (the README's test command; .ci/run calls exactly this).
 # Installs what it needs, then: format check, clippy with warnings as errors, every test.
+# Must run as root: the DPDK tests create veth pairs and taps, the script tests hugepages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,6 @@ if [[ ! -d ../shared/vectors ]]; then
 fi
 
 cargo fmt --all -- --check
-cargo clippy --all-targets -- -D warnings
-RUSTFLAGS="${RUSTFLAGS:-} -D warnings" cargo build --all-targets
-cargo test --all-targets
+# clippy with -D warnings also denies every rustc warning, so the build is warning-free.
+cargo clippy --workspace --all-targets -- -D warnings
+cargo test --workspace --all-targets

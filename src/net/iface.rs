@@ -144,10 +144,13 @@ impl Net {
         if !sha.is_unicast() {
             return Inbound::Dropped(DropReason::MalformedArp);
         }
-        if sha == self.config.mac {
+        if sha == self.config.mac && spa == self.config.ip {
             // Our own frame reflected back (a bridge or tap echoing): nothing to learn.
             return Inbound::Consumed;
         }
+        // A sender with our MAC but another address is not a reflection: on net_tap the
+        // kernel side of the tap and the DPDK port share one MAC, and the kernel must still be
+        // answered.
         if spa == self.config.ip {
             self.stats.arp_conflicts += 1;
             self.neighbours

@@ -212,3 +212,22 @@ fn reply_queue_is_bounded() {
     assert_eq!(drain(&mut net, ms(0)).len(), 2);
     assert_eq!(net.stats().tx_queue_full, 3);
 }
+
+#[test]
+fn net_tap_kernel_sharing_our_mac_is_still_answered() {
+    // On DPDK net_tap the kernel side of the tap and the DPDK port have the same MAC: the
+    // kernel's request carries our MAC as sender, but another IP, and must be answered.
+    let mut net = super::net();
+    let req = linux_request(OUR_MAC, LINUX_IP, OUR_IP, true);
+    assert_eq!(net.handle_frame(ms(0), &req), Inbound::Consumed);
+    let out = drain(&mut net, ms(0));
+    assert_eq!(out.len(), 1, "answered");
+    assert_eq!(out[0].arp().target_protocol_addr, LINUX_IP);
+    assert_eq!(out[0].ethernet().dst_addr, OUR_MAC);
+    // Our own request reflected back (our MAC and our IP) is still ignored.
+    let mut net = super::net();
+    let own = linux_request(OUR_MAC, OUR_IP, LINUX_IP, true);
+    assert_eq!(net.handle_frame(ms(0), &own), Inbound::Consumed);
+    assert!(drain(&mut net, ms(0)).is_empty());
+    assert_eq!(net.stats().arp_conflicts, 0, "a reflection is no conflict");
+}
