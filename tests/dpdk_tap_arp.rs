@@ -75,7 +75,7 @@ fn the_kernel_arpings_the_provider_address_over_net_tap() {
     assert!(out.status.success(), "no ARP answer:\n{text}");
     let answers = text
         .lines()
-        .filter(|l| l.contains("from 10.77.2.1"))
+        .filter(|l| l.contains("bytes from") && l.contains("(10.77.2.1)"))
         .count();
     assert!(answers >= 1, "{text}");
     drop(child);
