@@ -23,6 +23,7 @@ mod error;
 mod frame_io;
 mod mbuf;
 mod mempool;
+mod pair_wire;
 mod port;
 mod tsc;
 
@@ -32,5 +33,6 @@ pub use error::DpdkError;
 pub use frame_io::{DpdkFrameIo, ProfilePort};
 pub use mbuf::{ExtBufTracker, Mbuf};
 pub use mempool::Mempool;
+pub use pair_wire::DpdkPairWire;
 pub use port::{LinkStatus, Port, PortConfig, PortStats};
 pub use tsc::Tsc;

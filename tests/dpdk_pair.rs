@@ -1,0 +1,79 @@
+//! The verified workloads of the in-memory harness over two real DPDK net_af_packet ports of
+//! one process on a veth pair (`roce-dpdk-pair`): ARP, CM, SEND / WRITE / WRITE-imm / READ /
+//! atomics from 0 B to 1 MiB with every byte and completion checked, 64 connections at once,
+//! disconnect of all and reconnect. The capture of the whole run must decode with valid ICRCs.
+//! Needs root (veth pair) and DPDK (scripts/setup.sh); fails loudly otherwise.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const PAIR: &str = env!("CARGO_BIN_EXE_roce-dpdk-pair");
+const TOOL: &str = env!("CARGO_BIN_EXE_roce-tool");
+
+struct Veth(String);
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/veth.sh"))
+            .args(["down", &self.0])
+            .output();
+    }
+}
+
+#[test]
+fn every_operation_64_qps_and_reconnect_over_two_af_packet_ports() {
+    let prefix = format!("drp{}", std::process::id() % 100_000);
+    let out = Command::new("bash")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/veth.sh"))
+        .args(["up", &prefix])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cannot create the veth pair (root needed): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _veth = Veth(prefix.clone());
+    let pcap = std::env::temp_dir().join(format!("dpdk-roce-pair-{}.pcap", std::process::id()));
+    let out = Command::new(PAIR)
+        .arg(format!("{prefix}a"))
+        .arg(format!("{prefix}b"))
+        .arg("--pcap")
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "roce-dpdk-pair failed:\n{text}");
+    let workloads = text
+        .lines()
+        .filter(|l| l.starts_with("RESULT workload="))
+        .count();
+    assert_eq!(workloads, 6 * 7, "every kind at every size\n{text}");
+    for line in [
+        "RESULT round=0 connections=64 verified",
+        "RESULT round=0 disconnected=64",
+        "RESULT round=1 connections=64 verified",
+        "RESULT round=1 disconnected=64",
+    ] {
+        assert!(text.contains(line), "missing {line:?}\n{text}");
+    }
+    assert!(
+        text.contains("RESULT workload=read size=1048576 ops=2 bytes=2097152"),
+        "{text}"
+    );
+    let out = Command::new(TOOL)
+        .arg("decode")
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let decoded = String::from_utf8_lossy(&out.stdout);
+    let summary = decoded.lines().last().unwrap_or_default().to_string();
+    let _ = std::fs::remove_file(&pcap);
+    assert!(out.status.success(), "bad frames in the capture: {summary}");
+    assert!(
+        decoded.contains("CM DREQ") && decoded.contains("CM DREP"),
+        "{summary}"
+    );
+    assert!(decoded.contains("ATOMIC"), "{summary}");
+}
