@@ -468,9 +468,18 @@ impl<M: Memory> Host<M> {
     /// whose peer's MAC is not known yet is skipped (its packets wait in the QP, and ARP
     /// resolution starts); MADs wait in a small queue.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        self.poll_transmit_into(now, &mut out).then_some(out)
+    }
+
+    /// Like [`poll_transmit`](Self::poll_transmit), but into a reused buffer (no allocation on
+    /// the fast path): `out` holds the frame when this returns true.
+    pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         if let Some(arp) = self.net.poll_transmit(now) {
             self.stats.tx_frames += 1;
-            return Some(arp.padded().to_vec());
+            out.clear();
+            out.extend_from_slice(&arp.padded());
+            return true;
         }
         // Held MADs whose destination got resolved (or failed: then they are dropped; the CM
         // retransmits and finally reports the connection unreachable).
@@ -480,8 +489,8 @@ impl<M: Memory> Host<M> {
             };
             match self.net.resolve(now, dst) {
                 Resolve::Ready(_) => {
-                    if let Some(frame) = self.mad_frame(now, dst, &mad) {
-                        return Some(frame);
+                    if self.mad_frame(now, dst, &mad, out) {
+                        return true;
                     }
                 }
                 Resolve::Pending => self.held_mads.push_back((dst, mad)),
@@ -491,27 +500,35 @@ impl<M: Memory> Host<M> {
         while let Some(t) = self.cm.poll_transmit(now) {
             match self.net.resolve(now, t.dst) {
                 Resolve::Ready(_) => {
-                    if let Some(frame) = self.mad_frame(now, t.dst, &t.mad) {
-                        return Some(frame);
+                    if self.mad_frame(now, t.dst, &t.mad, out) {
+                        return true;
                     }
                 }
                 Resolve::Pending if self.held_mads.len() < MAX_HELD_MADS => {
                     self.held_mads.push_back((t.dst, t.mad));
                     if let Some(arp) = self.net.poll_transmit(now) {
                         self.stats.tx_frames += 1;
-                        return Some(arp.padded().to_vec());
+                        out.clear();
+                        out.extend_from_slice(&arp.padded());
+                        return true;
                     }
                 }
                 Resolve::Pending | Resolve::Failed(_) => self.stats.tx_mads_dropped += 1,
             }
         }
-        let qpns: Vec<u32> = self.qps.keys().copied().collect();
-        if qpns.is_empty() {
-            return None;
-        }
-        let start = qpns.partition_point(|&q| q < self.tx_cursor);
-        for i in 0..qpns.len() {
-            let qpn = qpns[(start + i) % qpns.len()];
+        // Round robin over the QPs from the cursor, without collecting the keys.
+        let mut cursor = self.tx_cursor;
+        for _ in 0..self.qps.len() {
+            let Some(qpn) = self
+                .qps
+                .range(cursor..)
+                .next()
+                .or_else(|| self.qps.iter().next())
+                .map(|(&k, _)| k)
+            else {
+                break;
+            };
+            cursor = qpn.wrapping_add(1);
             let Some(&dst) = self.peer_ip.get(&qpn) else {
                 continue;
             };
@@ -520,7 +537,9 @@ impl<M: Memory> Host<M> {
                 let _ = self.net.resolve(now, dst);
                 if let Some(arp) = self.net.poll_transmit(now) {
                     self.stats.tx_frames += 1;
-                    return Some(arp.padded().to_vec());
+                    out.clear();
+                    out.extend_from_slice(&arp.padded());
+                    return true;
                 }
                 continue;
             }
@@ -531,36 +550,24 @@ impl<M: Memory> Host<M> {
             {
                 let mut payload = core::mem::take(&mut self.scratch);
                 payload.resize(tx.payload.len(), 0);
-                let frame = match tx.payload.gather(&self.mem, &mut payload) {
-                    Ok(_) => self.build_frame(now, dst, qpn, dest_qpn, tx.headers, &payload),
+                let built = match tx.payload.gather(&self.mem, &mut payload) {
+                    Ok(_) => self.build_frame(now, dst, qpn, dest_qpn, tx.headers, &payload, out),
                     Err(_) => {
                         self.stats.tx_payload_errors += 1;
-                        None
+                        false
                     }
                 };
                 self.scratch = payload;
-                if let Some(frame) = frame {
-                    self.tx_cursor = qpn + 1;
-                    return Some(frame);
+                if built {
+                    self.tx_cursor = qpn.wrapping_add(1);
+                    return true;
                 }
             }
         }
-        None
+        false
     }
 
-    /// Like [`poll_transmit`](Self::poll_transmit), but into a reused buffer: `out` is
-    /// replaced by the frame; returns false when there is nothing to send.
-    pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
-        match self.poll_transmit(now) {
-            Some(frame) => {
-                *out = frame;
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn mad_frame(&mut self, now: Instant, dst: Ipv4Addr, mad: &[u8]) -> Option<Vec<u8>> {
+    fn mad_frame(&mut self, now: Instant, dst: Ipv4Addr, mad: &[u8], out: &mut Vec<u8>) -> bool {
         let bth = BthRepr::new(Opcode::UD_SEND_ONLY, CM_QPN, self.gsi_psn);
         debug_assert_eq!(bth.pkey, DEFAULT_PKEY);
         self.gsi_psn = self.gsi_psn.next();
@@ -568,9 +575,11 @@ impl<M: Memory> Host<M> {
             qkey: GSI_QKEY,
             src_qp: CM_QPN,
         });
-        self.build_frame(now, dst, CM_QPN, CM_QPN, headers, mad)
+        self.build_frame(now, dst, CM_QPN, CM_QPN, headers, mad, out)
     }
 
+    /// Builds the complete frame into `out`; false (and counted) when it cannot be built.
+    #[allow(clippy::too_many_arguments)]
     fn build_frame(
         &mut self,
         now: Instant,
@@ -579,25 +588,27 @@ impl<M: Memory> Host<M> {
         dst_qpn: u32,
         headers: RoceHeaders,
         payload: &[u8],
-    ) -> Option<Vec<u8>> {
+        out: &mut Vec<u8>,
+    ) -> bool {
         let Ok((eth, ip, udp)) = self.net.frame_for(now, dst, src_qpn, dst_qpn) else {
             self.stats.tx_no_peer += 1;
-            return None;
+            return false;
         };
         let built = RoceFrame::new(eth, ip, udp, headers, payload).and_then(|frame| {
-            let mut buf = vec![0u8; frame.buffer_len()];
-            let n = frame.emit(&mut buf)?;
-            buf.truncate(n);
-            Ok(buf)
+            out.clear();
+            out.resize(frame.buffer_len(), 0);
+            let n = frame.emit(out)?;
+            out.truncate(n);
+            Ok(())
         });
         match built {
-            Ok(buf) => {
+            Ok(()) => {
                 self.stats.tx_frames += 1;
-                Some(buf)
+                true
             }
             Err(_) => {
                 self.stats.tx_build_errors += 1;
-                None
+                false
             }
         }
     }

@@ -215,7 +215,9 @@ impl Net {
     /// The next ARP frame to send: replies first, then requests. Runs due timers first, so
     /// polling this every loop iteration is enough to drive retries.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<ArpFrame> {
-        self.handle_timeout(now);
+        if self.neighbours.poll_timeout().is_some_and(|t| t <= now) {
+            self.handle_timeout(now);
+        }
         if let Some(f) = self.replies.pop_front() {
             self.stats.tx_arp_replies += 1;
             return Some(f);

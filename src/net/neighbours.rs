@@ -271,7 +271,8 @@ impl Neighbours {
         });
     }
 
-    /// When `handle_timeout` next has work: the earliest retry or failure.
+    /// When `handle_timeout` next has work: the earliest retry, failure, or end of a failed
+    /// entry's hold.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         self.entries
             .values()
@@ -280,6 +281,7 @@ impl Neighbours {
                 | Entry::Reachable {
                     refresh: Some(p), ..
                 } => Some(p.next),
+                Entry::Failed { until, .. } => Some(*until),
                 _ => None,
             })
             .min()
