@@ -136,6 +136,9 @@ fn run(args: &Args) -> Result<(), String> {
     }
     let pp = ProfilePort::open(&profile).map_err(|e| format!("DPDK: {e}"))?;
     let mac = pp.port.mac().map_err(|e| e.to_string())?;
+    if args.client && !pp.wait_link_up(Duration::from_secs(10)) {
+        return Err("the port's link did not come up within 10 s".into());
+    }
     let io = DpdkFrameIo::new(pp.eal, &pp.port, 2047).map_err(|e| e.to_string())?;
     let timeout = Duration::from_millis(args.timeout_ms);
     if args.raw {
@@ -781,7 +784,16 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
             }
             io.flush();
             let mut back = false;
+            let mut last_send = Instant::now();
             while !back {
+                // Raw frames have no retransmission: resend while the path is still being set
+                // up (e.g. taps joined after the processes start). Only unanswered frames are
+                // resent, so measured iterations are unaffected once the path works.
+                if last_send.elapsed() > Duration::from_millis(100) {
+                    io.tx(&frame);
+                    io.flush();
+                    last_send = Instant::now();
+                }
                 io.rx_burst(&mut |f| {
                     if f.len() >= 22
                         && u16::from_be_bytes([f[12], f[13]]) == RAW_ETHERTYPE

@@ -2,7 +2,7 @@
 //! frame on transmit, batched `tx_burst` on flush. Also opens the port a profile names.
 
 use super::{DpdkError, Eal, Mbuf, Mempool, Port, PortConfig, RxQueue, TxQueue};
-use crate::config::Profile;
+use crate::config::{MemifRole, PortDriver, Profile};
 use crate::engine::io::{FrameIo, IoStats};
 
 /// Frames per burst.
@@ -117,6 +117,24 @@ pub struct ProfilePort {
 impl ProfilePort {
     /// Initialises EAL from the profile (once per process) and starts its port.
     pub fn open(profile: &Profile) -> Result<ProfilePort, DpdkError> {
+        // A memif server killed earlier leaves its socket file behind, and a new server then
+        // fails with "Address already in use": the server owns the path, so it removes it.
+        if let PortDriver::Memif {
+            socket,
+            role: MemifRole::Server,
+            socket_abstract: false,
+            ..
+        } = &profile.port.driver
+        {
+            if std::fs::symlink_metadata(socket)
+                .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+            {
+                let _ = std::fs::remove_file(socket);
+            }
+            if let Some(dir) = socket.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+        }
         let eal = Eal::init(&profile.eal_args())?;
         let cfg = PortConfig {
             rx_queues: 1,
@@ -128,5 +146,20 @@ impl ProfilePort {
         };
         let port = Port::open(eal, &profile.port.device_name(), &cfg)?;
         Ok(ProfilePort { eal, port })
+    }
+
+    /// Waits until the link is up (a memif client until its server answers, a tap until the
+    /// kernel side is up), at most `timeout`. Returns whether it came up.
+    pub fn wait_link_up(&self, timeout: std::time::Duration) -> bool {
+        let t0 = std::time::Instant::now();
+        loop {
+            if self.port.link(false).is_ok_and(|l| l.up) {
+                return true;
+            }
+            if t0.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 }
