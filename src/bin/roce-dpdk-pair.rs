@@ -1,9 +1,10 @@
-//! roce-dpdk-pair: the verified workloads of the in-memory harness, over two real DPDK
-//! net_af_packet ports of one process on the two ends of a veth pair. Used by the integration
+//! roce-dpdk-pair: the verified workloads of the in-memory harness, over two real DPDK ports
+//! of one process: net_af_packet on the two ends of a veth pair, the server and client ends of
+//! one net_memif connection, or two net_tap ports joined by tc mirred. Used by the integration
 //! tests (`tests/dpdk_pair.rs`).
 //!
 //! ```text
-//! roce-dpdk-pair IFACE_A IFACE_B [--pcap FILE] [--qps N]
+//! roce-dpdk-pair af-packet IFACE_A IFACE_B | memif SOCKET | tap TAP_A TAP_B  [--pcap F] [--qps N]
 //! ```
 //! Connects through the CM (after ARP), runs SEND / SEND-imm / WRITE / WRITE-imm / READ /
 //! atomics from 0 B to 1 MiB with every byte and completion checked, then N connections at once
@@ -38,26 +39,56 @@ fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+const USAGE: &str = "usage: roce-dpdk-pair af-packet IFACE_A IFACE_B | memif SOCKET | \
+                     tap TAP_A TAP_B   [--pcap FILE] [--qps N]";
+
 fn run(args: &[String]) -> Result<(), String> {
-    let (ia, ib) = match args {
-        [a, b, ..] if !a.starts_with("--") && !b.starts_with("--") => (a, b),
-        _ => return Err("usage: roce-dpdk-pair IFACE_A IFACE_B [--pcap FILE] [--qps N]".into()),
+    let pos: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .take_while(|a| !a.starts_with("--"))
+        .collect();
+    let (vdevs, names, label) = match pos.as_slice() {
+        ["af-packet", a, b] => (
+            vec![
+                format!("net_af_packet0,iface={a}"),
+                format!("net_af_packet1,iface={b}"),
+            ],
+            ["net_af_packet0", "net_af_packet1"],
+            format!("af_packet {a} {b}"),
+        ),
+        // Server and client of one memif connection, both in this process.
+        ["memif", sock] => (
+            vec![
+                format!("net_memif0,role=server,socket={sock},socket-abstract=no,id=0"),
+                format!("net_memif1,role=client,socket={sock},socket-abstract=no,id=0"),
+            ],
+            ["net_memif0", "net_memif1"],
+            format!("memif {sock}"),
+        ),
+        // Two taps; the caller joins them (scripts/tap-mirred.sh attach) once they exist.
+        ["tap", a, b] => (
+            vec![format!("net_tap0,iface={a}"), format!("net_tap1,iface={b}")],
+            ["net_tap0", "net_tap1"],
+            format!("tap {a} {b}"),
+        ),
+        _ => return Err(USAGE.into()),
     };
     let qps: usize = opt(args, "--qps")
         .unwrap_or("64")
         .parse()
         .map_err(|e| format!("--qps: {e}"))?;
-    let eal_args = EalArgs::new("0")
+    let mut eal_args = EalArgs::new("0")
         .no_huge(512)
         .arg("--no-shconf")
-        .log_level("warning")
-        .vdev(&format!("net_af_packet0,iface={ia}"))
-        .vdev(&format!("net_af_packet1,iface={ib}"))
-        .to_args();
-    let eal = Eal::init(&eal_args).map_err(|e| format!("EAL: {e}"))?;
+        .log_level("warning");
+    for v in &vdevs {
+        eal_args = eal_args.vdev(v);
+    }
+    let eal = Eal::init(&eal_args.to_args()).map_err(|e| format!("EAL: {e}"))?;
     let cfg = PortConfig::default();
-    let pa = Port::open(eal, "net_af_packet0", &cfg).map_err(|e| e.to_string())?;
-    let pb = Port::open(eal, "net_af_packet1", &cfg).map_err(|e| e.to_string())?;
+    let pa = Port::open(eal, names[0], &cfg).map_err(|e| e.to_string())?;
+    let pb = Port::open(eal, names[1], &cfg).map_err(|e| e.to_string())?;
     let mac_a = EthernetAddress(pa.mac().map_err(|e| e.to_string())?);
     let mac_b = EthernetAddress(pb.mac().map_err(|e| e.to_string())?);
     let wire = DpdkPairWire {
@@ -71,7 +102,7 @@ fn run(args: &[String]) -> Result<(), String> {
     if let Some(p) = opt(args, "--pcap") {
         pair.capture_to(p.as_ref()).map_err(|e| e.to_string())?;
     }
-    println!("READY ports {ia} {mac_a} {ib} {mac_b}");
+    println!("READY {label} {mac_a} {mac_b}");
 
     // Every operation and size on one connection.
     let conn = match pair.connect(&ConnSpec::default()) {
