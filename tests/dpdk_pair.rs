@@ -46,7 +46,12 @@ fn every_operation_64_qps_and_reconnect_over_two_af_packet_ports() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "roce-dpdk-pair failed:\n{text}");
+    assert!(
+        out.status.success(),
+        "roce-dpdk-pair failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let workloads = text
         .lines()
         .filter(|l| l.starts_with("RESULT workload="))
@@ -114,7 +119,12 @@ fn every_operation_and_many_qps_over_net_memif() {
         .unwrap();
     let _ = std::fs::remove_file(&sock);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "roce-dpdk-pair memif failed:\n{text}");
+    assert!(
+        out.status.success(),
+        "roce-dpdk-pair memif failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     check_results(&text, 64);
 }
 
@@ -136,6 +146,11 @@ fn every_operation_and_many_qps_over_net_tap_joined_by_tc_mirred() {
     let attached = attach.wait().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(attached.success(), "tap-mirred attach failed");
-    assert!(out.status.success(), "roce-dpdk-pair tap failed:\n{text}");
+    assert!(
+        out.status.success(),
+        "roce-dpdk-pair tap failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     check_results(&text, 32);
 }

@@ -50,7 +50,11 @@ fn profile(dir: &Path, side: char, veth: &Veth, capture: Option<&Path>) -> PathB
     let text = std::fs::read_to_string(repo().join(format!("dpdk-config/af_packet-{side}.toml")))
         .unwrap()
         .replace(&format!("rocev0{side}"), &format!("{}{side}", veth.prefix))
-        .replace("hugepages = true", "hugepages = false\nmemory_mb = 512");
+        .replace("hugepages = true", "hugepages = false\nmemory_mb = 512")
+        .replace(
+            &format!("name = \"af_packet-{side}\""),
+            &format!("name = \"{}{side}\"", veth.prefix),
+        );
     let mut text = text;
     if let Some(c) = capture {
         text = text.replace(
@@ -168,6 +172,20 @@ fn write_send_read_from_2_bytes_to_1_mib_with_data_verified_over_af_packet() {
     let flagged = String::from_utf8_lossy(&tshark.stdout);
     assert!(flagged.trim().is_empty(), "tshark flags frames:\n{flagged}");
     let _ = std::fs::remove_dir_all(&dir);
+    assert_no_runtime_dirs(&veth.prefix);
+}
+
+/// EAL leaves no runtime directory (`/var/run/dpdk/<file-prefix>`) behind.
+fn assert_no_runtime_dirs(profile_prefix: &str) {
+    let left: Vec<String> = std::fs::read_dir("/var/run/dpdk")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(profile_prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "DPDK runtime dirs left behind: {left:?}");
 }
 
 #[test]

@@ -26,7 +26,8 @@ fn the_kernel_arpings_the_provider_address_over_net_tap() {
     std::fs::create_dir_all(&dir).unwrap();
     let text = std::fs::read_to_string(repo.join("dpdk-config/tap-a.toml"))
         .unwrap()
-        .replace("rocetap0a", &tap);
+        .replace("rocetap0a", &tap)
+        .replace("name = \"tap-a\"", &format!("name = \"{tap}\""));
     let profile = dir.join("tap.toml");
     std::fs::write(&profile, text).unwrap();
 
@@ -78,6 +79,9 @@ fn the_kernel_arpings_the_provider_address_over_net_tap() {
         .filter(|l| l.contains("bytes from") && l.contains("(10.77.2.1)"))
         .count();
     assert!(answers >= 1, "{text}");
+    // The server is killed (it would wait for a connection): remove its EAL runtime dir.
+    let runtime = PathBuf::from(format!("/var/run/dpdk/{tap}-{}", child.0.id()));
     drop(child);
+    let _ = std::fs::remove_dir_all(&runtime);
     let _ = std::fs::remove_dir_all(&dir);
 }

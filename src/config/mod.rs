@@ -347,6 +347,9 @@ impl Profile {
             args.push("--no-pci".into());
         }
         args.push(format!("--file-prefix={}", self.file_prefix()));
+        // One process per EAL instance (no secondary processes): no shared runtime files, so
+        // nothing is left under /var/run/dpdk when the process exits.
+        args.push("--no-shconf".into());
         if self.eal.hugepages {
             args.push("--huge-unlink".into());
             if let Some(mb) = self.eal.memory_mb {

@@ -108,10 +108,36 @@ impl FrameIo for DpdkFrameIo {
     }
 }
 
-/// EAL initialised and the port of `profile` started, with one queue pair.
+/// EAL initialised and the port of `profile` started, with one queue pair. Dropping it closes
+/// the port and removes the EAL runtime directory of the profile's file prefix, so a process
+/// leaves nothing under /var/run/dpdk.
 pub struct ProfilePort {
     pub eal: &'static Eal,
     pub port: Port,
+    runtime_dirs: Vec<std::path::PathBuf>,
+}
+
+impl Drop for ProfilePort {
+    fn drop(&mut self) {
+        for d in &self.runtime_dirs {
+            if d.is_dir() {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+    }
+}
+
+/// Where EAL may keep the runtime files of `prefix`: /var/run/dpdk for root, else
+/// $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk. The prefix carries the pid, so only ours match.
+fn runtime_dirs(prefix: &str) -> Vec<std::path::PathBuf> {
+    let mut bases = vec![std::path::PathBuf::from("/var/run"), "/tmp".into()];
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+        bases.push(x.into());
+    }
+    bases
+        .into_iter()
+        .map(|b| b.join("dpdk").join(prefix))
+        .collect()
 }
 
 impl ProfilePort {
@@ -145,7 +171,11 @@ impl ProfilePort {
             ..PortConfig::default()
         };
         let port = Port::open(eal, &profile.port.device_name(), &cfg)?;
-        Ok(ProfilePort { eal, port })
+        Ok(ProfilePort {
+            eal,
+            port,
+            runtime_dirs: runtime_dirs(&profile.file_prefix()),
+        })
     }
 
     /// Waits until the link is up (a memif client until its server answers, a tap until the
