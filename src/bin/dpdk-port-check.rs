@@ -38,6 +38,7 @@ fn main() -> ExitCode {
                 .to_owned(),
         ),
     };
+    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{}", runtime_prefix()));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -54,13 +55,22 @@ fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+fn runtime_prefix() -> String {
+    format!("dpdk-port-check-{}", std::process::id())
+}
+
 fn eal_args(args: &[String], vdevs: &[String]) -> Result<Vec<String>, String> {
     let mut b = EalArgs::new("0").log_level("warning");
     for v in vdevs {
         b = b.vdev(v);
     }
     b = match opt(args, "--mem").unwrap_or("no-huge") {
-        "no-huge" => b.no_huge(256),
+        // A prefix of our own (the tests run two of these at once); main removes its runtime
+        // directory at exit.
+        "no-huge" => b
+            .no_huge(256)
+            .file_prefix(&runtime_prefix())
+            .arg("--no-shconf"),
         "huge" => b,
         "auto" => b.hugepages_or_no_huge(256),
         m => return Err(format!("--mem {m}: expected no-huge, huge or auto")),
