@@ -18,6 +18,7 @@ PACKAGES=(
   iproute2          # `ip link` veth/tap set-up in the DPDK port tests
   arping            # the net_tap test: the kernel arpings the provider's address
   util-linux        # flock, setsid, mount (scripts/)
+  sockperf          # scripts/sockperf-baseline.sh: the kernel UDP busy-poll latency baseline
 )
 
 missing=()

@@ -5,60 +5,29 @@
 //! of the af_packet run must decode with valid ICRCs.
 //! Needs root (veth, taps) and DPDK (scripts/setup.sh); fails loudly otherwise.
 
+mod dpdk_common;
+
+use dpdk_common::{retry_fanout_collision, Veth};
 use std::path::PathBuf;
 use std::process::Command;
 
 const PAIR: &str = env!("CARGO_BIN_EXE_roce-dpdk-pair");
 const TOOL: &str = env!("CARGO_BIN_EXE_roce-tool");
 
-struct Veth(String);
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/veth.sh"))
-            .args(["down", &self.0])
-            .output();
-    }
-}
-
 #[test]
 fn every_operation_64_qps_and_reconnect_over_two_af_packet_ports() {
-    let prefix = format!("drp{}", std::process::id() % 100_000);
-    let out = Command::new("bash")
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/veth.sh"))
-        .args(["up", &prefix])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cannot create the veth pair (root needed): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _veth = Veth(prefix.clone());
+    let veth = Veth::up("p");
     let pcap = std::env::temp_dir().join(format!("dpdk-roce-pair-{}.pcap", std::process::id()));
-    // DPDK 22.11's net_af_packet derives its PACKET_FANOUT group id from the pid and interface
-    // index; a collision with a concurrent process fails the probe with EINVAL (not ours):
-    // that one start-up failure is retried with a new pid.
-    let run = || {
+    let out = retry_fanout_collision(|| {
         Command::new(PAIR)
             .arg("af-packet")
-            .arg(format!("{prefix}a"))
-            .arg(format!("{prefix}b"))
+            .arg(veth.end('a'))
+            .arg(veth.end('b'))
             .arg("--pcap")
             .arg(&pcap)
             .output()
             .unwrap()
-    };
-    let mut out = run();
-    for _ in 0..2 {
-        if out.status.success()
-            || !String::from_utf8_lossy(&out.stderr).contains("could not set PACKET_FANOUT")
-        {
-            break;
-        }
-        out = run();
-    }
+    });
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),

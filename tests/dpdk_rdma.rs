@@ -4,46 +4,14 @@
 //! of the whole exchange must pass tshark and `roce-tool decode`.
 //! Needs root (veth pair) and DPDK: scripts/setup.sh installs DPDK; it fails loudly otherwise.
 
+mod dpdk_common;
+
+use dpdk_common::{assert_no_runtime_dirs, output_text, repo, retry_fanout_collision, Veth};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const LAT: &str = env!("CARGO_BIN_EXE_roce-lat");
 const TOOL: &str = env!("CARGO_BIN_EXE_roce-tool");
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A veth pair named after this process, deleted on drop (also when an assertion fails).
-struct Veth {
-    prefix: String,
-}
-
-impl Veth {
-    fn up(tag: &str) -> Veth {
-        let prefix = format!("dr{tag}{}", std::process::id() % 100_000);
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/veth.sh"))
-            .args(["up", &prefix])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cannot create the veth pair (root needed): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Veth { prefix }
-    }
-}
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(repo().join("scripts/veth.sh"))
-            .args(["down", &self.prefix])
-            .output();
-    }
-}
 
 /// A shipped af_packet profile moved onto this test's interfaces, without hugepages.
 fn profile(dir: &Path, side: char, veth: &Veth, capture: Option<&Path>) -> PathBuf {
@@ -67,41 +35,23 @@ fn profile(dir: &Path, side: char, veth: &Veth, capture: Option<&Path>) -> PathB
     p
 }
 
-/// DPDK 22.11's net_af_packet derives its PACKET_FANOUT group id from the pid and interface
-/// index; when two concurrent processes collide, the kernel refuses the second with EINVAL and
-/// the port fails to probe. That one start-up failure (not ours) is retried with new pids.
-const FANOUT_COLLISION: &str = "could not set PACKET_FANOUT";
-
+/// Runs the server/client pair (scripts/run-pair.sh); a fanout collision is retried.
 fn run_pair(a: &Path, b: &Path, extra: &[&str]) -> String {
-    for _ in 0..2 {
-        let (ok, text) = run_pair_once(a, b, extra);
-        if ok || !text.contains(FANOUT_COLLISION) {
-            assert!(ok, "roce-lat pair failed:\n{text}");
-            return text;
-        }
-    }
-    let (ok, text) = run_pair_once(a, b, extra);
-    assert!(ok, "roce-lat pair failed:\n{text}");
+    let out = retry_fanout_collision(|| {
+        Command::new("bash")
+            .arg(repo().join("scripts/run-pair.sh"))
+            .arg(LAT)
+            .arg(a)
+            .arg(b)
+            .args(["--server-ip", "10.77.0.1", "--timeout-ms", "20000"])
+            .args(extra)
+            .env("RUN_PAIR_TIMEOUT", "240")
+            .output()
+            .unwrap()
+    });
+    let text = output_text(&out);
+    assert!(out.status.success(), "roce-lat pair failed:\n{text}");
     text
-}
-
-fn run_pair_once(a: &Path, b: &Path, extra: &[&str]) -> (bool, String) {
-    let out = Command::new("bash")
-        .arg(repo().join("scripts/run-pair.sh"))
-        .arg(LAT)
-        .arg(a)
-        .arg(b)
-        .args(["--server-ip", "10.77.0.1", "--timeout-ms", "20000"])
-        .args(extra)
-        .env("RUN_PAIR_TIMEOUT", "240")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 fn table_sizes(text: &str) -> Vec<usize> {
@@ -190,19 +140,6 @@ fn write_send_read_from_2_bytes_to_1_mib_with_data_verified_over_af_packet() {
     assert!(flagged.trim().is_empty(), "tshark flags frames:\n{flagged}");
     let _ = std::fs::remove_dir_all(&dir);
     assert_no_runtime_dirs(&veth.prefix);
-}
-
-/// EAL leaves no runtime directory (`/var/run/dpdk/<file-prefix>`) behind.
-fn assert_no_runtime_dirs(profile_prefix: &str) {
-    let left: Vec<String> = std::fs::read_dir("/var/run/dpdk")
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(profile_prefix))
-                .collect()
-        })
-        .unwrap_or_default();
-    assert!(left.is_empty(), "DPDK runtime dirs left behind: {left:?}");
 }
 
 #[test]

@@ -1,0 +1,106 @@
+//! Helpers of the tests that run DPDK processes over net_af_packet: a veth pair named after the
+//! test process (removed on drop, also when an assertion fails), and the one retried start-up
+//! failure.
+//!
+//! # The PACKET_FANOUT collision
+//!
+//! DPDK 22.11's net_af_packet (`drivers/net/af_packet/rte_eth_af_packet.c`,
+//! `rte_pmd_init_internals`) joins every queue's socket to the PACKET_FANOUT group
+//! `(getpid() ^ ifindex) & 0xffff`. Fanout group ids are per network namespace, so two
+//! concurrent processes whose pid and interface index happen to give the same id collide: the
+//! kernel refuses the second socket with EINVAL (`fanout_add`: same id, other device) and the
+//! port fails to probe ("could not set PACKET_FANOUT"). No devarg chooses the id in 22.11 and a
+//! process cannot change its pid, so the failure cannot be retried inside the process (nor at
+//! port-open level); the retry is one level up, with a new process (a new pid).
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// What net_af_packet logs when its fanout group id collides with another process's.
+pub const FANOUT_COLLISION: &str = "could not set PACKET_FANOUT";
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A veth pair `<prefix>a` / `<prefix>b` (scripts/veth.sh), deleted on drop.
+pub struct Veth {
+    pub prefix: String,
+}
+
+impl Veth {
+    /// Creates the pair named `dr<tag><pid>`; fails the test loudly when it cannot (root).
+    pub fn up(tag: &str) -> Veth {
+        let prefix = format!("dr{tag}{}", std::process::id() % 100_000);
+        let out = Command::new("bash")
+            .arg(repo().join("scripts/veth.sh"))
+            .args(["up", &prefix])
+            .output()
+            .expect("run scripts/veth.sh");
+        assert!(
+            out.status.success(),
+            "cannot create the veth pair (root needed): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Veth { prefix }
+    }
+
+    /// The interface of side `a` or `b`.
+    pub fn end(&self, side: char) -> String {
+        format!("{}{side}", self.prefix)
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(repo().join("scripts/veth.sh"))
+            .args(["down", &self.prefix])
+            .output();
+    }
+}
+
+/// Whether a failed run is the fanout collision (DPDK logs go to stderr, ours to stdout).
+pub fn is_fanout_collision(out: &Output) -> bool {
+    !out.status.success()
+        && (String::from_utf8_lossy(&out.stderr).contains(FANOUT_COLLISION)
+            || String::from_utf8_lossy(&out.stdout).contains(FANOUT_COLLISION))
+}
+
+/// Runs `run` (which starts fresh DPDK processes) and runs it again, at most twice more, when
+/// it failed with the fanout collision and nothing else. Returns the last output.
+pub fn retry_fanout_collision(mut run: impl FnMut() -> Output) -> Output {
+    let mut out = run();
+    for _ in 0..2 {
+        if !is_fanout_collision(&out) {
+            break;
+        }
+        eprintln!("net_af_packet PACKET_FANOUT group collision with another process: retrying");
+        out = run();
+    }
+    out
+}
+
+/// stdout and stderr of a run, for assertion messages.
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// EAL leaves no runtime directory (`/var/run/dpdk/<file-prefix>`) behind.
+pub fn assert_no_runtime_dirs(profile_prefix: &str) {
+    let left: Vec<String> = std::fs::read_dir("/var/run/dpdk")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(profile_prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "DPDK runtime dirs left behind: {left:?}");
+}
