@@ -14,6 +14,9 @@ PACKAGES=(
   dpdk-dev          # DPDK tools (dpdk-testpmd, dpdk-hugepages.py)
   libdpdk-dev       # DPDK headers and libdpdk.pc: dpdk-sys builds against them
   libclang-dev      # bindgen (dpdk-sys build script) loads libclang to read the DPDK headers
+  libdapl-dev       # DAT 2.0 headers (dat-sys bindgen: the provider table, types, IB extensions)
+  libdapl2          # libdat2, the DAT registry that loads the provider through dat.conf
+  dapl2-utils       # dtest, dtestx, dtestcm, dtestsrq, dapltest: the uDAPL programs run on it
   clang             # the C compiler bindgen's libclang pairs with
   iproute2          # `ip link` veth/tap set-up in the DPDK port tests
   arping            # the net_tap test: the kernel arpings the provider's address
