@@ -79,6 +79,8 @@ pub struct Qp {
     pub(super) req: ReqState,
     pub(super) resp: RespState,
     pub(super) rq: VecDeque<RecvWqe>,
+    /// How long the responder may hold a lone ACK (0: send at once). See `set_ack_delay`.
+    pub(super) ack_delay: core::time::Duration,
 }
 
 fn check_attr(a: &QpAttr) -> Result<(), QpError> {
@@ -109,7 +111,22 @@ impl Qp {
             state: QpState::Reset,
             stats: QpStats::default(),
             timers: TimerTable::default(),
+            ack_delay: core::time::Duration::ZERO,
         }
+    }
+
+    /// Lets the responder hold a lone coalesced ACK for up to `delay`, so that it leaves in the
+    /// same burst as this QP's next request (a ping-pong then sends one frame per direction per
+    /// round trip, not two). Zero (the default) sends ACKs at once. Keep it far below the peer's
+    /// local ACK timeout (4.096 µs · 2^timeout, IBTA vol. 1 §9.7.6.1.2); NAKs, atomic ACKs and
+    /// READ responses are never held.
+    pub fn set_ack_delay(&mut self, delay: core::time::Duration) {
+        self.ack_delay = delay;
+    }
+
+    /// The ACK delay in effect.
+    pub fn ack_delay(&self) -> core::time::Duration {
+        self.ack_delay
     }
 
     /// This QP's number.
@@ -325,6 +342,7 @@ impl Qp {
         let flags = op.flags();
         if flags.contains(OpFlags::REQUEST) {
             self.handle_request(now, pkt, mem, srq);
+            self.arm_ack_delay(now);
         } else if flags.contains(OpFlags::RESPONSE) {
             self.handle_response(now, pkt, mem);
         } else {
@@ -340,6 +358,9 @@ impl Qp {
         if self.timers.expire(Timer::Ack, now) {
             self.on_ack_timeout(now);
         }
+        if self.timers.expire(Timer::AckDelay, now) {
+            self.resp.ack_due = true;
+        }
     }
 
     /// The earliest armed deadline.
@@ -351,7 +372,14 @@ impl Qp {
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
         let t = match self.next_response() {
             Some(t) => Some(t),
-            None => self.next_request(now),
+            None => {
+                let t = self.next_request(now);
+                if t.is_some() && !self.resp.queue.is_empty() {
+                    // A held ACK leaves right behind this request, in the same burst.
+                    self.resp.ack_due = true;
+                }
+                t
+            }
         };
         if t.is_some() {
             self.stats.packets_sent += 1;

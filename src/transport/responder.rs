@@ -14,6 +14,10 @@
 //!   (§9.7.5.2.8); the PSN is not consumed.
 //! - ACKs are coalesced: sent only for packets with AckReq (and always for NAKs); the AETH
 //!   carries the MSN, the count of completed inbound messages (§9.7.5.1.5).
+//! - With an ACK delay (`Qp::set_ack_delay`, 0 = off) a lone coalesced ACK is held back until
+//!   this QP sends a request (then both leave in the same burst: a ping-pong moves one frame per
+//!   direction and wakeup instead of two) or the delay passes. NAKs, atomic ACKs and READ
+//!   responses are never held, and an ACK queued ahead of them leaves with them.
 //! - READ responses are segmented by path MTU with an AETH on FIRST/LAST/ONLY (§9.7.5.1.6).
 
 use std::collections::VecDeque;
@@ -22,6 +26,7 @@ use super::completer::scatter;
 use super::memory::{Access, AtomicOp, KeyKind, MemError, MemRef, Memory};
 use super::qp::{Qp, RecvWqe, MAX_MSG_SIZE};
 use super::srq::Srq;
+use super::timers::Timer;
 use super::transmit::{Payload, Transmit};
 use super::types::{QpState, WcOpcode, WcStatus, WorkCompletion};
 use crate::time::Instant;
@@ -97,6 +102,8 @@ pub(super) struct RespState {
     pub in_msg: InMsg,
     pub queue: VecDeque<Response>,
     pub ring: VecDeque<RdEntry>,
+    /// A held ACK must leave now (a request was sent, or the ACK delay passed).
+    pub ack_due: bool,
 }
 
 impl RespState {
@@ -108,6 +115,7 @@ impl RespState {
             in_msg: InMsg::None,
             queue: VecDeque::with_capacity(MAX_QUEUED_RESPONSES),
             ring: VecDeque::new(),
+            ack_due: false,
         }
     }
 
@@ -229,6 +237,25 @@ impl Qp {
             };
             self.resp.push(r);
         }
+    }
+
+    /// Arms the ACK delay for a queued ACK (once: later ACKs coalesce into it and leave no
+    /// later than the first one's deadline).
+    pub(super) fn arm_ack_delay(&mut self, now: Instant) {
+        if self.ack_delay.is_zero() || self.timers.is_set(Timer::AckDelay) {
+            return;
+        }
+        if matches!(self.resp.queue.front(), Some(Response::Ack { .. })) {
+            self.timers.set(Timer::AckDelay, now + self.ack_delay);
+        }
+    }
+
+    /// True when the front of the response queue is a lone ACK that may still wait.
+    fn ack_held(&self) -> bool {
+        !self.ack_delay.is_zero()
+            && !self.resp.ack_due
+            && self.resp.queue.len() == 1
+            && matches!(self.resp.queue.front(), Some(Response::Ack { .. }))
     }
 
     fn finish_message(&mut self) {
@@ -635,9 +662,12 @@ impl Qp {
         }
     }
 
-    /// The next queued response packet.
+    /// The next queued response packet (a held ACK waits: see the module doc).
     pub(super) fn next_response(&mut self) -> Option<Transmit> {
         if matches!(self.state, QpState::Reset | QpState::Init) {
+            return None;
+        }
+        if self.ack_held() {
             return None;
         }
         let r = *self.resp.queue.front()?;
@@ -649,6 +679,10 @@ impl Qp {
             Response::Ack { psn, msn } => {
                 self.resp.queue.pop_front();
                 self.stats.acks_sent += 1;
+                if self.resp.queue.is_empty() {
+                    self.resp.ack_due = false;
+                    self.timers.stop(Timer::AckDelay);
+                }
                 let mut h = self.headers(Opcode::RC_ACK, psn);
                 h.aeth = ack(unlimited, msn);
                 Transmit {

@@ -13,9 +13,12 @@ pub enum Timer {
     Ack = 0,
     /// RNR NAK wait: resend after the responder's RNR timer.
     Rnr = 1,
+    /// Delayed ACK of the responder: a coalesced ACK held back so it can leave together with
+    /// the next request of this QP (IBTA vol. 1 §9.7.5.1.2 lets a responder coalesce ACKs).
+    AckDelay = 2,
 }
 
-const N_TIMERS: usize = 2;
+const N_TIMERS: usize = 3;
 
 /// Deadlines by timer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

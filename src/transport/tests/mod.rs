@@ -2,6 +2,7 @@
 //! simulated wire with a virtual clock that can drop, duplicate and reorder chosen packets.
 //! Each test reads like a packet trace: what goes over the wire, what arrives, what completes.
 
+mod ack_delay;
 mod basic;
 mod errors;
 mod loss;
