@@ -92,6 +92,10 @@ struct Args {
     /// Give up when the peer does not answer for this many milliseconds.
     #[arg(long, default_value_t = 5_000)]
     timeout_ms: u64,
+    /// Responder ACK delay in microseconds (`Qp::set_ack_delay`): a ping-pong's ACK then leaves
+    /// in the same burst as the answer. 0 sends every ACK at once.
+    #[arg(long, default_value_t = 0)]
+    ack_delay_us: u64,
 }
 
 const MAX_SIZE: usize = 1 << 20;
@@ -248,10 +252,11 @@ fn check_wc(wc: &WorkCompletion) -> Result<(), String> {
     }
 }
 
-fn qp_options() -> QpOptions {
+fn qp_options(args: &Args) -> QpOptions {
     QpOptions {
         sq_depth: 512,
         rq_depth: 512,
+        ack_delay: Duration::from_micros(args.ack_delay_us),
         ..QpOptions::default()
     }
 }
@@ -266,7 +271,7 @@ fn server(
     let now = shard.clock().now();
     let qpn = shard
         .host
-        .create_qp(now, qp_options())
+        .create_qp(now, qp_options(args))
         .map_err(|e| e.to_string())?;
     shard.host.listen(args.port).map_err(|e| e.to_string())?;
     println!(
@@ -563,7 +568,7 @@ fn client(
     let now = shard.clock().now();
     let qpn = shard
         .host
-        .create_qp(now, qp_options())
+        .create_qp(now, qp_options(args))
         .map_err(|e| e.to_string())?;
     pre_post_recvs(shard, qpn, &bufs)?;
     let mut cp = ConnectParams::new(server_ip, args.port, qpn, Psn::new(0x4000));

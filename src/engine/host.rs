@@ -78,10 +78,11 @@ impl Default for QpOptions {
     }
 }
 
-/// The default ACK delay of new QPs: long enough for a consumer to answer a ping-pong message
-/// (so its request carries the ACK's frame company), far below any local ACK timeout
-/// (the smallest non-zero one, exponent 1, is 8.2 µs; CM negotiates 14+ here: 67 ms).
-pub const DEFAULT_ACK_DELAY: core::time::Duration = core::time::Duration::from_micros(20);
+/// The default ACK delay of new QPs: none. A delay (e.g. 20 µs) lets a ping-pong's ACK leave
+/// with the answer (one frame per direction instead of two: `roce-lat --ack-delay-us`), but
+/// bulk transfers then see fewer, later ACKs; over net_af_packet with a loaded CPU a 1 MiB
+/// SEND's go-back-N rounds ran out of retries with it, so it is opt-in.
+pub const DEFAULT_ACK_DELAY: core::time::Duration = core::time::Duration::ZERO;
 
 /// Frame counters of a port above the neighbour layer (which counts its own drops).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

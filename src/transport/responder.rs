@@ -250,10 +250,13 @@ impl Qp {
         }
     }
 
-    /// True when the front of the response queue is a lone ACK that may still wait.
+    /// True when the front of the response queue is a lone ACK that may still wait. Only an
+    /// ACK whose delay timer is armed waits, so none is ever held without a deadline (e.g. an
+    /// ACK queued behind a READ response stream leaves right after it).
     fn ack_held(&self) -> bool {
         !self.ack_delay.is_zero()
             && !self.resp.ack_due
+            && self.timers.is_set(Timer::AckDelay)
             && self.resp.queue.len() == 1
             && matches!(self.resp.queue.front(), Some(Response::Ack { .. }))
     }

@@ -231,3 +231,47 @@ fn every_operation_completes_under_loss_with_the_delay() {
     assert!(ca.iter().all(|c| c.status == WcStatus::Success));
     assert_eq!(p.completions(B).len(), 10);
 }
+
+#[test]
+fn ack_queued_behind_a_read_response_leaves_right_after_it() {
+    let mut p = delayed_pair();
+    let a = p.zeroed(A, 64);
+    let b = p.region(B, 64, 3);
+    // A: a READ, then a WRITE, both on the wire before B answers either.
+    p.post_send(
+        A,
+        wr(
+            1,
+            SendOp::Read {
+                remote_addr: b.addr,
+                rkey: b.rkey,
+            },
+            vec![sge(&a, 0, 64)],
+        ),
+    );
+    p.post_send(
+        A,
+        wr(
+            2,
+            SendOp::Write {
+                remote_addr: b.addr + 32,
+                rkey: b.rkey,
+            },
+            vec![sge(&a, 0, 8)],
+        ),
+    );
+    let reqs = drain(&mut p, A);
+    assert_eq!(reqs.len(), 2);
+    for r in &reqs {
+        p.deliver(r);
+    }
+    // B: the READ response, then the WRITE's ACK, at once (no timer is needed to free it).
+    let out = drain(&mut p, B);
+    let ops: Vec<Opcode> = out.iter().map(Pkt::op).collect();
+    assert_eq!(ops, [Opcode::RC_READ_RESPONSE_ONLY, Opcode::RC_ACK]);
+    assert_eq!(p.s[B].qp.poll_timeout(), None, "nothing left waiting on B");
+    for r in &out {
+        p.deliver(r);
+    }
+    assert_eq!(p.completions(A).len(), 2);
+}
