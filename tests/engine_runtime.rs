@@ -88,6 +88,7 @@ fn route(s: &Side) -> QpRoute {
         request: Some(s.events.clone()),
         recv: Some(s.events.clone()),
         conn: Some(s.events.clone()),
+        counters: None,
     }
 }
 

@@ -115,4 +115,13 @@ pub struct QpRoute {
     pub request: Option<Arc<EventSink>>,
     pub recv: Option<Arc<EventSink>>,
     pub conn: Option<Arc<EventSink>>,
+    /// Completions counted as the shard generates them (for `dat_ep_get_status` idleness).
+    pub counters: Option<Arc<DtoCounters>>,
+}
+
+/// Completions generated for one QP, by direction.
+#[derive(Debug, Default)]
+pub struct DtoCounters {
+    pub requests: AtomicU64,
+    pub recvs: AtomicU64,
 }

@@ -31,7 +31,7 @@ pub mod verify;
 pub mod worker;
 
 pub use command::{Command, EngineError, Reply};
-pub use event::{AsyncEvent, ConnEvent, ConnRequest, Event, EventSink, QpRoute};
+pub use event::{AsyncEvent, ConnEvent, ConnRequest, DtoCounters, Event, EventSink, QpRoute};
 pub use shard_io::{PortRings, ShardIo, ShardIoStats};
 pub use steer::shard_of_qpn;
 pub use worker::{RuntimeStats, Worker, WorkerStats};

@@ -60,6 +60,7 @@ fn route<Io: FrameIo>(s: &Side<'_, Io>) -> QpRoute {
         request: Some(s.events.clone()),
         recv: Some(s.events.clone()),
         conn: Some(s.events.clone()),
+        counters: None,
     }
 }
 

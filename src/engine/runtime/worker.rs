@@ -466,9 +466,17 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
 
     fn route_dto(&mut self, wc: WorkCompletion) {
         let route = self.routes.get(&wc.qp_num);
-        let sink = route.and_then(|r| match wc.opcode {
-            WcOpcode::Recv | WcOpcode::RecvRdmaWithImm => r.recv.clone(),
-            _ => r.request.clone(),
+        let recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
+        if let Some(c) = route.and_then(|r| r.counters.as_ref()) {
+            let n = if recv { &c.recvs } else { &c.requests };
+            n.fetch_add(1, std::sync::atomic::Ordering::Release);
+        }
+        let sink = route.and_then(|r| {
+            if recv {
+                r.recv.clone()
+            } else {
+                r.request.clone()
+            }
         });
         match sink {
             Some(sink) => self.push(&sink, Event::Dto(wc)),
