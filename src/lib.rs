@@ -9,6 +9,7 @@
 
 pub mod cm;
 pub mod config;
+pub mod dat;
 pub mod decode;
 pub mod dpdk;
 pub mod engine;

@@ -256,12 +256,109 @@ impl<M: Memory> Host<M> {
         Ok(qpn)
     }
 
+    /// Creates an RC QP (in INIT) whose QPN is in the space of shard `shard` of `shards`:
+    /// the next free number `n` with `n % shards == shard` (the runtime's QPN-to-shard rule).
+    pub fn create_qp_in_space(
+        &mut self,
+        now: Instant,
+        opts: QpOptions,
+        shard: u32,
+        shards: u32,
+    ) -> Result<u32, HostError> {
+        let shards = shards.max(1);
+        let mut qpn = self.next_qpn;
+        while qpn % shards != shard % shards || self.qps.contains_key(&qpn) {
+            qpn += 1;
+        }
+        let qpn = self.create_qp_numbered(now, qpn, opts)?;
+        self.next_qpn = qpn + 1;
+        Ok(qpn)
+    }
+
+    /// Creates an RC QP (in INIT) with the given number (2..=0xFFFFFF, not in use). The runtime
+    /// uses it for the CM's stand-in of a QP that lives on another shard.
+    pub fn create_qp_numbered(
+        &mut self,
+        now: Instant,
+        qpn: u32,
+        opts: QpOptions,
+    ) -> Result<u32, HostError> {
+        if let Some(s) = opts.srq {
+            if !self.srqs.contains_key(&s) {
+                return Err(HostError::UnknownSrq);
+            }
+        }
+        if !(2..=0x00ff_ffff).contains(&qpn) {
+            return Err(HostError::NoQpn);
+        }
+        if self.qps.contains_key(&qpn) {
+            return Err(HostError::Qp(QpError::InvalidArgument));
+        }
+        let mut qp = Qp::new(QpConfig {
+            qpn,
+            pd: opts.pd,
+            sq_depth: opts.sq_depth,
+            rq_depth: opts.rq_depth,
+            max_send_sge: MAX_SGE as u32,
+            max_recv_sge: MAX_SGE as u32,
+            srq: opts.srq,
+            sig_all: opts.sig_all,
+        });
+        let attr = QpAttr {
+            access: opts.access,
+            ..QpAttr::default()
+        };
+        qp.modify(now, QpState::Init, &attr)?;
+        self.qps.insert(qpn, qp);
+        Ok(qpn)
+    }
+
+    /// Moves a QP to `state` with `attr` (IBTA vol. 1 §10.3.1 transitions, see `Qp::modify`);
+    /// the runtime replays here the transitions the CM made on another shard.
+    pub fn modify_qp(
+        &mut self,
+        now: Instant,
+        qpn: u32,
+        state: QpState,
+        attr: &QpAttr,
+    ) -> Result<(), HostError> {
+        let qp = self.qps.get_mut(&qpn).ok_or(HostError::UnknownQp)?;
+        qp.modify(now, state, attr)?;
+        Ok(())
+    }
+
+    /// Sets the peer address of a QP whose connection another shard's CM made.
+    pub fn set_peer(&mut self, qpn: u32, ip: Ipv4Addr) -> Result<(), HostError> {
+        if !self.qps.contains_key(&qpn) {
+            return Err(HostError::UnknownQp);
+        }
+        self.peer_ip.insert(qpn, ip);
+        Ok(())
+    }
+
+    /// Stops listening on an rdma_cm TCP-space port.
+    pub fn unlisten(&mut self, port: u16) -> Result<(), HostError> {
+        Ok(self.cm.unlisten(port)?)
+    }
+
     /// Creates a shared receive queue.
     pub fn create_srq(&mut self, depth: u32) -> u32 {
         let n = self.next_srqn;
         self.next_srqn += 1;
         self.srqs.insert(n, Srq::new(n, depth, MAX_SGE as u32));
         n
+    }
+
+    /// Destroys an SRQ no QP uses any more; its posted receives are discarded.
+    pub fn destroy_srq(&mut self, srqn: u32) -> Result<(), HostError> {
+        if !self.srqs.contains_key(&srqn) {
+            return Err(HostError::UnknownSrq);
+        }
+        if self.qps.values().any(|qp| qp.config().srq == Some(srqn)) {
+            return Err(HostError::Qp(QpError::InvalidState));
+        }
+        self.srqs.remove(&srqn);
+        Ok(())
     }
 
     /// A QP, to read its state and counters.

@@ -5,4 +5,5 @@ pub mod clock;
 pub mod event_queue;
 pub mod host;
 pub mod io;
+pub mod runtime;
 pub mod shard;

@@ -1,0 +1,32 @@
+//! The DAT-shaped Rust API (uDAPL 2.0 object model): [`Ia`] (interface adapter, one port and
+//! its engine), [`Pz`], [`Lmr`], [`Evd`], [`Ep`], [`Srq`], [`Psp`] and [`Cr`]. The seed man
+//! pages fix the EP rules (creation in UNCONNECTED, `get_status` idleness); errors are
+//! [`DatError`]s named after the DAT return codes, so the C ABI only maps them.
+//!
+//! Objects keep what they use alive (an EP its PZ, EVDs, SRQ and IA); explicit `free`s are
+//! refused with DAT_INVALID_STATE while an object is still used (an EVD of a live EP, a PZ
+//! with LMRs, an IA with open objects), and dropping frees in any order without leaks.
+
+pub mod cr;
+pub mod ep;
+pub mod error;
+pub mod evd;
+pub mod ia;
+pub mod lmr;
+pub mod memory;
+pub mod port_io;
+pub mod psp;
+pub mod pz;
+pub mod srq;
+
+pub use cr::Cr;
+pub use ep::{Ep, EpAttr, EpState};
+pub use error::{DatError, Refused};
+pub use evd::{ConnectionEventKind, DatEvent, DtoEvent, Evd, EvdFlags};
+pub use ia::{Ia, IaConfig};
+pub use lmr::{Lmr, LmrTriplet, RmrTriplet};
+pub use memory::SharedMemory;
+pub use port_io::PortIo;
+pub use psp::Psp;
+pub use pz::Pz;
+pub use srq::Srq;

@@ -1,0 +1,19 @@
+//! The port queue of an IA, whatever drives it (a DPDK queue pair, an in-memory cable), behind
+//! one type so the DAT objects are not generic over the I/O.
+
+use crate::engine::io::FrameIo;
+
+/// A boxed queue pair.
+pub type PortIo = Box<dyn FrameIo + Send>;
+
+impl FrameIo for Box<dyn FrameIo + Send> {
+    fn rx_burst(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
+        (**self).rx_burst(f)
+    }
+    fn tx(&mut self, frame: &[u8]) -> bool {
+        (**self).tx(frame)
+    }
+    fn flush(&mut self) {
+        (**self).flush()
+    }
+}

@@ -1,0 +1,51 @@
+//! Protection zones (dat_pz_create / dat_pz_free): memory regions and EPs of one PZ only
+//! access each other (IBTA vol. 1 §10.6.3.2, checked by the `MrTable`).
+
+use super::error::{DatError, Refused};
+use super::ia::{Ia, IaInner};
+use std::sync::Arc;
+
+pub(crate) struct PzInner {
+    pub ia: Arc<IaInner>,
+    pub pz: crate::mem::Pz,
+}
+
+impl Drop for PzInner {
+    fn drop(&mut self) {
+        // Every LMR/EP/SRQ of the zone is gone (they hold this): the zone is empty.
+        let _ = self.ia.mem.free_pz(self.pz);
+    }
+}
+
+/// A protection zone.
+pub struct Pz {
+    pub(crate) inner: Arc<PzInner>,
+}
+
+impl Pz {
+    pub fn create(ia: &Ia) -> Result<Pz, DatError> {
+        Ok(Pz {
+            inner: Arc::new(PzInner {
+                ia: ia.inner.clone(),
+                pz: ia.inner.mem.create_pz(),
+            }),
+        })
+    }
+
+    /// The zone's number (the `pd` of the transport).
+    pub fn id(&self) -> u32 {
+        self.inner.pz.id()
+    }
+
+    /// Frees the zone; refused (DAT_INVALID_STATE) while LMRs, EPs or SRQs use it.
+    pub fn free(self) -> Result<(), Refused<Pz>> {
+        let users = Arc::strong_count(&self.inner) - 1;
+        if users > 0 {
+            return Err(Refused {
+                object: self,
+                error: DatError::InvalidState(format!("PZ used by {users} objects")),
+            });
+        }
+        Ok(())
+    }
+}

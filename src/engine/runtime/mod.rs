@@ -1,0 +1,443 @@
+//! The engine runtime of one port (one DAT interface adapter): N shards, each a `Host` on a
+//! queue of the port, driven by pinned poll threads (`core` progress) or by the consumer
+//! threads that wait on EVDs (`inline` progress) (DESIGN.md "Progress", issue 3 "src/engine").
+//!
+//! - **Shards and QPNs.** QP `n` lives on shard `n % shards` ([`shard_of_qpn`]); each shard's
+//!   `Host` allocates numbers in its own residue class. QPs that share an SRQ live on the SRQ's
+//!   shard. Shard 0 also runs ARP and the CM (QP1) for the whole port; see [`worker`] for how
+//!   the CM drives QPs of other shards.
+//! - **Port queues.** Either one queue pair for the whole port (net_af_packet, net_tap and
+//!   net_memif here: one RX queue, no RSS or flow rule on the BTH) — shard 0 receives and
+//!   forwards by QPN, and sends the frames of the other shards (DPDK TX queues are not
+//!   thread-safe; serializing through shard 0 needs no lock) — or one queue pair per shard, in
+//!   which case every shard receives and transmits on its own queue and forwards frames that
+//!   the NIC's hashing put on the wrong queue ([`shard_io`]).
+//! - **Submissions.** Consumer threads post into a bounded lock-free ring per shard
+//!   ([`Command`]); a full ring is [`EngineError::RingFull`] for the poster
+//!   (DAT_INSUFFICIENT_RESOURCES), never a silent drop. Control calls wait for their answer on a
+//!   one-shot channel; in inline mode the waiting caller drives the shards meanwhile.
+//! - **Events.** Completions and CM events go to the EVD rings named by each QP's
+//!   [`QpRoute`]; connection requests to the listener's ring; everything else, and every EVD
+//!   overflow, to the interface's async ring.
+//! - **Idle pause.** A core-mode poll thread that found no work `idle_polls_before_pause` times
+//!   in a row sleeps `idle_pause_us` microseconds (0 = always spin, the default: a wake-up
+//!   costs about 40 us in this VM), so that a shared machine stays usable.
+
+pub mod command;
+pub mod event;
+pub mod shard_io;
+pub mod steer;
+pub mod verify;
+pub mod worker;
+
+pub use command::{Command, EngineError, Reply};
+pub use event::{AsyncEvent, ConnEvent, ConnRequest, DtoCounters, Event, EventSink, QpRoute};
+pub use shard_io::{PortRings, ShardIo, ShardIoStats};
+pub use steer::shard_of_qpn;
+pub use worker::{RuntimeStats, Worker, WorkerStats};
+
+use crate::cm::{AcceptParams, CmId, ConnectParams};
+use crate::config::Progress;
+use crate::engine::event_queue::WaitError;
+use crate::engine::host::{Host, QpOptions};
+use crate::engine::io::FrameIo;
+use crate::engine::shard::Shard;
+use crate::transport::memory::Memory;
+use crate::transport::types::{RecvWr, SendWr};
+use crossbeam_queue::ArrayQueue;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
+use std::sync::{Arc, Mutex, TryLockError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How the engine runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    pub progress: Progress,
+    /// Core mode: the core each shard's thread is pinned on (shard i on `poll_cores[i]`); a
+    /// shard without an entry runs unpinned.
+    pub poll_cores: Vec<usize>,
+    /// Sleep of an idle poll thread, microseconds (0: never sleep).
+    pub idle_pause_us: u32,
+    /// Consecutive idle polls before the pause.
+    pub idle_polls_before_pause: u32,
+    /// Entries of each shard's submission ring.
+    pub submission_ring: usize,
+    /// Entries of each shard's inbox and of the relay ring.
+    pub forward_ring: usize,
+    /// Preallocated frame buffers for forwarding and relaying.
+    pub forward_buffers: usize,
+    /// Largest frame forwarded (bytes, Ethernet header included).
+    pub max_frame: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            progress: Progress::Inline,
+            poll_cores: Vec::new(),
+            idle_pause_us: 0,
+            idle_polls_before_pause: 1024,
+            submission_ring: 4096,
+            forward_ring: 1024,
+            forward_buffers: 1024,
+            max_frame: 9216,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The engine settings of a profile (`engine.progress`, `engine.poll_cores`,
+    /// `engine.idle_pause_us`; frames up to the port's MTU).
+    pub fn from_profile(p: &crate::config::Profile) -> EngineConfig {
+        EngineConfig {
+            progress: p.engine.progress,
+            poll_cores: p.engine.poll_cores.iter().map(|&c| c as usize).collect(),
+            idle_pause_us: p.engine.idle_pause_us,
+            max_frame: usize::from(p.port.mtu) + 18,
+            ..EngineConfig::default()
+        }
+    }
+}
+
+/// One shard as the consumer side sees it.
+struct Slot<M: Memory, Io: FrameIo> {
+    commands: Arc<ArrayQueue<Command<M>>>,
+    worker: Mutex<Worker<M, Io>>,
+}
+
+struct Shared<M: Memory, Io: FrameIo> {
+    slots: Vec<Slot<M, Io>>,
+    stop: AtomicBool,
+    progress: Progress,
+}
+
+impl<M: Memory, Io: FrameIo> Shared<M, Io> {
+    /// Inline progress: one poll of every shard no other thread is polling right now.
+    fn drive(&self) -> bool {
+        let mut work = false;
+        for slot in &self.slots {
+            match slot.worker.try_lock() {
+                Ok(mut w) => work |= w.poll_once(),
+                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::Poisoned(p)) => work |= p.into_inner().poll_once(),
+            }
+        }
+        work
+    }
+}
+
+/// The engine of one port.
+pub struct Engine<M: Memory, Io: FrameIo> {
+    shared: Arc<Shared<M, Io>>,
+    threads: Vec<JoinHandle<()>>,
+    async_sink: Arc<EventSink>,
+}
+
+impl<M, Io> Engine<M, Io>
+where
+    M: Memory + Send + 'static,
+    Io: FrameIo + Send + 'static,
+{
+    /// An engine with one shard per host. `ports` holds either one queue pair (shared: shard 0
+    /// receives and forwards, the others relay their frames through it) or one per shard.
+    /// Events no EVD is named for (async errors, EVD overflows) go to `async_sink`.
+    pub fn new(
+        config: EngineConfig,
+        hosts: Vec<Host<M>>,
+        ports: Vec<Io>,
+        async_sink: Arc<EventSink>,
+    ) -> Result<Self, EngineError> {
+        let n = hosts.len();
+        if n == 0 {
+            return Err(EngineError::InvalidArgument("no shard"));
+        }
+        if ports.len() != 1 && ports.len() != n {
+            return Err(EngineError::InvalidArgument(
+                "one port queue pair, or one per shard",
+            ));
+        }
+        let rings = PortRings::new(
+            n,
+            config.forward_ring,
+            if n > 1 { config.forward_buffers } else { 1 },
+            config.max_frame,
+        );
+        let mut ports = ports.into_iter();
+        let per_shard = ports.len() == n;
+        let mut slots = Vec::with_capacity(n);
+        for (i, host) in hosts.into_iter().enumerate() {
+            let port = if i == 0 || per_shard {
+                ports.next()
+            } else {
+                None
+            };
+            let io = ShardIo::new(i, port, &rings);
+            let commands = Arc::new(ArrayQueue::new(config.submission_ring.max(1)));
+            let worker = Worker::new(
+                i,
+                n,
+                Shard::new(host, io),
+                commands.clone(),
+                async_sink.clone(),
+            );
+            slots.push(Slot {
+                commands,
+                worker: Mutex::new(worker),
+            });
+        }
+        let shared = Arc::new(Shared {
+            slots,
+            stop: AtomicBool::new(false),
+            progress: config.progress,
+        });
+        let mut threads = Vec::new();
+        if config.progress == Progress::Core {
+            for i in 0..n {
+                let shared = shared.clone();
+                let core = config.poll_cores.get(i).copied();
+                let (pause, idle_limit) = (config.idle_pause_us, config.idle_polls_before_pause);
+                let t = std::thread::Builder::new()
+                    .name(format!("roce-shard{i}"))
+                    .spawn(move || poll_thread(&shared, i, core, pause, idle_limit))
+                    .map_err(|_| EngineError::Stopped)?;
+                threads.push(t);
+            }
+        }
+        Ok(Engine {
+            shared,
+            threads,
+            async_sink,
+        })
+    }
+}
+
+/// The loop of a core-mode shard thread: it holds its shard for its whole life.
+fn poll_thread<M: Memory, Io: FrameIo>(
+    shared: &Shared<M, Io>,
+    i: usize,
+    core: Option<usize>,
+    idle_pause_us: u32,
+    idle_polls_before_pause: u32,
+) {
+    let pinned =
+        core.is_some_and(|id| core_affinity::set_for_current(core_affinity::CoreId { id }));
+    let mut w = shared.slots[i]
+        .worker
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    w.pinned = pinned;
+    let mut idle = 0u32;
+    while !shared.stop.load(Ordering::Relaxed) {
+        if w.poll_once() {
+            idle = 0;
+        } else {
+            idle = idle.saturating_add(1);
+            if idle_pause_us > 0 && idle >= idle_polls_before_pause {
+                std::thread::sleep(Duration::from_micros(idle_pause_us.into()));
+            }
+        }
+    }
+}
+
+impl<M: Memory, Io: FrameIo> Drop for Engine<M, Io> {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl<M: Memory, Io: FrameIo> Engine<M, Io> {
+    /// Number of shards.
+    pub fn shards(&self) -> usize {
+        self.shared.slots.len()
+    }
+
+    /// The progress mode.
+    pub fn progress_mode(&self) -> Progress {
+        self.shared.progress
+    }
+
+    /// The interface's async event ring.
+    pub fn async_sink(&self) -> &Arc<EventSink> {
+        &self.async_sink
+    }
+
+    /// Inline mode: polls every shard once (those another thread is not polling); false when
+    /// no shard had work. Core mode: nothing to do (false).
+    pub fn progress(&self) -> bool {
+        match self.shared.progress {
+            Progress::Inline => self.shared.drive(),
+            Progress::Core => false,
+        }
+    }
+
+    /// Waits for an event on `sink`: at least `threshold` queued, at most `timeout` (`None`:
+    /// forever). Inline mode drives the shards meanwhile; core mode spins, then sleeps until
+    /// the core's push wakes it.
+    pub fn wait(
+        &self,
+        sink: &EventSink,
+        timeout: Option<Duration>,
+        threshold: usize,
+    ) -> Result<Event, WaitError> {
+        sink.queue.wait(timeout, threshold, || self.progress())
+    }
+
+    /// Pushes a submission to shard `shard` (RingFull when its ring is full).
+    pub fn submit(&self, shard: usize, cmd: Command<M>) -> Result<(), EngineError> {
+        let slot = self
+            .shared
+            .slots
+            .get(shard)
+            .ok_or(EngineError::NoShard(shard))?;
+        slot.commands
+            .push(cmd)
+            .map_err(|_| EngineError::RingFull(shard))
+    }
+
+    /// Submits a control command and waits for its answer.
+    fn call<T>(
+        &self,
+        shard: usize,
+        make: impl FnOnce(Reply<T>) -> Command<M>,
+    ) -> Result<T, EngineError> {
+        let (tx, rx) = sync_channel(1);
+        self.submit(shard, make(tx))?;
+        self.await_reply(rx)
+    }
+
+    fn await_reply<T>(&self, rx: Receiver<T>) -> Result<T, EngineError> {
+        match self.shared.progress {
+            Progress::Core => rx.recv().map_err(|_| EngineError::Stopped),
+            Progress::Inline => loop {
+                match rx.try_recv() {
+                    Ok(v) => return Ok(v),
+                    Err(TryRecvError::Disconnected) => return Err(EngineError::Stopped),
+                    Err(TryRecvError::Empty) => {
+                        if !self.shared.drive() {
+                            core::hint::spin_loop();
+                        }
+                    }
+                }
+            },
+        }
+    }
+
+    /// Posts a send work request to QP `qpn` (data path: no allocation, no answer; a WR the
+    /// shard cannot apply completes with an error status).
+    pub fn post_send(&self, qpn: u32, wr: SendWr) -> Result<(), EngineError> {
+        self.submit(
+            shard_of_qpn(qpn, self.shards()),
+            Command::PostSend { qpn, wr },
+        )
+    }
+
+    /// Posts a receive work request to QP `qpn`.
+    pub fn post_recv(&self, qpn: u32, wr: RecvWr) -> Result<(), EngineError> {
+        self.submit(
+            shard_of_qpn(qpn, self.shards()),
+            Command::PostRecv { qpn, wr },
+        )
+    }
+
+    /// Posts a receive to SRQ `srqn` of shard `shard`.
+    pub fn post_srq_recv(&self, shard: usize, srqn: u32, wr: RecvWr) -> Result<(), EngineError> {
+        self.submit(shard, Command::PostSrqRecv { srqn, wr })
+    }
+
+    /// Creates an RC QP (in INIT) on `shard`, its events routed to `route`.
+    pub fn create_qp(
+        &self,
+        shard: usize,
+        opts: QpOptions,
+        route: QpRoute,
+    ) -> Result<u32, EngineError> {
+        self.call(shard, |reply| Command::CreateQp { opts, route, reply })?
+    }
+
+    /// Changes where the events of QP `qpn` go.
+    pub fn set_route(&self, qpn: u32, route: QpRoute) -> Result<(), EngineError> {
+        self.call(shard_of_qpn(qpn, self.shards()), |reply| {
+            Command::SetRoute { qpn, route, reply }
+        })?
+    }
+
+    /// Destroys QP `qpn` (and the CM's stand-in of it); outstanding work is discarded.
+    pub fn destroy_qp(&self, qpn: u32) -> Result<(), EngineError> {
+        let owner = shard_of_qpn(qpn, self.shards());
+        let r = self.call(owner, |reply| Command::DestroyQp { qpn, reply })?;
+        if owner != 0 {
+            self.call(0, |reply| Command::DestroyQp { qpn, reply })??;
+        }
+        r
+    }
+
+    /// Creates an SRQ on `shard`.
+    pub fn create_srq(&self, shard: usize, depth: u32) -> Result<u32, EngineError> {
+        self.call(shard, |reply| Command::CreateSrq { depth, reply })
+    }
+
+    /// Destroys an SRQ no QP uses.
+    pub fn destroy_srq(&self, shard: usize, srqn: u32) -> Result<(), EngineError> {
+        self.call(shard, |reply| Command::DestroySrq { srqn, reply })?
+    }
+
+    /// Starts connecting `params.local_qpn`; the outcome arrives on the QP's connection EVD.
+    pub fn connect(&self, params: ConnectParams) -> Result<CmId, EngineError> {
+        self.call(0, |reply| Command::Connect { params, reply })?
+    }
+
+    /// Accepts connection request `id` on `params.local_qpn`.
+    pub fn accept(&self, id: CmId, params: AcceptParams) -> Result<(), EngineError> {
+        self.call(0, |reply| Command::Accept { id, params, reply })?
+    }
+
+    /// Rejects connection request `id`.
+    pub fn reject(&self, id: CmId, private_data: Vec<u8>) -> Result<(), EngineError> {
+        self.call(0, |reply| Command::Reject {
+            id,
+            private_data,
+            reply,
+        })?
+    }
+
+    /// Disconnects QP `qpn` (DREQ; the QP goes to ERROR and its outstanding work flushes).
+    pub fn disconnect(&self, qpn: u32) -> Result<(), EngineError> {
+        self.call(0, |reply| Command::Disconnect { qpn, reply })?
+    }
+
+    /// Listens on `port`; connection requests go to `sink`.
+    pub fn listen(&self, port: u16, sink: Arc<EventSink>) -> Result<(), EngineError> {
+        self.call(0, |reply| Command::Listen { port, sink, reply })?
+    }
+
+    /// Stops listening on `port`.
+    pub fn unlisten(&self, port: u16) -> Result<(), EngineError> {
+        self.call(0, |reply| Command::Unlisten { port, reply })?
+    }
+
+    /// The counters of shard `shard`.
+    pub fn stats(&self, shard: usize) -> Result<RuntimeStats, EngineError> {
+        self.call(shard, |reply| Command::Stats { reply })
+    }
+
+    /// Runs `f` on the host of `shard` (control path) and returns its result.
+    pub fn with_host<R: Send + 'static>(
+        &self,
+        shard: usize,
+        f: impl FnOnce(&mut Host<M>) -> R + Send + 'static,
+    ) -> Result<R, EngineError> {
+        let (tx, rx) = sync_channel(1);
+        self.submit(
+            shard,
+            Command::WithHost(Box::new(move |h| {
+                let _ = tx.send(f(h));
+            })),
+        )?;
+        self.await_reply(rx)
+    }
+}

@@ -1,0 +1,313 @@
+//! A shard's view of the port: its own RX/TX queue pair when it has one, plus the bounded rings
+//! that join the shards of one port (DESIGN.md "src/engine").
+//!
+//! - **Inbox** (one per shard, many producers): frames another shard received for this shard's
+//!   QPs, ARP replies to learn from, and shard 0's CM decisions about this shard's QPs (QP
+//!   transitions, connection events), all in one FIFO so a QP is in RTS before the frames and
+//!   the `Established` event that follow the transition.
+//! - **Relay** (to shard 0): frames of shards that have no TX queue of their own; shard 0 sends
+//!   them on its queue. DPDK TX queues are not thread-safe, so with one TX queue the transmit
+//!   side is serialized through shard 0 instead of a lock.
+//!
+//! Frame buffers come from a preallocated pool shared by the port's shards: forwarding never
+//! allocates. A frame that finds the pool empty or a ring full is dropped and counted, like a
+//! NIC whose RX ring overflows; RC retransmission recovers it. Control messages are never
+//! dropped: they wait in a per-destination backlog (and frames to that shard are dropped while
+//! it is non-empty, so they cannot overtake).
+
+use super::event::Event;
+use super::steer::{classify, roce_dest_qpn, Steer};
+use crate::engine::io::FrameIo;
+use crate::transport::types::{QpAttr, QpState};
+use crossbeam_queue::ArrayQueue;
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+/// Frames handled per burst from the inbox or the relay.
+const BURST: usize = 32;
+
+/// A message between shards of one port.
+pub enum CrossShard {
+    /// A received frame (buffer from the pool).
+    Frame(Vec<u8>),
+    /// Shard 0's CM moved a QP of the destination shard: replay the transition.
+    Modify {
+        qpn: u32,
+        state: QpState,
+        attr: QpAttr,
+        peer: Ipv4Addr,
+    },
+    /// An event for one of the destination shard's QPs (after the transitions it depends on).
+    Event(Event),
+}
+
+/// Counters of the cross-shard paths.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShardIoStats {
+    /// Frames received on this shard's queue that belong to another shard.
+    pub forwarded: u64,
+    /// Frames received from other shards.
+    pub from_inbox: u64,
+    /// Frames relayed to shard 0's TX queue / sent there for other shards.
+    pub relayed_out: u64,
+    pub relayed_sent: u64,
+    /// Frames dropped: pool empty, ring full, oversized, or behind a control backlog.
+    pub dropped: u64,
+    /// CM (QP1) frames this shard received for itself (shard 0: tells the runtime that the CM
+    /// may have moved QPs of other shards).
+    pub cm_frames: u64,
+}
+
+/// The rings of one port, shared by its shards.
+pub struct PortRings {
+    pub inboxes: Vec<Arc<ArrayQueue<CrossShard>>>,
+    pub relay: Arc<ArrayQueue<Vec<u8>>>,
+    pub pool: Arc<ArrayQueue<Vec<u8>>>,
+    pub max_frame: usize,
+}
+
+impl PortRings {
+    /// Rings for `shards` shards, `ring` entries each, `buffers` preallocated frame buffers of
+    /// `max_frame` bytes.
+    pub fn new(shards: usize, ring: usize, buffers: usize, max_frame: usize) -> PortRings {
+        let pool = Arc::new(ArrayQueue::new(buffers.max(1)));
+        for _ in 0..buffers.max(1) {
+            let _ = pool.push(Vec::with_capacity(max_frame));
+        }
+        PortRings {
+            inboxes: (0..shards)
+                .map(|_| Arc::new(ArrayQueue::new(ring.max(1))))
+                .collect(),
+            relay: Arc::new(ArrayQueue::new(ring.max(1))),
+            pool,
+            max_frame,
+        }
+    }
+}
+
+/// The `FrameIo` of one shard.
+pub struct ShardIo<Io> {
+    index: usize,
+    shards: usize,
+    port: Option<Io>,
+    inboxes: Vec<Arc<ArrayQueue<CrossShard>>>,
+    relay: Arc<ArrayQueue<Vec<u8>>>,
+    pool: Arc<ArrayQueue<Vec<u8>>>,
+    max_frame: usize,
+    /// Control messages waiting for room in each destination's inbox.
+    backlog: Vec<VecDeque<CrossShard>>,
+    /// A control message taken from the inbox, for the runtime to apply before more frames.
+    stash: Option<CrossShard>,
+    pub stats: ShardIoStats,
+}
+
+impl<Io: FrameIo> ShardIo<Io> {
+    /// Shard `index` of a port, with its own queue pair (`port`) or none (it then receives
+    /// only through its inbox and transmits through shard 0).
+    pub fn new(index: usize, port: Option<Io>, rings: &PortRings) -> Self {
+        let shards = rings.inboxes.len();
+        ShardIo {
+            index,
+            shards,
+            port,
+            inboxes: rings.inboxes.clone(),
+            relay: rings.relay.clone(),
+            pool: rings.pool.clone(),
+            max_frame: rings.max_frame,
+            backlog: (0..shards).map(|_| VecDeque::new()).collect(),
+            stash: None,
+            stats: ShardIoStats::default(),
+        }
+    }
+
+    /// The port queue pair, if this shard has one.
+    pub fn port(&self) -> Option<&Io> {
+        self.port.as_ref()
+    }
+
+    /// The control message that stopped the last burst, if any.
+    pub fn take_stash(&mut self) -> Option<CrossShard> {
+        self.stash.take()
+    }
+
+    /// True when a control message waits to be applied.
+    pub fn has_stash(&self) -> bool {
+        self.stash.is_some()
+    }
+
+    /// Sends a control message to shard `to` (kept in order, never dropped).
+    pub fn send_control(&mut self, to: usize, msg: CrossShard) {
+        let Some(inbox) = self.inboxes.get(to) else {
+            return;
+        };
+        if self.backlog[to].is_empty() {
+            if let Err(msg) = inbox.push(msg) {
+                self.backlog[to].push_back(msg);
+            }
+        } else {
+            self.backlog[to].push_back(msg);
+        }
+    }
+
+    fn flush_backlog(&mut self) {
+        for (to, q) in self.backlog.iter_mut().enumerate() {
+            while let Some(msg) = q.pop_front() {
+                if let Err(msg) = self.inboxes[to].push(msg) {
+                    q.push_front(msg);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Copies `frame` into a pool buffer and pushes it with `push`; false (frame dropped) when the
+/// frame is too large, the pool is empty or the ring is full.
+fn forward_copy(
+    pool: &ArrayQueue<Vec<u8>>,
+    max_frame: usize,
+    frame: &[u8],
+    push: impl FnOnce(Vec<u8>) -> Result<(), Vec<u8>>,
+) -> bool {
+    if frame.len() > max_frame {
+        return false;
+    }
+    let Some(mut buf) = pool.pop() else {
+        return false;
+    };
+    buf.clear();
+    buf.extend_from_slice(frame);
+    match push(buf) {
+        Ok(()) => true,
+        Err(buf) => {
+            let _ = pool.push(buf);
+            false
+        }
+    }
+}
+
+impl<Io: FrameIo> FrameIo for ShardIo<Io> {
+    fn rx_burst(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
+        if self.stash.is_some() {
+            // The runtime applies it first (QP transitions before the frames behind them).
+            return 0;
+        }
+        self.flush_backlog();
+        let mut n = 0;
+        let ShardIo {
+            index,
+            shards,
+            port,
+            inboxes,
+            relay,
+            pool,
+            max_frame,
+            backlog,
+            stash,
+            stats,
+        } = self;
+        let (index, shards, max_frame) = (*index, *shards, *max_frame);
+        if let Some(port) = port.as_mut() {
+            // Frames of shards without a TX queue go out here (shard 0).
+            if index == 0 {
+                let mut relayed = 0;
+                while relayed < BURST {
+                    let Some(buf) = relay.pop() else { break };
+                    if port.tx(&buf) {
+                        stats.relayed_sent += 1;
+                    } else {
+                        stats.dropped += 1;
+                    }
+                    let _ = pool.push(buf);
+                    relayed += 1;
+                }
+                if relayed > 0 {
+                    port.flush();
+                }
+            }
+            n += port.rx_burst(&mut |frame| match classify(frame, shards) {
+                Steer::Shard(s) if s == index => {
+                    if shards > 1 && roce_dest_qpn(frame) == Some(crate::cm::CM_QPN) {
+                        stats.cm_frames += 1;
+                    }
+                    f(frame)
+                }
+                Steer::Shard(s) => {
+                    let ok = backlog[s].is_empty()
+                        && forward_copy(pool, max_frame, frame, |b| {
+                            inboxes[s].push(CrossShard::Frame(b)).map_err(|m| match m {
+                                CrossShard::Frame(b) => b,
+                                _ => Vec::new(),
+                            })
+                        });
+                    if ok {
+                        stats.forwarded += 1;
+                    } else {
+                        stats.dropped += 1;
+                    }
+                }
+                Steer::ArpReply => {
+                    for (s, inbox) in inboxes.iter().enumerate() {
+                        if s == index {
+                            continue;
+                        }
+                        let ok = backlog[s].is_empty()
+                            && forward_copy(pool, max_frame, frame, |b| {
+                                inbox.push(CrossShard::Frame(b)).map_err(|m| match m {
+                                    CrossShard::Frame(b) => b,
+                                    _ => Vec::new(),
+                                })
+                            });
+                        if ok {
+                            stats.forwarded += 1;
+                        } else {
+                            stats.dropped += 1;
+                        }
+                    }
+                    f(frame);
+                }
+            });
+        }
+        let mut taken = 0;
+        while taken < BURST {
+            let Some(msg) = inboxes[index].pop() else {
+                break;
+            };
+            taken += 1;
+            match msg {
+                CrossShard::Frame(buf) => {
+                    f(&buf);
+                    stats.from_inbox += 1;
+                    let _ = pool.push(buf);
+                    n += 1;
+                }
+                other => {
+                    *stash = Some(other);
+                    break;
+                }
+            }
+        }
+        n
+    }
+
+    fn tx(&mut self, frame: &[u8]) -> bool {
+        if let Some(port) = self.port.as_mut() {
+            return port.tx(frame);
+        }
+        let relay = &self.relay;
+        if forward_copy(&self.pool, self.max_frame, frame, |b| relay.push(b)) {
+            self.stats.relayed_out += 1;
+            true
+        } else {
+            self.stats.dropped += 1;
+            false
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(port) = self.port.as_mut() {
+            port.flush();
+        }
+    }
+}

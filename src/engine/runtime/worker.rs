@@ -1,0 +1,636 @@
+//! One shard's poll loop around a [`Shard`]: drain the submission ring, apply what other shards
+//! sent, poll the port (rx -> QPs/CM, timers, tx), then push completions and events to the EVD
+//! rings (DESIGN.md "Layers"). A pinned core calls [`Worker::poll_once`] in a loop; in inline
+//! mode the consumer waiting on an EVD calls it.
+//!
+//! Shard 0 runs the IB CM for every QP of the port. For a QP of another shard it keeps a
+//! *stand-in* QP with the same number in its own `Host`: the CM moves the stand-in through
+//! INIT/RTR/RTS/ERROR exactly as it would move a local QP, and the worker replays each
+//! transition on the owning shard through its inbox, followed by the connection event, so the
+//! consumer never sees `Established` before the QP is in RTS. Data frames never reach a
+//! stand-in: RX steering sends them to the owner.
+
+use super::command::{Command, EngineError};
+use super::event::{AsyncEvent, ConnEvent, ConnRequest, Event, EventSink, QpRoute};
+use super::shard_io::{CrossShard, ShardIo, ShardIoStats};
+use super::steer::shard_of_qpn;
+use crate::cm::{CmEvent, CmId};
+use crate::engine::host::{HostEvent, QpOptions};
+use crate::engine::io::FrameIo;
+use crate::engine::shard::{Shard, ShardStats};
+use crate::time::Instant;
+use crate::transport::memory::Memory;
+use crate::transport::types::{QpState, SendOp, WcOpcode, WcStatus, WorkCompletion};
+use crossbeam_queue::ArrayQueue;
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+/// Submissions applied per poll at most (bounds the loop's latency).
+const COMMANDS_PER_POLL: usize = 64;
+/// Inbox control messages applied per poll at most.
+const CONTROL_PER_POLL: usize = 16;
+
+/// Counters of the runtime around one shard.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    pub commands: u64,
+    /// Posts the shard could not apply (completed with an error status).
+    pub post_errors: u64,
+    pub completions: u64,
+    /// Completions of a QP whose EVD is DAT_HANDLE_NULL (the consumer is not interested).
+    pub unrouted: u64,
+    /// Events that did not fit their EVD (each also reported on the async EVD when it fits).
+    pub evd_overflows: u64,
+    /// CM transitions replayed on this shard / sent to other shards.
+    pub transitions_applied: u64,
+    pub transitions_sent: u64,
+}
+
+/// Everything the runtime knows about one shard.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeStats {
+    pub shard: ShardStats,
+    pub io: ShardIoStats,
+    pub worker: WorkerStats,
+    /// The poll thread is pinned on its core (core mode).
+    pub pinned: bool,
+}
+
+/// Shard 0's record of a stand-in QP.
+struct StandIn {
+    shard: usize,
+    forwarded: QpState,
+    peer: Ipv4Addr,
+}
+
+/// The states an RC QP passes through from `from` to `to` (IBTA vol. 1 §10.3.1: no skipping
+/// on the way up; ERROR and RESET are reachable from anywhere).
+fn transition_path(from: QpState, to: QpState) -> impl Iterator<Item = QpState> {
+    let rank = |s| match s {
+        QpState::Init => Some(1),
+        QpState::Rtr => Some(2),
+        QpState::Rts => Some(3),
+        _ => None,
+    };
+    let ladder = [QpState::Init, QpState::Rtr, QpState::Rts];
+    let (lo, hi) = match (rank(from), rank(to)) {
+        (Some(a), Some(b)) if b > a => (a, b),
+        _ => (0, 0),
+    };
+    let direct = (lo == 0).then_some(to);
+    ladder
+        .into_iter()
+        .enumerate()
+        .filter(move |(i, _)| *i + 1 > lo && *i < hi)
+        .map(|(_, s)| s)
+        .chain(direct)
+}
+
+/// One shard with its runtime tables.
+pub struct Worker<M: Memory, Io: FrameIo> {
+    index: usize,
+    shards: usize,
+    pub shard: Shard<M, ShardIo<Io>>,
+    commands: Arc<ArrayQueue<Command<M>>>,
+    routes: HashMap<u32, QpRoute>,
+    async_sink: Arc<EventSink>,
+    // Shard 0: the CM's tables.
+    stand_ins: BTreeMap<u32, StandIn>,
+    conn_qpn: HashMap<CmId, u32>,
+    requests: HashMap<CmId, Ipv4Addr>,
+    listeners: HashMap<u16, Arc<EventSink>>,
+    stats: WorkerStats,
+    pub pinned: bool,
+}
+
+impl<M: Memory, Io: FrameIo> Worker<M, Io> {
+    pub fn new(
+        index: usize,
+        shards: usize,
+        shard: Shard<M, ShardIo<Io>>,
+        commands: Arc<ArrayQueue<Command<M>>>,
+        async_sink: Arc<EventSink>,
+    ) -> Self {
+        Worker {
+            index,
+            shards,
+            shard,
+            commands,
+            routes: HashMap::new(),
+            async_sink,
+            stand_ins: BTreeMap::new(),
+            conn_qpn: HashMap::new(),
+            requests: HashMap::new(),
+            listeners: HashMap::new(),
+            stats: WorkerStats::default(),
+            pinned: false,
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> RuntimeStats {
+        RuntimeStats {
+            shard: self.shard.stats(),
+            io: self.shard.io.stats,
+            worker: self.stats,
+            pinned: self.pinned,
+        }
+    }
+
+    /// One iteration; true if it did any work.
+    pub fn poll_once(&mut self) -> bool {
+        let mut work = false;
+        let mut cm_moved = false;
+        let now = self.shard.clock().now();
+        for _ in 0..COMMANDS_PER_POLL {
+            let Some(cmd) = self.commands.pop() else {
+                break;
+            };
+            self.stats.commands += 1;
+            cm_moved |= self.execute(now, cmd);
+            work = true;
+        }
+        if self.index == 0
+            && !self.stand_ins.is_empty()
+            && self
+                .shard
+                .host
+                .cm()
+                .poll_timeout()
+                .is_some_and(|t| t <= now)
+        {
+            cm_moved = true;
+        }
+        let cm_frames = self.shard.io.stats.cm_frames;
+        for _ in 0..CONTROL_PER_POLL {
+            if let Some(msg) = self.shard.io.take_stash() {
+                self.apply_cross(msg);
+                work = true;
+            }
+            work |= self.shard.poll();
+            if !self.shard.io.has_stash() {
+                break;
+            }
+        }
+        cm_moved |= self.shard.io.stats.cm_frames != cm_frames;
+        if cm_moved && !self.stand_ins.is_empty() {
+            self.sync_stand_ins();
+        }
+        work | self.drain_host()
+    }
+
+    fn reply<T>(reply: std::sync::mpsc::SyncSender<T>, v: T) {
+        // The caller may have given up waiting; nothing else to do then.
+        let _ = reply.send(v);
+    }
+
+    /// Applies one submission; true if it may have moved a QP through the CM.
+    fn execute(&mut self, now: Instant, cmd: Command<M>) -> bool {
+        let host = &mut self.shard.host;
+        match cmd {
+            Command::PostSend { qpn, wr } => {
+                let (wr_id, opcode) = (wr.wr_id, send_opcode(&wr.op));
+                if let Err(e) = host.post_send(now, qpn, wr) {
+                    self.stats.post_errors += 1;
+                    let error = match e {
+                        crate::engine::host::HostError::Qp(q) => q,
+                        _ => crate::transport::types::QpError::InvalidArgument,
+                    };
+                    self.failed_post(qpn, wr_id, opcode, error);
+                }
+                false
+            }
+            Command::PostRecv { qpn, wr } => {
+                let wr_id = wr.wr_id;
+                if let Err(e) = host.post_recv(qpn, wr) {
+                    self.stats.post_errors += 1;
+                    let error = match e {
+                        crate::engine::host::HostError::Qp(q) => q,
+                        _ => crate::transport::types::QpError::InvalidArgument,
+                    };
+                    self.failed_post(qpn, wr_id, WcOpcode::Recv, error);
+                }
+                false
+            }
+            Command::PostSrqRecv { srqn, wr } => {
+                let wr_id = wr.wr_id;
+                if let Err(e) = host.post_srq_recv(srqn, wr) {
+                    self.stats.post_errors += 1;
+                    let error = match e {
+                        crate::engine::host::HostError::Qp(q) => q,
+                        _ => crate::transport::types::QpError::InvalidArgument,
+                    };
+                    self.push_async(AsyncEvent::SrqPostFailed { srqn, wr_id, error });
+                }
+                false
+            }
+            Command::CreateQp { opts, route, reply } => {
+                let r = host
+                    .create_qp_in_space(now, opts, self.index as u32, self.shards as u32)
+                    .map_err(EngineError::from);
+                if let Ok(qpn) = r {
+                    self.routes.insert(qpn, route);
+                }
+                Self::reply(reply, r);
+                false
+            }
+            Command::SetRoute { qpn, route, reply } => {
+                let r = if host.qp(qpn).is_some() {
+                    self.routes.insert(qpn, route);
+                    Ok(())
+                } else {
+                    Err(EngineError::Host(crate::engine::host::HostError::UnknownQp))
+                };
+                Self::reply(reply, r);
+                false
+            }
+            Command::DestroyQp { qpn, reply } => {
+                let r = if self.index == 0 && shard_of_qpn(qpn, self.shards) != 0 {
+                    // The CM's stand-in of another shard's QP (absent if it never connected).
+                    if self.stand_ins.remove(&qpn).is_some() {
+                        let _ = host.destroy_qp(qpn);
+                    }
+                    Ok(())
+                } else {
+                    self.routes.remove(&qpn);
+                    host.destroy_qp(qpn).map_err(EngineError::from)
+                };
+                self.conn_qpn.retain(|_, q| *q != qpn);
+                Self::reply(reply, r);
+                false
+            }
+            Command::CreateSrq { depth, reply } => {
+                Self::reply(reply, host.create_srq(depth));
+                false
+            }
+            Command::DestroySrq { srqn, reply } => {
+                Self::reply(reply, host.destroy_srq(srqn).map_err(EngineError::from));
+                false
+            }
+            Command::Connect { params, reply } => {
+                let qpn = params.local_qpn;
+                let r = self
+                    .ensure_stand_in(now, qpn, params.dst_ip, params.access)
+                    .and_then(|()| {
+                        self.shard
+                            .host
+                            .connect(now, params)
+                            .map_err(EngineError::from)
+                    });
+                if let Ok(id) = r {
+                    self.conn_qpn.insert(id, qpn);
+                }
+                Self::reply(reply, r);
+                true
+            }
+            Command::Accept { id, params, reply } => {
+                let qpn = params.local_qpn;
+                let r = match self.requests.get(&id).copied() {
+                    None => Err(EngineError::Host(crate::engine::host::HostError::Cm(
+                        crate::cm::CmError::UnknownId,
+                    ))),
+                    Some(src) => {
+                        self.ensure_stand_in(now, qpn, src, params.access)
+                            .and_then(|()| {
+                                self.shard
+                                    .host
+                                    .accept(now, id, params)
+                                    .map_err(EngineError::from)
+                            })
+                    }
+                };
+                if r.is_ok() {
+                    self.requests.remove(&id);
+                    self.conn_qpn.insert(id, qpn);
+                }
+                Self::reply(reply, r);
+                true
+            }
+            Command::Reject {
+                id,
+                private_data,
+                reply,
+            } => {
+                let r = host
+                    .reject(now, id, &private_data)
+                    .map_err(EngineError::from);
+                self.requests.remove(&id);
+                Self::reply(reply, r);
+                false
+            }
+            Command::Disconnect { qpn, reply } => {
+                let r = host.disconnect(now, qpn).map_err(EngineError::from);
+                Self::reply(reply, r);
+                true
+            }
+            Command::Listen { port, sink, reply } => {
+                let r = host.listen(port).map_err(EngineError::from);
+                if r.is_ok() {
+                    self.listeners.insert(port, sink);
+                }
+                Self::reply(reply, r);
+                false
+            }
+            Command::Unlisten { port, reply } => {
+                let r = host.unlisten(port).map_err(EngineError::from);
+                self.listeners.remove(&port);
+                Self::reply(reply, r);
+                false
+            }
+            Command::Stats { reply } => {
+                Self::reply(reply, self.stats());
+                false
+            }
+            Command::WithHost(f) => {
+                f(host);
+                false
+            }
+        }
+    }
+
+    /// Shard 0: makes sure the CM has a QP numbered `qpn` to drive (a stand-in when the QP
+    /// lives on another shard).
+    fn ensure_stand_in(
+        &mut self,
+        now: Instant,
+        qpn: u32,
+        peer: Ipv4Addr,
+        access: crate::transport::memory::Access,
+    ) -> Result<(), EngineError> {
+        let owner = shard_of_qpn(qpn, self.shards);
+        if owner == self.index {
+            return Ok(());
+        }
+        if let Some(s) = self.stand_ins.get_mut(&qpn) {
+            s.peer = peer;
+            return Ok(());
+        }
+        let opts = QpOptions {
+            srq: None,
+            access,
+            ..QpOptions::default()
+        };
+        self.shard.host.create_qp_numbered(now, qpn, opts)?;
+        self.stand_ins.insert(
+            qpn,
+            StandIn {
+                shard: owner,
+                forwarded: QpState::Init,
+                peer,
+            },
+        );
+        Ok(())
+    }
+
+    /// Shard 0: sends every transition the CM made on a stand-in to the QP's shard.
+    fn sync_stand_ins(&mut self) {
+        let host = &self.shard.host;
+        let io = &mut self.shard.io;
+        for (&qpn, s) in self.stand_ins.iter_mut() {
+            let Some(qp) = host.qp(qpn) else { continue };
+            let state = qp.state();
+            if state == s.forwarded {
+                continue;
+            }
+            for step in transition_path(s.forwarded, state) {
+                io.send_control(
+                    s.shard,
+                    CrossShard::Modify {
+                        qpn,
+                        state: step,
+                        attr: *qp.attr(),
+                        peer: s.peer,
+                    },
+                );
+                self.stats.transitions_sent += 1;
+            }
+            s.forwarded = state;
+        }
+    }
+
+    /// Applies a control message from shard 0.
+    fn apply_cross(&mut self, msg: CrossShard) {
+        match msg {
+            CrossShard::Frame(_) => {}
+            CrossShard::Modify {
+                qpn,
+                state,
+                attr,
+                peer,
+            } => {
+                let now = self.shard.clock().now();
+                let host = &mut self.shard.host;
+                let ok = host.set_peer(qpn, peer).is_ok()
+                    && host.modify_qp(now, qpn, state, &attr).is_ok();
+                if ok {
+                    self.stats.transitions_applied += 1;
+                } else if host.qp(qpn).is_some() {
+                    self.push_async(AsyncEvent::QpTransitionFailed { qpn });
+                }
+            }
+            CrossShard::Event(Event::Connection { qpn, event }) => self.deliver_conn(qpn, event),
+            CrossShard::Event(other) => {
+                let sink = self.async_sink.clone();
+                self.push(&sink, other);
+            }
+        }
+    }
+
+    /// Completions, CM and neighbour events, SRQ limits of the host, to their EVDs.
+    fn drain_host(&mut self) -> bool {
+        let mut work = false;
+        while let Some(wc) = self.shard.host.poll_completion() {
+            self.stats.completions += 1;
+            self.route_dto(wc);
+            work = true;
+        }
+        while let Some(ev) = self.shard.host.poll_host_event() {
+            work = true;
+            match ev {
+                HostEvent::Cm(ev) => self.route_cm(ev),
+                // A resolution that succeeded is no error; failures and conflicts are.
+                HostEvent::Net(crate::net::NetEvent::Resolved { .. }) => {}
+                HostEvent::Net(ev) => self.push_async(AsyncEvent::Net(ev)),
+            }
+        }
+        while let Some(srqn) = self.shard.host.poll_srq_limit() {
+            work = true;
+            self.push_async(AsyncEvent::SrqLimit {
+                shard: self.index,
+                srqn,
+            });
+        }
+        work
+    }
+
+    fn route_dto(&mut self, wc: WorkCompletion) {
+        let route = self.routes.get(&wc.qp_num);
+        let recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
+        if let Some(c) = route.and_then(|r| r.counters.as_ref()) {
+            let n = if recv { &c.recvs } else { &c.requests };
+            n.fetch_add(1, std::sync::atomic::Ordering::Release);
+        }
+        let sink = route.and_then(|r| {
+            if recv {
+                r.recv.clone()
+            } else {
+                r.request.clone()
+            }
+        });
+        match sink {
+            Some(sink) => self.push(&sink, Event::Dto(wc)),
+            None => self.stats.unrouted += 1,
+        }
+    }
+
+    fn route_cm(&mut self, ev: CmEvent) {
+        let now = self.shard.clock().now();
+        let conn = |id: &CmId| self.conn_qpn.get(id).copied();
+        let (qpn, event) = match ev {
+            CmEvent::ConnectRequest {
+                id,
+                port,
+                src_ip,
+                src_port,
+                remote_qpn,
+                private_data,
+                ..
+            } => {
+                let Some(sink) = self.listeners.get(&port).cloned() else {
+                    // The listener went away after the REQ was accepted by the CM.
+                    let _ = self.shard.host.reject(now, id, &[]);
+                    return;
+                };
+                self.requests.insert(id, src_ip);
+                let req = ConnRequest {
+                    id,
+                    port,
+                    src_ip,
+                    src_port,
+                    remote_qpn,
+                    private_data,
+                };
+                self.push(&sink, Event::Request(req));
+                return;
+            }
+            CmEvent::Established { id, private_data } => {
+                (conn(&id), ConnEvent::Established { private_data })
+            }
+            CmEvent::Rejected {
+                id,
+                reason,
+                private_data,
+            } => {
+                self.requests.remove(&id);
+                (
+                    conn(&id),
+                    ConnEvent::PeerRejected {
+                        reason,
+                        private_data,
+                    },
+                )
+            }
+            CmEvent::Unreachable { id } => {
+                self.requests.remove(&id);
+                (conn(&id), ConnEvent::Unreachable)
+            }
+            CmEvent::Disconnected { id } => (conn(&id), ConnEvent::Disconnected),
+            CmEvent::ConnectError { id, error } => (conn(&id), ConnEvent::Broken(error)),
+        };
+        if let Some(qpn) = qpn {
+            // Transitions first: the event must not overtake them.
+            if !self.stand_ins.is_empty() {
+                self.sync_stand_ins();
+            }
+            self.deliver_conn(qpn, event);
+        }
+    }
+
+    fn deliver_conn(&mut self, qpn: u32, event: ConnEvent) {
+        let owner = shard_of_qpn(qpn, self.shards);
+        if owner != self.index {
+            self.shard
+                .io
+                .send_control(owner, CrossShard::Event(Event::Connection { qpn, event }));
+            return;
+        }
+        match self.routes.get(&qpn).and_then(|r| r.conn.clone()) {
+            Some(sink) => self.push(&sink, Event::Connection { qpn, event }),
+            None => self.stats.unrouted += 1,
+        }
+    }
+
+    /// A post the host refused: its completion carries the error (DAT: the DTO completes in
+    /// error; nothing is lost silently).
+    fn failed_post(
+        &mut self,
+        qpn: u32,
+        wr_id: u64,
+        opcode: WcOpcode,
+        error: crate::transport::types::QpError,
+    ) {
+        let status = match error {
+            crate::transport::types::QpError::InvalidState => WcStatus::WrFlushErr,
+            _ => WcStatus::LocQpOpErr,
+        };
+        self.route_dto(WorkCompletion {
+            wr_id,
+            status,
+            opcode,
+            byte_len: 0,
+            imm_data: None,
+            invalidated_rkey: None,
+            qp_num: qpn,
+            srq: None,
+        });
+        self.push_async(AsyncEvent::PostFailed { qpn, error });
+    }
+
+    fn push_async(&mut self, ev: AsyncEvent) {
+        let sink = self.async_sink.clone();
+        self.push(&sink, Event::Async(ev));
+    }
+
+    /// Pushes to an EVD; an overflow is counted, flagged on the EVD (`take_overflow`) and
+    /// reported on the async EVD.
+    fn push(&mut self, sink: &Arc<EventSink>, ev: Event) {
+        if sink.queue.push(ev).is_err() {
+            self.stats.evd_overflows += 1;
+            if !Arc::ptr_eq(sink, &self.async_sink) {
+                let _ = self
+                    .async_sink
+                    .queue
+                    .push(Event::Async(AsyncEvent::EvdOverflow { evd: sink.id() }));
+            }
+        }
+    }
+}
+
+/// The completion opcode of a send work request.
+fn send_opcode(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. } => WcOpcode::Send,
+        SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
+        SendOp::Read { .. } => WcOpcode::RdmaRead,
+        SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
+        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use QpState::*;
+
+    #[test]
+    fn transitions_are_replayed_without_skipping_states() {
+        let p = |a, b| transition_path(a, b).collect::<Vec<_>>();
+        assert_eq!(p(Init, Rts), vec![Rtr, Rts]);
+        assert_eq!(p(Init, Rtr), vec![Rtr]);
+        assert_eq!(p(Rtr, Rts), vec![Rts]);
+        assert_eq!(p(Rts, Error), vec![Error]);
+        assert_eq!(p(Init, Error), vec![Error]);
+        assert_eq!(p(Error, Reset), vec![Reset]);
+    }
+}

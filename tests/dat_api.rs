@@ -1,0 +1,433 @@
+//! The DAT-shaped Rust API in memory: two IAs (two ports, two shards each, inline progress)
+//! over an in-memory cable. Every operation with data checked, EP states and status, wrong-state
+//! and invalid-argument errors, refused frees, rejection, disconnect, reset, SRQ.
+
+use dpdk_roce::config::Progress;
+use dpdk_roce::dat::{
+    ConnectionEventKind, DatError, DatEvent, Ep, EpState, Evd, EvdFlags, Ia, IaConfig, Lmr, Psp,
+    Pz, Srq,
+};
+use dpdk_roce::engine::io::ChannelIo;
+use dpdk_roce::engine::runtime::EngineConfig;
+use dpdk_roce::transport::memory::Access;
+use dpdk_roce::transport::types::{WcOpcode, WcStatus};
+use dpdk_roce::wire::ethernet::EthernetAddress;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+const IP_A: Ipv4Addr = Ipv4Addr::new(10, 33, 0, 1);
+const IP_B: Ipv4Addr = Ipv4Addr::new(10, 33, 0, 2);
+const QUAL: u16 = 45248;
+const RW: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_ATOMIC);
+const T: Option<Duration> = Some(Duration::from_secs(30));
+
+fn ias() -> (Ia, Ia) {
+    let (io_a, io_b) = ChannelIo::pair(4096);
+    let open = |mac: u8, ip, io: ChannelIo| {
+        Ia::open_with(
+            IaConfig {
+                mac: EthernetAddress([2, 0, 0, 0, 0, mac]),
+                ip,
+                prefix_len: 24,
+                mtu: 1500,
+                shards: 2,
+                engine: EngineConfig {
+                    progress: Progress::Inline,
+                    ..EngineConfig::default()
+                },
+            },
+            vec![Box::new(io)],
+        )
+        .expect("open")
+    };
+    (open(0xa, IP_A, io_a), open(0xb, IP_B, io_b))
+}
+
+/// Waits on `evd` while also driving the other IA (both sides in this thread, inline).
+fn wait(evd: &Evd, other: &Ia) -> DatEvent {
+    let t0 = std::time::Instant::now();
+    loop {
+        other.progress();
+        match evd.wait(Some(Duration::from_micros(200)), 1) {
+            Ok(ev) => return ev,
+            Err(DatError::TimeoutExpired) => {}
+            Err(e) => panic!("{e}"),
+        }
+        assert!(t0.elapsed() < T.unwrap(), "nothing arrived");
+    }
+}
+
+fn dto(evd: &Evd, other: &Ia) -> dpdk_roce::dat::DtoEvent {
+    match wait(evd, other) {
+        DatEvent::Dto(d) => d,
+        other => panic!("not a DTO: {other:?}"),
+    }
+}
+
+fn conn(evd: &Evd, other: &Ia) -> ConnectionEventKind {
+    match wait(evd, other) {
+        DatEvent::Connection { kind, .. } => kind,
+        other => panic!("not a connection event: {other:?}"),
+    }
+}
+
+struct Side {
+    ia: Ia,
+    pz: Pz,
+    dto: Evd,
+    conn: Evd,
+    cr: Evd,
+}
+
+fn side(ia: Ia) -> Side {
+    let pz = Pz::create(&ia).unwrap();
+    let dto = Evd::create(&ia, 256, EvdFlags::DTO).unwrap();
+    let conn = Evd::create(&ia, 64, EvdFlags::CONNECTION).unwrap();
+    let cr = Evd::create(&ia, 64, EvdFlags::CR).unwrap();
+    Side {
+        ia,
+        pz,
+        dto,
+        conn,
+        cr,
+    }
+}
+
+fn ep(s: &Side) -> Ep {
+    Ep::create(
+        &s.ia,
+        &s.pz,
+        Some(&s.dto),
+        Some(&s.dto),
+        Some(&s.conn),
+        None,
+        None,
+    )
+    .unwrap()
+}
+
+/// Connects `ea` (on A) to a new accept on `eb` (on B), private data both ways.
+fn connect(a: &Side, b: &Side, ea: &Ep, eb: &Ep) {
+    ea.connect(IP_B, QUAL, b"hello from A").unwrap();
+    assert_eq!(ea.state(), EpState::ActiveConnectionPending);
+    let DatEvent::ConnectionRequest(mut cr) = wait(&b.cr, &a.ia) else {
+        panic!("no CR");
+    };
+    assert_eq!(cr.conn_qual(), QUAL);
+    assert_eq!(cr.remote_address(), IP_A);
+    assert_eq!(&cr.private_data()[..12], b"hello from A");
+    cr.private_data_mut()[0] = b'H';
+    cr.accept(eb, b"welcome").unwrap();
+    assert_eq!(eb.state(), EpState::PassiveConnectionPending);
+    match wait(&a.conn, &b.ia) {
+        DatEvent::Connection {
+            kind: ConnectionEventKind::Established,
+            private_data,
+            ep,
+            ..
+        } => {
+            assert_eq!(ep, ea.qpn());
+            assert_eq!(&private_data[..7], b"welcome");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(conn(&b.conn, &a.ia), ConnectionEventKind::Established);
+    assert_eq!(ea.state(), EpState::Connected);
+    assert_eq!(eb.state(), EpState::Connected);
+}
+
+#[test]
+fn every_operation_with_data_verified_then_disconnect_reset_and_free() {
+    let (ia_a, ia_b) = ias();
+    let (a, b) = (side(ia_a), side(ia_b));
+    let _psp = Psp::create(&b.ia, QUAL, &b.cr).unwrap();
+    // Two EPs per side: they land on both shards.
+    let eas = [ep(&a), ep(&a)];
+    let ebs = [ep(&b), ep(&b)];
+    assert_ne!(eas[0].shard(), eas[1].shard());
+    let la = Lmr::create(&a.pz, 8192, RW).unwrap();
+    let lb = Lmr::create(&b.pz, 8192, RW).unwrap();
+    let msg: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+    la.write(0, &msg).unwrap();
+    lb.write(4096, &42u64.to_le_bytes()).unwrap();
+    lb.write(5000, b"read me").unwrap();
+    for (k, (ea, eb)) in eas.iter().zip(&ebs).enumerate() {
+        let k = k as u64;
+        eb.post_recv(&[lb.triplet(0, 1000)], 100 + k).unwrap();
+        eb.post_recv(&[lb.triplet(2000, 16)], 200 + k).unwrap();
+        let (state, recv_idle, request_idle) = eb.get_status();
+        assert_eq!(state, EpState::Unconnected, "dat_ep_create: UNCONNECTED");
+        assert!(!recv_idle && request_idle);
+        // Wrong state: no request before CONNECTED, the error names the state.
+        assert_eq!(
+            ea.post_send(&[la.triplet(0, 8)], 1),
+            Err(DatError::EpState {
+                state: EpState::Unconnected
+            })
+        );
+        connect(&a, &b, ea, eb);
+        assert_eq!(
+            ea.connect(IP_B, QUAL, &[]),
+            Err(DatError::EpState {
+                state: EpState::Connected
+            })
+        );
+        // SEND (two segments) -> receive.
+        ea.post_send(&[la.triplet(0, 600), la.triplet(600, 400)], 1)
+            .unwrap();
+        let d = dto(&a.dto, &b.ia);
+        assert_eq!(
+            (d.cookie, d.status, d.opcode),
+            (1, WcStatus::Success, WcOpcode::Send)
+        );
+        assert_eq!(d.ep, ea.qpn());
+        let d = dto(&b.dto, &a.ia);
+        assert_eq!(
+            (d.cookie, d.status, d.opcode),
+            (100 + k, WcStatus::Success, WcOpcode::Recv)
+        );
+        assert_eq!(d.transferred_length, 1000);
+        assert_eq!(lb.read(0, 1000).unwrap(), msg);
+        // RDMA WRITE with immediate -> consumes the second receive.
+        ea.post_rdma_write_imm(&[la.triplet(0, 300)], &lb.rmr_triplet(3000, 300), 77, 2)
+            .unwrap();
+        assert_eq!(dto(&a.dto, &b.ia).opcode, WcOpcode::RdmaWrite);
+        let d = dto(&b.dto, &a.ia);
+        assert_eq!((d.cookie, d.immediate), (200 + k, Some(77)));
+        assert_eq!(lb.read(3000, 300).unwrap(), msg[..300]);
+        // Plain RDMA WRITE: no receive consumed, no event at B.
+        ea.post_rdma_write(&[la.triplet(300, 100)], &lb.rmr_triplet(3500, 100), 3)
+            .unwrap();
+        assert_eq!(dto(&a.dto, &b.ia).cookie, 3);
+        assert_eq!(lb.read(3500, 100).unwrap(), msg[300..400]);
+        // RDMA READ.
+        ea.post_rdma_read(&[la.triplet(6000, 7)], &lb.rmr_triplet(5000, 7), 4)
+            .unwrap();
+        let d = dto(&a.dto, &b.ia);
+        assert_eq!(
+            (d.cookie, d.opcode, d.status),
+            (4, WcOpcode::RdmaRead, WcStatus::Success)
+        );
+        assert_eq!(la.read(6000, 7).unwrap(), b"read me");
+        // Fetch-add and compare-swap on B's counter.
+        let before = u64::from_le_bytes(lb.read(4096, 8).unwrap().try_into().unwrap());
+        ea.post_fetch_add(5, &la.triplet(7000, 8), &lb.rmr_triplet(4096, 8), 5)
+            .unwrap();
+        assert_eq!(dto(&a.dto, &b.ia).opcode, WcOpcode::FetchAdd);
+        assert_eq!(la.read(7000, 8).unwrap(), before.to_le_bytes());
+        ea.post_cmp_and_swap(
+            before + 5,
+            1000,
+            &la.triplet(7008, 8),
+            &lb.rmr_triplet(4096, 8),
+            6,
+        )
+        .unwrap();
+        assert_eq!(dto(&a.dto, &b.ia).opcode, WcOpcode::CompSwap);
+        assert_eq!(la.read(7008, 8).unwrap(), (before + 5).to_le_bytes());
+        assert_eq!(lb.read(4096, 8).unwrap(), 1000u64.to_le_bytes());
+        lb.write(4096, &42u64.to_le_bytes()).unwrap();
+        // Invalid arguments.
+        assert!(matches!(
+            ea.post_fetch_add(1, &la.triplet(0, 4), &lb.rmr_triplet(4096, 8), 9),
+            Err(DatError::InvalidParameter(_))
+        ));
+        let five: Vec<_> = (0..5).map(|i| la.triplet(i * 8, 8)).collect();
+        assert!(matches!(
+            ea.post_send(&five, 9),
+            Err(DatError::InvalidParameter(_))
+        ));
+        let (_, recv_idle, request_idle) = ea.get_status();
+        assert!(recv_idle && request_idle, "everything completed");
+        // A bad R_Key completes in error at the requester, data untouched.
+        ea.post_rdma_write(
+            &[la.triplet(0, 8)],
+            &lb.rmr_triplet(0, 8).with_key(0x8000_1234),
+            10,
+        )
+        .unwrap();
+        let d = dto(&a.dto, &b.ia);
+        assert_eq!(d.cookie, 10);
+        assert_eq!(d.status, WcStatus::RemAccessErr);
+        assert_eq!(lb.read(0, 1000).unwrap(), msg);
+        // The error broke the connection: both sides end DISCONNECTED.
+        let _ = eb;
+    }
+    // Refused frees while used.
+    let refused = b.dto.free().unwrap_err();
+    assert!(matches!(refused.error, DatError::InvalidState(_)));
+    let b_dto = refused.object;
+    let refused = a.pz.free().unwrap_err();
+    let a_pz = refused.object;
+    let refused = a.ia.close().unwrap_err();
+    assert!(matches!(refused.error, DatError::InvalidState(_)));
+    let ia_a = refused.object;
+    // Drop everything in an arbitrary order: EPs (abrupt disconnect), LMRs, EVD, PZ, IA.
+    drop(eas);
+    drop(b_dto);
+    drop(la);
+    drop(a_pz);
+    drop((a.dto, a.conn, a.cr));
+    ia_a.close().expect("A: every object freed");
+    drop(ebs);
+    drop(lb);
+}
+
+trait WithKey {
+    fn with_key(self, key: u32) -> Self;
+}
+
+impl WithKey for dpdk_roce::dat::RmrTriplet {
+    fn with_key(mut self, key: u32) -> Self {
+        self.rmr_context = key;
+        self
+    }
+}
+
+#[test]
+fn reject_disconnect_reset_and_reconnect() {
+    let (ia_a, ia_b) = ias();
+    let (a, b) = (side(ia_a), side(ia_b));
+    let psp = Psp::create(&b.ia, QUAL, &b.cr).unwrap();
+    assert!(matches!(
+        Psp::create(&b.ia, QUAL, &b.cr),
+        Err(DatError::ConnQualInUse(QUAL))
+    ));
+    assert!(matches!(
+        Psp::create(&b.ia, QUAL + 1, &b.dto),
+        Err(DatError::InvalidParameter(_))
+    ));
+    let ea = ep(&a);
+    let eb = ep(&b);
+    // Rejected with private data.
+    ea.connect(IP_B, QUAL, b"x").unwrap();
+    let DatEvent::ConnectionRequest(cr) = wait(&b.cr, &a.ia) else {
+        panic!("no CR")
+    };
+    cr.reject(b"go away").unwrap();
+    match wait(&a.conn, &b.ia) {
+        DatEvent::Connection {
+            kind: ConnectionEventKind::PeerRejected,
+            private_data,
+            ..
+        } => assert_eq!(&private_data[..7], b"go away"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ea.state(), EpState::Disconnected);
+    assert!(matches!(
+        ea.connect(IP_B, QUAL, &[]),
+        Err(DatError::EpState { .. })
+    ));
+    ea.reset().unwrap();
+    assert_eq!(ea.state(), EpState::Unconnected);
+    // Now accepted, then disconnected by B; receives flush.
+    let la = Lmr::create(&a.pz, 4096, RW).unwrap();
+    ea.post_recv(&[la.triplet(0, 64)], 55).unwrap();
+    connect(&a, &b, &ea, &eb);
+    eb.disconnect().unwrap();
+    assert_eq!(eb.state(), EpState::DisconnectPending);
+    assert_eq!(conn(&b.conn, &a.ia), ConnectionEventKind::Disconnected);
+    let mut saw_disconnect = false;
+    let mut saw_flush = false;
+    while !(saw_disconnect && saw_flush) {
+        if !saw_disconnect {
+            if let Ok(DatEvent::Connection { kind, .. }) = a.conn.dequeue() {
+                assert_eq!(kind, ConnectionEventKind::Disconnected);
+                saw_disconnect = true;
+            }
+        }
+        b.ia.progress();
+        if let Ok(DatEvent::Dto(d)) = a.dto.dequeue() {
+            assert_eq!((d.cookie, d.status), (55, WcStatus::WrFlushErr));
+            saw_flush = true;
+        }
+    }
+    assert_eq!(ea.state(), EpState::Disconnected);
+    assert_eq!(eb.state(), EpState::Disconnected);
+    assert!(matches!(
+        ea.post_recv(&[la.triplet(0, 8)], 1),
+        Err(DatError::EpState {
+            state: EpState::Disconnected
+        })
+    ));
+    // Reset both and connect again on fresh QPs.
+    let old = ea.qpn();
+    ea.reset().unwrap();
+    eb.reset().unwrap();
+    assert_ne!(ea.qpn(), old);
+    connect(&a, &b, &ea, &eb);
+    // Empty EVD: DAT_QUEUE_EMPTY; a wait with timeout 0 expires.
+    assert_eq!(a.dto.dequeue().unwrap_err(), DatError::QueueEmpty);
+    assert_eq!(
+        a.dto.wait(Some(Duration::ZERO), 1).unwrap_err(),
+        DatError::TimeoutExpired
+    );
+    psp.free();
+}
+
+#[test]
+fn srq_receives_for_two_endpoints_and_invalid_creation() {
+    let (ia_a, ia_b) = ias();
+    let (a, b) = (side(ia_a), side(ia_b));
+    let _psp = Psp::create(&b.ia, QUAL, &b.cr).unwrap();
+    // Invalid: DTO EVD given as connection EVD; EVD of another IA.
+    assert!(matches!(
+        Ep::create(
+            &a.ia,
+            &a.pz,
+            Some(&a.dto),
+            Some(&a.dto),
+            Some(&a.dto),
+            None,
+            None
+        ),
+        Err(DatError::InvalidParameter(_))
+    ));
+    assert!(matches!(
+        Ep::create(&a.ia, &a.pz, Some(&b.dto), None, None, None, None),
+        Err(DatError::InvalidHandle(_))
+    ));
+    let srq = Srq::create(&b.pz, 16, 2).unwrap();
+    let lb = Lmr::create(&b.pz, 4096, RW).unwrap();
+    for i in 0..4u64 {
+        srq.post_recv(&[lb.triplet(i * 256, 256)], 900 + i).unwrap();
+    }
+    let la = Lmr::create(&a.pz, 4096, RW).unwrap();
+    la.write(0, b"via the shared receive queue").unwrap();
+    let mut cookies = Vec::new();
+    let mut keep = Vec::new();
+    for _ in 0..2 {
+        let ea = ep(&a);
+        let eb = Ep::create(
+            &b.ia,
+            &b.pz,
+            Some(&b.dto),
+            Some(&b.dto),
+            Some(&b.conn),
+            Some(&srq),
+            None,
+        )
+        .unwrap();
+        assert!(matches!(
+            eb.post_recv(&[lb.triplet(0, 8)], 1),
+            Err(DatError::InvalidParameter(_))
+        ));
+        connect(&a, &b, &ea, &eb);
+        ea.post_send(&[la.triplet(0, 28)], 7).unwrap();
+        assert_eq!(dto(&a.dto, &b.ia).status, WcStatus::Success);
+        let d = dto(&b.dto, &a.ia);
+        assert_eq!(d.ep, eb.qpn());
+        assert_eq!(d.transferred_length, 28);
+        cookies.push(d.cookie);
+        keep.push((ea, eb));
+    }
+    assert_eq!(cookies, vec![900, 901], "SRQ buffers in order");
+    assert_eq!(lb.read(256, 28).unwrap(), b"via the shared receive queue");
+    let refused = srq.free().unwrap_err();
+    assert!(matches!(refused.error, DatError::InvalidState(_)));
+    drop(keep);
+    refused.object.free().expect("no EP uses it any more");
+}

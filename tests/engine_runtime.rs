@@ -1,0 +1,271 @@
+//! The engine runtime in memory: two engines (two ports) over an in-memory cable, with 1 and
+//! 2-3 shards, in inline and core progress, 64+ QPs spread over the shards, every byte checked:
+//! SEND, RDMA WRITE (with immediate), RDMA READ, atomics, disconnect. Also the bounded rings:
+//! a full submission ring and a full EVD are reported, never silent.
+
+use dpdk_roce::cm::{AcceptParams, ConnectParams};
+use dpdk_roce::config::Progress;
+use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
+use dpdk_roce::engine::io::ChannelIo;
+use dpdk_roce::engine::runtime::{
+    verify, AsyncEvent, ConnEvent, Engine, EngineConfig, EngineError, Event, EventSink, QpRoute,
+};
+use dpdk_roce::net::NetConfig;
+use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, WcStatus};
+use dpdk_roce::transport::vec_memory::VecMemory;
+use dpdk_roce::wire::ethernet::EthernetAddress;
+use dpdk_roce::wire::psn::Psn;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+type Eng = Engine<VecMemory, ChannelIo>;
+
+const IP_A: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 1);
+const IP_B: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 2);
+const PORT: u16 = 7471;
+struct Side {
+    engine: Eng,
+    /// Request, receive and connection events of every QP of this side.
+    events: Arc<EventSink>,
+    /// Connection requests.
+    requests: Arc<EventSink>,
+}
+
+fn hosts(mac: [u8; 6], ip: Ipv4Addr, shards: usize, seed: u64) -> Vec<Host<VecMemory>> {
+    (0..shards)
+        .map(|i| {
+            Host::new(
+                HostConfig {
+                    net: NetConfig::new(EthernetAddress(mac), ip, 24),
+                    ca_guid: 0x0200_00ff_fe00_0000 | seed,
+                    seed: seed.wrapping_mul(31).wrapping_add(i as u64),
+                },
+                VecMemory::new(),
+            )
+            .expect("valid host config")
+        })
+        .collect()
+}
+
+fn config(progress: Progress) -> EngineConfig {
+    EngineConfig {
+        progress,
+        // Both engines' threads share the two vCPUs: pin them there, and let idle threads
+        // pause so four pollers do not starve each other.
+        poll_cores: vec![0, 1, 0, 1],
+        idle_pause_us: 20,
+        idle_polls_before_pause: 256,
+        ..EngineConfig::default()
+    }
+}
+
+fn pair(shards: usize, progress: Progress) -> (Side, Side) {
+    let (io_a, io_b) = ChannelIo::pair(4096);
+    let side = |mac, ip, seed, io| {
+        let async_sink = EventSink::new(1024);
+        let engine = Engine::new(
+            config(progress),
+            hosts(mac, ip, shards, seed),
+            vec![io],
+            async_sink,
+        )
+        .expect("engine");
+        Side {
+            engine,
+            events: EventSink::new(16384),
+            requests: EventSink::new(1024),
+        }
+    };
+    (
+        side([2, 0, 0, 0, 0, 0xa], IP_A, 0xa, io_a),
+        side([2, 0, 0, 0, 0, 0xb], IP_B, 0xb, io_b),
+    )
+}
+
+fn route(s: &Side) -> QpRoute {
+    QpRoute {
+        request: Some(s.events.clone()),
+        recv: Some(s.events.clone()),
+        conn: Some(s.events.clone()),
+        counters: None,
+    }
+}
+
+/// `n` connections, QP i of each side on shard `i % shards`; every operation, data checked.
+fn many_qps(shards: usize, progress: Progress, n: usize) {
+    let (a, b) = pair(shards, progress);
+    fn side(s: &Side) -> verify::Side<'_, ChannelIo> {
+        verify::Side {
+            engine: &s.engine,
+            events: s.events.clone(),
+            requests: s.requests.clone(),
+        }
+    }
+    let report = verify::run(&side(&a), &side(&b), IP_B, PORT, n).expect("verified workload");
+    assert_eq!(report.connections, n);
+    assert_eq!(report.completions_a, 4 * n);
+    assert_eq!(report.completions_b, 2 * n);
+    // Cross-shard paths were used when there are several shards; nothing overflowed.
+    for s in 0..shards {
+        let st = a.engine.stats(s).expect("stats");
+        assert_eq!(st.worker.evd_overflows, 0);
+        if progress == Progress::Core {
+            assert!(st.pinned, "shard {s} pinned");
+        }
+        if shards > 1 && s > 0 {
+            assert!(st.io.from_inbox > 0, "shard {s} got frames from shard 0");
+            assert!(st.io.relayed_out > 0, "shard {s} sent through shard 0");
+            assert!(
+                st.worker.transitions_applied >= 2,
+                "CM transitions replayed"
+            );
+        }
+    }
+    assert!(a.engine.async_sink().queue.is_empty());
+    assert!(b.engine.async_sink().queue.is_empty());
+}
+
+#[test]
+fn one_shard_inline_64_qps() {
+    many_qps(1, Progress::Inline, 64);
+}
+
+#[test]
+fn two_shards_inline_64_qps() {
+    many_qps(2, Progress::Inline, 64);
+}
+
+#[test]
+fn three_shards_inline_66_qps() {
+    many_qps(3, Progress::Inline, 66);
+}
+
+#[test]
+fn two_shards_core_64_qps() {
+    many_qps(2, Progress::Core, 64);
+}
+
+#[test]
+fn one_shard_core_blocking_wait_is_woken_by_the_core() {
+    let (a, b) = pair(1, Progress::Core);
+    b.engine.listen(PORT, b.requests.clone()).expect("listen");
+    let qa = a
+        .engine
+        .create_qp(0, QpOptions::default(), route(&a))
+        .unwrap();
+    let qb = b
+        .engine
+        .create_qp(0, QpOptions::default(), route(&b))
+        .unwrap();
+    a.engine
+        .connect(ConnectParams::new(IP_B, PORT, qa, Psn::new(1)))
+        .unwrap();
+    // Core mode: Engine::wait sleeps and is woken by the shard thread's push.
+    let Ok(Event::Request(req)) = b.engine.wait(&b.requests, Some(Duration::from_secs(30)), 1)
+    else {
+        panic!("no request");
+    };
+    b.engine
+        .accept(req.id, AcceptParams::new(qb, Psn::new(2)))
+        .unwrap();
+    let ev = a.engine.wait(&a.events, Some(Duration::from_secs(30)), 1);
+    assert!(
+        matches!(
+            ev,
+            Ok(Event::Connection {
+                event: ConnEvent::Established { .. },
+                ..
+            })
+        ),
+        "{ev:?}"
+    );
+    // Nothing more comes: a timed wait expires.
+    assert!(a
+        .engine
+        .wait(&a.events, Some(Duration::from_millis(20)), 1)
+        .is_err());
+}
+
+#[test]
+fn a_full_submission_ring_is_an_error_for_the_poster() {
+    let (io, _peer) = ChannelIo::pair(16);
+    let cfg = EngineConfig {
+        submission_ring: 4,
+        ..EngineConfig::default()
+    };
+    let engine: Eng = Engine::new(
+        cfg,
+        hosts([2, 0, 0, 0, 0, 1], IP_A, 1, 1),
+        vec![io],
+        EventSink::new(8),
+    )
+    .unwrap();
+    let wr = RecvWr {
+        wr_id: 1,
+        sgl: vec![],
+    };
+    // Inline mode and nobody drives: the ring fills.
+    for _ in 0..4 {
+        engine.post_recv(0x11, wr.clone()).expect("room");
+    }
+    assert_eq!(engine.post_recv(0x11, wr), Err(EngineError::RingFull(0)));
+}
+
+#[test]
+fn an_evd_overflow_is_flagged_and_reported_on_the_async_evd() {
+    let (io, _peer) = ChannelIo::pair(16);
+    let async_sink = EventSink::new(8);
+    let engine: Eng = Engine::new(
+        EngineConfig::default(),
+        hosts([2, 0, 0, 0, 0, 1], IP_A, 1, 1),
+        vec![io],
+        async_sink.clone(),
+    )
+    .unwrap();
+    let small = EventSink::new(2);
+    let qp = engine
+        .create_qp(
+            0,
+            QpOptions::default(),
+            QpRoute {
+                request: Some(small.clone()),
+                ..QpRoute::default()
+            },
+        )
+        .unwrap();
+    // Sends on a QP in INIT cannot be applied: each completes in error.
+    for i in 0..3 {
+        engine
+            .post_send(
+                qp,
+                SendWr {
+                    wr_id: i,
+                    op: SendOp::Send,
+                    sgl: vec![],
+                    signaled: true,
+                    fence: false,
+                    solicited: false,
+                },
+            )
+            .unwrap();
+    }
+    while engine.progress() {}
+    assert_eq!(small.queue.len(), 2);
+    for i in 0..2 {
+        let Some(Event::Dto(wc)) = small.queue.pop() else {
+            panic!("completion");
+        };
+        assert_eq!(wc.wr_id, i);
+        assert_ne!(wc.status, WcStatus::Success);
+    }
+    assert!(small.queue.take_overflow(), "the third did not fit");
+    let mut saw_overflow = false;
+    while let Some(ev) = async_sink.queue.pop() {
+        if ev == Event::Async(AsyncEvent::EvdOverflow { evd: small.id() }) {
+            saw_overflow = true;
+        }
+    }
+    assert!(saw_overflow);
+    assert_eq!(engine.stats(0).unwrap().worker.evd_overflows, 1);
+}
