@@ -910,3 +910,22 @@ impl Memory for &MrTable {
         MrTable::invalidate(self, pd, rkey)
     }
 }
+
+/// A port's memory shared with consumer threads: the engine's `Host<Arc<MrTable>>`.
+impl Memory for Arc<MrTable> {
+    fn check(&self, r: &MemRef, access: Access) -> Result<(), MemError> {
+        MrTable::check(self, r, access)
+    }
+    fn read(&self, r: &MemRef, access: Access, out: &mut [u8]) -> Result<(), MemError> {
+        MrTable::read(self, r, access, out)
+    }
+    fn write(&mut self, r: &MemRef, access: Access, data: &[u8]) -> Result<(), MemError> {
+        MrTable::write(self, r, access, data)
+    }
+    fn atomic(&mut self, r: &MemRef, op: AtomicOp) -> Result<u64, MemError> {
+        MrTable::atomic(self, r, op)
+    }
+    fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
+        MrTable::invalidate(self, pd, rkey)
+    }
+}
