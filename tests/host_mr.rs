@@ -459,3 +459,73 @@ fn collect_looks_only_at_qps_that_did_something() {
         "one busy QP among 201 looked at {looked} times"
     );
 }
+
+#[test]
+fn pinned_frames_match_whole_frames_and_hold_their_region_until_unpinned() {
+    use dpdk_roce::engine::host::{PinnedTx, TxOut};
+    use dpdk_roce::engine::io::PinnedFrame;
+    use dpdk_roce::mem::MrError;
+    use dpdk_roce::wire::frame::RoceFrame;
+
+    let mut w = Wire::new();
+    let (pa, pb) = (w.a.create_pz(), w.b.create_pz());
+    let (qa, qb) = (qp_in(&mut w.a, pa, None), qp_in(&mut w.b, pb, None));
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+    let pattern: Vec<u8> = (0..3001u32).map(|i| (i * 13) as u8).collect();
+    let src = w.a.mr_table().register_bytes(pa, &pattern, rw).unwrap();
+    let dst = w.b.mr_table().register_alloc(pb, 4096, 64, rw).unwrap();
+    w.connect(qa, qb, 7005, false);
+
+    // 3001 bytes at MTU 1024: three packets, the last with 953 bytes and 3 pad bytes.
+    let now = w.now;
+    w.a.post_send(
+        now,
+        qa,
+        wr(
+            1,
+            SendOp::Write {
+                remote_addr: dst.addr,
+                rkey: dst.rkey,
+            },
+            sge(&src, 0, 3001),
+        ),
+    )
+    .unwrap();
+    let mut hdr = Vec::new();
+    let mut pinned = PinnedTx::new();
+    let mut frames = Vec::new();
+    let table = w.a.mr_table().clone();
+    while let Some(out) = w.a.poll_transmit_pinned(now, &mut hdr, &mut pinned, 1) {
+        assert_eq!(out, TxOut::Pinned);
+        assert_eq!(pinned.segments.len(), 1);
+        // The payload is pinned: the source region cannot be freed now.
+        assert_eq!(table.try_deregister(src.lkey), Err(MrError::Busy));
+        let trailer = pinned.trailer().to_vec();
+        let mut frame = PinnedFrame {
+            headers: &hdr,
+            segments: &mut pinned.segments,
+            trailer: &trailer,
+            table: &table,
+        };
+        let mut bytes = Vec::new();
+        frame.gather_into(&mut bytes);
+        frame.unpin_all();
+        assert!(pinned.segments.is_empty());
+        let parsed = RoceFrame::parse(&bytes).expect("valid frame with a valid ICRC");
+        frames.push((parsed.payload.to_vec(), bytes.clone()));
+        w.b.handle_frame(now, &bytes);
+    }
+    assert_eq!(frames.len(), 3);
+    let payload: Vec<u8> = frames.iter().flat_map(|(p, _)| p.clone()).collect();
+    assert_eq!(payload, pattern);
+    assert_eq!(w.a.stats().tx_pinned, 3);
+    // Every pin released: the region is free to go once the WRITE completed.
+    let mut c = None;
+    w.run_until(|w| {
+        c = c.or_else(|| w.a.poll_completion());
+        c.is_some()
+    });
+    assert_eq!(c.unwrap().status, WcStatus::Success);
+    assert_eq!(read(&w.b, &dst, 0, 3001), pattern);
+    assert_eq!(table.try_deregister(src.lkey), Ok(()));
+}

@@ -25,6 +25,7 @@ mod hugepage_alloc;
 mod mbuf;
 mod mempool;
 mod pair_wire;
+mod pinned_tx;
 mod port;
 mod tsc;
 
@@ -36,5 +37,6 @@ pub use hugepage_alloc::HugepageAllocator;
 pub use mbuf::{ExtBufTracker, Mbuf};
 pub use mempool::Mempool;
 pub use pair_wire::DpdkPairWire;
+pub use pinned_tx::TX_OFFLOAD_MULTI_SEGS;
 pub use port::{LinkStatus, Port, PortConfig, PortStats};
 pub use tsc::Tsc;

@@ -26,20 +26,24 @@
 //! `dat_ep_recv_query` and the EP watermarks (seeds 002/004): [`Host::ep_recv_handle`].
 
 use crate::cm::{AcceptParams, Cm, CmError, CmEvent, CmId, ConnectParams, QpControl, CM_QPN};
-use crate::mem::{MrTable, Pz};
+use crate::mem::{MrTable, PinToken, Pz};
 use crate::net::{Inbound, Net, NetConfig, NetEvent, NetStats, Resolve};
 use crate::srq::{EpRecvAccount, EpRecvHandle, RecvSource, SharedSrq, SrqPort, WatermarkEvents};
 use crate::time::Instant;
 use crate::transport::memory::Access;
+use crate::transport::memory::KeyKind;
 use crate::transport::memory::Memory;
 use crate::transport::qp::Qp;
+use crate::transport::transmit::Transmit;
 use crate::transport::types::{
     QpAttr, QpConfig, QpError, QpState, RecvWr, SendWr, WcOpcode, WorkCompletion, MAX_SGE,
 };
 use crate::wire::bth::{BthRepr, DEFAULT_PKEY};
 use crate::wire::deth::{DethRepr, GSI_QKEY};
 use crate::wire::ethernet::EthernetAddress;
+use crate::wire::frame::pad_for;
 use crate::wire::frame::RoceFrame;
+use crate::wire::icrc::IcrcHasher;
 use crate::wire::mad::MAD_LEN;
 use crate::wire::opcode::Opcode;
 use crate::wire::psn::Psn;
@@ -123,6 +127,8 @@ pub struct HostStats {
     pub tx_payload_errors: u64,
     /// QPs whose completions `collect` looked at (only QPs touched since the last look).
     pub qps_collected: u64,
+    /// Frames handed out with their payload pinned in registered memory (zero-copy).
+    pub tx_pinned: u64,
 }
 
 /// Errors of the host API.
@@ -809,11 +815,37 @@ impl<M: Memory> Host<M> {
     /// Like [`poll_transmit`](Self::poll_transmit), but into a reused buffer (no allocation on
     /// the fast path): `out` holds the frame when this returns true.
     pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        self.poll_outgoing(now, out, None).is_some()
+    }
+
+    /// Like [`poll_transmit_into`](Self::poll_transmit_into), but a QP packet whose payload
+    /// has at least `min_pinned` bytes comes out as a pinned frame when the memory supports it
+    /// ([`Memory::pin_table`]): `out` then holds only the Ethernet/IPv4/UDP/BTH/extension
+    /// headers, `pinned.segments` the payload ranges pinned in registered memory (in order) and
+    /// `pinned.trailer()` the BTH pad and the ICRC, computed over the pinned bytes. The caller
+    /// owns the pins (see `engine::io::PinnedFrame`). Everything else (ARP, CM MADs, small
+    /// payloads) comes out whole in `out`.
+    pub fn poll_transmit_pinned(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<u8>,
+        pinned: &mut PinnedTx,
+        min_pinned: usize,
+    ) -> Option<TxOut> {
+        self.poll_outgoing(now, out, Some((pinned, min_pinned)))
+    }
+
+    fn poll_outgoing(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<u8>,
+        mut pinned: Option<(&mut PinnedTx, usize)>,
+    ) -> Option<TxOut> {
         if let Some(arp) = self.net.poll_transmit(now) {
             self.stats.tx_frames += 1;
             out.clear();
             out.extend_from_slice(&arp.padded());
-            return true;
+            return Some(TxOut::Whole);
         }
         // Held MADs whose destination got resolved (or failed: then they are dropped; the CM
         // retransmits and finally reports the connection unreachable).
@@ -824,7 +856,7 @@ impl<M: Memory> Host<M> {
             match self.net.resolve(now, dst) {
                 Resolve::Ready(_) => {
                     if self.mad_frame(now, dst, &mad, out) {
-                        return true;
+                        return Some(TxOut::Whole);
                     }
                 }
                 Resolve::Pending => self.held_mads.push_back((dst, mad)),
@@ -835,7 +867,7 @@ impl<M: Memory> Host<M> {
             match self.net.resolve(now, t.dst) {
                 Resolve::Ready(_) => {
                     if self.mad_frame(now, t.dst, &t.mad, out) {
-                        return true;
+                        return Some(TxOut::Whole);
                     }
                 }
                 Resolve::Pending if self.held_mads.len() < MAX_HELD_MADS => {
@@ -844,7 +876,7 @@ impl<M: Memory> Host<M> {
                         self.stats.tx_frames += 1;
                         out.clear();
                         out.extend_from_slice(&arp.padded());
-                        return true;
+                        return Some(TxOut::Whole);
                     }
                 }
                 Resolve::Pending | Resolve::Failed(_) => self.stats.tx_mads_dropped += 1,
@@ -871,7 +903,7 @@ impl<M: Memory> Host<M> {
                     self.stats.tx_frames += 1;
                     out.clear();
                     out.extend_from_slice(&arp.padded());
-                    return true;
+                    return Some(TxOut::Whole);
                 }
                 continue;
             }
@@ -882,6 +914,18 @@ impl<M: Memory> Host<M> {
             {
                 if let Some(e) = self.qps.get(&qpn) {
                     self.work.timer_changed(e);
+                }
+                if let Some((p, min)) = pinned.as_mut() {
+                    if tx.payload.len() >= *min && tx.payload.len() <= ZERO_PAYLOAD.len() {
+                        if let Some(built) = self.build_pinned(now, dst, qpn, dest_qpn, &tx, out, p)
+                        {
+                            if built {
+                                self.work.tx_ready.push_back(qpn);
+                                return Some(TxOut::Pinned);
+                            }
+                            continue;
+                        }
+                    }
                 }
                 let mut payload = core::mem::take(&mut self.scratch);
                 payload.resize(tx.payload.len(), 0);
@@ -896,14 +940,99 @@ impl<M: Memory> Host<M> {
                 if built {
                     // It may have more: back to the end of the line.
                     self.work.tx_ready.push_back(qpn);
-                    return true;
+                    return Some(TxOut::Whole);
                 }
             }
             if let Some(e) = self.qps.get_mut(&qpn) {
                 e.tx_queued = false;
             }
         }
-        false
+        None
+    }
+
+    /// Builds a pinned frame (see `poll_transmit_pinned`); `None` when the memory cannot pin
+    /// (build a whole frame instead), `Some(false)` when the packet was dropped and counted.
+    #[allow(clippy::too_many_arguments)]
+    fn build_pinned(
+        &mut self,
+        now: Instant,
+        dst: Ipv4Addr,
+        src_qpn: u32,
+        dst_qpn: u32,
+        tx: &Transmit,
+        out: &mut Vec<u8>,
+        pinned: &mut PinnedTx,
+    ) -> Option<bool> {
+        let table = self.mem.pin_table()?;
+        pinned.segments.clear();
+        for seg in tx.payload.segments() {
+            let access = match seg.kind {
+                KeyKind::Local => Access::empty(),
+                KeyKind::Remote => Access::REMOTE_READ,
+            };
+            match table.pin(seg, access) {
+                Ok(g) => pinned.segments.push(g.into_token()),
+                Err(_) => {
+                    for t in pinned.segments.drain(..) {
+                        table.unpin(t);
+                    }
+                    self.stats.tx_payload_errors += 1;
+                    return Some(false);
+                }
+            }
+        }
+        let unpin = |pinned: &mut PinnedTx| {
+            for t in pinned.segments.drain(..) {
+                table.unpin(t);
+            }
+        };
+        let Ok((eth, ipv4, udp)) = self.net.frame_for(now, dst, src_qpn, dst_qpn) else {
+            unpin(pinned);
+            self.stats.tx_no_peer += 1;
+            return Some(false);
+        };
+        let len = tx.payload.len();
+        let pad = usize::from(pad_for(len));
+        let mut headers = tx.headers;
+        headers.bth.pad_count = pad as u8;
+        // `emit_headers` needs only the payload's length: a zero slice of that length stands in.
+        let frame = RoceFrame {
+            eth,
+            ipv4,
+            udp,
+            headers,
+            payload: &ZERO_PAYLOAD[..len],
+            pad: pad as u8,
+            icrc: 0,
+            bth_resv: 0,
+        };
+        out.clear();
+        out.resize(ETH_LEN + 20 + 8 + 64, 0);
+        let n = match frame.emit_headers(out) {
+            Ok(n) => n,
+            Err(_) => {
+                unpin(pinned);
+                self.stats.tx_build_errors += 1;
+                return Some(false);
+            }
+        };
+        out.truncate(n);
+        let mut h = IcrcHasher::new();
+        if h.update_headers(&out[ETH_LEN..]).is_err() {
+            unpin(pinned);
+            self.stats.tx_build_errors += 1;
+            return Some(false);
+        }
+        for t in &pinned.segments {
+            table.for_each_pinned_chunk(t, &mut |c| h.update(c));
+        }
+        h.update(&[0u8; 3][..pad]);
+        pinned.trailer = [0; 7];
+        pinned.trailer[pad..pad + 4].copy_from_slice(&h.finalize().to_le_bytes());
+        pinned.trailer_len = (pad + 4) as u8;
+        self.stats.tx_frames += 1;
+        self.stats.tx_pinned += 1;
+        Some(true)
     }
 
     fn mad_frame(&mut self, now: Instant, dst: Ipv4Addr, mad: &[u8], out: &mut Vec<u8>) -> bool {
@@ -976,6 +1105,51 @@ impl Host<Arc<MrTable>> {
     /// A new protection zone (`dat_pz_create`); pass its id as `QpOptions::pd`.
     pub fn create_pz(&self) -> Pz {
         self.mem.create_pz()
+    }
+}
+
+/// Largest payload of one packet (the largest path MTU, IBTA vol. 1 §9.6.1.1: 4096).
+static ZERO_PAYLOAD: [u8; 4096] = [0; 4096];
+
+/// Ethernet header length.
+const ETH_LEN: usize = crate::wire::ethernet::HEADER_LEN;
+
+/// What `Host::poll_transmit_pinned` produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxOut {
+    /// A whole frame in `out`.
+    Whole,
+    /// Headers in `out`, payload pins and trailer in the [`PinnedTx`].
+    Pinned,
+}
+
+/// The pinned part of a frame from `Host::poll_transmit_pinned` (reused between calls).
+#[derive(Debug, Default)]
+pub struct PinnedTx {
+    /// Pins of the payload segments, in order; the caller must unpin each exactly once.
+    pub segments: Vec<PinToken>,
+    trailer: [u8; 7],
+    trailer_len: u8,
+}
+
+impl PinnedTx {
+    /// Room for the most segments a packet can have (no allocation later).
+    pub fn new() -> PinnedTx {
+        PinnedTx {
+            segments: Vec::with_capacity(crate::transport::transmit::MAX_TX_SEGS),
+            trailer: [0; 7],
+            trailer_len: 0,
+        }
+    }
+
+    /// BTH pad bytes and the ICRC (little-endian), which follow the payload.
+    pub fn trailer(&self) -> &[u8] {
+        &self.trailer[..usize::from(self.trailer_len)]
+    }
+
+    /// The trailer by value (array and length), to use while `segments` is borrowed mutably.
+    pub fn trailer_bytes(&self) -> ([u8; 7], usize) {
+        (self.trailer, usize::from(self.trailer_len))
     }
 }
 
