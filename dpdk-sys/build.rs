@@ -74,7 +74,7 @@ fn main() {
         // memory
         .allowlist_function("rte_(malloc|zmalloc|malloc_socket|zmalloc_socket|free)")
         .allowlist_function("rte_memzone_(reserve|reserve_aligned|free|lookup)")
-        .allowlist_function("rte_mem_virt2iova")
+        .allowlist_function("rte_mem_virt2iova|rte_malloc_virt2iova")
         .allowlist_function("rte_mempool_(free|avail_count|in_use_count|lookup)")
         .allowlist_function("rte_pktmbuf_pool_create")
         // ethdev

@@ -1,7 +1,7 @@
 //! The port queue of an IA, whatever drives it (a DPDK queue pair, an in-memory cable), behind
 //! one type so the DAT objects are not generic over the I/O.
 
-use crate::engine::io::FrameIo;
+use crate::engine::io::{FrameIo, PinnedFrame};
 
 /// A boxed queue pair.
 pub type PortIo = Box<dyn FrameIo + Send>;
@@ -15,5 +15,11 @@ impl FrameIo for Box<dyn FrameIo + Send> {
     }
     fn flush(&mut self) {
         (**self).flush()
+    }
+    fn zero_copy_min(&self) -> Option<usize> {
+        (**self).zero_copy_min()
+    }
+    fn tx_pinned(&mut self, frame: PinnedFrame<'_>) -> bool {
+        (**self).tx_pinned(frame)
     }
 }

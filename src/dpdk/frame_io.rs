@@ -1,9 +1,16 @@
 //! A DPDK RX/TX queue pair as a shard's [`FrameIo`]: bursts into fixed arrays, one mbuf per
 //! frame on transmit, batched `tx_burst` on flush. Also opens the port a profile names.
 
+use super::pinned_tx::{SlotPool, TX_OFFLOAD_MULTI_SEGS};
 use super::{DpdkError, Eal, Mbuf, Mempool, Port, PortConfig, RxQueue, TxQueue};
 use crate::config::{MemifRole, PortDriver, Profile};
-use crate::engine::io::{FrameIo, IoStats};
+use crate::engine::io::{FrameIo, IoStats, PinnedFrame};
+use std::sync::Arc;
+
+/// Payloads below this many bytes are copied into the frame's one mbuf rather than attached as
+/// external buffers: attaching costs an mbuf per segment plus one for the trailer and a free
+/// callback, which for small payloads exceeds the copy.
+pub const ZERO_COPY_MIN_PAYLOAD: usize = 256;
 
 /// Frames per burst.
 pub const BURST: usize = 32;
@@ -18,7 +25,21 @@ pub struct DpdkFrameIo {
     pending: usize,
     /// Frame bytes of a multi-segment receive, reassembled.
     scratch: Vec<u8>,
+    /// External-buffer slots for zero-copy payloads.
+    slots: Arc<SlotPool>,
+    /// Smallest payload sent zero-copy; `None` when the PMD cannot send chained mbufs.
+    zero_copy_min: Option<usize>,
     pub stats: IoStats,
+}
+
+impl Drop for DpdkFrameIo {
+    fn drop(&mut self) {
+        // Mbufs still queued in the device reference slots; DPDK may release them after this
+        // queue is gone, so the pool must outlive them.
+        if self.slots.in_flight() > 0 {
+            std::mem::forget(self.slots.clone());
+        }
+    }
 }
 
 impl DpdkFrameIo {
@@ -32,6 +53,7 @@ impl DpdkFrameIo {
             256,
             Mempool::DEFAULT_DATA_ROOM,
         )?;
+        let multi_seg = port.tx_offload_capa()? & TX_OFFLOAD_MULTI_SEGS != 0;
         Ok(DpdkFrameIo {
             rx,
             tx,
@@ -40,8 +62,67 @@ impl DpdkFrameIo {
             tx_slots: std::array::from_fn(|_| None),
             pending: 0,
             scratch: Vec::new(),
+            slots: SlotPool::new(tx_mbufs),
+            zero_copy_min: multi_seg.then_some(ZERO_COPY_MIN_PAYLOAD),
             stats: IoStats::default(),
         })
+    }
+
+    /// Sets the smallest payload sent zero-copy (`None`: always copy). Ignored (always copy)
+    /// when the PMD does not advertise multi-segment transmit.
+    pub fn set_zero_copy_min(&mut self, min: Option<usize>, port: &Port) -> Result<(), DpdkError> {
+        let multi_seg = port.tx_offload_capa()? & TX_OFFLOAD_MULTI_SEGS != 0;
+        self.zero_copy_min = min.filter(|_| multi_seg);
+        Ok(())
+    }
+
+    /// External buffers attached and not yet released by the PMD.
+    pub fn zero_copy_in_flight(&self) -> usize {
+        self.slots.in_flight()
+    }
+
+    /// Makes room in the burst; false when the device queue stays full.
+    fn room(&mut self) -> bool {
+        if self.pending == BURST {
+            self.flush();
+        }
+        self.pending < BURST
+    }
+
+    /// Builds the chain header mbuf + one attached mbuf per pinned segment + trailer mbuf.
+    /// Every pin not attached is unpinned here; attached ones are unpinned by DPDK's free
+    /// callback (also when the chain is dropped unsent).
+    fn chain_pinned(&mut self, frame: &mut PinnedFrame<'_>) -> Option<Mbuf> {
+        let mut head = self.pool.alloc()?;
+        if !head.extend_from_slice(frame.headers) {
+            return None;
+        }
+        let table = frame.table;
+        let mut tokens = frame.segments.drain(..);
+        for token in tokens.by_ref() {
+            let Some(mut m) = self.pool.alloc() else {
+                table.unpin(token);
+                break;
+            };
+            if let Err(token) = self.slots.attach(&mut m, token, table) {
+                table.unpin(token);
+                break;
+            }
+            if head.chain(m).is_err() {
+                break;
+            }
+        }
+        // Whatever is left (after a failure) is released now; a failure leaves the chain short.
+        let mut failed = false;
+        for token in tokens {
+            table.unpin(token);
+            failed = true;
+        }
+        let mut tail = self.pool.alloc()?;
+        if failed || !tail.extend_from_slice(frame.trailer) || head.chain(tail).is_err() {
+            return None;
+        }
+        Some(head)
     }
 }
 
@@ -83,6 +164,42 @@ impl FrameIo for DpdkFrameIo {
         self.tx_slots[self.pending] = Some(m);
         self.pending += 1;
         true
+    }
+
+    fn zero_copy_min(&self) -> Option<usize> {
+        self.zero_copy_min
+    }
+
+    fn tx_pinned(&mut self, mut frame: PinnedFrame<'_>) -> bool {
+        if self.zero_copy_min.is_none() {
+            self.stats.tx_gathered += 1;
+            frame.gather_into(&mut self.scratch);
+            frame.unpin_all();
+            let buf = std::mem::take(&mut self.scratch);
+            let ok = self.tx(&buf);
+            self.scratch = buf;
+            return ok;
+        }
+        if !self.room() {
+            frame.unpin_all();
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        let expected = frame.len();
+        let chain = self.chain_pinned(&mut frame);
+        frame.unpin_all();
+        match chain {
+            Some(m) if m.pkt_len() as usize == expected => {
+                self.tx_slots[self.pending] = Some(m);
+                self.pending += 1;
+                self.stats.tx_zero_copy += 1;
+                true
+            }
+            _ => {
+                self.stats.tx_dropped += 1;
+                false
+            }
+        }
     }
 
     fn flush(&mut self) {

@@ -261,6 +261,39 @@ impl Mbuf {
     }
 }
 
+impl Mbuf {
+    /// Attaches `len` bytes at `addr` (IO address `iova`) as this empty, direct, unchained
+    /// mbuf's data, with caller-owned shared info `shinfo` (already initialised with its free
+    /// callback and a reference count of 1). False (nothing changed) when this mbuf is not
+    /// empty, chained or not direct.
+    ///
+    /// # Safety
+    /// `addr..addr + len` must stay valid for reads, and `shinfo` valid and not reused, until
+    /// DPDK calls the free callback of `shinfo`.
+    pub(crate) unsafe fn attach_extbuf_raw(
+        &mut self,
+        addr: *mut c_void,
+        iova: u64,
+        len: u16,
+        shinfo: *mut dpdk_sys::rte_mbuf_ext_shared_info,
+    ) -> bool {
+        let h = self.head();
+        let attached = h.ol_flags & (dpdk_sys::RTE_MBUF_F_EXTERNAL | dpdk_sys::RTE_MBUF_F_INDIRECT);
+        if h.pkt_len != 0 || h.nb_segs != 1 || attached != 0 {
+            return false;
+        }
+        // SAFETY: the mbuf is ours, direct, empty and unchained; the caller guarantees the
+        // buffer and shinfo outlive the attachment.
+        unsafe {
+            let m = self.0.as_ptr();
+            dpdk_sys::shim_rte_pktmbuf_attach_extbuf(m, addr, iova, len, shinfo);
+            (*m).data_len = len;
+            (*m).pkt_len = u32::from(len);
+        }
+        true
+    }
+}
+
 impl Drop for Mbuf {
     fn drop(&mut self) {
         // SAFETY: we own the chain; rte_pktmbuf_free returns every segment to its pool (and

@@ -240,6 +240,17 @@ impl Port {
             .into_owned())
     }
 
+    /// The PMD's transmit offload capabilities (`rte_eth_dev_info.tx_offload_capa`, bits
+    /// `RTE_ETH_TX_OFFLOAD_*`).
+    pub fn tx_offload_capa(&self) -> Result<u64, DpdkError> {
+        // SAFETY: all-zero is a valid rte_eth_dev_info to be filled in.
+        let mut info: dpdk_sys::rte_eth_dev_info = unsafe { std::mem::zeroed() };
+        // SAFETY: valid port id and out-pointer.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_info_get(self.id(), &mut info) };
+        check(|| format!("rte_eth_dev_info_get(port {})", self.id()), ret)?;
+        Ok(info.tx_offload_capa)
+    }
+
     /// Takes the receive handle of queue `q` (once).
     pub fn take_rx_queue(&self, q: u16) -> Result<RxQueue, DpdkError> {
         self.take(0, q)?;

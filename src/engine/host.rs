@@ -3,27 +3,54 @@
 //! CM MADs and ARP packets into complete Ethernet frames (ICRC included) and demultiplexes
 //! received frames by destination QP. The DPDK engine and the in-memory simulator both drive a
 //! `Host`: frames in with `handle_frame`, frames out with `poll_transmit`, time passed in.
+//!
+//! # Work tracking (no scan of every QP per call)
+//!
+//! A QP is *touched* when it handled a packet or a timeout, got a post, or the CM changed its
+//! state. Touching puts it (once: a flag per QP) on two lists with room reserved at
+//! `create_qp`, so the fast path does not allocate:
+//! - `cq_dirty`: `collect` drains completions and watermark events of these QPs only;
+//! - `tx_ready`: `poll_transmit_into` asks only these QPs for packets, round robin; a QP whose
+//!   peer's MAC is not known waits on `arp_wait` until the neighbour layer changes.
+//!
+//! CM events are drained only after the CM ran, SRQ limit flags checked only after a QP on that
+//! SRQ took a WQE (or the limit was armed through the host). QP timers are summarised by a
+//! lower bound (`qp_deadline`) lowered whenever a touched QP's deadline is earlier; when it is
+//! reached, `handle_timeout` scans the QPs once and recomputes it exactly. The CM's deadline is
+//! cached and recomputed after the CM ran.
+//!
+//! # Receive accounting
+//!
+//! Every QP has an [`EpRecvAccount`] (own receive queue: buffers allocated when posted) or an
+//! [`SrqPort`] (on a [`SharedSrq`]: allocated when taken), completed in completion order, for
+//! `dat_ep_recv_query` and the EP watermarks (seeds 002/004): [`Host::ep_recv_handle`].
 
 use crate::cm::{AcceptParams, Cm, CmError, CmEvent, CmId, ConnectParams, QpControl, CM_QPN};
+use crate::mem::{MrTable, PinToken, Pz};
 use crate::net::{Inbound, Net, NetConfig, NetEvent, NetStats, Resolve};
+use crate::srq::{EpRecvAccount, EpRecvHandle, RecvSource, SharedSrq, SrqPort, WatermarkEvents};
 use crate::time::Instant;
 use crate::transport::memory::Access;
+use crate::transport::memory::KeyKind;
 use crate::transport::memory::Memory;
 use crate::transport::qp::Qp;
-use crate::transport::srq::Srq;
+use crate::transport::transmit::Transmit;
 use crate::transport::types::{
-    QpAttr, QpConfig, QpError, QpState, RecvWr, SendWr, WorkCompletion, MAX_SGE,
+    QpAttr, QpConfig, QpError, QpState, RecvWr, SendWr, WcOpcode, WorkCompletion, MAX_SGE,
 };
 use crate::wire::bth::{BthRepr, DEFAULT_PKEY};
 use crate::wire::deth::{DethRepr, GSI_QKEY};
 use crate::wire::ethernet::EthernetAddress;
+use crate::wire::frame::pad_for;
 use crate::wire::frame::RoceFrame;
+use crate::wire::icrc::IcrcHasher;
 use crate::wire::mad::MAD_LEN;
 use crate::wire::opcode::Opcode;
 use crate::wire::psn::Psn;
 use crate::wire::roce::RoceHeaders;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 /// Identity of a port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +73,14 @@ pub enum HostEvent {
     Cm(CmEvent),
     /// A neighbour-layer event (e.g. a peer that does not answer ARP).
     Net(NetEvent),
+    /// The limit (low watermark) of SRQ `srqn` fired: fewer WQEs than the armed limit are
+    /// posted (IBTA vol. 1 §11.5.2.4 "SRQ limit reached"; DAT `dat_srq_set_lw`). Also returned,
+    /// one at a time, by [`Host::poll_srq_limit`].
+    SrqLimit { srqn: u32 },
+    /// A receive-buffer watermark of the EP on QP `qpn` was exceeded (seed 002,
+    /// `dat_ep_set_watermark`): `soft` is an asynchronous event for the consumer; `hard` means
+    /// the connection must be broken (the DAT layer disconnects and reports it broken).
+    EpWatermark { qpn: u32, soft: bool, hard: bool },
 }
 
 /// Options of a new RC QP.
@@ -100,6 +135,10 @@ pub struct HostStats {
     pub tx_build_errors: u64,
     /// Packets not sent because their payload could not be read (region freed in flight).
     pub tx_payload_errors: u64,
+    /// QPs whose completions `collect` looked at (only QPs touched since the last look).
+    pub qps_collected: u64,
+    /// Frames handed out with their payload pinned in registered memory (zero-copy).
+    pub tx_pinned: u64,
 }
 
 /// Errors of the host API.
@@ -115,10 +154,110 @@ pub enum HostError {
     Cm(#[from] CmError),
     #[error("QP numbers exhausted")]
     NoQpn,
+    #[error("SRQ: {0}")]
+    Srq(QpError),
 }
 
-/// The QP table as the CM sees it.
-struct QpTable<'a>(&'a mut BTreeMap<u32, Qp>);
+/// How a QP's receive buffers are accounted (seeds 002/004).
+#[derive(Debug)]
+enum RecvAcct {
+    /// Own receive queue: a buffer is allocated to the EP when it is posted.
+    Own(EpRecvAccount),
+    /// On a shared SRQ: allocated when the QP takes it from the pool.
+    Srq(SrqPort),
+}
+
+impl RecvAcct {
+    fn handle(&self) -> EpRecvHandle {
+        match self {
+            RecvAcct::Own(a) => a.handle(),
+            RecvAcct::Srq(p) => p.handle(),
+        }
+    }
+
+    /// A receive completion was generated (in completion order).
+    fn completed(&mut self, wc: &WorkCompletion) {
+        if !matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
+            return;
+        }
+        match self {
+            RecvAcct::Own(a) => {
+                a.complete_posted();
+            }
+            RecvAcct::Srq(p) => {
+                if wc.srq.is_some() {
+                    p.completed();
+                }
+            }
+        }
+    }
+}
+
+/// A QP with its bookkeeping.
+#[derive(Debug)]
+struct QpEntry {
+    qp: Qp,
+    recv: RecvAcct,
+    /// On `cq_dirty`.
+    cq_dirty: bool,
+    /// On `tx_ready` or `arp_wait`.
+    tx_queued: bool,
+}
+
+/// Which QPs did something since they were last looked at (see the module documentation).
+#[derive(Debug, Default)]
+struct Work {
+    cq_dirty: Vec<u32>,
+    tx_ready: VecDeque<u32>,
+    arp_wait: Vec<u32>,
+    /// At or before the earliest QP timer (`None`: no QP timer armed).
+    qp_deadline: Option<Instant>,
+}
+
+impl Work {
+    /// QP `qpn` changed: drain its completions and ask it for packets at the next chance.
+    fn touch(&mut self, qpn: u32, e: &mut QpEntry) {
+        if !e.cq_dirty {
+            e.cq_dirty = true;
+            self.cq_dirty.push(qpn);
+        }
+        if !e.tx_queued {
+            e.tx_queued = true;
+            self.tx_ready.push_back(qpn);
+        }
+        self.timer_changed(e);
+    }
+
+    /// `e`'s timer may be earlier now.
+    fn timer_changed(&mut self, e: &QpEntry) {
+        if let Some(t) = e.qp.poll_timeout() {
+            if self.qp_deadline.is_none_or(|d| t < d) {
+                self.qp_deadline = Some(t);
+            }
+        }
+    }
+
+    /// Room for one more QP on every list, so pushes never allocate on the fast path.
+    fn reserve(&mut self, qps: usize) {
+        self.cq_dirty
+            .reserve(qps.saturating_sub(self.cq_dirty.len()));
+        self.tx_ready
+            .reserve(qps.saturating_sub(self.tx_ready.len()));
+        self.arp_wait
+            .reserve(qps.saturating_sub(self.arp_wait.len()));
+    }
+
+    /// The neighbour layer changed: QPs waiting for a MAC try again.
+    fn neighbours_changed(&mut self) {
+        self.tx_ready.extend(self.arp_wait.drain(..));
+    }
+}
+
+/// The QP table as the CM sees it: every QP the CM modifies is touched.
+struct QpTable<'a> {
+    qps: &'a mut BTreeMap<u32, QpEntry>,
+    work: &'a mut Work,
+}
 
 impl QpControl for QpTable<'_> {
     fn modify_qp(
@@ -128,10 +267,10 @@ impl QpControl for QpTable<'_> {
         state: QpState,
         attr: &QpAttr,
     ) -> Result<(), QpError> {
-        self.0
-            .get_mut(&qpn)
-            .ok_or(QpError::InvalidArgument)?
-            .modify(now, state, attr)
+        let e = self.qps.get_mut(&qpn).ok_or(QpError::InvalidArgument)?;
+        let r = e.qp.modify(now, state, attr);
+        self.work.touch(qpn, e);
+        r
     }
 }
 
@@ -144,8 +283,15 @@ pub struct Host<M: Memory> {
     cm: Cm,
     /// MADs waiting for their destination's MAC.
     held_mads: VecDeque<(Ipv4Addr, [u8; MAD_LEN])>,
-    qps: BTreeMap<u32, Qp>,
-    srqs: BTreeMap<u32, Srq>,
+    qps: BTreeMap<u32, QpEntry>,
+    srqs: BTreeMap<u32, Arc<SharedSrq>>,
+    work: Work,
+    /// The CM ran since its events were last drained.
+    cm_ran: bool,
+    /// The CM's next deadline, recomputed after it ran.
+    cm_deadline: Option<Instant>,
+    /// SRQs whose limit flag may have been set since the last check.
+    srq_check: Vec<u32>,
     /// Peer IP of each connected (or connecting) QP.
     peer_ip: BTreeMap<u32, Ipv4Addr>,
     /// CM connection of each QP.
@@ -155,10 +301,8 @@ pub struct Host<M: Memory> {
     next_qpn: u32,
     next_srqn: u32,
     gsi_psn: Psn,
-    tx_cursor: u32,
     completions: VecDeque<WorkCompletion>,
     events: VecDeque<HostEvent>,
-    srq_limit_events: VecDeque<u32>,
     stats: HostStats,
     scratch: Vec<u8>,
 }
@@ -174,6 +318,10 @@ impl<M: Memory> Host<M> {
             mem,
             qps: BTreeMap::new(),
             srqs: BTreeMap::new(),
+            work: Work::default(),
+            cm_ran: false,
+            cm_deadline: None,
+            srq_check: Vec::new(),
             peer_ip: BTreeMap::new(),
             conn_of_qp: BTreeMap::new(),
             request_src: BTreeMap::new(),
@@ -181,10 +329,8 @@ impl<M: Memory> Host<M> {
             next_qpn: 0x11,
             next_srqn: 1,
             gsi_psn: Psn::new(0),
-            tx_cursor: 0,
             completions: VecDeque::new(),
             events: VecDeque::new(),
-            srq_limit_events: VecDeque::new(),
             stats: HostStats::default(),
             scratch: Vec::new(),
         })
@@ -221,38 +367,18 @@ impl<M: Memory> Host<M> {
         ip: Ipv4Addr,
         mac: EthernetAddress,
     ) -> Result<(), crate::net::NetError> {
-        self.net.add_static(ip, mac)
+        let r = self.net.add_static(ip, mac);
+        self.work.neighbours_changed();
+        r
     }
 
     /// Creates an RC QP and moves it to INIT, so receives can be posted before connecting.
     pub fn create_qp(&mut self, now: Instant, opts: QpOptions) -> Result<u32, HostError> {
-        if let Some(s) = opts.srq {
-            if !self.srqs.contains_key(&s) {
-                return Err(HostError::UnknownSrq);
-            }
-        }
         if self.next_qpn > 0x00ff_ffff {
             return Err(HostError::NoQpn);
         }
-        let qpn = self.next_qpn;
-        self.next_qpn += 1;
-        let mut qp = Qp::new(QpConfig {
-            qpn,
-            pd: opts.pd,
-            sq_depth: opts.sq_depth,
-            rq_depth: opts.rq_depth,
-            max_send_sge: MAX_SGE as u32,
-            max_recv_sge: MAX_SGE as u32,
-            srq: opts.srq,
-            sig_all: opts.sig_all,
-        });
-        let attr = QpAttr {
-            access: opts.access,
-            ..QpAttr::default()
-        };
-        qp.modify(now, QpState::Init, &attr)?;
-        qp.set_ack_delay(opts.ack_delay);
-        self.qps.insert(qpn, qp);
+        let qpn = self.create_qp_numbered(now, self.next_qpn, opts)?;
+        self.next_qpn = qpn + 1;
         Ok(qpn)
     }
 
@@ -283,11 +409,10 @@ impl<M: Memory> Host<M> {
         qpn: u32,
         opts: QpOptions,
     ) -> Result<u32, HostError> {
-        if let Some(s) = opts.srq {
-            if !self.srqs.contains_key(&s) {
-                return Err(HostError::UnknownSrq);
-            }
-        }
+        let srq = match opts.srq {
+            Some(s) => Some(self.srqs.get(&s).ok_or(HostError::UnknownSrq)?.clone()),
+            None => None,
+        };
         if !(2..=0x00ff_ffff).contains(&qpn) {
             return Err(HostError::NoQpn);
         }
@@ -309,7 +434,21 @@ impl<M: Memory> Host<M> {
             ..QpAttr::default()
         };
         qp.modify(now, QpState::Init, &attr)?;
-        self.qps.insert(qpn, qp);
+        qp.set_ack_delay(opts.ack_delay);
+        let recv = match srq {
+            Some(pool) => RecvAcct::Srq(SrqPort::new(pool).0),
+            None => RecvAcct::Own(EpRecvAccount::new(0).0),
+        };
+        self.qps.insert(
+            qpn,
+            QpEntry {
+                qp,
+                recv,
+                cq_dirty: false,
+                tx_queued: false,
+            },
+        );
+        self.work.reserve(self.qps.len());
         Ok(qpn)
     }
 
@@ -322,9 +461,10 @@ impl<M: Memory> Host<M> {
         state: QpState,
         attr: &QpAttr,
     ) -> Result<(), HostError> {
-        let qp = self.qps.get_mut(&qpn).ok_or(HostError::UnknownQp)?;
-        qp.modify(now, state, attr)?;
-        Ok(())
+        let e = self.qps.get_mut(&qpn).ok_or(HostError::UnknownQp)?;
+        let r = e.qp.modify(now, state, attr);
+        self.work.touch(qpn, e);
+        Ok(r?)
     }
 
     /// Sets the peer address of a QP whose connection another shard's CM made.
@@ -341,12 +481,21 @@ impl<M: Memory> Host<M> {
         Ok(self.cm.unlisten(port)?)
     }
 
-    /// Creates a shared receive queue.
+    /// Creates a shared receive queue of `depth` WQEs; returns its number (see
+    /// [`srq`](Self::srq) for the pool itself).
     pub fn create_srq(&mut self, depth: u32) -> u32 {
+        self.create_shared_srq(depth).0
+    }
+
+    /// Creates a shared receive queue; returns its number and the pool, which consumer threads
+    /// may post receives to directly (`SharedSrq::post_recv`), without the poll core.
+    pub fn create_shared_srq(&mut self, depth: u32) -> (u32, Arc<SharedSrq>) {
         let n = self.next_srqn;
         self.next_srqn += 1;
-        self.srqs.insert(n, Srq::new(n, depth, MAX_SGE as u32));
-        n
+        let pool = Arc::new(SharedSrq::new(n, depth, MAX_SGE as u32));
+        self.srqs.insert(n, pool.clone());
+        self.srq_check.reserve(self.srqs.len());
+        (n, pool)
     }
 
     /// Destroys an SRQ no QP uses any more; its posted receives are discarded.
@@ -354,7 +503,7 @@ impl<M: Memory> Host<M> {
         if !self.srqs.contains_key(&srqn) {
             return Err(HostError::UnknownSrq);
         }
-        if self.qps.values().any(|qp| qp.config().srq == Some(srqn)) {
+        if self.qps.values().any(|e| e.qp.config().srq == Some(srqn)) {
             return Err(HostError::Qp(QpError::InvalidState));
         }
         self.srqs.remove(&srqn);
@@ -363,12 +512,27 @@ impl<M: Memory> Host<M> {
 
     /// A QP, to read its state and counters.
     pub fn qp(&self, qpn: u32) -> Option<&Qp> {
-        self.qps.get(&qpn)
+        self.qps.get(&qpn).map(|e| &e.qp)
     }
 
-    /// An SRQ.
-    pub fn srq_mut(&mut self, srqn: u32) -> Option<&mut Srq> {
-        self.srqs.get_mut(&srqn)
+    /// The shared pool of SRQ `srqn`.
+    pub fn srq(&self, srqn: u32) -> Option<&Arc<SharedSrq>> {
+        self.srqs.get(&srqn)
+    }
+
+    /// Arms the limit of SRQ `srqn` (`dat_srq_set_lw`; 0 disarms). The event is reported as
+    /// [`HostEvent::SrqLimit`] (also when it fires during this call); returns whether it did.
+    pub fn arm_srq_limit(&mut self, srqn: u32, limit: u32) -> Result<bool, HostError> {
+        let srq = self.srqs.get(&srqn).ok_or(HostError::UnknownSrq)?;
+        let fired = srq.arm_limit(limit);
+        self.srq_check.push(srqn);
+        Ok(fired)
+    }
+
+    /// The consumer's view of the receive accounting of the EP on QP `qpn`
+    /// (`dat_ep_recv_query`, `dat_ep_set_watermark`; seeds 004/002).
+    pub fn ep_recv_handle(&self, qpn: u32) -> Option<EpRecvHandle> {
+        self.qps.get(&qpn).map(|e| e.recv.handle())
     }
 
     /// Destroys a QP (any state); its outstanding work is discarded without completions, as
@@ -382,23 +546,29 @@ impl<M: Memory> Host<M> {
 
     /// Posts a send work request.
     pub fn post_send(&mut self, now: Instant, qpn: u32, wr: SendWr) -> Result<(), HostError> {
-        let qp = self.qps.get_mut(&qpn).ok_or(HostError::UnknownQp)?;
-        qp.post_send(now, wr, &self.mem)?;
-        Ok(())
+        let e = self.qps.get_mut(&qpn).ok_or(HostError::UnknownQp)?;
+        let r = e.qp.post_send(now, wr, &self.mem);
+        self.work.touch(qpn, e);
+        Ok(r?)
     }
 
     /// Posts a receive work request to a QP's own receive queue.
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), HostError> {
-        let qp = self.qps.get_mut(&qpn).ok_or(HostError::UnknownQp)?;
-        qp.post_recv(wr)?;
+        let e = self.qps.get_mut(&qpn).ok_or(HostError::UnknownQp)?;
+        e.qp.post_recv(wr)?;
+        if let RecvAcct::Own(a) = &mut e.recv {
+            let ev = a.allocate_posted();
+            push_watermark(&mut self.events, qpn, ev);
+        }
+        self.work.touch(qpn, e);
         Ok(())
     }
 
-    /// Posts a receive work request to an SRQ.
+    /// Posts a receive work request to an SRQ (consumer threads can also post to the pool from
+    /// [`srq`](Self::srq) directly).
     pub fn post_srq_recv(&mut self, srqn: u32, wr: RecvWr) -> Result<(), HostError> {
-        let srq = self.srqs.get_mut(&srqn).ok_or(HostError::UnknownSrq)?;
-        srq.post_recv(wr)?;
-        Ok(())
+        let srq = self.srqs.get(&srqn).ok_or(HostError::UnknownSrq)?;
+        srq.post_recv(wr).map_err(HostError::Srq)
     }
 
     /// Listens for connection requests on an rdma_cm TCP-space port.
@@ -406,13 +576,22 @@ impl<M: Memory> Host<M> {
         Ok(self.cm.listen(port)?)
     }
 
+    /// The CM ran: its events and deadline may have changed.
+    fn cm_ran(&mut self) {
+        self.cm_ran = true;
+        self.cm_deadline = self.cm.poll_timeout();
+    }
+
     /// Starts connecting `params.local_qpn` to a remote listener.
     pub fn connect(&mut self, now: Instant, params: ConnectParams) -> Result<CmId, HostError> {
-        if !self.qps.contains_key(&params.local_qpn) {
+        let Some(e) = self.qps.get_mut(&params.local_qpn) else {
             return Err(HostError::UnknownQp);
-        }
+        };
         let (qpn, ip) = (params.local_qpn, params.dst_ip);
-        let id = self.cm.connect(now, params)?;
+        self.work.touch(qpn, e);
+        let r = self.cm.connect(now, params);
+        self.cm_ran();
+        let id = r?;
         self.peer_ip.insert(qpn, ip);
         self.conn_of_qp.insert(qpn, id);
         Ok(id)
@@ -426,12 +605,22 @@ impl<M: Memory> Host<M> {
         params: AcceptParams,
     ) -> Result<(), HostError> {
         let qpn = params.local_qpn;
-        if !self.qps.contains_key(&qpn) {
+        let Some(e) = self.qps.get_mut(&qpn) else {
             return Err(HostError::UnknownQp);
-        }
+        };
+        self.work.touch(qpn, e);
         let src = self.request_src.get(&id).copied();
-        self.cm
-            .accept(now, id, params, &mut QpTable(&mut self.qps))?;
+        let r = self.cm.accept(
+            now,
+            id,
+            params,
+            &mut QpTable {
+                qps: &mut self.qps,
+                work: &mut self.work,
+            },
+        );
+        self.cm_ran();
+        r?;
         self.request_src.remove(&id);
         if let Some(ip) = src {
             self.peer_ip.insert(qpn, ip);
@@ -442,7 +631,9 @@ impl<M: Memory> Host<M> {
 
     /// Rejects a connection request.
     pub fn reject(&mut self, now: Instant, id: CmId, private: &[u8]) -> Result<(), HostError> {
-        self.cm.reject(now, id, private)?;
+        let r = self.cm.reject(now, id, private);
+        self.cm_ran();
+        r?;
         self.request_src.remove(&id);
         Ok(())
     }
@@ -450,7 +641,16 @@ impl<M: Memory> Host<M> {
     /// Disconnects the connection of `qpn`: DREQ, QP to ERROR (outstanding work flushes).
     pub fn disconnect(&mut self, now: Instant, qpn: u32) -> Result<(), HostError> {
         let id = *self.conn_of_qp.get(&qpn).ok_or(HostError::UnknownQp)?;
-        self.cm.disconnect(now, id, &mut QpTable(&mut self.qps))?;
+        let r = self.cm.disconnect(
+            now,
+            id,
+            &mut QpTable {
+                qps: &mut self.qps,
+                work: &mut self.work,
+            },
+        );
+        self.cm_ran();
+        r?;
         Ok(())
     }
 
@@ -460,58 +660,129 @@ impl<M: Memory> Host<M> {
         self.completions.pop_front()
     }
 
-    /// The next CM or neighbour event.
+    /// The next CM, neighbour, SRQ-limit or EP-watermark event.
     pub fn poll_host_event(&mut self) -> Option<HostEvent> {
         self.collect();
         self.events.pop_front()
     }
 
-    /// The next CM event (neighbour events are skipped: see `poll_host_event`).
+    /// The next CM event. Other events stay queued for
+    /// [`poll_host_event`](Self::poll_host_event) (none is dropped).
     pub fn poll_event(&mut self) -> Option<CmEvent> {
-        while let Some(ev) = self.poll_host_event() {
-            if let HostEvent::Cm(ev) = ev {
-                return Some(ev);
-            }
-        }
-        None
-    }
-
-    /// The next SRQ whose limit (low watermark) fired.
-    pub fn poll_srq_limit(&mut self) -> Option<u32> {
         self.collect();
-        self.srq_limit_events.pop_front()
+        let i = self
+            .events
+            .iter()
+            .position(|e| matches!(e, HostEvent::Cm(_)))?;
+        match self.events.remove(i) {
+            Some(HostEvent::Cm(ev)) => Some(ev),
+            _ => None,
+        }
     }
 
+    /// The next SRQ whose limit (low watermark) fired (the same events as
+    /// [`HostEvent::SrqLimit`], taken out of the event queue). Checks every SRQ, so limits
+    /// armed on the pools directly by consumer threads are seen too.
+    pub fn poll_srq_limit(&mut self) -> Option<u32> {
+        self.srq_check.extend(self.srqs.keys().copied());
+        self.collect();
+        let i = self
+            .events
+            .iter()
+            .position(|e| matches!(e, HostEvent::SrqLimit { .. }))?;
+        match self.events.remove(i) {
+            Some(HostEvent::SrqLimit { srqn }) => Some(srqn),
+            _ => None,
+        }
+    }
+
+    /// Moves what the touched QPs, the CM, the neighbour layer and the SRQs produced since the
+    /// last call into the host's queues. Looks only at what may have changed.
     fn collect(&mut self) {
-        for qp in self.qps.values_mut() {
-            while let Some(wc) = qp.poll_completion() {
+        for i in 0..self.work.cq_dirty.len() {
+            let qpn = self.work.cq_dirty[i];
+            let Some(e) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            e.cq_dirty = false;
+            self.stats.qps_collected += 1;
+            while let Some(wc) = e.qp.poll_completion() {
+                e.recv.completed(&wc);
                 self.completions.push_back(wc);
             }
-        }
-        while let Some(ev) = self.cm.poll_event() {
-            if let CmEvent::ConnectRequest { id, src_ip, .. } = &ev {
-                self.request_src.insert(*id, *src_ip);
+            if let RecvAcct::Srq(p) = &mut e.recv {
+                let ev = p.take_events();
+                push_watermark(&mut self.events, qpn, ev);
+                self.srq_check.push(p.srq().srqn());
             }
-            self.events.push_back(HostEvent::Cm(ev));
+        }
+        self.work.cq_dirty.clear();
+        if core::mem::take(&mut self.cm_ran) {
+            while let Some(ev) = self.cm.poll_event() {
+                match &ev {
+                    CmEvent::ConnectRequest { id, src_ip, .. } => {
+                        self.request_src.insert(*id, *src_ip);
+                    }
+                    CmEvent::Established { id, .. } => self.connection_changed(*id, true),
+                    CmEvent::Disconnected { id } => self.connection_changed(*id, false),
+                    _ => {}
+                }
+                self.events.push_back(HostEvent::Cm(ev));
+            }
         }
         while let Some(ev) = self.net.poll_event() {
             self.events.push_back(HostEvent::Net(ev));
         }
-        for (n, srq) in self.srqs.iter_mut() {
-            if srq.poll_limit_event() {
-                self.srq_limit_events.push_back(*n);
+        for i in 0..self.srq_check.len() {
+            let n = self.srq_check[i];
+            if self.srqs.get(&n).is_some_and(|s| s.poll_limit_event()) {
+                self.events.push_back(HostEvent::SrqLimit { srqn: n });
             }
         }
+        self.srq_check.clear();
     }
 
-    /// Earliest timer of the neighbour layer, the CM and the QPs.
+    /// Connection `id` was established (arms the hard watermark, seed 002) or went down.
+    fn connection_changed(&mut self, id: CmId, up: bool) {
+        let Some(qpn) = self
+            .conn_of_qp
+            .iter()
+            .find_map(|(&q, &c)| (c == id).then_some(q))
+        else {
+            return;
+        };
+        let Some(e) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        let ev = match (&mut e.recv, up) {
+            (RecvAcct::Own(a), true) => a.connected(),
+            (RecvAcct::Srq(p), true) => {
+                p.connected();
+                p.take_events()
+            }
+            (RecvAcct::Own(a), false) => {
+                a.disconnected();
+                WatermarkEvents::default()
+            }
+            (RecvAcct::Srq(p), false) => {
+                p.account().disconnected();
+                WatermarkEvents::default()
+            }
+        };
+        push_watermark(&mut self.events, qpn, ev);
+    }
+
+    /// Earliest timer of the neighbour layer, the CM and the QPs (for the QPs possibly a bit
+    /// early: a lower bound, exact again after `handle_timeout` reaches it).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps
-            .values()
-            .filter_map(Qp::poll_timeout)
-            .chain(self.cm.poll_timeout())
-            .chain(self.net.poll_timeout())
-            .min()
+        [
+            self.work.qp_deadline,
+            self.cm_deadline,
+            self.net.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Fires every timer due at `now`.
@@ -519,13 +790,37 @@ impl<M: Memory> Host<M> {
         if self.net.poll_timeout().is_some_and(|t| t <= now) {
             self.net.handle_timeout(now);
         }
-        if self.cm.poll_timeout().is_some_and(|t| t <= now) {
-            self.cm.handle_timeout(now, &mut QpTable(&mut self.qps));
+        // ARP retries, failures and expiries change what QPs waiting for a MAC can do.
+        self.work.neighbours_changed();
+        if self.cm_deadline.is_some_and(|t| t <= now) {
+            self.cm.handle_timeout(
+                now,
+                &mut QpTable {
+                    qps: &mut self.qps,
+                    work: &mut self.work,
+                },
+            );
+            self.cm_ran();
         }
-        for qp in self.qps.values_mut() {
-            if qp.poll_timeout().is_some_and(|t| t <= now) {
-                qp.handle_timeout(now);
+        if self.work.qp_deadline.is_some_and(|t| t <= now) {
+            let mut next: Option<Instant> = None;
+            for (&qpn, e) in self.qps.iter_mut() {
+                if e.qp.poll_timeout().is_some_and(|t| t <= now) {
+                    e.qp.handle_timeout(now);
+                    if !e.cq_dirty {
+                        e.cq_dirty = true;
+                        self.work.cq_dirty.push(qpn);
+                    }
+                    if !e.tx_queued {
+                        e.tx_queued = true;
+                        self.work.tx_ready.push_back(qpn);
+                    }
+                }
+                if let Some(t) = e.qp.poll_timeout() {
+                    next = Some(next.map_or(t, |n| n.min(t)));
+                }
             }
+            self.work.qp_deadline = next;
         }
         self.collect();
     }
@@ -535,10 +830,13 @@ impl<M: Memory> Host<M> {
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
         let f = match self.net.handle_frame(now, frame) {
             Inbound::Roce(f) => f,
-            Inbound::Consumed | Inbound::Dropped(_) => {
+            Inbound::Consumed => {
+                // ARP: a MAC may have become known.
+                self.work.neighbours_changed();
                 self.collect();
                 return;
             }
+            Inbound::Dropped(_) => return,
         };
         self.handle_roce(now, &f);
         self.collect();
@@ -553,23 +851,43 @@ impl<M: Memory> Host<M> {
                 self.stats.rx_bad_gsi += 1;
                 return;
             }
-            self.cm
-                .handle_mad(now, f.ipv4.src_addr, f.payload, &mut QpTable(&mut self.qps));
+            self.cm.handle_mad(
+                now,
+                f.ipv4.src_addr,
+                f.payload,
+                &mut QpTable {
+                    qps: &mut self.qps,
+                    work: &mut self.work,
+                },
+            );
+            self.cm_ran();
             return;
         }
-        let Some(state) = self.qps.get(&dest).map(Qp::state) else {
+        let Some(state) = self.qps.get(&dest).map(|e| e.qp.state()) else {
             self.stats.rx_unknown_qp += 1;
             return;
         };
         if state == QpState::Rtr {
             // A data packet before the RTU: the implicit RTU of IBTA §12.9.6.
-            self.cm.implicit_rtu(now, dest, &mut QpTable(&mut self.qps));
+            self.cm.implicit_rtu(
+                now,
+                dest,
+                &mut QpTable {
+                    qps: &mut self.qps,
+                    work: &mut self.work,
+                },
+            );
+            self.cm_ran();
         }
-        let Some(qp) = self.qps.get_mut(&dest) else {
+        let Some(e) = self.qps.get_mut(&dest) else {
             return;
         };
-        let srq = qp.config().srq.and_then(|n| self.srqs.get_mut(&n));
-        qp.handle_packet(now, &f.packet(), &mut self.mem, srq);
+        let srq: Option<&mut dyn RecvSource> = match &mut e.recv {
+            RecvAcct::Srq(p) => Some(p),
+            RecvAcct::Own(_) => None,
+        };
+        e.qp.handle_packet(now, &f.packet(), &mut self.mem, srq);
+        self.work.touch(dest, e);
     }
 
     /// The next frame to send, if any: ARP first, then CM MADs, then the QPs round robin. A QP
@@ -583,11 +901,37 @@ impl<M: Memory> Host<M> {
     /// Like [`poll_transmit`](Self::poll_transmit), but into a reused buffer (no allocation on
     /// the fast path): `out` holds the frame when this returns true.
     pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        self.poll_outgoing(now, out, None).is_some()
+    }
+
+    /// Like [`poll_transmit_into`](Self::poll_transmit_into), but a QP packet whose payload
+    /// has at least `min_pinned` bytes comes out as a pinned frame when the memory supports it
+    /// ([`Memory::pin_table`]): `out` then holds only the Ethernet/IPv4/UDP/BTH/extension
+    /// headers, `pinned.segments` the payload ranges pinned in registered memory (in order) and
+    /// `pinned.trailer()` the BTH pad and the ICRC, computed over the pinned bytes. The caller
+    /// owns the pins (see `engine::io::PinnedFrame`). Everything else (ARP, CM MADs, small
+    /// payloads) comes out whole in `out`.
+    pub fn poll_transmit_pinned(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<u8>,
+        pinned: &mut PinnedTx,
+        min_pinned: usize,
+    ) -> Option<TxOut> {
+        self.poll_outgoing(now, out, Some((pinned, min_pinned)))
+    }
+
+    fn poll_outgoing(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<u8>,
+        mut pinned: Option<(&mut PinnedTx, usize)>,
+    ) -> Option<TxOut> {
         if let Some(arp) = self.net.poll_transmit(now) {
             self.stats.tx_frames += 1;
             out.clear();
             out.extend_from_slice(&arp.padded());
-            return true;
+            return Some(TxOut::Whole);
         }
         // Held MADs whose destination got resolved (or failed: then they are dropped; the CM
         // retransmits and finally reports the connection unreachable).
@@ -598,7 +942,7 @@ impl<M: Memory> Host<M> {
             match self.net.resolve(now, dst) {
                 Resolve::Ready(_) => {
                     if self.mad_frame(now, dst, &mad, out) {
-                        return true;
+                        return Some(TxOut::Whole);
                     }
                 }
                 Resolve::Pending => self.held_mads.push_back((dst, mad)),
@@ -609,7 +953,7 @@ impl<M: Memory> Host<M> {
             match self.net.resolve(now, t.dst) {
                 Resolve::Ready(_) => {
                     if self.mad_frame(now, t.dst, &t.mad, out) {
-                        return true;
+                        return Some(TxOut::Whole);
                     }
                 }
                 Resolve::Pending if self.held_mads.len() < MAX_HELD_MADS => {
@@ -618,44 +962,57 @@ impl<M: Memory> Host<M> {
                         self.stats.tx_frames += 1;
                         out.clear();
                         out.extend_from_slice(&arp.padded());
-                        return true;
+                        return Some(TxOut::Whole);
                     }
                 }
                 Resolve::Pending | Resolve::Failed(_) => self.stats.tx_mads_dropped += 1,
             }
         }
-        // Round robin over the QPs from the cursor, without collecting the keys.
-        let mut cursor = self.tx_cursor;
-        for _ in 0..self.qps.len() {
-            let Some(qpn) = self
-                .qps
-                .range(cursor..)
-                .next()
-                .or_else(|| self.qps.iter().next())
-                .map(|(&k, _)| k)
-            else {
+        // QPs touched since they last ran dry, round robin: one frame per turn.
+        for _ in 0..self.work.tx_ready.len() {
+            let Some(qpn) = self.work.tx_ready.pop_front() else {
                 break;
             };
-            cursor = qpn.wrapping_add(1);
+            let Some(e) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
             let Some(&dst) = self.peer_ip.get(&qpn) else {
+                // Not connected: nothing can be sent; `connect`/`accept` touch it again.
+                e.tx_queued = false;
                 continue;
             };
             if self.net.lookup(dst).is_none() {
-                // Start (or keep) resolving; the QP's packets wait.
+                // Start (or keep) resolving; the QP's packets wait for the neighbour layer.
+                self.work.arp_wait.push(qpn);
                 let _ = self.net.resolve(now, dst);
                 if let Some(arp) = self.net.poll_transmit(now) {
                     self.stats.tx_frames += 1;
                     out.clear();
                     out.extend_from_slice(&arp.padded());
-                    return true;
+                    return Some(TxOut::Whole);
                 }
                 continue;
             }
             while let Some((tx, dest_qpn)) = self
                 .qps
                 .get_mut(&qpn)
-                .and_then(|qp| Some((qp.poll_transmit(now)?, qp.attr().dest_qpn)))
+                .and_then(|e| Some((e.qp.poll_transmit(now)?, e.qp.attr().dest_qpn)))
             {
+                if let Some(e) = self.qps.get(&qpn) {
+                    self.work.timer_changed(e);
+                }
+                if let Some((p, min)) = pinned.as_mut() {
+                    if tx.payload.len() >= *min && tx.payload.len() <= ZERO_PAYLOAD.len() {
+                        if let Some(built) = self.build_pinned(now, dst, qpn, dest_qpn, &tx, out, p)
+                        {
+                            if built {
+                                self.work.tx_ready.push_back(qpn);
+                                return Some(TxOut::Pinned);
+                            }
+                            continue;
+                        }
+                    }
+                }
                 let mut payload = core::mem::take(&mut self.scratch);
                 payload.resize(tx.payload.len(), 0);
                 let built = match tx.payload.gather(&self.mem, &mut payload) {
@@ -667,12 +1024,101 @@ impl<M: Memory> Host<M> {
                 };
                 self.scratch = payload;
                 if built {
-                    self.tx_cursor = qpn.wrapping_add(1);
-                    return true;
+                    // It may have more: back to the end of the line.
+                    self.work.tx_ready.push_back(qpn);
+                    return Some(TxOut::Whole);
+                }
+            }
+            if let Some(e) = self.qps.get_mut(&qpn) {
+                e.tx_queued = false;
+            }
+        }
+        None
+    }
+
+    /// Builds a pinned frame (see `poll_transmit_pinned`); `None` when the memory cannot pin
+    /// (build a whole frame instead), `Some(false)` when the packet was dropped and counted.
+    #[allow(clippy::too_many_arguments)]
+    fn build_pinned(
+        &mut self,
+        now: Instant,
+        dst: Ipv4Addr,
+        src_qpn: u32,
+        dst_qpn: u32,
+        tx: &Transmit,
+        out: &mut Vec<u8>,
+        pinned: &mut PinnedTx,
+    ) -> Option<bool> {
+        let table = self.mem.pin_table()?;
+        pinned.segments.clear();
+        for seg in tx.payload.segments() {
+            let access = match seg.kind {
+                KeyKind::Local => Access::empty(),
+                KeyKind::Remote => Access::REMOTE_READ,
+            };
+            match table.pin(seg, access) {
+                Ok(g) => pinned.segments.push(g.into_token()),
+                Err(_) => {
+                    for t in pinned.segments.drain(..) {
+                        table.unpin(t);
+                    }
+                    self.stats.tx_payload_errors += 1;
+                    return Some(false);
                 }
             }
         }
-        false
+        let unpin = |pinned: &mut PinnedTx| {
+            for t in pinned.segments.drain(..) {
+                table.unpin(t);
+            }
+        };
+        let Ok((eth, ipv4, udp)) = self.net.frame_for(now, dst, src_qpn, dst_qpn) else {
+            unpin(pinned);
+            self.stats.tx_no_peer += 1;
+            return Some(false);
+        };
+        let len = tx.payload.len();
+        let pad = usize::from(pad_for(len));
+        let mut headers = tx.headers;
+        headers.bth.pad_count = pad as u8;
+        // `emit_headers` needs only the payload's length: a zero slice of that length stands in.
+        let frame = RoceFrame {
+            eth,
+            ipv4,
+            udp,
+            headers,
+            payload: &ZERO_PAYLOAD[..len],
+            pad: pad as u8,
+            icrc: 0,
+            bth_resv: 0,
+        };
+        out.clear();
+        out.resize(ETH_LEN + 20 + 8 + 64, 0);
+        let n = match frame.emit_headers(out) {
+            Ok(n) => n,
+            Err(_) => {
+                unpin(pinned);
+                self.stats.tx_build_errors += 1;
+                return Some(false);
+            }
+        };
+        out.truncate(n);
+        let mut h = IcrcHasher::new();
+        if h.update_headers(&out[ETH_LEN..]).is_err() {
+            unpin(pinned);
+            self.stats.tx_build_errors += 1;
+            return Some(false);
+        }
+        for t in &pinned.segments {
+            table.for_each_pinned_chunk(t, &mut |c| h.update(c));
+        }
+        h.update(&[0u8; 3][..pad]);
+        pinned.trailer = [0; 7];
+        pinned.trailer[pad..pad + 4].copy_from_slice(&h.finalize().to_le_bytes());
+        pinned.trailer_len = (pad + 4) as u8;
+        self.stats.tx_frames += 1;
+        self.stats.tx_pinned += 1;
+        Some(true)
     }
 
     fn mad_frame(&mut self, now: Instant, dst: Ipv4Addr, mad: &[u8], out: &mut Vec<u8>) -> bool {
@@ -731,5 +1177,75 @@ impl Host<crate::transport::vec_memory::VecMemory> {
         access: Access,
     ) -> crate::transport::vec_memory::Region {
         self.mem.register(pd, len, access)
+    }
+}
+
+/// A port whose memory is the checked region table of `crate::mem`: protection zones from the
+/// table, regions registered from consumer memory or the table's allocator (DPDK hugepages).
+impl Host<Arc<MrTable>> {
+    /// The region table (register, deregister, query, pin).
+    pub fn mr_table(&self) -> &Arc<MrTable> {
+        &self.mem
+    }
+
+    /// A new protection zone (`dat_pz_create`); pass its id as `QpOptions::pd`.
+    pub fn create_pz(&self) -> Pz {
+        self.mem.create_pz()
+    }
+}
+
+/// Largest payload of one packet (the largest path MTU, IBTA vol. 1 §9.6.1.1: 4096).
+static ZERO_PAYLOAD: [u8; 4096] = [0; 4096];
+
+/// Ethernet header length.
+const ETH_LEN: usize = crate::wire::ethernet::HEADER_LEN;
+
+/// What `Host::poll_transmit_pinned` produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxOut {
+    /// A whole frame in `out`.
+    Whole,
+    /// Headers in `out`, payload pins and trailer in the [`PinnedTx`].
+    Pinned,
+}
+
+/// The pinned part of a frame from `Host::poll_transmit_pinned` (reused between calls).
+#[derive(Debug, Default)]
+pub struct PinnedTx {
+    /// Pins of the payload segments, in order; the caller must unpin each exactly once.
+    pub segments: Vec<PinToken>,
+    trailer: [u8; 7],
+    trailer_len: u8,
+}
+
+impl PinnedTx {
+    /// Room for the most segments a packet can have (no allocation later).
+    pub fn new() -> PinnedTx {
+        PinnedTx {
+            segments: Vec::with_capacity(crate::transport::transmit::MAX_TX_SEGS),
+            trailer: [0; 7],
+            trailer_len: 0,
+        }
+    }
+
+    /// BTH pad bytes and the ICRC (little-endian), which follow the payload.
+    pub fn trailer(&self) -> &[u8] {
+        &self.trailer[..usize::from(self.trailer_len)]
+    }
+
+    /// The trailer by value (array and length), to use while `segments` is borrowed mutably.
+    pub fn trailer_bytes(&self) -> ([u8; 7], usize) {
+        (self.trailer, usize::from(self.trailer_len))
+    }
+}
+
+/// Queues a watermark event of QP `qpn` when one fired.
+fn push_watermark(events: &mut VecDeque<HostEvent>, qpn: u32, ev: WatermarkEvents) {
+    if ev.any() {
+        events.push_back(HostEvent::EpWatermark {
+            qpn,
+            soft: ev.soft,
+            hard: ev.hard,
+        });
     }
 }

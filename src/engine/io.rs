@@ -1,8 +1,56 @@
 //! Where a shard's frames come from and go to: a DPDK RX/TX queue pair, or an in-memory channel
 //! (tests and the simulator's threaded mode).
 
+use crate::mem::{MrTable, PinToken};
 use crossbeam_queue::ArrayQueue;
 use std::sync::Arc;
+
+/// A frame whose payload stays in registered memory (DESIGN.md "Memory": no copy on TX):
+/// `headers` (Ethernet through the last RoCE extension header), then the pinned payload
+/// `segments` in order, then `trailer` (BTH pad bytes and the ICRC).
+pub struct PinnedFrame<'a> {
+    pub headers: &'a [u8],
+    /// Pins of the payload ranges; `tx_pinned` takes them all (each is unpinned exactly once,
+    /// when the device no longer needs the bytes, or at once when the frame is dropped).
+    pub segments: &'a mut Vec<PinToken>,
+    pub trailer: &'a [u8],
+    /// The table the pins belong to.
+    pub table: &'a Arc<MrTable>,
+}
+
+impl PinnedFrame<'_> {
+    /// Total frame length.
+    pub fn len(&self) -> usize {
+        self.headers.len()
+            + self.segments.iter().map(PinToken::len).sum::<usize>()
+            + self.trailer.len()
+    }
+
+    /// True for a frame of no bytes (never built by the host).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies the whole frame into `out` (cleared first) without unpinning.
+    pub fn gather_into(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(self.headers);
+        for t in self.segments.iter() {
+            let at = out.len();
+            out.resize(at + t.len(), 0);
+            // The token pins exactly `t.len()` bytes: this cannot fail.
+            let _ = self.table.read_pinned(t, 0, &mut out[at..]);
+        }
+        out.extend_from_slice(self.trailer);
+    }
+
+    /// Releases every pin (the frame was copied or dropped).
+    pub fn unpin_all(&mut self) {
+        for t in self.segments.drain(..) {
+            self.table.unpin(t);
+        }
+    }
+}
 
 /// One queue pair of a port, as a shard sees it.
 pub trait FrameIo {
@@ -14,6 +62,26 @@ pub trait FrameIo {
     fn tx(&mut self, frame: &[u8]) -> bool;
     /// Hands queued frames to the device.
     fn flush(&mut self);
+    /// Whether [`tx_pinned`](Self::tx_pinned) sends payloads without copying them (the host
+    /// then builds pinned frames for payloads of at least this many bytes); `None` when it
+    /// would only gather them into one buffer, so the host should build whole frames.
+    fn zero_copy_min(&self) -> Option<usize> {
+        None
+    }
+    /// Queues a frame whose payload is pinned registered memory. The default gathers it into
+    /// one buffer, unpins, and sends that with [`tx`](Self::tx).
+    fn tx_pinned(&mut self, frame: PinnedFrame<'_>) -> bool {
+        tx_gathered(self, frame)
+    }
+}
+
+/// Sends a pinned frame as one gathered copy through `io.tx` and unpins it (the default of
+/// [`FrameIo::tx_pinned`], for queues that cannot send external buffers).
+pub fn tx_gathered<I: FrameIo + ?Sized>(io: &mut I, mut frame: PinnedFrame<'_>) -> bool {
+    let mut buf = Vec::with_capacity(frame.len());
+    frame.gather_into(&mut buf);
+    frame.unpin_all();
+    io.tx(&buf)
 }
 
 /// Counters of an I/O queue.
@@ -22,6 +90,11 @@ pub struct IoStats {
     pub rx_frames: u64,
     pub tx_frames: u64,
     pub tx_dropped: u64,
+    /// Frames sent with their payload attached from registered memory (no copy).
+    pub tx_zero_copy: u64,
+    /// Pinned frames that were gathered into one buffer instead (PMD without multi-segment
+    /// transmit, or no free external-buffer slot).
+    pub tx_gathered: u64,
 }
 
 /// One end of an in-memory Ethernet cable between two shards (possibly in two threads).

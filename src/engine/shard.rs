@@ -3,8 +3,8 @@
 //! runs `poll` in a loop; in inline mode the thread waiting for a completion calls it.
 
 use super::clock::Clock;
-use super::host::Host;
-use super::io::FrameIo;
+use super::host::{Host, PinnedTx, TxOut};
+use super::io::{FrameIo, PinnedFrame};
 use crate::sim::capture::{CaptureError, PcapCapture};
 use crate::transport::memory::Memory;
 use std::fs::File;
@@ -27,6 +27,9 @@ pub struct Shard<M: Memory, Io: FrameIo> {
     pub io: Io,
     clock: Clock,
     txbuf: Vec<u8>,
+    pinned: PinnedTx,
+    /// Bytes of a pinned frame gathered for the capture.
+    capture_buf: Vec<u8>,
     capture: Option<PcapCapture<BufWriter<File>>>,
     stats: ShardStats,
 }
@@ -39,6 +42,8 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             io,
             clock: Clock::new(),
             txbuf: Vec::with_capacity(9216),
+            pinned: PinnedTx::new(),
+            capture_buf: Vec::new(),
             capture: None,
             stats: ShardStats::default(),
         }
@@ -89,11 +94,49 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             self.host.handle_timeout(now);
         }
         let mut tx = 0u64;
-        while self.host.poll_transmit_into(now, &mut self.txbuf) {
-            if let Some(c) = self.capture.as_mut() {
-                let _ = c.write(now, &self.txbuf);
-            }
-            if self.io.tx(&self.txbuf) {
+        // Zero-copy transmit when the I/O attaches payloads and the memory can pin them.
+        let zero_copy = self
+            .io
+            .zero_copy_min()
+            .filter(|_| self.host.mem.pin_table().is_some());
+        loop {
+            let out = match zero_copy {
+                Some(min) => {
+                    self.host
+                        .poll_transmit_pinned(now, &mut self.txbuf, &mut self.pinned, min)
+                }
+                None => self
+                    .host
+                    .poll_transmit_into(now, &mut self.txbuf)
+                    .then_some(TxOut::Whole),
+            };
+            let sent = match out {
+                None => break,
+                Some(TxOut::Whole) => {
+                    if let Some(c) = self.capture.as_mut() {
+                        let _ = c.write(now, &self.txbuf);
+                    }
+                    self.io.tx(&self.txbuf)
+                }
+                Some(TxOut::Pinned) => {
+                    let Some(table) = self.host.mem.pin_table() else {
+                        break;
+                    };
+                    let trailer = self.pinned.trailer_bytes();
+                    let frame = PinnedFrame {
+                        headers: &self.txbuf,
+                        segments: &mut self.pinned.segments,
+                        trailer: &trailer.0[..trailer.1],
+                        table,
+                    };
+                    if let Some(c) = self.capture.as_mut() {
+                        frame.gather_into(&mut self.capture_buf);
+                        let _ = c.write(now, &self.capture_buf);
+                    }
+                    self.io.tx_pinned(frame)
+                }
+            };
+            if sent {
                 tx += 1;
             } else {
                 self.stats.tx_dropped += 1;

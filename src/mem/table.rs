@@ -765,6 +765,51 @@ impl MrTable {
         })
     }
 
+    /// Copies bytes `off..off + out.len()` of a pinned range into `out` (the copy-out of a
+    /// frame that could not go zero-copy, or a capture). Fails when the range is outside the pin.
+    ///
+    /// # Panics
+    ///
+    /// When the token comes from another table.
+    pub fn read_pinned(
+        &self,
+        token: &PinToken,
+        off: usize,
+        out: &mut [u8],
+    ) -> Result<(), MemError> {
+        assert_eq!(token.table, self.id, "PinToken from another MrTable");
+        let end = off.checked_add(out.len()).ok_or(MemError::OutOfBounds)?;
+        if end > token.len {
+            return Err(MemError::OutOfBounds);
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        let src: *const u8 = core::ptr::with_exposed_provenance(token.addr + off);
+        // SAFETY: the token holds a count on its slot, so the region is registered and its
+        // backing valid for reads; `off + out.len() <= token.len` keeps the range inside the
+        // pinned range, which `pin` checked against the region's bounds. `out` is a distinct
+        // Rust buffer.
+        unsafe { core::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// Feeds a pinned range to `f` in chunks of at most 1 KiB copied through a stack buffer
+    /// (no Rust reference to registered memory is made: consumers may write it concurrently),
+    /// e.g. to compute an ICRC over a payload that is sent zero-copy.
+    pub fn for_each_pinned_chunk(&self, token: &PinToken, f: &mut dyn FnMut(&[u8])) {
+        let mut chunk = [0u8; 1024];
+        let mut off = 0;
+        while off < token.len {
+            let n = (token.len - off).min(chunk.len());
+            if self.read_pinned(token, off, &mut chunk[..n]).is_err() {
+                return;
+            }
+            f(&chunk[..n]);
+            off += n;
+        }
+    }
+
     /// Releases a pin made by [`PinGuard::into_token`] on this table.
     ///
     /// # Panics
@@ -908,5 +953,27 @@ impl Memory for &MrTable {
     }
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
         MrTable::invalidate(self, pd, rkey)
+    }
+}
+
+/// A port's memory shared with consumer threads: the engine's `Host<Arc<MrTable>>`.
+impl Memory for Arc<MrTable> {
+    fn check(&self, r: &MemRef, access: Access) -> Result<(), MemError> {
+        MrTable::check(self, r, access)
+    }
+    fn read(&self, r: &MemRef, access: Access, out: &mut [u8]) -> Result<(), MemError> {
+        MrTable::read(self, r, access, out)
+    }
+    fn write(&mut self, r: &MemRef, access: Access, data: &[u8]) -> Result<(), MemError> {
+        MrTable::write(self, r, access, data)
+    }
+    fn atomic(&mut self, r: &MemRef, op: AtomicOp) -> Result<u64, MemError> {
+        MrTable::atomic(self, r, op)
+    }
+    fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
+        MrTable::invalidate(self, pd, rkey)
+    }
+    fn pin_table(&self) -> Option<&Arc<MrTable>> {
+        Some(self)
     }
 }

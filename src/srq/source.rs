@@ -1,35 +1,16 @@
-//! Adapters between receive queues and the transport's responder.
+//! Adapters between the engine's receive queues and the transport's responder.
 //!
-//! The responder today takes `Option<&mut transport::srq::Srq>` and calls its `take()`. The
-//! smallest change that lets it draw from a [`SharedSrq`] (and account per EP) is to take
-//! `Option<&mut dyn RecvSource>` instead; `transport::srq::Srq` implements [`RecvSource`] here,
-//! so existing callers only change their argument type.
+//! The responder takes `Option<&mut dyn RecvSource>` ([`RecvSource`] lives in
+//! `crate::transport::srq`, re-exported here); the transport's own `Srq` implements it there,
+//! a bare [`SharedSrq`] and a QP's [`SrqPort`] (a binding to a `SharedSrq` with per-EP
+//! accounting) implement it here.
 
 use std::sync::Arc;
 
 use super::account::{EpRecvAccount, EpRecvHandle, WatermarkEvents};
 use super::pool::SharedSrq;
-use crate::transport::srq::Srq;
+pub use crate::transport::srq::RecvSource;
 use crate::transport::types::RecvWr;
-
-/// A source of receive WQEs for a QP's responder (IBTA vol. 1 §10.2.9: a QP associated with an
-/// SRQ takes a WQE when a message that consumes one arrives).
-pub trait RecvSource {
-    /// The SRQ number (checked against the QP's `QpConfig::srq`).
-    fn srqn(&self) -> u32;
-    /// Takes a WQE for the next inbound message of QP `qpn` that consumes one (SEND, or
-    /// RDMA WRITE with immediate); `None` means no buffer (the responder sends an RNR NAK).
-    fn take_recv(&mut self, qpn: u32) -> Option<RecvWr>;
-}
-
-impl RecvSource for Srq {
-    fn srqn(&self) -> u32 {
-        Srq::srqn(self)
-    }
-    fn take_recv(&mut self, _qpn: u32) -> Option<RecvWr> {
-        self.take()
-    }
-}
 
 /// A shared SRQ without per-EP accounting.
 impl RecvSource for &SharedSrq {
@@ -67,6 +48,11 @@ impl SrqPort {
             },
             handle,
         )
+    }
+
+    /// Another consumer handle on this EP's accounting.
+    pub fn handle(&self) -> EpRecvHandle {
+        self.account.handle()
     }
 
     /// The shared pool.

@@ -74,4 +74,10 @@ pub trait Memory {
     fn atomic(&mut self, r: &MemRef, op: AtomicOp) -> Result<u64, MemError>;
     /// Invalidates a remote key (SEND with invalidate, IBTA vol. 1 §9.4.1.1.1).
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError>;
+    /// The shared region table behind this memory when its ranges can be pinned and handed to
+    /// a NIC as external buffers (zero-copy transmit); `None` (the default) means payloads are
+    /// copied out with [`read`](Self::read).
+    fn pin_table(&self) -> Option<&std::sync::Arc<crate::mem::MrTable>> {
+        None
+    }
 }

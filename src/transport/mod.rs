@@ -19,6 +19,6 @@ mod tests;
 pub use qp::{Qp, QpStats, MAX_MSG_SIZE};
 pub use requester::{ACK_REQ_EVERY, MAX_OUTSTANDING_PSNS};
 pub use responder::MAX_QUEUED_RESPONSES;
-pub use srq::Srq;
+pub use srq::{RecvSource, Srq};
 pub use timers::{ack_timeout_duration, rnr_timer_duration};
 pub use vec_memory::{Region, VecMemory};

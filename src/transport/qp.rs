@@ -18,7 +18,7 @@ use super::completer::flush_status;
 use super::memory::{Access, KeyKind, MemRef, Memory};
 use super::requester::{ReqState, SendWqe};
 use super::responder::RespState;
-use super::srq::Srq;
+use super::srq::RecvSource;
 use super::timers::{Timer, TimerTable};
 use super::transmit::Transmit;
 use super::types::{
@@ -326,7 +326,7 @@ impl Qp {
         now: Instant,
         pkt: &RocePacket<'_>,
         mem: &mut dyn Memory,
-        srq: Option<&mut Srq>,
+        srq: Option<&mut dyn RecvSource>,
     ) {
         self.stats.packets_received += 1;
         let h = &pkt.headers;

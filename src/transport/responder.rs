@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 use super::completer::scatter;
 use super::memory::{Access, AtomicOp, KeyKind, MemError, MemRef, Memory};
 use super::qp::{Qp, RecvWqe, MAX_MSG_SIZE};
-use super::srq::Srq;
+use super::srq::RecvSource;
 use super::timers::Timer;
 use super::transmit::{Payload, Transmit};
 use super::types::{QpState, WcOpcode, WcStatus, WorkCompletion};
@@ -166,7 +166,7 @@ impl Qp {
         _now: Instant,
         pkt: &RocePacket<'_>,
         mem: &mut dyn Memory,
-        srq: Option<&mut Srq>,
+        srq: Option<&mut dyn RecvSource>,
     ) {
         if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
             self.stats.dropped += 1;
@@ -299,11 +299,11 @@ impl Qp {
         });
     }
 
-    fn take_recv(&mut self, srq: Option<&mut Srq>) -> Option<RecvWqe> {
+    fn take_recv(&mut self, srq: Option<&mut dyn RecvSource>) -> Option<RecvWqe> {
         match self.config.srq {
             Some(n) => {
                 let s = srq.filter(|s| s.srqn() == n)?;
-                let wr = s.take()?;
+                let wr = s.take_recv(self.config.qpn)?;
                 let len = wr.sgl.iter().map(|s| u64::from(s.len)).sum();
                 Some(RecvWqe {
                     wr,
@@ -331,7 +331,12 @@ impl Qp {
         }
     }
 
-    fn recv_send(&mut self, pkt: &RocePacket<'_>, mem: &mut dyn Memory, srq: Option<&mut Srq>) {
+    fn recv_send(
+        &mut self,
+        pkt: &RocePacket<'_>,
+        mem: &mut dyn Memory,
+        srq: Option<&mut dyn RecvSource>,
+    ) {
         let h = &pkt.headers;
         let f = h.bth.opcode.flags();
         if !self.payload_len_ok(f, pkt.payload.len()) {
@@ -388,7 +393,12 @@ impl Qp {
         self.attr.access.contains(need)
     }
 
-    fn recv_write(&mut self, pkt: &RocePacket<'_>, mem: &mut dyn Memory, srq: Option<&mut Srq>) {
+    fn recv_write(
+        &mut self,
+        pkt: &RocePacket<'_>,
+        mem: &mut dyn Memory,
+        srq: Option<&mut dyn RecvSource>,
+    ) {
         let h = &pkt.headers;
         let f = h.bth.opcode.flags();
         let plen = pkt.payload.len();

@@ -5,6 +5,17 @@ use std::collections::VecDeque;
 
 use super::types::{QpError, RecvWr, MAX_SGE};
 
+/// A source of receive WQEs for a QP's responder (IBTA vol. 1 §10.2.9: a QP associated with an
+/// SRQ takes a WQE when a message that consumes one arrives). Implemented by [`Srq`] here and,
+/// in `crate::srq`, by the engine's shared pool and its per-EP ports.
+pub trait RecvSource {
+    /// The SRQ number (checked against the QP's `QpConfig::srq`).
+    fn srqn(&self) -> u32;
+    /// Takes a WQE for the next inbound message of QP `qpn` that consumes one (SEND, or
+    /// RDMA WRITE with immediate); `None` means no buffer (the responder sends an RNR NAK).
+    fn take_recv(&mut self, qpn: u32) -> Option<RecvWr>;
+}
+
 /// A shared receive queue.
 #[derive(Debug)]
 pub struct Srq {
@@ -81,6 +92,15 @@ impl Srq {
     /// Drops every WQE (SRQ destruction).
     pub fn clear(&mut self) {
         self.queue.clear();
+    }
+}
+
+impl RecvSource for Srq {
+    fn srqn(&self) -> u32 {
+        Srq::srqn(self)
+    }
+    fn take_recv(&mut self, _qpn: u32) -> Option<RecvWr> {
+        self.take()
     }
 }
 

@@ -61,6 +61,10 @@ pub enum AsyncEvent {
     QpTransitionFailed { qpn: u32 },
     /// A neighbour-layer event (a peer that does not answer ARP, an address conflict).
     Net(NetEvent),
+    /// A receive-buffer watermark of the EP on QP `qpn` was exceeded (seed 002,
+    /// `dat_ep_set_watermark`): `soft` asks for an asynchronous event, `hard` for the
+    /// connection to be broken (the DAT layer acts on it).
+    EpWatermark { qpn: u32, soft: bool, hard: bool },
 }
 
 /// One event.

@@ -310,4 +310,16 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
             port.flush();
         }
     }
+
+    /// Zero-copy transmit where this shard owns a TX queue; relayed frames are copied anyway.
+    fn zero_copy_min(&self) -> Option<usize> {
+        self.port.as_ref().and_then(|p| p.zero_copy_min())
+    }
+
+    fn tx_pinned(&mut self, frame: crate::engine::io::PinnedFrame<'_>) -> bool {
+        match self.port.as_mut() {
+            Some(port) => port.tx_pinned(frame),
+            None => crate::engine::io::tx_gathered(self, frame),
+        }
+    }
 }

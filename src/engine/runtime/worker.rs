@@ -452,14 +452,14 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 // A resolution that succeeded is no error; failures and conflicts are.
                 HostEvent::Net(crate::net::NetEvent::Resolved { .. }) => {}
                 HostEvent::Net(ev) => self.push_async(AsyncEvent::Net(ev)),
+                HostEvent::SrqLimit { srqn } => self.push_async(AsyncEvent::SrqLimit {
+                    shard: self.index,
+                    srqn,
+                }),
+                HostEvent::EpWatermark { qpn, soft, hard } => {
+                    self.push_async(AsyncEvent::EpWatermark { qpn, soft, hard })
+                }
             }
-        }
-        while let Some(srqn) = self.shard.host.poll_srq_limit() {
-            work = true;
-            self.push_async(AsyncEvent::SrqLimit {
-                shard: self.index,
-                srqn,
-            });
         }
         work
     }

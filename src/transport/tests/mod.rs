@@ -284,7 +284,8 @@ impl Pair {
             headers: p.headers,
             payload: &p.payload,
         };
-        s.qp.handle_packet(self.now, &pkt, &mut s.mem, s.srq.as_mut());
+        let srq = s.srq.as_mut().map(|q| q as &mut dyn super::srq::RecvSource);
+        s.qp.handle_packet(self.now, &pkt, &mut s.mem, srq);
     }
 
     /// Runs until both QPs are idle with no timer armed, or `limit` rounds passed.
