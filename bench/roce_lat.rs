@@ -92,10 +92,11 @@ struct Args {
     /// Give up when the peer does not answer for this many milliseconds.
     #[arg(long, default_value_t = 5_000)]
     timeout_ms: u64,
-    /// Responder ACK delay in microseconds (`Qp::set_ack_delay`): a ping-pong's ACK then leaves
-    /// in the same burst as the answer. 0 sends every ACK at once.
-    #[arg(long, default_value_t = 0)]
-    ack_delay_us: u64,
+    /// Responder ACK delay in microseconds (`Qp::set_ack_delay`; default: the host's
+    /// `DEFAULT_ACK_DELAY`): a ping-pong's ACK then leaves in the same burst as the answer.
+    /// 0 sends every ACK at once.
+    #[arg(long)]
+    ack_delay_us: Option<u64>,
 }
 
 const MAX_SIZE: usize = 1 << 20;
@@ -256,7 +257,10 @@ fn qp_options(args: &Args) -> QpOptions {
     QpOptions {
         sq_depth: 512,
         rq_depth: 512,
-        ack_delay: Duration::from_micros(args.ack_delay_us),
+        ack_delay: args.ack_delay_us.map_or(
+            dpdk_roce::engine::host::DEFAULT_ACK_DELAY,
+            Duration::from_micros,
+        ),
         ..QpOptions::default()
     }
 }

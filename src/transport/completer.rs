@@ -18,6 +18,7 @@
 use super::memory::{Access, KeyKind, MemError, MemRef, Memory};
 use super::qp::{send_wc_opcode, Qp, RecvWqe};
 use super::requester::is_rd_atomic;
+use super::requester::MAX_OUTSTANDING_PSNS;
 use super::timers::{ack_timeout_duration, rnr_timer_duration, Timer};
 use super::types::{QpState, SendOp, Sge, WcOpcode, WcStatus, WorkCompletion};
 use crate::time::Instant;
@@ -275,6 +276,11 @@ impl Qp {
 
     /// Progress: retry budgets reset, ACK timer restarted while requests are outstanding.
     fn progress(&mut self, now: Instant) {
+        let acked = self.req.una.distance_from(self.req.window_una);
+        if acked < MAX_OUTSTANDING_PSNS * 2 {
+            self.req.window.on_ack(acked);
+        }
+        self.req.window_una = self.req.una;
         self.req.retry_left = self.attr.retry_cnt;
         self.req.rnr_left = self.attr.rnr_retry;
         self.req.retry_psn = None;
@@ -298,6 +304,8 @@ impl Qp {
         }
         self.req.retry_left -= 1;
         self.req.retry_psn = Some(psn);
+        let inflight = self.req.inflight();
+        self.req.window.on_nak(inflight);
         self.req.rewind(psn);
     }
 
@@ -343,6 +351,8 @@ impl Qp {
             return;
         }
         self.req.retry_left -= 1;
+        let inflight = self.req.inflight();
+        self.req.window.on_timeout(inflight);
         let una = self.req.una;
         self.req.retry_psn = Some(una);
         self.req.rewind(una);

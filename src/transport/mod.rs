@@ -12,6 +12,7 @@ pub mod timers;
 pub mod transmit;
 pub mod types;
 pub mod vec_memory;
+pub mod window;
 
 #[cfg(test)]
 mod tests;

@@ -22,6 +22,8 @@ use crate::wire::opcode::Opcode;
 use crate::wire::psn::Psn;
 use crate::wire::reth::RethRepr;
 
+use super::window::SendWindow;
+
 /// Request an ACK at least every this many packets of a long message.
 pub const ACK_REQ_EVERY: u32 = 16;
 
@@ -114,6 +116,10 @@ pub(super) struct ReqState {
     pub rnr_wait: bool,
     /// Started READs/atomics not yet completed.
     pub rd_outstanding: u32,
+    /// How many PSNs may be outstanding (shrinks after losses, see `window.rs`).
+    pub window: SendWindow,
+    /// `una` when the window last heard of progress.
+    pub window_una: Psn,
 }
 
 impl ReqState {
@@ -130,7 +136,14 @@ impl ReqState {
             retry_psn: None,
             rnr_wait: false,
             rd_outstanding: 0,
+            window: SendWindow::default(),
+            window_una: Psn::new(0),
         }
+    }
+
+    /// PSNs sent and not yet acknowledged.
+    pub fn inflight(&self) -> u32 {
+        self.sent_hw.distance_from(self.una)
     }
 
     /// RTR->RTS: the first PSN and the retry budgets.
@@ -142,6 +155,8 @@ impl ReqState {
         self.rnr_left = rnr_retry;
         self.retry_psn = None;
         self.rnr_wait = false;
+        self.window = SendWindow::default();
+        self.window_una = sq_psn;
     }
 
     /// Forgets transmit progress (the send queue was emptied).
@@ -225,7 +240,7 @@ impl Qp {
             }
             let inflight = self.req.next_psn.distance_from(self.req.una);
             let need = if rd { w.npsn } else { 1 };
-            if inflight > 0 && inflight + need > MAX_OUTSTANDING_PSNS {
+            if inflight > 0 && inflight + need > self.req.window.limit() {
                 return None;
             }
             let first = self.req.next_psn;
@@ -240,7 +255,7 @@ impl Qp {
         let w = &self.req.sq[i];
         let k = self.req.cur_pkt;
         let psn = w.first_psn.add(k);
-        if psn.distance_from(self.req.una) >= MAX_OUTSTANDING_PSNS {
+        if psn.distance_from(self.req.una) >= self.req.window.limit() {
             return None;
         }
         let pd = self.config.pd;

@@ -6,6 +6,7 @@ mod ack_delay;
 mod basic;
 mod errors;
 mod loss;
+mod overflow;
 mod random;
 
 use std::collections::VecDeque;

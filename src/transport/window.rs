@@ -1,0 +1,125 @@
+//! The requester's send window: how many PSNs may be outstanding, shrunk after a loss so that
+//! go-back-N does not resend a whole window into the receive ring that just overflowed
+//! (net_af_packet drops at the receiver's RX ring under load; a lossless NIC never shrinks it).
+//!
+//! AIMD in the manner of TCP Reno (RFC 5681 §3.1), counted in PSNs: a PSN sequence error NAK
+//! (IBTA vol. 1 §9.7.5.2.1) halves the window, a local ACK timeout (§9.7.6.1.2) restarts it
+//! from [`MIN_WINDOW`] with slow start up to half of what was in flight; below that threshold
+//! each acknowledged PSN widens it by one, above it every full window acknowledged widens it by
+//! [`ADDITIVE_STEP`]. It starts (and stays, without losses) at [`MAX_OUTSTANDING_PSNS`].
+
+use super::requester::MAX_OUTSTANDING_PSNS;
+
+/// The smallest window: one ACK-request interval of packets.
+pub const MIN_WINDOW: u32 = super::requester::ACK_REQ_EVERY;
+
+/// Growth per full window acknowledged above the slow-start threshold.
+pub const ADDITIVE_STEP: u32 = super::requester::ACK_REQ_EVERY;
+
+/// The window and its slow-start threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendWindow {
+    cwnd: u32,
+    ssthresh: u32,
+    /// PSNs acknowledged towards the next additive step.
+    acked: u32,
+}
+
+impl Default for SendWindow {
+    fn default() -> Self {
+        SendWindow {
+            cwnd: MAX_OUTSTANDING_PSNS,
+            ssthresh: MAX_OUTSTANDING_PSNS,
+            acked: 0,
+        }
+    }
+}
+
+impl SendWindow {
+    /// PSNs that may be outstanding now.
+    pub fn limit(&self) -> u32 {
+        self.cwnd
+    }
+
+    /// The slow-start threshold.
+    pub fn threshold(&self) -> u32 {
+        self.ssthresh
+    }
+
+    /// `n` more PSNs were acknowledged.
+    pub fn on_ack(&mut self, n: u32) {
+        if n == 0 || self.cwnd >= MAX_OUTSTANDING_PSNS {
+            return;
+        }
+        if self.cwnd < self.ssthresh {
+            self.cwnd = (self.cwnd + n).min(self.ssthresh);
+            return;
+        }
+        self.acked += n;
+        while self.acked >= self.cwnd && self.cwnd < MAX_OUTSTANDING_PSNS {
+            self.acked -= self.cwnd;
+            self.cwnd = (self.cwnd + ADDITIVE_STEP).min(MAX_OUTSTANDING_PSNS);
+        }
+    }
+
+    /// A PSN sequence error NAK while `inflight` PSNs were outstanding: halve.
+    pub fn on_nak(&mut self, inflight: u32) {
+        self.ssthresh = (inflight / 2).max(MIN_WINDOW);
+        self.cwnd = self.ssthresh;
+        self.acked = 0;
+    }
+
+    /// A local ACK timeout while `inflight` PSNs were outstanding: restart small.
+    pub fn on_timeout(&mut self, inflight: u32) {
+        self.ssthresh = (inflight / 2).max(MIN_WINDOW);
+        self.cwnd = MIN_WINDOW;
+        self.acked = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_full_and_never_moves_without_loss() {
+        let mut w = SendWindow::default();
+        w.on_ack(100_000);
+        assert_eq!(w.limit(), MAX_OUTSTANDING_PSNS);
+    }
+
+    #[test]
+    fn timeout_restarts_at_the_minimum_then_slow_starts_to_half_the_flight() {
+        let mut w = SendWindow::default();
+        w.on_timeout(1000);
+        assert_eq!((w.limit(), w.threshold()), (MIN_WINDOW, 500));
+        w.on_ack(16);
+        assert_eq!(w.limit(), 32);
+        w.on_ack(1000);
+        assert_eq!(w.limit(), 500, "slow start stops at the threshold");
+        // Above it: one step per full window acknowledged.
+        w.on_ack(499);
+        assert_eq!(w.limit(), 500);
+        w.on_ack(1);
+        assert_eq!(w.limit(), 500 + ADDITIVE_STEP);
+    }
+
+    #[test]
+    fn nak_halves_and_the_floor_holds() {
+        let mut w = SendWindow::default();
+        w.on_nak(600);
+        assert_eq!(w.limit(), 300);
+        w.on_nak(4);
+        assert_eq!(w.limit(), MIN_WINDOW);
+    }
+
+    #[test]
+    fn growth_is_capped_at_the_maximum() {
+        let mut w = SendWindow::default();
+        w.on_nak(MAX_OUTSTANDING_PSNS);
+        for _ in 0..10_000 {
+            w.on_ack(64);
+        }
+        assert_eq!(w.limit(), MAX_OUTSTANDING_PSNS);
+    }
+}
