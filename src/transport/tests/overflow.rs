@@ -51,10 +51,8 @@ fn run_through_ring(
             }
         }
         done.extend(p.completions(A));
-        if !done.is_empty() && p.s[A].qp.stats().retransmits > 0 && ring.is_empty() {
-            if done.len() == 1 {
-                break;
-            }
+        if done.len() == 1 && ring.is_empty() {
+            break;
         }
     }
     (done, dropped)
