@@ -20,6 +20,7 @@ use super::stats::NetStats;
 use crate::time::Instant;
 use crate::wire::ethernet::EthernetAddress;
 use core::time::Duration;
+use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 
@@ -73,6 +74,9 @@ enum Entry {
 #[derive(Debug)]
 pub(crate) struct Neighbours {
     entries: BTreeMap<Ipv4Addr, Entry>,
+    /// `poll_timeout`'s answer while no entry changed (`None`: recompute): the poll loop asks
+    /// on every iteration, the table changes rarely.
+    deadline: Cell<Option<Option<Instant>>>,
     /// Addresses to send an ARP request for, in order.
     requests: VecDeque<Ipv4Addr>,
     events: VecDeque<NetEvent>,
@@ -87,6 +91,7 @@ impl Neighbours {
     pub(crate) fn new(config: &NetConfig) -> Neighbours {
         Neighbours {
             entries: BTreeMap::new(),
+            deadline: Cell::new(None),
             requests: VecDeque::new(),
             events: VecDeque::new(),
             retry_interval: config.arp_retry_interval,
@@ -129,6 +134,7 @@ impl Neighbours {
             }) => {
                 if refresh.is_none() && now >= confirmed + self.ttl {
                     let p = self.probe(now, ip);
+                    self.deadline.set(None);
                     self.entries.insert(
                         ip,
                         Entry::Reachable {
@@ -149,6 +155,7 @@ impl Neighbours {
                     return Resolve::Failed(NetError::CacheFull(ip));
                 }
                 let p = self.probe(now, ip);
+                self.deadline.set(None);
                 self.entries.insert(ip, Entry::Incomplete(p));
                 Resolve::Pending
             }
@@ -172,6 +179,7 @@ impl Neighbours {
             .min();
         match victim {
             Some((_, _, k)) => {
+                self.deadline.set(None);
                 self.entries.remove(&k);
                 stats.cache_evictions += 1;
                 true
@@ -217,17 +225,20 @@ impl Neighbours {
                 }
             }
         }
+        self.deadline.set(None);
         self.entries.insert(ip, confirmed);
         true
     }
 
     /// Adds or replaces a static entry (never refreshed, never overwritten by ARP).
     pub(crate) fn insert_static(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
+        self.deadline.set(None);
         self.entries.insert(ip, Entry::Static(mac));
     }
 
     /// Forgets `ip`. Returns true if it was there.
     pub(crate) fn remove(&mut self, ip: Ipv4Addr) -> bool {
+        self.deadline.set(None);
         self.entries.remove(&ip).is_some()
     }
 
@@ -255,6 +266,7 @@ impl Neighbours {
             requests.push_back(ip);
             None
         };
+        self.deadline.set(None);
         self.entries.retain(|&ip, e| {
             let failed = match e {
                 Entry::Incomplete(p) => step(ip, p),
@@ -274,6 +286,15 @@ impl Neighbours {
     /// When `handle_timeout` next has work: the earliest retry, failure, or end of a failed
     /// entry's hold.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        if let Some(d) = self.deadline.get() {
+            return d;
+        }
+        let d = self.scan_deadline();
+        self.deadline.set(Some(d));
+        d
+    }
+
+    fn scan_deadline(&self) -> Option<Instant> {
         self.entries
             .values()
             .filter_map(|e| match e {
