@@ -440,7 +440,7 @@ fn pre_post_recvs(shard: &mut BenchShard, qpn: u32, bufs: &Buffers) -> Result<()
 fn recv_wr(bufs: &Buffers, id: u64) -> RecvWr {
     RecvWr {
         wr_id: id,
-        sgl: vec![Sge {
+        sgl: dpdk_roce::sgl![Sge {
             addr: bufs.dst.addr,
             len: MAX_SIZE as u32,
             lkey: bufs.dst.lkey,
@@ -513,7 +513,7 @@ fn post_write(
                     remote_addr: peer.addr,
                     rkey: peer.rkey,
                 },
-                sgl: vec![Sge {
+                sgl: dpdk_roce::sgl![Sge {
                     addr: bufs.src.addr,
                     len: size as u32,
                     lkey: bufs.src.lkey,
@@ -548,7 +548,7 @@ fn post_send(
             SendWr {
                 wr_id: 0,
                 op: SendOp::Send,
-                sgl: vec![Sge {
+                sgl: dpdk_roce::sgl![Sge {
                     addr: bufs.src.addr,
                     len: size as u32,
                     lkey: bufs.src.lkey,
@@ -630,7 +630,7 @@ fn client(
                                     remote_addr: peer.addr,
                                     rkey: peer.rkey,
                                 },
-                                sgl: vec![Sge {
+                                sgl: dpdk_roce::sgl![Sge {
                                     addr: bufs.dst.addr,
                                     len: size as u32,
                                     lkey: bufs.dst.lkey,

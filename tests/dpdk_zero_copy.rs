@@ -71,11 +71,11 @@ fn completion(a: &mut ZShard, b: &mut ZShard, on_b: bool) -> WorkCompletion {
     c.unwrap()
 }
 
-fn sgl(r: &Region, len: u32) -> Vec<Sge> {
+fn sgl(r: &Region, len: u32) -> dpdk_roce::transport::types::SgList {
     if len == 0 {
-        return vec![];
+        return dpdk_roce::sgl![];
     }
-    vec![Sge {
+    dpdk_roce::sgl![Sge {
         addr: r.addr,
         len,
         lkey: r.lkey,

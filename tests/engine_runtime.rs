@@ -203,7 +203,7 @@ fn a_full_submission_ring_is_an_error_for_the_poster() {
     .unwrap();
     let wr = RecvWr {
         wr_id: 1,
-        sgl: vec![],
+        sgl: dpdk_roce::sgl![],
     };
     // Inline mode and nobody drives: the ring fills.
     for _ in 0..4 {
@@ -242,7 +242,7 @@ fn an_evd_overflow_is_flagged_and_reported_on_the_async_evd() {
                 SendWr {
                     wr_id: i,
                     op: SendOp::Send,
-                    sgl: vec![],
+                    sgl: dpdk_roce::sgl![],
                     signaled: true,
                     fence: false,
                     solicited: false,

@@ -120,15 +120,15 @@ impl Wire {
     }
 }
 
-fn sge(r: &Region, off: u64, len: u32) -> Vec<Sge> {
-    vec![Sge {
+fn sge(r: &Region, off: u64, len: u32) -> dpdk_roce::transport::types::SgList {
+    dpdk_roce::sgl![Sge {
         addr: r.addr + off,
         len,
         lkey: r.lkey,
     }]
 }
 
-fn wr(id: u64, op: SendOp, sgl: Vec<Sge>) -> SendWr {
+fn wr(id: u64, op: SendOp, sgl: dpdk_roce::transport::types::SgList) -> SendWr {
     SendWr {
         wr_id: id,
         op,

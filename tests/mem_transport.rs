@@ -92,7 +92,7 @@ fn send(h: &mut Host, wr_id: u64, op: SendOp, sgl: Vec<Sge>) {
         SendWr {
             wr_id,
             op,
-            sgl,
+            sgl: sgl.into(),
             signaled: true,
             fence: false,
             solicited: false,
@@ -178,7 +178,7 @@ fn rdma_write_read_atomic_and_send_with_invalidate_over_the_table() {
     h[1].qp
         .post_recv(RecvWr {
             wr_id: 9,
-            sgl: vec![sge(&rbuf, 0, 64)],
+            sgl: dpdk_roce::sgl![sge(&rbuf, 0, 64)],
         })
         .unwrap();
     send(

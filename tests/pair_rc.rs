@@ -189,7 +189,7 @@ fn rnr_when_the_receiver_posts_late_then_success() {
             SendWr {
                 wr_id: 1,
                 op: SendOp::Send,
-                sgl: vec![Sge {
+                sgl: dpdk_roce::sgl![Sge {
                     addr: src.addr,
                     len: 64,
                     lkey: src.lkey,
@@ -213,7 +213,7 @@ fn rnr_when_the_receiver_posts_late_then_success() {
             conn.qpn_b,
             RecvWr {
                 wr_id: 9,
-                sgl: vec![Sge {
+                sgl: dpdk_roce::sgl![Sge {
                     addr: dst.addr,
                     len: 64,
                     lkey: dst.lkey,
@@ -258,7 +258,7 @@ fn rnr_retry_exhausted_when_the_receiver_never_posts() {
                 SendWr {
                     wr_id: id,
                     op: SendOp::Send,
-                    sgl: vec![Sge {
+                    sgl: dpdk_roce::sgl![Sge {
                         addr: src.addr,
                         len: 16,
                         lkey: src.lkey,
@@ -317,7 +317,7 @@ fn retry_exceeded_when_the_peer_vanishes() {
                         remote_addr: dst.addr,
                         rkey: dst.rkey,
                     },
-                    sgl: vec![Sge {
+                    sgl: dpdk_roce::sgl![Sge {
                         addr: src.addr,
                         len: 4096,
                         lkey: src.lkey,
@@ -374,7 +374,7 @@ fn remote_access_errors_complete_with_rem_access_err() {
                             remote_addr: addr,
                             rkey,
                         },
-                        sgl: vec![Sge {
+                        sgl: dpdk_roce::sgl![Sge {
                             addr: src.addr,
                             len: 128,
                             lkey: src.lkey,
@@ -413,7 +413,7 @@ fn disconnect_flushes_both_sides() {
                 conn.qpn_b,
                 RecvWr {
                     wr_id: id,
-                    sgl: vec![Sge {
+                    sgl: dpdk_roce::sgl![Sge {
                         addr: buf.addr,
                         len: 64,
                         lkey: buf.lkey,
@@ -487,7 +487,7 @@ fn shared_receive_queue_serves_two_connections() {
                 srq,
                 RecvWr {
                     wr_id: id,
-                    sgl: vec![Sge {
+                    sgl: dpdk_roce::sgl![Sge {
                         addr: buf.addr + id * 64,
                         len: 64,
                         lkey: buf.lkey,
@@ -507,7 +507,7 @@ fn shared_receive_queue_serves_two_connections() {
                     SendWr {
                         wr_id: i,
                         op: SendOp::SendWithImm { imm: c.qpn_a },
-                        sgl: vec![Sge {
+                        sgl: dpdk_roce::sgl![Sge {
                             addr: src.addr,
                             len: 64,
                             lkey: src.lkey,

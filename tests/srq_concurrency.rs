@@ -24,7 +24,7 @@ fn every_posted_buffer_is_taken_exactly_once() {
                 for i in 0..PER_PRODUCER {
                     let mut w = RecvWr {
                         wr_id: (p << 32) | i,
-                        sgl: vec![],
+                        sgl: dpdk_roce::sgl![],
                     };
                     loop {
                         match srq.post_recv(w) {
@@ -33,7 +33,7 @@ fn every_posted_buffer_is_taken_exactly_once() {
                                 full += 1;
                                 w = RecvWr {
                                     wr_id: (p << 32) | i,
-                                    sgl: vec![],
+                                    sgl: dpdk_roce::sgl![],
                                 };
                                 std::thread::yield_now();
                             }
@@ -96,7 +96,7 @@ fn limit_event_fires_once_per_arming_under_concurrent_takes() {
         for i in 0..200 {
             srq.post_recv(RecvWr {
                 wr_id: i,
-                sgl: vec![],
+                sgl: dpdk_roce::sgl![],
             })
             .unwrap();
         }

@@ -13,7 +13,7 @@ use dpdk_roce::transport::types::{QpError, RecvWr, Sge};
 fn wr(id: u64) -> RecvWr {
     RecvWr {
         wr_id: id,
-        sgl: vec![Sge {
+        sgl: dpdk_roce::sgl![Sge {
             addr: 0x1000,
             len: 64,
             lkey: 1,

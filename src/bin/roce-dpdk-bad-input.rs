@@ -288,7 +288,7 @@ impl Lab {
         for i in 0..recvs {
             let wr = RecvWr {
                 wr_id: i,
-                sgl: vec![Sge {
+                sgl: dpdk_roce::sgl![Sge {
                     addr: self.recv.addr + i * u64::from(RECV_LEN),
                     len: RECV_LEN,
                     lkey: self.recv.lkey,
@@ -810,7 +810,7 @@ impl Lab {
             let wr = SendWr {
                 wr_id: 100 + i as u64,
                 op,
-                sgl: vec![sge],
+                sgl: dpdk_roce::sgl![sge],
                 signaled: true,
                 fence: true,
                 solicited: false,

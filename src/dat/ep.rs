@@ -358,7 +358,10 @@ impl Ep {
         Ok(())
     }
 
-    fn sgl(local: &[LmrTriplet], max_iov: u32) -> Result<(Vec<Sge>, u64), DatError> {
+    fn sgl(
+        local: &[LmrTriplet],
+        max_iov: u32,
+    ) -> Result<(crate::transport::types::SgList, u64), DatError> {
         if local.len() > max_iov as usize {
             return Err(DatError::InvalidParameter("more segments than max IOV"));
         }

@@ -6,7 +6,9 @@
 use super::pair::{Conn, Pair, SimError};
 use crate::transport::memory::Access;
 use crate::transport::qp::QpStats;
-use crate::transport::types::{RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion};
+use crate::transport::types::{
+    RecvWr, SendOp, SendWr, SgList, Sge, WcOpcode, WcStatus, WorkCompletion,
+};
 use crate::transport::vec_memory::Region;
 use core::fmt;
 use core::time::Duration;
@@ -187,10 +189,10 @@ fn check(buf: &[u8], i: usize, what: &str) -> Result<(), WorkloadError> {
 
 /// Splits `[addr, addr+len)` into `n` scatter/gather entries (the last ones may be empty-free:
 /// zero-length pieces are dropped).
-fn sgl(region: &Region, offset: usize, len: usize, n: usize) -> Vec<Sge> {
+fn sgl(region: &Region, offset: usize, len: usize, n: usize) -> SgList {
     let n = n.clamp(1, 16);
     let piece = len.div_ceil(n).max(1);
-    let mut v = Vec::new();
+    let mut v = SgList::new();
     let mut off = 0;
     while off < len {
         let l = piece.min(len - off);
@@ -291,7 +293,7 @@ pub fn run_workload(
             let off = slot * slot_len;
             if op.consumes_recv() {
                 let recv_sgl = if op == Op::WriteImm {
-                    Vec::new()
+                    SgList::new()
                 } else {
                     sgl(&m.b_recv, off, size, spec.sges)
                 };
@@ -344,7 +346,7 @@ pub fn run_workload(
                     )
                 }
                 Op::FetchAdd | Op::CompareSwap => {
-                    let local = vec![Sge {
+                    let local = crate::sgl![Sge {
                         addr: m.a_atomic.addr + (slot * 8) as u64,
                         len: 8,
                         lkey: m.a_atomic.lkey,

@@ -36,7 +36,7 @@ pub const MAX_OUTSTANDING_PSNS: u32 = 2048;
 pub(super) struct SendWqe {
     pub wr_id: u64,
     pub op: SendOp,
-    pub sgl: Vec<Sge>,
+    pub sgl: crate::transport::types::SgList,
     pub signaled: bool,
     pub fence: bool,
     pub solicited: bool,

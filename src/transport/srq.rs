@@ -111,7 +111,7 @@ mod tests {
     fn wr(id: u64) -> RecvWr {
         RecvWr {
             wr_id: id,
-            sgl: vec![],
+            sgl: crate::sgl![],
         }
     }
 
@@ -125,7 +125,7 @@ mod tests {
         assert_eq!(s.post_recv(wr(4)), Err(QpError::QueueFull));
         let two = RecvWr {
             wr_id: 5,
-            sgl: vec![
+            sgl: crate::sgl![
                 super::super::types::Sge {
                     addr: 0,
                     len: 0,

@@ -6,6 +6,21 @@ use crate::wire::psn::Psn;
 /// Largest scatter/gather list accepted per work request.
 pub const MAX_SGE: usize = 16;
 
+/// Scatter/gather entries kept inline in a work request (no heap allocation per post).
+pub const INLINE_SGE: usize = 4;
+
+/// The scatter/gather list of a work request: up to [`INLINE_SGE`] entries inline, so posting
+/// and completing a WR allocates nothing (longer lists, up to [`MAX_SGE`], spill to the heap).
+/// Build one with [`sgl!`](crate::sgl) or `From<Vec<Sge>>` / `From<&[Sge]>`.
+pub type SgList = smallvec::SmallVec<[Sge; INLINE_SGE]>;
+
+/// An [`SgList`] from entries, like `vec!`.
+#[macro_export]
+macro_rules! sgl {
+    ($e:expr; $n:expr) => { $crate::transport::types::SgList::from_elem($e, $n) };
+    ($($e:expr),* $(,)?) => { $crate::transport::types::SgList::from_iter([$($e),*]) };
+}
+
 /// QP states (IBTA vol. 1 §10.3.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QpState {
@@ -183,7 +198,7 @@ pub enum SendOp {
 pub struct SendWr {
     pub wr_id: u64,
     pub op: SendOp,
-    pub sgl: Vec<Sge>,
+    pub sgl: SgList,
     /// Generate a completion on success (errors always complete).
     pub signaled: bool,
     /// Wait for all earlier READs/atomics to complete before starting (IBTA §10.8.3.3).
@@ -196,7 +211,7 @@ pub struct SendWr {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecvWr {
     pub wr_id: u64,
-    pub sgl: Vec<Sge>,
+    pub sgl: SgList,
 }
 
 /// Completion status (IBTA vol. 1 §11.4.2.1; `ib_wc_status` naming).

@@ -173,7 +173,7 @@ pub fn run<Io: FrameIo>(
         for k in 0..3u64 {
             let wr = RecvWr {
                 wr_id: (i as u64) << 8 | k,
-                sgl: vec![Sge {
+                sgl: crate::sgl![Sge {
                     addr: rb.addr + k * 512,
                     len: 512,
                     lkey: rb.lkey,
@@ -274,7 +274,7 @@ pub fn run<Io: FrameIo>(
             let wr = SendWr {
                 wr_id: (i as u64) << 8 | k as u64,
                 op,
-                sgl,
+                sgl: sgl.into(),
                 signaled: true,
                 fence: true,
                 solicited: false,

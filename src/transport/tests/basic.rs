@@ -416,7 +416,7 @@ fn unsignaled_wrs_complete_silently_unless_sig_all() {
     let src = p.region(A, 64, 1);
     let dst = p.zeroed(B, 64);
     let mut w2 = w;
-    w2.sgl = vec![sge(&src, 0, 8)];
+    w2.sgl = crate::sgl![sge(&src, 0, 8)];
     w2.op = SendOp::Write {
         remote_addr: dst.addr,
         rkey: dst.rkey,
@@ -472,7 +472,7 @@ fn srq_feeds_receives_and_fires_limit() {
     for i in 0..3 {
         srq.post_recv(RecvWr {
             wr_id: 50 + i,
-            sgl: vec![sge(&dst, i * 64, 64)],
+            sgl: crate::sgl![sge(&dst, i * 64, 64)],
         })
         .unwrap();
     }
@@ -481,7 +481,7 @@ fn srq_feeds_receives_and_fires_limit() {
     assert_eq!(
         p.s[B].qp.post_recv(RecvWr {
             wr_id: 1,
-            sgl: vec![]
+            sgl: crate::sgl![]
         }),
         Err(crate::transport::types::QpError::InvalidState)
     );

@@ -404,7 +404,7 @@ fn invalid_transitions_and_states_refused() {
     assert_eq!(
         qp.post_recv(RecvWr {
             wr_id: 1,
-            sgl: vec![]
+            sgl: crate::sgl![]
         }),
         Err(QpError::InvalidState)
     );
@@ -416,7 +416,7 @@ fn invalid_transitions_and_states_refused() {
     assert_eq!(
         qp.post_recv(RecvWr {
             wr_id: 1,
-            sgl: vec![]
+            sgl: crate::sgl![]
         }),
         Ok(())
     );
@@ -462,7 +462,7 @@ fn invalid_transitions_and_states_refused() {
     assert_eq!(
         qp.post_recv(RecvWr {
             wr_id: 1,
-            sgl: too_many
+            sgl: too_many.into()
         }),
         Err(QpError::TooManySge)
     );

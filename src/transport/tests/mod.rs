@@ -17,7 +17,9 @@ use rand_chacha::ChaCha8Rng;
 use super::memory::Access;
 use super::qp::Qp;
 use super::srq::Srq;
-use super::types::{Mtu, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge, WorkCompletion};
+use super::types::{
+    Mtu, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, SgList, Sge, WorkCompletion,
+};
 use super::vec_memory::{Region, VecMemory};
 use crate::time::Instant;
 use crate::wire::aeth::Syndrome;
@@ -213,8 +215,14 @@ impl Pair {
         s.qp.post_send(self.now, wr, &s.mem).unwrap();
     }
 
-    pub fn post_recv(&mut self, side: usize, wr_id: u64, sgl: Vec<Sge>) {
-        self.s[side].qp.post_recv(RecvWr { wr_id, sgl }).unwrap();
+    pub fn post_recv(&mut self, side: usize, wr_id: u64, sgl: impl Into<SgList>) {
+        self.s[side]
+            .qp
+            .post_recv(RecvWr {
+                wr_id,
+                sgl: sgl.into(),
+            })
+            .unwrap();
     }
 
     /// Moves every packet both QPs want to send onto the wire, then delivers the wire.
@@ -357,11 +365,11 @@ pub fn sge(r: &Region, off: u64, len: u32) -> Sge {
     }
 }
 
-pub fn wr(wr_id: u64, op: SendOp, sgl: Vec<Sge>) -> SendWr {
+pub fn wr(wr_id: u64, op: SendOp, sgl: impl Into<SgList>) -> SendWr {
     SendWr {
         wr_id,
         op,
-        sgl,
+        sgl: sgl.into(),
         signaled: true,
         fence: false,
         solicited: false,
