@@ -49,6 +49,15 @@ impl Lmr {
         })
     }
 
+    /// An LMR over a region already registered in `pz`'s table (consumer memory registered with
+    /// `MrTable::register_raw` by the C ABI, which upholds its contract); deregistered on drop.
+    pub(crate) fn from_region(pz: &Pz, region: Region) -> Lmr {
+        Lmr {
+            pz: pz.inner.clone(),
+            region,
+        }
+    }
+
     /// The L_Key (lmr_context).
     pub fn lmr_context(&self) -> u32 {
         self.region.lkey

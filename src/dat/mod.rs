@@ -11,6 +11,9 @@ pub mod cr;
 pub mod ep;
 pub mod error;
 pub mod evd;
+// The DAT parameter structs are large C structs filled field by field from a zeroed default.
+#[allow(clippy::field_reassign_with_default)]
+pub mod ffi;
 pub mod ia;
 pub mod lmr;
 pub mod memory;

@@ -1,0 +1,326 @@
+//! Service points and connection requests: dat_psp_* (PSP-any scans the dynamic range),
+//! dat_rsp_* (a PSP bound to one EP), dat_csp_* (not offered), dat_cr_*.
+
+use super::codes::{arg, err, guard, map, nonnull, put, R};
+use super::ep::ep_of;
+use super::handles::{self, Kind, Object};
+use super::objects::{Body, CrObj, SpObj};
+use super::state::lock;
+use crate::dat::{DatError, EpState, Psp};
+use dat_sys as d;
+use std::sync::{Arc, Mutex};
+
+/// Creates a PSP or RSP on `qual`.
+fn listen(
+    ia: &Arc<Object>,
+    qual: u64,
+    evd: d::DAT_EVD_HANDLE,
+    flags: u32,
+    ep: usize,
+    kind: Kind,
+) -> Result<Arc<Object>, u32> {
+    let port = u16::try_from(qual).map_err(|_| arg(2))?;
+    let evdo = handles::get_or(
+        evd,
+        Kind::Evd,
+        err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_CR),
+    )?;
+    let Body::Evd(e) = &evdo.body else {
+        return Err(Kind::Evd.invalid());
+    };
+    if !Arc::ptr_eq(&evdo.ia, &ia.ia) || e.flags & d::DAT_EVD_CR_FLAG == 0 {
+        return Err(err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_CR));
+    }
+    let psp = {
+        let g = ia.ia.ia();
+        let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
+        Psp::create(ia_ref, port, &e.evd).map_err(|err| map(&err, 0))?
+    };
+    let o = handles::insert(ia.ia.provider(), kind, ia.ia.clone(), |_| {
+        Body::Sp(SpObj {
+            psp: Mutex::new(Some(psp)),
+            conn_qual: qual,
+            evd: evdo.handle,
+            flags,
+            ep,
+        })
+    });
+    lock(&ia.ia.sps).insert(port, o.handle);
+    Ok(o)
+}
+
+pub(super) extern "C" fn psp_create(
+    ia: d::DAT_IA_HANDLE,
+    qual: d::DAT_CONN_QUAL,
+    evd: d::DAT_EVD_HANDLE,
+    flags: d::DAT_PSP_FLAGS,
+    out: *mut d::DAT_PSP_HANDLE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let ia = handles::get(ia, Kind::Ia)?;
+        if flags != d::DAT_PSP_CONSUMER_FLAG && flags != d::DAT_PSP_PROVIDER_FLAG {
+            return Err(arg(4));
+        }
+        if flags == d::DAT_PSP_PROVIDER_FLAG {
+            // ia_query: ep_creator = DAT_PSP_CREATES_EP_NEVER.
+            return Err(err(d::DAT_MODEL_NOT_SUPPORTED, 0));
+        }
+        nonnull(out, 5)?;
+        let o = listen(&ia, qual, evd, flags, 0, Kind::Psp)?;
+        put(out, 5, o.handle as d::DAT_PSP_HANDLE)
+    })
+}
+
+/// dat_psp_create_any: the first free qualifier of the dynamic port range.
+pub(super) extern "C" fn psp_create_any(
+    ia: d::DAT_IA_HANDLE,
+    qual: *mut d::DAT_CONN_QUAL,
+    evd: d::DAT_EVD_HANDLE,
+    flags: d::DAT_PSP_FLAGS,
+    out: *mut d::DAT_PSP_HANDLE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let ia = handles::get(ia, Kind::Ia)?;
+        nonnull(qual, 2)?;
+        if flags != d::DAT_PSP_CONSUMER_FLAG {
+            return Err(arg(4));
+        }
+        nonnull(out, 5)?;
+        for port in 49152u16..=65535 {
+            match listen(&ia, u64::from(port), evd, flags, 0, Kind::Psp) {
+                Ok(o) => {
+                    put(qual, 2, u64::from(port))?;
+                    return put(out, 5, o.handle as d::DAT_PSP_HANDLE);
+                }
+                Err(code) if code == map(&DatError::ConnQualInUse(port), 0) => continue,
+                Err(code) => return Err(code),
+            }
+        }
+        Err(err(d::DAT_CONN_QUAL_UNAVAILABLE, 0))
+    })
+}
+
+fn sp_query(h: d::DAT_HANDLE, kind: Kind) -> Result<(Arc<Object>, u64, usize, u32, usize), u32> {
+    let o = handles::get(h, kind)?;
+    let (q, e, f, ep) = match &o.body {
+        Body::Sp(s) => (s.conn_qual, s.evd, s.flags, s.ep),
+        _ => return Err(kind.invalid()),
+    };
+    Ok((o, q, e, f, ep))
+}
+
+pub(super) extern "C" fn psp_query(
+    psp: d::DAT_PSP_HANDLE,
+    _mask: d::DAT_PSP_PARAM_MASK,
+    param: *mut d::DAT_PSP_PARAM,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let (o, q, e, f, _) = sp_query(psp, Kind::Psp)?;
+        put(
+            param,
+            3,
+            d::DAT_PSP_PARAM {
+                ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
+                conn_qual: q,
+                evd_handle: e as d::DAT_EVD_HANDLE,
+                psp_flags: f,
+            },
+        )
+    })
+}
+
+fn sp_free(h: d::DAT_HANDLE, kind: Kind) -> R {
+    let (o, q, _, _, _) = sp_query(h, kind)?;
+    if let Body::Sp(s) = &o.body {
+        drop(lock(&s.psp).take());
+    }
+    if let Ok(port) = u16::try_from(q) {
+        lock(&o.ia.sps).retain(|p, h| !(*p == port && *h == o.handle));
+    }
+    handles::remove(o.handle);
+    Ok(())
+}
+
+pub(super) extern "C" fn psp_free(psp: d::DAT_PSP_HANDLE) -> d::DAT_RETURN {
+    guard(|| sp_free(psp, Kind::Psp))
+}
+
+/// dat_rsp_create: a service point for one UNCONNECTED EP; its CRs name the EP.
+pub(super) extern "C" fn rsp_create(
+    ia: d::DAT_IA_HANDLE,
+    qual: d::DAT_CONN_QUAL,
+    ep: d::DAT_EP_HANDLE,
+    evd: d::DAT_EVD_HANDLE,
+    out: *mut d::DAT_RSP_HANDLE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let ia = handles::get(ia, Kind::Ia)?;
+        let epo = handles::get(ep, Kind::Ep)?;
+        let s = ep_of(&epo)?.ep.state();
+        if s != EpState::Unconnected {
+            return Err(map(&DatError::EpState { state: s }, 0));
+        }
+        nonnull(out, 5)?;
+        let o = listen(&ia, qual, evd, 0, epo.handle, Kind::Rsp)?;
+        put(out, 5, o.handle as d::DAT_RSP_HANDLE)
+    })
+}
+
+pub(super) extern "C" fn rsp_query(
+    rsp: d::DAT_RSP_HANDLE,
+    _mask: d::DAT_RSP_PARAM_MASK,
+    param: *mut d::DAT_RSP_PARAM,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let (o, q, e, _, ep) = sp_query(rsp, Kind::Rsp)?;
+        put(
+            param,
+            3,
+            d::DAT_RSP_PARAM {
+                ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
+                conn_qual: q,
+                evd_handle: e as d::DAT_EVD_HANDLE,
+                ep_handle: ep as d::DAT_EP_HANDLE,
+            },
+        )
+    })
+}
+
+pub(super) extern "C" fn rsp_free(rsp: d::DAT_RSP_HANDLE) -> d::DAT_RETURN {
+    guard(|| sp_free(rsp, Kind::Rsp))
+}
+
+/// dat_csp_create: common service points (DAT 2.0 CSP) are not offered; the arguments are
+/// validated, then DAT_MODEL_NOT_SUPPORTED.
+pub(super) extern "C" fn csp_create(
+    ia: d::DAT_IA_HANDLE,
+    comm: *mut d::DAT_COMM,
+    addr: d::DAT_IA_ADDRESS_PTR,
+    evd: d::DAT_EVD_HANDLE,
+    out: *mut d::DAT_CSP_HANDLE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let _ = handles::get(ia, Kind::Ia)?;
+        nonnull(comm, 2)?;
+        if addr.is_null() {
+            return Err(arg(3));
+        }
+        let _ = handles::get(evd, Kind::Evd)?;
+        nonnull(out, 5)?;
+        Err(err(d::DAT_MODEL_NOT_SUPPORTED, 0))
+    })
+}
+
+/// No CSP handle ever exists: every one is invalid.
+pub(super) extern "C" fn csp_query(
+    _csp: d::DAT_CSP_HANDLE,
+    _mask: d::DAT_CSP_PARAM_MASK,
+    _param: *mut d::DAT_CSP_PARAM,
+) -> d::DAT_RETURN {
+    err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_CSP)
+}
+
+pub(super) extern "C" fn csp_free(_csp: d::DAT_CSP_HANDLE) -> d::DAT_RETURN {
+    err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_CSP)
+}
+
+fn cr_of(o: &Object) -> Result<&CrObj, u32> {
+    match &o.body {
+        Body::Cr(c) => Ok(c),
+        _ => Err(Kind::Cr.invalid()),
+    }
+}
+
+/// dat_cr_query: the private data pointer is into the CR (writable: dtest edits it).
+pub(super) extern "C" fn cr_query(
+    cr: d::DAT_CR_HANDLE,
+    _mask: d::DAT_CR_PARAM_MASK,
+    param: *mut d::DAT_CR_PARAM,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(cr, Kind::Cr)?;
+        let c = cr_of(&o)?;
+        nonnull(param, 3)?;
+        let mut slot = lock(&c.cr);
+        let cr = slot.as_mut().ok_or(Kind::Cr.invalid())?;
+        let pd = cr.private_data_mut();
+        let p = d::DAT_CR_PARAM {
+            remote_ia_address_ptr: c.remote.as_dat(),
+            remote_port_qual: c.remote_port,
+            private_data_size: pd.len() as i32,
+            private_data: pd.as_mut_ptr() as d::DAT_PVOID,
+            local_ep_handle: c.ep as d::DAT_EP_HANDLE,
+        };
+        put(param, 3, p)
+    })
+}
+
+fn pdata(size: d::DAT_COUNT, p: d::DAT_PVOID, n: u32) -> Result<Vec<u8>, u32> {
+    if !(0..=super::ia::MAX_PRIVATE_DATA).contains(&size) {
+        return Err(arg(n));
+    }
+    if size == 0 {
+        return Ok(Vec::new());
+    }
+    if p.is_null() {
+        return Err(arg(n + 1));
+    }
+    // SAFETY: `size` readable consumer bytes at `p` (dat_cr_accept(3DAT)).
+    Ok(unsafe { core::slice::from_raw_parts(p as *const u8, size as usize) }.to_vec())
+}
+
+/// dat_cr_accept: accepts on `ep` (NULL: the RSP's EP); the CR handle is gone afterwards.
+pub(super) extern "C" fn cr_accept(
+    cr: d::DAT_CR_HANDLE,
+    ep: d::DAT_EP_HANDLE,
+    size: d::DAT_COUNT,
+    p: d::DAT_PVOID,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(cr, Kind::Cr)?;
+        let c = cr_of(&o)?;
+        let ep = if ep.is_null() {
+            c.ep as d::DAT_EP_HANDLE
+        } else {
+            ep
+        };
+        let epo = handles::get(ep, Kind::Ep)?;
+        let e = ep_of(&epo)?;
+        let data = pdata(size, p, 3)?;
+        let taken = lock(&c.cr).take().ok_or(Kind::Cr.invalid())?;
+        let remote = taken.remote_address();
+        taken.accept(&e.ep, &data).map_err(|err| map(&err, 0))?;
+        *lock(&e.remote) = super::state::SockAddrIn::new(remote);
+        e.remote_port
+            .store(c.remote_port, std::sync::atomic::Ordering::Relaxed);
+        handles::remove(o.handle);
+        Ok(())
+    })
+}
+
+pub(super) extern "C" fn cr_reject(
+    cr: d::DAT_CR_HANDLE,
+    size: d::DAT_COUNT,
+    p: d::DAT_PVOID,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(cr, Kind::Cr)?;
+        let c = cr_of(&o)?;
+        let data = pdata(size, p, 2)?;
+        let taken = lock(&c.cr).take().ok_or(Kind::Cr.invalid())?;
+        handles::remove(o.handle);
+        taken.reject(&data).map_err(|err| map(&err, 0))
+    })
+}
+
+/// dat_cr_handoff: handing a request to another service point is not offered (the OFA
+/// providers do not either); validated, then DAT_NOT_IMPLEMENTED.
+pub(super) extern "C" fn cr_handoff(
+    cr: d::DAT_CR_HANDLE,
+    _qual: d::DAT_CONN_QUAL,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let _ = handles::get(cr, Kind::Cr)?;
+        Err(d::DAT_NOT_IMPLEMENTED)
+    })
+}

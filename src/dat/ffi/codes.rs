@@ -1,0 +1,99 @@
+//! DAT return codes (dat_error.h): the mapping of [`DatError`] and the panic guard of every
+//! entry (a panic never unwinds into C: it becomes DAT_INTERNAL_ERROR).
+
+use crate::dat::{DatError, EpState};
+use dat_sys as d;
+
+/// What an entry's body returns: Ok = DAT_SUCCESS, Err = the DAT_RETURN.
+pub(crate) type R = Result<(), u32>;
+
+/// `DAT_ERROR(type, subtype)`.
+pub(crate) const fn err(ty: u32, sub: u32) -> u32 {
+    d::dat_error(ty, sub)
+}
+
+/// DAT_INVALID_PARAMETER naming argument `n` (1-based, DAT_INVALID_ARGn).
+pub(crate) const fn arg(n: u32) -> u32 {
+    err(d::DAT_INVALID_PARAMETER, d::DAT_INVALID_ARG1 + n - 1)
+}
+
+/// DAT_INVALID_HANDLE naming handle argument `n` (DAT_INVALID_HANDLEn).
+pub(crate) const fn handle_arg(n: u32) -> u32 {
+    err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE1 + n - 1)
+}
+
+/// The DAT_INVALID_STATE subtype of an EP state.
+pub(crate) fn ep_state_subtype(s: EpState) -> u32 {
+    match s {
+        EpState::Unconnected => d::DAT_INVALID_STATE_EP_UNCONNECTED,
+        EpState::Reserved => d::DAT_INVALID_STATE_EP_RESERVED,
+        EpState::PassiveConnectionPending => d::DAT_INVALID_STATE_EP_PASSCONNPENDING,
+        EpState::ActiveConnectionPending => d::DAT_INVALID_STATE_EP_ACTCONNPENDING,
+        EpState::TentativeConnectionPending => d::DAT_INVALID_STATE_EP_TENTCONNPENDING,
+        EpState::Connected => d::DAT_INVALID_STATE_EP_CONNECTED,
+        EpState::DisconnectPending => d::DAT_INVALID_STATE_EP_DISCPENDING,
+        EpState::Disconnected => d::DAT_INVALID_STATE_EP_DISCONNECTED,
+    }
+}
+
+/// The DAT_RETURN of a Rust API error; `param` is the argument number an
+/// InvalidParameter is reported against (0: none known).
+pub(crate) fn map(e: &DatError, param: u32) -> u32 {
+    match e {
+        DatError::InvalidHandle(_) => err(d::DAT_INVALID_HANDLE, 0),
+        DatError::InvalidParameter(_) if param > 0 => arg(param),
+        DatError::InvalidParameter(_) => err(d::DAT_INVALID_PARAMETER, 0),
+        DatError::InvalidState(_) => err(d::DAT_INVALID_STATE, 0),
+        DatError::EpState { state } => err(d::DAT_INVALID_STATE, ep_state_subtype(*state)),
+        DatError::InsufficientResources(_) => err(d::DAT_INSUFFICIENT_RESOURCES, 0),
+        // dtest -p compares dat_evd_dequeue's answer with the bare code.
+        DatError::QueueEmpty => d::DAT_QUEUE_EMPTY,
+        DatError::TimeoutExpired => d::DAT_TIMEOUT_EXPIRED,
+        DatError::ConnQualInUse(_) => err(d::DAT_CONN_QUAL_IN_USE, 0),
+        DatError::Internal(_) => err(d::DAT_INTERNAL_ERROR, 0),
+    }
+}
+
+/// Whether failed calls are logged to stderr (`DPDK_ROCE_DAT_TRACE` set).
+pub(crate) fn trace_on() -> bool {
+    trace()
+}
+
+fn trace() -> bool {
+    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACE.get_or_init(|| std::env::var_os("DPDK_ROCE_DAT_TRACE").is_some())
+}
+
+/// Runs an entry's body: its result as a DAT_RETURN, a panic as DAT_INTERNAL_ERROR. With
+/// `DPDK_ROCE_DAT_TRACE` set, every failure is logged with the entry's source location.
+#[track_caller]
+pub(crate) fn guard(f: impl FnOnce() -> R) -> d::DAT_RETURN {
+    let at = std::panic::Location::caller();
+    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(())) => d::DAT_SUCCESS,
+        Ok(Err(code)) => code,
+        Err(_) => err(d::DAT_INTERNAL_ERROR, 0),
+    };
+    if code != d::DAT_SUCCESS && code != d::DAT_QUEUE_EMPTY && trace() {
+        eprintln!("dpdk-roce: {at}: {code:#x}");
+    }
+    code
+}
+
+/// Checks an out-pointer: DAT_INVALID_PARAMETER of argument `n` when NULL.
+pub(crate) fn nonnull<T>(p: *mut T, n: u32) -> Result<*mut T, u32> {
+    if p.is_null() {
+        Err(arg(n))
+    } else {
+        Ok(p)
+    }
+}
+
+/// Writes `v` through an out-pointer checked by [`nonnull`].
+pub(crate) fn put<T>(p: *mut T, n: u32, v: T) -> R {
+    let p = nonnull(p, n)?;
+    // SAFETY: DAT out-parameters point at consumer storage of type T (the consumer's side of
+    // the call contract); NULL was rejected above.
+    unsafe { p.write(v) };
+    Ok(())
+}

@@ -1,0 +1,439 @@
+//! Event dispatchers (dat_evd_*) and consumer notification objects (dat_cno_*). Enabled /
+//! waitable states and CNO attachment are kept here; a CNO wakes its waiter when any attached
+//! EVD holds an event (inline progress drives the shards meanwhile).
+
+use super::codes::{arg, err, guard, map, nonnull, put};
+use super::event::convert;
+use super::handles::{self, Kind, Object};
+use super::ia::MAX_EVD_QLEN;
+use super::objects::{Body, CnoObj, EvdObj};
+use super::state::lock;
+use crate::dat::{DatError, Evd, EvdFlags};
+use dat_sys as d;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// DAT_TIMEOUT_INFINITE.
+const TIMEOUT_INFINITE: u32 = u32::MAX;
+
+fn evd_of(o: &Object) -> Result<&EvdObj, u32> {
+    match &o.body {
+        Body::Evd(e) => Ok(e),
+        _ => Err(Kind::Evd.invalid()),
+    }
+}
+
+fn cno_of(o: &Object) -> Result<&CnoObj, u32> {
+    match &o.body {
+        Body::Cno(c) => Ok(c),
+        _ => Err(Kind::Cno.invalid()),
+    }
+}
+
+fn attach(cno: usize, evd: usize) {
+    if let Ok(c) = handles::get(cno as d::DAT_HANDLE, Kind::Cno) {
+        if let Body::Cno(c) = &c.body {
+            lock(&c.evds).push(evd);
+        }
+    }
+}
+
+fn detach(cno: usize, evd: usize) {
+    if let Ok(c) = handles::get(cno as d::DAT_HANDLE, Kind::Cno) {
+        if let Body::Cno(c) = &c.body {
+            lock(&c.evds).retain(|&e| e != evd);
+        }
+    }
+}
+
+pub(super) extern "C" fn evd_create(
+    ia: d::DAT_IA_HANDLE,
+    qlen: d::DAT_COUNT,
+    cno: d::DAT_CNO_HANDLE,
+    flags: d::DAT_EVD_FLAGS,
+    out: *mut d::DAT_EVD_HANDLE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let ia = handles::get(ia, Kind::Ia)?;
+        if qlen <= 0 || qlen > MAX_EVD_QLEN {
+            return Err(arg(2));
+        }
+        let cno = handles::get_opt(cno, Kind::Cno, Kind::Cno.invalid())?;
+        let known = d::DAT_EVD_SOFTWARE_FLAG
+            | d::DAT_EVD_CR_FLAG
+            | d::DAT_EVD_DTO_FLAG
+            | d::DAT_EVD_CONNECTION_FLAG
+            | d::DAT_EVD_RMR_BIND_FLAG
+            | d::DAT_EVD_ASYNC_FLAG;
+        if flags == 0 || flags & !known != 0 {
+            return Err(arg(4));
+        }
+        if flags & d::DAT_EVD_ASYNC_FLAG != 0 {
+            // One async EVD per IA, created by dat_ia_open.
+            return Err(arg(4));
+        }
+        nonnull(out, 5)?;
+        let mut f = EvdFlags::empty();
+        if flags & (d::DAT_EVD_DTO_FLAG | d::DAT_EVD_RMR_BIND_FLAG) != 0 {
+            f |= EvdFlags::DTO;
+        }
+        if flags & d::DAT_EVD_CONNECTION_FLAG != 0 {
+            f |= EvdFlags::CONNECTION;
+        }
+        if flags & d::DAT_EVD_CR_FLAG != 0 {
+            f |= EvdFlags::CR;
+        }
+        if f.is_empty() {
+            // Software events only: a ring nobody else pushes to.
+            f = EvdFlags::DTO;
+        }
+        let evd = {
+            let g = ia.ia.ia();
+            let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
+            Evd::create(ia_ref, qlen as usize, f).map_err(|e| map(&e, 2))?
+        };
+        let cno_handle = cno.as_ref().map_or(0, |c| c.handle);
+        let o = handles::insert(ia.ia.provider(), Kind::Evd, ia.ia.clone(), |_| {
+            Body::Evd(EvdObj {
+                evd,
+                flags,
+                cno: AtomicUsize::new(cno_handle),
+                enabled: AtomicBool::new(true),
+                waitable: AtomicBool::new(true),
+                is_async: false,
+            })
+        });
+        if cno_handle != 0 {
+            attach(cno_handle, o.handle);
+        }
+        put(out, 5, o.handle as d::DAT_EVD_HANDLE)
+    })
+}
+
+pub(super) extern "C" fn evd_query(
+    evd: d::DAT_EVD_HANDLE,
+    _mask: d::DAT_EVD_PARAM_MASK,
+    param: *mut d::DAT_EVD_PARAM,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(evd, Kind::Evd)?;
+        let e = evd_of(&o)?;
+        let mut state = if e.enabled.load(Ordering::Relaxed) {
+            d::DAT_EVD_STATE_ENABLED
+        } else {
+            d::DAT_EVD_STATE_DISABLED
+        };
+        state |= if e.waitable.load(Ordering::Relaxed) {
+            d::DAT_EVD_STATE_WAITABLE
+        } else {
+            d::DAT_EVD_STATE_UNWAITABLE
+        };
+        put(
+            param,
+            3,
+            d::DAT_EVD_PARAM {
+                ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
+                evd_qlen: e.evd.size() as i32,
+                evd_state: state,
+                cno_handle: e.cno.load(Ordering::Relaxed) as d::DAT_CNO_HANDLE,
+                evd_flags: e.flags,
+            },
+        )
+    })
+}
+
+pub(super) extern "C" fn evd_modify_cno(
+    evd: d::DAT_EVD_HANDLE,
+    cno: d::DAT_CNO_HANDLE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(evd, Kind::Evd)?;
+        let e = evd_of(&o)?;
+        let new = handles::get_opt(cno, Kind::Cno, Kind::Cno.invalid())?.map_or(0, |c| c.handle);
+        let old = e.cno.swap(new, Ordering::AcqRel);
+        if old != 0 {
+            detach(old, o.handle);
+        }
+        if new != 0 {
+            attach(new, o.handle);
+        }
+        Ok(())
+    })
+}
+
+fn set_flag(evd: d::DAT_EVD_HANDLE, f: impl FnOnce(&EvdObj)) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(evd, Kind::Evd)?;
+        f(evd_of(&o)?);
+        Ok(())
+    })
+}
+
+pub(super) extern "C" fn evd_enable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
+    set_flag(evd, |e| e.enabled.store(true, Ordering::Release))
+}
+
+pub(super) extern "C" fn evd_disable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
+    set_flag(evd, |e| e.enabled.store(false, Ordering::Release))
+}
+
+pub(super) extern "C" fn evd_set_unwaitable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
+    set_flag(evd, |e| e.waitable.store(false, Ordering::Release))
+}
+
+pub(super) extern "C" fn evd_clear_unwaitable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
+    set_flag(evd, |e| e.waitable.store(true, Ordering::Release))
+}
+
+fn deadline(timeout: u32) -> Option<Instant> {
+    (timeout != TIMEOUT_INFINITE).then(|| Instant::now() + Duration::from_micros(timeout.into()))
+}
+
+fn remaining(dl: Option<Instant>) -> Option<Duration> {
+    dl.map(|t| t.saturating_duration_since(Instant::now()))
+}
+
+/// dat_evd_wait: waits for `threshold` events, dequeues one, reports how many remain.
+pub(super) extern "C" fn evd_wait(
+    evd: d::DAT_EVD_HANDLE,
+    timeout: d::DAT_TIMEOUT,
+    threshold: d::DAT_COUNT,
+    event: *mut d::DAT_EVENT,
+    nmore: *mut d::DAT_COUNT,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(evd, Kind::Evd)?;
+        let e = evd_of(&o)?;
+        if threshold <= 0 || threshold as usize > e.evd.size() {
+            return Err(arg(3));
+        }
+        nonnull(event, 4)?;
+        nonnull(nmore, 5)?;
+        if !e.waitable.load(Ordering::Acquire) {
+            return Err(err(
+                d::DAT_INVALID_STATE,
+                d::DAT_INVALID_STATE_EVD_UNWAITABLE,
+            ));
+        }
+        if !e.enabled.load(Ordering::Acquire) {
+            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_DISABLED));
+        }
+        let dl = deadline(timeout);
+        loop {
+            let ev = e
+                .evd
+                .wait(remaining(dl), threshold as usize)
+                .map_err(|err| map(&err, 0))?;
+            let mut out = d::DAT_EVENT::default();
+            if convert(&o, ev, &mut out) {
+                put(event, 4, out)?;
+                return put(nmore, 5, e.evd.len() as i32);
+            }
+        }
+    })
+}
+
+/// dat_evd_dequeue: the bare DAT_QUEUE_EMPTY when nothing is queued (dtest -p compares it).
+pub(super) extern "C" fn evd_dequeue(
+    evd: d::DAT_EVD_HANDLE,
+    event: *mut d::DAT_EVENT,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(evd, Kind::Evd)?;
+        let e = evd_of(&o)?;
+        nonnull(event, 2)?;
+        loop {
+            let ev = e.evd.dequeue().map_err(|err| map(&err, 0))?;
+            let mut out = d::DAT_EVENT::default();
+            if convert(&o, ev, &mut out) {
+                return put(event, 2, out);
+            }
+        }
+    })
+}
+
+/// dat_evd_resize: the Rust EVD ring has a fixed capacity (resizing is issue 4's src/dat
+/// work): a size below the queued events is DAT_INVALID_STATE, the current size succeeds,
+/// others are DAT_NOT_IMPLEMENTED.
+pub(super) extern "C" fn evd_resize(evd: d::DAT_EVD_HANDLE, qlen: d::DAT_COUNT) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(evd, Kind::Evd)?;
+        let e = evd_of(&o)?;
+        if qlen <= 0 || qlen > MAX_EVD_QLEN {
+            return Err(arg(2));
+        }
+        if (qlen as usize) < e.evd.len() {
+            return Err(err(d::DAT_INVALID_STATE, 0));
+        }
+        if qlen as usize == e.evd.size() {
+            return Ok(());
+        }
+        Err(d::DAT_NOT_IMPLEMENTED)
+    })
+}
+
+/// dat_evd_post_se: software events need a software event in the Rust EVD (issue 4's src/dat
+/// work); validated, then DAT_NOT_IMPLEMENTED.
+pub(super) extern "C" fn evd_post_se(
+    evd: d::DAT_EVD_HANDLE,
+    event: *const d::DAT_EVENT,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(evd, Kind::Evd)?;
+        let e = evd_of(&o)?;
+        if event.is_null() {
+            return Err(arg(2));
+        }
+        if e.flags & d::DAT_EVD_SOFTWARE_FLAG == 0 {
+            return Err(arg(1));
+        }
+        Err(d::DAT_NOT_IMPLEMENTED)
+    })
+}
+
+pub(super) extern "C" fn evd_free(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(evd, Kind::Evd)?;
+        let e = evd_of(&o)?;
+        if e.is_async {
+            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_ASYNC));
+        }
+        if Arc::strong_count(&e.evd.inner) > 1 {
+            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_IN_USE));
+        }
+        let cno = e.cno.load(Ordering::Relaxed);
+        if cno != 0 {
+            detach(cno, o.handle);
+        }
+        handles::remove(o.handle);
+        Ok(())
+    })
+}
+
+pub(super) extern "C" fn cno_create(
+    ia: d::DAT_IA_HANDLE,
+    agent: d::DAT_OS_WAIT_PROXY_AGENT,
+    out: *mut d::DAT_CNO_HANDLE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let ia = handles::get(ia, Kind::Ia)?;
+        nonnull(out, 3)?;
+        let o = handles::insert(ia.ia.provider(), Kind::Cno, ia.ia.clone(), |_| {
+            Body::Cno(CnoObj {
+                evds: Mutex::new(Vec::new()),
+                agent: AtomicU64::new(agent.proxy_agent_func.map_or(0, |f| f as usize as u64)),
+            })
+        });
+        put(out, 3, o.handle as d::DAT_CNO_HANDLE)
+    })
+}
+
+pub(super) extern "C" fn cno_fd_create(
+    ia: d::DAT_IA_HANDLE,
+    fd: *mut d::DAT_FD,
+    out: *mut d::DAT_CNO_HANDLE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let _ = handles::get(ia, Kind::Ia)?;
+        nonnull(fd, 2)?;
+        nonnull(out, 3)?;
+        // No file descriptor signals completions here (the cores poll): not supported.
+        Err(err(d::DAT_MODEL_NOT_SUPPORTED, 0))
+    })
+}
+
+pub(super) extern "C" fn cno_modify_agent(
+    cno: d::DAT_CNO_HANDLE,
+    agent: d::DAT_OS_WAIT_PROXY_AGENT,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(cno, Kind::Cno)?;
+        cno_of(&o)?.agent.store(
+            agent.proxy_agent_func.map_or(0, |f| f as usize as u64),
+            Ordering::Relaxed,
+        );
+        Ok(())
+    })
+}
+
+pub(super) extern "C" fn cno_query(
+    cno: d::DAT_CNO_HANDLE,
+    _mask: d::DAT_CNO_PARAM_MASK,
+    param: *mut d::DAT_CNO_PARAM,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(cno, Kind::Cno)?;
+        let _ = cno_of(&o)?;
+        let mut p = d::DAT_CNO_PARAM::default();
+        p.ia_handle = o.ia.handle() as d::DAT_IA_HANDLE;
+        p.proxy_type = d::DAT_PROXY_TYPE_NONE;
+        put(param, 3, p)
+    })
+}
+
+pub(super) extern "C" fn cno_free(cno: d::DAT_CNO_HANDLE) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(cno, Kind::Cno)?;
+        if !lock(&cno_of(&o)?.evds).is_empty() {
+            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_CNO_IN_USE));
+        }
+        handles::remove(o.handle);
+        Ok(())
+    })
+}
+
+/// The first attached, enabled EVD holding an event.
+fn ready(c: &CnoObj) -> Option<usize> {
+    let evds = lock(&c.evds).clone();
+    evds.into_iter().find(|&h| {
+        handles::get(h as d::DAT_HANDLE, Kind::Evd)
+            .ok()
+            .and_then(|o| match &o.body {
+                Body::Evd(e) => Some(!e.evd.is_empty() && e.enabled.load(Ordering::Acquire)),
+                _ => None,
+            })
+            .unwrap_or(false)
+    })
+}
+
+/// dat_cno_wait: returns the handle of an attached EVD with an event, or
+/// DAT_TIMEOUT_EXPIRED.
+pub(super) extern "C" fn cno_wait(
+    cno: d::DAT_CNO_HANDLE,
+    timeout: d::DAT_TIMEOUT,
+    evd: *mut d::DAT_EVD_HANDLE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(cno, Kind::Cno)?;
+        let c = cno_of(&o)?;
+        nonnull(evd, 3)?;
+        let dl = deadline(timeout);
+        let mut spins = 0u32;
+        loop {
+            if let Some(h) = ready(c) {
+                return put(evd, 3, h as d::DAT_EVD_HANDLE);
+            }
+            if dl.is_some_and(|t| Instant::now() >= t) {
+                return Err(map(&DatError::TimeoutExpired, 0));
+            }
+            let progressed = o.ia.ia().as_ref().is_some_and(|ia| ia.progress());
+            if !progressed {
+                spins += 1;
+                if spins > 1000 {
+                    std::thread::yield_now();
+                } else {
+                    core::hint::spin_loop();
+                }
+            }
+        }
+    })
+}
+
+/// dat_cno_trigger: the EVD that made the CNO ready, without waiting.
+pub(super) extern "C" fn cno_trigger(
+    cno: d::DAT_CNO_HANDLE,
+    evd: *mut d::DAT_EVD_HANDLE,
+) -> d::DAT_RETURN {
+    cno_wait(cno, 0, evd)
+}

@@ -1,0 +1,219 @@
+//! Rust events to DAT_EVENTs: DTO completions name their EP handle and cookie (extended ones
+//! are DAT_IB_DTO_EVENTs with DAT_IB_EXTENSION_EVENT_DATA), connection events carry the
+//! private data (kept in the EP until its next event), a connection request becomes a CR
+//! handle, async events name the EP or IA.
+
+use super::handles::{self, Kind, Object};
+use super::objects::{Body, CrObj, Tag};
+use super::state::{lock, SockAddrIn};
+use crate::dat::{ConnectionEventKind, DatEvent, DtoEvent};
+use crate::engine::runtime::AsyncEvent;
+use crate::transport::types::{WcOpcode, WcStatus};
+use dat_sys as d;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+
+fn status(s: WcStatus) -> d::DAT_DTO_COMPLETION_STATUS {
+    match s {
+        WcStatus::Success => d::DAT_DTO_SUCCESS,
+        WcStatus::WrFlushErr => d::DAT_DTO_ERR_FLUSHED,
+        WcStatus::LocLenErr => d::DAT_DTO_ERR_LOCAL_LENGTH,
+        WcStatus::LocQpOpErr => d::DAT_DTO_ERR_LOCAL_EP,
+        WcStatus::LocProtErr | WcStatus::LocAccessErr => d::DAT_DTO_ERR_LOCAL_PROTECTION,
+        WcStatus::BadRespErr => d::DAT_DTO_ERR_BAD_RESPONSE,
+        WcStatus::RemAccessErr => d::DAT_DTO_ERR_REMOTE_ACCESS,
+        WcStatus::RemInvReqErr | WcStatus::RemOpErr => d::DAT_DTO_ERR_REMOTE_RESPONDER,
+        WcStatus::RetryExcErr => d::DAT_DTO_ERR_TRANSPORT,
+        WcStatus::RnrRetryExcErr => d::DAT_DTO_ERR_RECEIVER_NOT_READY,
+    }
+}
+
+/// The tag of a completed request (posting order per cookie).
+fn take_tag(ep: &Object, cookie: u64) -> Option<Tag> {
+    let Body::Ep(e) = &ep.body else { return None };
+    if e.tagged.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    let mut tags = lock(&e.tags);
+    let q = tags.get_mut(&cookie)?;
+    let t = q.pop_front();
+    if q.is_empty() {
+        tags.remove(&cookie);
+    }
+    e.tagged.fetch_sub(1, Ordering::AcqRel);
+    t
+}
+
+fn ext_data(ev: &mut d::DAT_EVENT, ty: u32, immed: u32) {
+    let mut x = d::DAT_IB_EXTENSION_EVENT_DATA::default();
+    x.type_ = ty;
+    x.status = 0;
+    x.val.immed = d::DAT_IB_IMMED_DATA { data: immed };
+    const _: () = assert!(
+        core::mem::size_of::<d::DAT_IB_EXTENSION_EVENT_DATA>() <= core::mem::size_of::<[u64; 8]>()
+    );
+    // SAFETY: the extension data fits in event_extension_data (asserted above), which is
+    // 8-aligned; the provider owns the layout of this area (dat_ib_extensions.h).
+    unsafe {
+        (ev.event_extension_data.as_mut_ptr() as *mut d::DAT_IB_EXTENSION_EVENT_DATA)
+            .write_unaligned(x)
+    };
+}
+
+fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) -> bool {
+    let ep_handle = evd.ia.ep_handle(c.ep);
+    let ep = handles::get(ep_handle as d::DAT_HANDLE, Kind::Ep).ok();
+    let tag = match c.opcode {
+        WcOpcode::Recv | WcOpcode::RecvRdmaWithImm => None,
+        _ => ep.as_ref().and_then(|e| take_tag(e, c.cookie)),
+    };
+    let ok = c.status == WcStatus::Success;
+    if ok
+        && matches!(
+            tag,
+            Some(Tag::Suppress) | Some(Tag::WriteImm { suppress: true })
+        )
+    {
+        return false;
+    }
+    ev.event_number = d::DAT_DTO_COMPLETION_EVENT;
+    let mut op = match c.opcode {
+        WcOpcode::Send => d::DAT_DTO_SEND,
+        WcOpcode::RdmaWrite => d::DAT_DTO_RDMA_WRITE,
+        WcOpcode::RdmaRead => d::DAT_DTO_RDMA_READ,
+        WcOpcode::Recv => d::DAT_DTO_RECEIVE,
+        _ => d::DAT_DTO_RECEIVE,
+    };
+    let mut len = c.transferred_length;
+    let ext = match (c.opcode, tag) {
+        (WcOpcode::RdmaWrite, Some(Tag::WriteImm { .. })) => Some((
+            d::DAT_IB_DTO_RDMA_WRITE_IMMED,
+            d::DAT_IB_RDMA_WRITE_IMMED,
+            0,
+        )),
+        (WcOpcode::CompSwap, _) => {
+            len = 8;
+            Some((d::DAT_IB_DTO_CMP_SWAP, d::DAT_IB_CMP_AND_SWAP, 0))
+        }
+        (WcOpcode::FetchAdd, _) => {
+            len = 8;
+            Some((d::DAT_IB_DTO_FETCH_ADD, d::DAT_IB_FETCH_AND_ADD, 0))
+        }
+        (WcOpcode::RecvRdmaWithImm, _) => Some((
+            d::DAT_IB_DTO_RECV_IMMED,
+            d::DAT_IB_RDMA_WRITE_IMMED_DATA,
+            c.immediate.unwrap_or(0),
+        )),
+        (WcOpcode::Recv, _) if c.immediate.is_some() => Some((
+            d::DAT_IB_DTO_RECV_MSG_IMMED,
+            d::DAT_IB_RECV_IMMED_DATA,
+            c.immediate.unwrap_or(0),
+        )),
+        _ => None,
+    };
+    if let Some((dto_op, ty, immed)) = ext {
+        ev.event_number = d::DAT_IB_DTO_EVENT;
+        op = dto_op;
+        ext_data(ev, ty, immed);
+    }
+    ev.event_data.dto_completion_event_data = d::DAT_DTO_COMPLETION_EVENT_DATA {
+        ep_handle: ep_handle as d::DAT_EP_HANDLE,
+        user_cookie: d::DAT_DTO_COOKIE { as_64: c.cookie },
+        status: status(c.status),
+        transfered_length: len,
+        operation: op,
+        rmr_context: 0,
+    };
+    true
+}
+
+/// Fills `ev` from `e` dequeued from the EVD `evd`; false when the event is not reported
+/// (a suppressed successful completion).
+pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool {
+    ev.evd_handle = evd.handle as d::DAT_EVD_HANDLE;
+    match e {
+        DatEvent::Dto(c) => return dto(evd, ev, c),
+        DatEvent::Connection {
+            ep,
+            kind,
+            private_data,
+            ..
+        } => {
+            ev.event_number = match kind {
+                ConnectionEventKind::Established => d::DAT_CONNECTION_EVENT_ESTABLISHED,
+                ConnectionEventKind::PeerRejected => d::DAT_CONNECTION_EVENT_PEER_REJECTED,
+                ConnectionEventKind::Unreachable => d::DAT_CONNECTION_EVENT_UNREACHABLE,
+                ConnectionEventKind::Broken => d::DAT_CONNECTION_EVENT_BROKEN,
+                ConnectionEventKind::Disconnected => d::DAT_CONNECTION_EVENT_DISCONNECTED,
+            };
+            let h = evd.ia.ep_handle(ep);
+            let mut data = d::DAT_CONNECTION_EVENT_DATA {
+                ep_handle: h as d::DAT_EP_HANDLE,
+                private_data_size: 0,
+                private_data: core::ptr::null_mut(),
+            };
+            if let Ok(o) = handles::get(h as d::DAT_HANDLE, Kind::Ep) {
+                if let Body::Ep(e) = &o.body {
+                    let mut buf = lock(&e.pdata);
+                    *buf = private_data;
+                    data.private_data_size = buf.len() as i32;
+                    // The buffer lives in the EP until its next connection event.
+                    data.private_data = buf.as_mut_ptr() as d::DAT_PVOID;
+                }
+            }
+            ev.event_data.connect_event_data = data;
+        }
+        DatEvent::ConnectionRequest(cr) => {
+            let conn_qual = cr.conn_qual();
+            let sp = crate::dat::ffi::state::lock(&evd.ia.sps)
+                .get(&conn_qual)
+                .copied()
+                .unwrap_or(0);
+            let rsp_ep = handles::get(sp as d::DAT_HANDLE, Kind::Rsp)
+                .ok()
+                .and_then(|o| match &o.body {
+                    Body::Sp(s) => Some(s.ep),
+                    _ => None,
+                })
+                .unwrap_or(0);
+            let remote = SockAddrIn::new(cr.remote_address());
+            let o = handles::insert(evd.ia.provider(), Kind::Cr, evd.ia.clone(), |_| {
+                Body::Cr(CrObj {
+                    cr: Mutex::new(Some(cr)),
+                    remote,
+                    remote_port: 0,
+                    ep: rsp_ep,
+                })
+            });
+            ev.event_number = d::DAT_CONNECTION_REQUEST_EVENT;
+            ev.event_data.cr_arrival_event_data = d::DAT_CR_ARRIVAL_EVENT_DATA {
+                sp_handle: d::DAT_SP_HANDLE {
+                    psp_handle: sp as d::DAT_PSP_HANDLE,
+                },
+                local_ia_address_ptr: evd.ia.addr.as_dat(),
+                conn_qual: u64::from(conn_qual),
+                cr_handle: o.handle as d::DAT_CR_HANDLE,
+                truncate_flag: d::DAT_FALSE,
+            };
+        }
+        DatEvent::Async(a) => {
+            let (number, handle) = match a {
+                AsyncEvent::EvdOverflow { .. } => {
+                    (d::DAT_ASYNC_ERROR_EVD_OVERFLOW, evd.ia.handle())
+                }
+                AsyncEvent::EpWatermark { qpn, .. }
+                | AsyncEvent::QpTransitionFailed { qpn }
+                | AsyncEvent::PostFailed { qpn, .. } => {
+                    (d::DAT_ASYNC_ERROR_EP_BROKEN, evd.ia.ep_handle(qpn))
+                }
+                _ => (d::DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, evd.ia.handle()),
+            };
+            ev.event_number = number;
+            ev.event_data.asynch_error_event_data = d::DAT_ASYNCH_ERROR_EVENT_DATA {
+                dat_handle: handle as d::DAT_HANDLE,
+                reason: 0,
+            };
+        }
+    }
+    true
+}

@@ -1,0 +1,174 @@
+//! Handles of the C provider: every handle the consumer holds is the address of a small heap
+//! header whose first word is the `DAT_PROVIDER*` (libdat2 dispatches through it,
+//! udat_redirection.h), and a process-wide registry maps live addresses to their objects. A
+//! handle is only ever looked up, never dereferenced, so a stale or garbage pointer is
+//! DAT_INVALID_HANDLE with the subtype of the expected kind, not a crash.
+
+use super::codes::err;
+use super::objects::Body;
+use super::state::IaState;
+use dat_sys as d;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock, RwLock};
+
+/// The header a handle points at (`DAT_PROVIDER*` first, as libdat2 requires).
+#[repr(C)]
+pub(crate) struct Header {
+    pub provider: *const d::DAT_PROVIDER,
+}
+
+/// Kinds of handles (DAT_HANDLE_TYPE_*).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Ia,
+    Pz,
+    Lmr,
+    Rmr,
+    Evd,
+    Cno,
+    Ep,
+    Srq,
+    Psp,
+    Rsp,
+    Cr,
+}
+
+impl Kind {
+    /// dat_get_handle_type(3DAT).
+    pub fn handle_type(self) -> d::DAT_HANDLE_TYPE {
+        match self {
+            Kind::Ia => d::DAT_HANDLE_TYPE_IA,
+            Kind::Pz => d::DAT_HANDLE_TYPE_PZ,
+            Kind::Lmr => d::DAT_HANDLE_TYPE_LMR,
+            Kind::Rmr => d::DAT_HANDLE_TYPE_RMR,
+            Kind::Evd => d::DAT_HANDLE_TYPE_EVD,
+            Kind::Cno => d::DAT_HANDLE_TYPE_CNO,
+            Kind::Ep => d::DAT_HANDLE_TYPE_EP,
+            Kind::Srq => d::DAT_HANDLE_TYPE_SRQ,
+            Kind::Psp => d::DAT_HANDLE_TYPE_PSP,
+            Kind::Rsp => d::DAT_HANDLE_TYPE_RSP,
+            Kind::Cr => d::DAT_HANDLE_TYPE_CR,
+        }
+    }
+
+    /// The DAT_INVALID_HANDLE subtype of this kind (dat_error.h).
+    pub fn invalid(self) -> d::DAT_RETURN {
+        let sub = match self {
+            Kind::Ia => d::DAT_INVALID_HANDLE_IA,
+            Kind::Pz => d::DAT_INVALID_HANDLE_PZ,
+            Kind::Lmr => d::DAT_INVALID_HANDLE_LMR,
+            Kind::Rmr => d::DAT_INVALID_HANDLE_RMR,
+            Kind::Evd => d::DAT_INVALID_HANDLE_EVD_REQUEST,
+            Kind::Cno => d::DAT_INVALID_HANDLE_CNO,
+            Kind::Ep => d::DAT_INVALID_HANDLE_EP,
+            Kind::Srq => d::DAT_INVALID_HANDLE_SRQ,
+            Kind::Psp => d::DAT_INVALID_HANDLE_PSP,
+            Kind::Rsp => d::DAT_INVALID_HANDLE_RSP,
+            Kind::Cr => d::DAT_INVALID_HANDLE_CR,
+        };
+        err(d::DAT_INVALID_HANDLE, sub)
+    }
+}
+
+/// One live object behind a handle.
+pub(crate) struct Object {
+    pub kind: Kind,
+    /// The handle (the header's address).
+    pub handle: usize,
+    /// The IA the object belongs to (an IA: itself).
+    pub ia: Arc<IaState>,
+    /// The consumer context (dat_set_consumer_context), a DAT_CONTEXT's 64 bits.
+    pub context: AtomicU64,
+    pub body: Body,
+}
+
+type Map = HashMap<usize, Arc<Object>>;
+
+fn registry() -> &'static RwLock<Map> {
+    static REG: OnceLock<RwLock<Map>> = OnceLock::new();
+    REG.get_or_init(|| RwLock::new(HashMap::new()))
+}
+
+fn read() -> std::sync::RwLockReadGuard<'static, Map> {
+    registry().read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write() -> std::sync::RwLockWriteGuard<'static, Map> {
+    registry().write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Allocates a handle for a new object of `kind` and registers it.
+pub(crate) fn insert(
+    provider: *const d::DAT_PROVIDER,
+    kind: Kind,
+    ia: Arc<IaState>,
+    body: impl FnOnce(usize) -> Body,
+) -> Arc<Object> {
+    let handle = Box::into_raw(Box::new(Header { provider })) as usize;
+    let obj = Arc::new(Object {
+        kind,
+        handle,
+        ia,
+        context: AtomicU64::new(0),
+        body: body(handle),
+    });
+    write().insert(handle, obj.clone());
+    obj
+}
+
+/// The live object of `handle` if it is of `kind` (else DAT_INVALID_HANDLE of `kind`).
+pub(crate) fn get(handle: *mut core::ffi::c_void, kind: Kind) -> Result<Arc<Object>, u32> {
+    match read().get(&(handle as usize)) {
+        Some(o) if o.kind == kind => Ok(o.clone()),
+        _ => Err(kind.invalid()),
+    }
+}
+
+/// `get` with another error code (e.g. an EVD argument's subtype).
+pub(crate) fn get_or(
+    handle: *mut core::ffi::c_void,
+    kind: Kind,
+    code: u32,
+) -> Result<Arc<Object>, u32> {
+    get(handle, kind).map_err(|_| code)
+}
+
+/// `get` for an optional handle (DAT_HANDLE_NULL is `None`).
+pub(crate) fn get_opt(
+    handle: *mut core::ffi::c_void,
+    kind: Kind,
+    code: u32,
+) -> Result<Option<Arc<Object>>, u32> {
+    if handle.is_null() {
+        Ok(None)
+    } else {
+        get_or(handle, kind, code).map(Some)
+    }
+}
+
+/// Any live object (for the calls that take a DAT_HANDLE of any kind).
+pub(crate) fn get_any(handle: *mut core::ffi::c_void) -> Result<Arc<Object>, u32> {
+    read()
+        .get(&(handle as usize))
+        .cloned()
+        .ok_or(err(d::DAT_INVALID_HANDLE, 0))
+}
+
+/// Unregisters `handle` and frees its header (the object itself goes with its last user).
+pub(crate) fn remove(handle: usize) -> Option<Arc<Object>> {
+    let obj = write().remove(&handle)?;
+    // SAFETY: `handle` came from `Box::into_raw` in `insert` and was still registered; the
+    // registry entry is gone now, so this is the only free.
+    drop(unsafe { Box::from_raw(handle as *mut Header) });
+    Some(obj)
+}
+
+/// The live objects of an IA other than the IA itself.
+pub(crate) fn of_ia(ia: &Arc<IaState>) -> Vec<Arc<Object>> {
+    read()
+        .values()
+        .filter(|o| Arc::ptr_eq(&o.ia, ia) && o.kind != Kind::Ia)
+        .cloned()
+        .collect()
+}

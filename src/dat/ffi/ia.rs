@@ -1,0 +1,302 @@
+//! dat_ia_open / dat_ia_query / dat_ia_close, consumer contexts, handle types, HA relation.
+
+use super::codes::{arg, err, guard, nonnull, put, R};
+use super::handles::{self, Kind, Object};
+use super::objects::{Body, EvdObj};
+use super::state::IaState;
+use crate::config::Profile;
+use crate::dat::{Evd, Ia};
+use dat_sys as d;
+use std::ffi::{c_char, CStr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Limits reported by dat_ia_query and enforced at creation.
+pub(crate) const MAX_DTO_PER_EP: i32 = 4096;
+pub(crate) const MAX_IOV: i32 = crate::transport::types::MAX_SGE as i32;
+pub(crate) const MAX_EVD_QLEN: i32 = 1 << 16;
+pub(crate) const MAX_RDMA_READ_PER_EP: i32 = 16;
+pub(crate) const MAX_PRIVATE_DATA: i32 = 92;
+
+fn name_of(name: *const c_char) -> Result<String, u32> {
+    if name.is_null() {
+        return Err(arg(1));
+    }
+    // SAFETY: DAT_NAME_PTR is a C string (libdat2 passes the dat.conf IA name).
+    Ok(unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// dat_ia_open: opens the IA on the profile named by the IA's `ia_params`.
+pub(super) extern "C" fn ia_open(
+    name: d::DAT_NAME_PTR,
+    _async_evd_qlen: d::DAT_COUNT,
+    async_evd: *mut d::DAT_EVD_HANDLE,
+    ia_handle: *mut d::DAT_IA_HANDLE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let name = name_of(name)?;
+        nonnull(async_evd, 3)?;
+        nonnull(ia_handle, 4)?;
+        let (provider, params) = super::lookup(&name).ok_or(err(d::DAT_PROVIDER_NOT_FOUND, 0))?;
+        // SAFETY: checked non-NULL; an IN/OUT handle of the consumer.
+        let given = unsafe { *async_evd };
+        if !given.is_null() {
+            // The async EVD of a new IA is the provider's: a consumer EVD belongs to another IA.
+            return Err(err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_ASYNC));
+        }
+        let profile = Profile::load_with_env(params.trim()).map_err(|e| {
+            eprintln!("dpdk-roce: IA {name}: profile {params:?}: {e}");
+            arg(1)
+        })?;
+        let ia = Ia::open(&profile).map_err(|e| {
+            eprintln!("dpdk-roce: IA {name}: open: {e}");
+            err(d::DAT_INTERNAL_ERROR, 0)
+        })?;
+        let pmtu = profile.roce_pmtu().bytes();
+        let async_evd_obj = Evd {
+            inner: ia.async_evd().inner.clone(),
+        };
+        let state = Arc::new(IaState::new(
+            provider as usize,
+            &name,
+            &profile.name,
+            ia,
+            pmtu,
+        ));
+        let ia_obj = handles::insert(provider, Kind::Ia, state.clone(), |_| Body::Ia);
+        state.handle.store(ia_obj.handle, Ordering::Relaxed);
+        let evd = handles::insert(provider, Kind::Evd, state.clone(), |_| {
+            Body::Evd(EvdObj {
+                evd: async_evd_obj,
+                flags: d::DAT_EVD_ASYNC_FLAG,
+                cno: AtomicUsize::new(0),
+                enabled: AtomicBool::new(true),
+                waitable: AtomicBool::new(true),
+                is_async: true,
+            })
+        });
+        state.async_evd.store(evd.handle, Ordering::Relaxed);
+        put(async_evd, 3, evd.handle as d::DAT_EVD_HANDLE)?;
+        put(ia_handle, 4, ia_obj.handle as d::DAT_IA_HANDLE)
+    })
+}
+
+/// Frees the objects of an IA in dependency order (DAT_CLOSE_ABRUPT_FLAG).
+fn free_all(state: &Arc<IaState>) {
+    let order = [
+        Kind::Cr,
+        Kind::Psp,
+        Kind::Rsp,
+        Kind::Ep,
+        Kind::Rmr,
+        Kind::Lmr,
+        Kind::Srq,
+        Kind::Evd,
+        Kind::Cno,
+        Kind::Pz,
+    ];
+    let objs = handles::of_ia(state);
+    for kind in order {
+        for o in objs.iter().filter(|o| o.kind == kind) {
+            super::ep::forget_ep(o);
+            handles::remove(o.handle);
+        }
+    }
+}
+
+/// dat_ia_close: graceful (refused while objects other than the async EVD are open) or abrupt
+/// (frees everything of the IA).
+pub(super) extern "C" fn ia_close(
+    ia: d::DAT_IA_HANDLE,
+    flags: d::DAT_CLOSE_FLAGS,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let obj = handles::get(ia, Kind::Ia)?;
+        let state = obj.ia.clone();
+        let async_evd = state.async_evd.load(Ordering::Relaxed);
+        match flags {
+            d::DAT_CLOSE_GRACEFUL_FLAG => {
+                if handles::of_ia(&state).iter().any(|o| o.handle != async_evd) {
+                    return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_IA_IN_USE));
+                }
+            }
+            d::DAT_CLOSE_ABRUPT_FLAG => free_all(&state),
+            _ => return Err(arg(2)),
+        }
+        handles::remove(async_evd);
+        handles::remove(obj.handle);
+        drop(obj);
+        if let Some(ia) = state.take() {
+            if let Err(refused) = ia.close() {
+                // Objects still referenced by a concurrent call: closed when they go.
+                drop(refused.object);
+            }
+        }
+        Ok(())
+    })
+}
+
+fn copy_name(dst: &mut [c_char], s: &str) {
+    let n = s.len().min(dst.len() - 1);
+    for (d, b) in dst.iter_mut().zip(s.bytes().take(n)) {
+        *d = b as c_char;
+    }
+    dst[n] = 0;
+}
+
+/// dat_ia_query: the IA attributes (address = the profile's IPv4 address) and the provider
+/// attributes with the provider-specific ones the DAT test programs read.
+pub(super) extern "C" fn ia_query(
+    ia: d::DAT_IA_HANDLE,
+    async_evd: *mut d::DAT_EVD_HANDLE,
+    _ia_mask: d::DAT_IA_ATTR_MASK,
+    ia_attr: *mut d::DAT_IA_ATTR,
+    _prov_mask: d::DAT_PROVIDER_ATTR_MASK,
+    prov_attr: *mut d::DAT_PROVIDER_ATTR,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let obj = handles::get(ia, Kind::Ia)?;
+        let st = &obj.ia;
+        if !async_evd.is_null() {
+            put(
+                async_evd,
+                2,
+                st.async_evd.load(Ordering::Relaxed) as d::DAT_EVD_HANDLE,
+            )?;
+        }
+        if !ia_attr.is_null() {
+            let mut a = d::DAT_IA_ATTR::default();
+            copy_name(
+                &mut a.adapter_name,
+                &format!("dpdk-roce {}", st.profile_name),
+            );
+            copy_name(&mut a.vendor_name, "dpdk-roce");
+            a.hardware_version_major = 0;
+            a.firmware_version_major = 0;
+            a.ia_address_ptr = st.addr.as_dat();
+            a.max_eps = 4096;
+            a.max_dto_per_ep = MAX_DTO_PER_EP;
+            a.max_rdma_read_per_ep_in = MAX_RDMA_READ_PER_EP;
+            a.max_rdma_read_per_ep_out = MAX_RDMA_READ_PER_EP;
+            a.max_evds = 4096;
+            a.max_evd_qlen = MAX_EVD_QLEN;
+            a.max_iov_segments_per_dto = MAX_IOV;
+            a.max_lmrs = 1 << 16;
+            a.max_lmr_block_size = u32::MAX;
+            a.max_lmr_virtual_address = u64::MAX;
+            a.max_pzs = 1 << 16;
+            a.max_message_size = crate::transport::MAX_MSG_SIZE;
+            a.max_rdma_size = crate::transport::MAX_MSG_SIZE;
+            a.max_rmrs = 0;
+            a.max_rmr_target_address = u64::MAX;
+            a.max_srqs = 1024;
+            a.max_ep_per_srq = 4096;
+            a.max_recv_per_srq = MAX_DTO_PER_EP;
+            a.max_iov_segments_per_rdma_read = MAX_IOV;
+            a.max_iov_segments_per_rdma_write = MAX_IOV;
+            a.max_rdma_read_in = MAX_RDMA_READ_PER_EP;
+            a.max_rdma_read_out = MAX_RDMA_READ_PER_EP;
+            a.max_rdma_read_per_ep_in_guaranteed = d::DAT_TRUE;
+            a.max_rdma_read_per_ep_out_guaranteed = d::DAT_TRUE;
+            a.zb_supported = d::DAT_FALSE;
+            a.extension_supported = d::DAT_EXTENSION_IB;
+            a.extension_version = 1;
+            // SAFETY: checked non-NULL; consumer storage for a DAT_IA_ATTR.
+            unsafe { ia_attr.write(a) };
+        }
+        if !prov_attr.is_null() {
+            let mut p = d::DAT_PROVIDER_ATTR::default();
+            copy_name(&mut p.provider_name, &st.name);
+            p.provider_version_major = 0;
+            p.provider_version_minor = 1;
+            p.dapl_version_major = 2;
+            p.dapl_version_minor = 0;
+            p.lmr_mem_types_supported = d::DAT_MEM_TYPE_VIRTUAL;
+            p.iov_ownership_on_return = d::DAT_IOV_CONSUMER;
+            p.dat_qos_supported = d::DAT_QOS_BEST_EFFORT;
+            p.completion_flags_supported =
+                d::DAT_COMPLETION_DEFAULT_FLAG | d::DAT_COMPLETION_SUPPRESS_FLAG;
+            p.is_thread_safe = d::DAT_FALSE;
+            p.max_private_data_size = MAX_PRIVATE_DATA;
+            p.supports_multipath = d::DAT_FALSE;
+            p.ep_creator = d::DAT_PSP_CREATES_EP_NEVER;
+            p.pz_support = d::DAT_PZ_UNIQUE;
+            p.optimal_buffer_alignment = 64;
+            p.srq_supported = d::DAT_TRUE;
+            p.srq_watermarks_supported = 0;
+            p.srq_ep_pz_difference_supported = d::DAT_FALSE;
+            p.srq_info_supported = 0;
+            p.ep_recv_info_supported = 0;
+            p.lmr_sync_req = d::DAT_FALSE;
+            p.dto_async_return_guaranteed = d::DAT_FALSE;
+            p.rdma_write_for_rdma_read_req = d::DAT_FALSE;
+            p.rdma_read_lmr_rmr_context_exposure = d::DAT_FALSE;
+            p.rmr_scope_supported = d::DAT_RMR_SCOPE_PZ;
+            p.is_signal_safe = d::DAT_FALSE;
+            p.ha_supported = d::DAT_FALSE;
+            p.num_provider_specific_attr = st.provider_attrs.count();
+            p.provider_specific_attr = st.provider_attrs.as_ptr();
+            // SAFETY: checked non-NULL; consumer storage for a DAT_PROVIDER_ATTR.
+            unsafe { prov_attr.write(p) };
+        }
+        Ok(())
+    })
+}
+
+/// dat_set_consumer_context.
+pub(super) extern "C" fn set_consumer_context(
+    h: d::DAT_HANDLE,
+    ctx: d::DAT_CONTEXT,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o: Arc<Object> = handles::get_any(h)?;
+        // SAFETY: every DAT_CONTEXT variant fits in its 64 bits; reading as_64 reads them all.
+        o.context.store(unsafe { ctx.as_64 }, Ordering::Relaxed);
+        Ok(())
+    })
+}
+
+/// dat_get_consumer_context.
+pub(super) extern "C" fn get_consumer_context(
+    h: d::DAT_HANDLE,
+    ctx: *mut d::DAT_CONTEXT,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get_any(h)?;
+        put(
+            ctx,
+            2,
+            d::DAT_CONTEXT {
+                as_64: o.context.load(Ordering::Relaxed),
+            },
+        )
+    })
+}
+
+/// dat_get_handle_type.
+pub(super) extern "C" fn get_handle_type(
+    h: d::DAT_HANDLE,
+    ty: *mut d::DAT_HANDLE_TYPE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get_any(h)?;
+        put(ty, 2, o.kind.handle_type())
+    })
+}
+
+/// dat_ia_ha_related: whether another IA name reaches the same port (HA is not supported:
+/// only the IA's own name is related).
+pub(super) extern "C" fn ia_ha_related(
+    ia: d::DAT_IA_HANDLE,
+    name: d::DAT_NAME_PTR,
+    answer: *mut d::DAT_BOOLEAN,
+) -> d::DAT_RETURN {
+    guard(|| -> R {
+        let obj = handles::get(ia, Kind::Ia)?;
+        let name = name_of(name).map_err(|_| arg(2))?;
+        let same = name == obj.ia.name;
+        put(answer, 3, if same { d::DAT_TRUE } else { d::DAT_FALSE })
+    })
+}

@@ -1,0 +1,123 @@
+//! What each handle holds: the Rust object plus the DAT-level facts the Rust API does not
+//! keep (handles of related objects, query parameters, event buffers).
+
+use super::state::SockAddrIn;
+use crate::dat::{Cr, Ep, Evd, Lmr, Psp, Pz, Srq};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::Mutex;
+
+/// The body of a handle.
+pub(crate) enum Body {
+    Ia,
+    Pz(Pz),
+    Lmr(LmrObj),
+    Rmr(RmrObj),
+    Evd(EvdObj),
+    Cno(CnoObj),
+    Ep(EpObj),
+    Srq(SrqObj),
+    /// A PSP or an RSP.
+    Sp(SpObj),
+    Cr(CrObj),
+}
+
+pub(crate) struct LmrObj {
+    pub lmr: Mutex<Option<Lmr>>,
+    pub pz: usize,
+    pub mem_type: u32,
+    pub address: u64,
+    pub length: u64,
+    pub privileges: u32,
+    pub va_type: u32,
+    pub lmr_context: u32,
+    pub rmr_context: u32,
+}
+
+pub(crate) struct RmrObj {
+    pub pz: usize,
+}
+
+pub(crate) struct EvdObj {
+    pub evd: Evd,
+    pub flags: u32,
+    pub cno: AtomicUsize,
+    pub enabled: AtomicBool,
+    pub waitable: AtomicBool,
+    pub is_async: bool,
+}
+
+pub(crate) struct CnoObj {
+    /// EVD handles attached to this CNO.
+    pub evds: Mutex<Vec<usize>>,
+    pub agent: AtomicU64,
+}
+
+/// How a posted request's completion is reported differently from a plain DTO.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tag {
+    /// DAT_COMPLETION_SUPPRESS_FLAG: no event when it succeeds.
+    Suppress,
+    /// An RDMA write with immediate (DAT_IB_DTO_EVENT).
+    WriteImm { suppress: bool },
+}
+
+pub(crate) struct EpObj {
+    pub ep: Ep,
+    pub pz: usize,
+    pub recv_evd: usize,
+    pub request_evd: usize,
+    pub connect_evd: usize,
+    pub srq: usize,
+    pub attr: EpAttrCopy,
+    pub remote: Mutex<SockAddrIn>,
+    pub remote_port: AtomicU64,
+    /// Private data of the last connection event (the event points into it).
+    pub pdata: Mutex<Vec<u8>>,
+    /// Requests whose completion is tagged, by cookie, in posting order.
+    pub tags: Mutex<HashMap<u64, VecDeque<Tag>>>,
+    pub tagged: AtomicUsize,
+}
+
+/// The consumer's EP attributes as given (DAT_EP_ATTR without its pointers).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct EpAttrCopy {
+    pub max_message_size: u32,
+    pub max_rdma_size: u32,
+    pub recv_completion_flags: u32,
+    pub request_completion_flags: u32,
+    pub max_recv_dtos: i32,
+    pub max_request_dtos: i32,
+    pub max_recv_iov: i32,
+    pub max_request_iov: i32,
+    pub max_rdma_read_in: i32,
+    pub max_rdma_read_out: i32,
+    pub srq_soft_hw: i32,
+    pub max_rdma_read_iov: i32,
+    pub max_rdma_write_iov: i32,
+}
+
+pub(crate) struct SrqObj {
+    pub srq: Srq,
+    pub pz: usize,
+    pub max_recv_dtos: i32,
+    pub max_recv_iov: i32,
+    pub low_watermark: i32,
+}
+
+pub(crate) struct SpObj {
+    pub psp: Mutex<Option<Psp>>,
+    pub conn_qual: u64,
+    pub evd: usize,
+    pub flags: u32,
+    /// RSP: its EP.
+    pub ep: usize,
+}
+
+pub(crate) struct CrObj {
+    pub cr: Mutex<Option<Cr>>,
+    pub remote: SockAddrIn,
+    pub remote_port: u64,
+    /// For an RSP: the EP reserved for it.
+    pub ep: usize,
+}

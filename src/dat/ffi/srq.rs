@@ -1,0 +1,154 @@
+//! Shared receive queues (dat_srq_*).
+
+use super::codes::{arg, err, guard, map, nonnull, put};
+use super::handles::{self, Kind, Object};
+use super::ia::{MAX_DTO_PER_EP, MAX_IOV};
+use super::objects::{Body, SrqObj};
+use crate::dat::{LmrTriplet, Srq};
+use dat_sys as d;
+
+/// dat.h `DAT_VALUE_UNKNOWN` (((DAT_COUNT) ~0) - 1).
+const DAT_VALUE_UNKNOWN: i32 = -2;
+use std::sync::Arc;
+
+fn srq_of(o: &Object) -> Result<&SrqObj, u32> {
+    match &o.body {
+        Body::Srq(s) => Ok(s),
+        _ => Err(Kind::Srq.invalid()),
+    }
+}
+
+pub(super) extern "C" fn srq_create(
+    ia: d::DAT_IA_HANDLE,
+    pz: d::DAT_PZ_HANDLE,
+    attr: *mut d::DAT_SRQ_ATTR,
+    out: *mut d::DAT_SRQ_HANDLE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let ia = handles::get(ia, Kind::Ia)?;
+        let pzo = handles::get(pz, Kind::Pz)?;
+        if !Arc::ptr_eq(&pzo.ia, &ia.ia) {
+            return Err(Kind::Pz.invalid());
+        }
+        let a = nonnull(attr, 3)?;
+        // SAFETY: non-NULL consumer DAT_SRQ_ATTR, read by value.
+        let a = unsafe { a.read() };
+        if a.max_recv_dtos <= 0
+            || a.max_recv_dtos > MAX_DTO_PER_EP
+            || a.max_recv_iov <= 0
+            || a.max_recv_iov > MAX_IOV
+            || a.low_watermark < 0
+        {
+            return Err(arg(3));
+        }
+        nonnull(out, 4)?;
+        let Body::Pz(pz) = &pzo.body else {
+            return Err(Kind::Pz.invalid());
+        };
+        let srq = Srq::create(pz, a.max_recv_dtos as u32, a.max_recv_iov as u32)
+            .map_err(|e| map(&e, 3))?;
+        let o = handles::insert(ia.ia.provider(), Kind::Srq, ia.ia.clone(), |_| {
+            Body::Srq(SrqObj {
+                srq,
+                pz: pzo.handle,
+                max_recv_dtos: a.max_recv_dtos,
+                max_recv_iov: a.max_recv_iov,
+                low_watermark: a.low_watermark,
+            })
+        });
+        put(out, 4, o.handle as d::DAT_SRQ_HANDLE)
+    })
+}
+
+pub(super) extern "C" fn srq_free(srq: d::DAT_SRQ_HANDLE) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(srq, Kind::Srq)?;
+        if Arc::strong_count(&srq_of(&o)?.srq.inner) > 1 {
+            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_SRQ_IN_USE));
+        }
+        handles::remove(o.handle);
+        Ok(())
+    })
+}
+
+pub(super) extern "C" fn srq_post_recv(
+    srq: d::DAT_SRQ_HANDLE,
+    n: d::DAT_COUNT,
+    iov: *mut d::DAT_LMR_TRIPLET,
+    cookie: d::DAT_DTO_COOKIE,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(srq, Kind::Srq)?;
+        let s = srq_of(&o)?;
+        if n < 0 || n > s.max_recv_iov {
+            return Err(arg(2));
+        }
+        if n > 0 && iov.is_null() {
+            return Err(arg(3));
+        }
+        let t: Vec<LmrTriplet> = if n == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: `n` consumer triplets at `iov`, read now (DAT_IOV_CONSUMER).
+            unsafe { core::slice::from_raw_parts(iov, n as usize) }
+                .iter()
+                .map(|t| LmrTriplet {
+                    lmr_context: t.lmr_context,
+                    virtual_address: t.virtual_address,
+                    segment_length: t.segment_length,
+                })
+                .collect()
+        };
+        // SAFETY: 64 bits of consumer data.
+        let c = unsafe { cookie.as_64 };
+        s.srq.post_recv(&t, c).map_err(|e| map(&e, 2))
+    })
+}
+
+pub(super) extern "C" fn srq_query(
+    srq: d::DAT_SRQ_HANDLE,
+    _mask: d::DAT_SRQ_PARAM_MASK,
+    param: *mut d::DAT_SRQ_PARAM,
+) -> d::DAT_RETURN {
+    guard(|| {
+        let o = handles::get(srq, Kind::Srq)?;
+        let s = srq_of(&o)?;
+        put(
+            param,
+            3,
+            d::DAT_SRQ_PARAM {
+                ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
+                srq_state: d::DAT_SRQ_STATE_OPERATIONAL,
+                pz_handle: s.pz as d::DAT_PZ_HANDLE,
+                max_recv_dtos: s.max_recv_dtos,
+                max_recv_iov: s.max_recv_iov,
+                low_watermark: s.low_watermark,
+                // Not tracked by the Rust SRQ yet (ia_query: srq_info_supported = 0).
+                available_dto_count: DAT_VALUE_UNKNOWN,
+                outstanding_dto_count: DAT_VALUE_UNKNOWN,
+            },
+        )
+    })
+}
+
+/// dat_srq_resize / dat_srq_set_lw: the Rust SRQ has neither yet (issue 4's src/dat work);
+/// validated, then DAT_NOT_IMPLEMENTED (ia_query: srq_watermarks_supported = 0).
+pub(super) extern "C" fn srq_resize(srq: d::DAT_SRQ_HANDLE, size: d::DAT_COUNT) -> d::DAT_RETURN {
+    guard(|| {
+        let _ = handles::get(srq, Kind::Srq)?;
+        if size <= 0 || size > MAX_DTO_PER_EP {
+            return Err(arg(2));
+        }
+        Err(d::DAT_NOT_IMPLEMENTED)
+    })
+}
+
+pub(super) extern "C" fn srq_set_lw(srq: d::DAT_SRQ_HANDLE, lw: d::DAT_COUNT) -> d::DAT_RETURN {
+    guard(|| {
+        let _ = handles::get(srq, Kind::Srq)?;
+        if lw < 0 {
+            return Err(arg(2));
+        }
+        Err(d::DAT_NOT_IMPLEMENTED)
+    })
+}

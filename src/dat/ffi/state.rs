@@ -1,0 +1,156 @@
+//! The provider-side state of one open IA: the Rust [`Ia`], its IPv4 address as a
+//! `sockaddr_in` the consumer can point at, the provider attributes the test programs read,
+//! and the maps from engine identities (QPN, connection qualifier) back to handles.
+
+use crate::dat::Ia;
+use dat_sys as d;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
+
+/// `struct sockaddr_in` (netinet/in.h): AF_INET, port and address in network order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SockAddrIn {
+    pub family: u16,
+    pub port_be: u16,
+    pub addr: [u8; 4],
+    pub zero: [u8; 8],
+}
+
+/// AF_INET.
+pub(crate) const AF_INET: u16 = 2;
+
+impl SockAddrIn {
+    pub fn new(ip: Ipv4Addr) -> SockAddrIn {
+        SockAddrIn {
+            family: AF_INET,
+            port_be: 0,
+            addr: ip.octets(),
+            zero: [0; 8],
+        }
+    }
+
+    /// The address as the DAT_IA_ADDRESS_PTR the consumer reads (it must not write it).
+    pub fn as_dat(&self) -> d::DAT_IA_ADDRESS_PTR {
+        self as *const SockAddrIn as *mut d::DAT_SOCK_ADDR
+    }
+}
+
+/// Named attributes (DAT_NAMED_ATTR) over owned strings.
+pub(crate) struct NamedAttrs {
+    list: Vec<d::DAT_NAMED_ATTR>,
+    _strings: Vec<CString>,
+}
+
+// SAFETY: the raw pointers in `list` point into `_strings`, owned by this value and never
+// changed after construction; sharing read-only pointers to immutable bytes is thread-safe.
+unsafe impl Send for NamedAttrs {}
+// SAFETY: as above: immutable after construction.
+unsafe impl Sync for NamedAttrs {}
+
+impl NamedAttrs {
+    pub fn new(pairs: &[(&str, String)]) -> NamedAttrs {
+        let mut strings = Vec::new();
+        let mut list = Vec::new();
+        for (k, v) in pairs {
+            let k = CString::new(*k).unwrap_or_default();
+            let v = CString::new(v.as_str()).unwrap_or_default();
+            list.push(d::DAT_NAMED_ATTR {
+                name: k.as_ptr(),
+                value: v.as_ptr(),
+            });
+            strings.push(k);
+            strings.push(v);
+        }
+        NamedAttrs {
+            list,
+            _strings: strings,
+        }
+    }
+
+    pub fn count(&self) -> i32 {
+        self.list.len() as i32
+    }
+
+    pub fn as_ptr(&self) -> *mut d::DAT_NAMED_ATTR {
+        self.list.as_ptr() as *mut d::DAT_NAMED_ATTR
+    }
+}
+
+/// One open IA.
+pub(crate) struct IaState {
+    /// The `DAT_PROVIDER*` of the IA name (as an address: the table is static).
+    pub provider: usize,
+    pub name: String,
+    pub profile_name: String,
+    ia: RwLock<Option<Ia>>,
+    pub addr: SockAddrIn,
+    pub handle: AtomicUsize,
+    pub async_evd: AtomicUsize,
+    /// EP handles by QPN (events name their EP by QPN).
+    pub eps: Mutex<HashMap<u32, usize>>,
+    /// PSP/RSP handles by connection qualifier.
+    pub sps: Mutex<HashMap<u16, usize>>,
+    pub provider_attrs: NamedAttrs,
+}
+
+impl IaState {
+    pub fn new(
+        provider: usize,
+        name: &str,
+        profile_name: &str,
+        ia: Ia,
+        pmtu_bytes: u32,
+    ) -> IaState {
+        let attrs = NamedAttrs::new(&[
+            ("DAT_IB_RDMA_READ", "TRUE".into()),
+            ("DAT_IB_TRANSPORT_MTU", pmtu_bytes.to_string()),
+            ("DAT_IB_CMP_AND_SWAP", "TRUE".into()),
+            ("DAT_IB_FETCH_AND_ADD", "TRUE".into()),
+            ("DAT_IB_IMMED_DATA", "TRUE".into()),
+        ]);
+        IaState {
+            provider,
+            name: name.to_string(),
+            profile_name: profile_name.to_string(),
+            addr: SockAddrIn::new(ia.address()),
+            ia: RwLock::new(Some(ia)),
+            handle: AtomicUsize::new(0),
+            async_evd: AtomicUsize::new(0),
+            eps: Mutex::new(HashMap::new()),
+            sps: Mutex::new(HashMap::new()),
+            provider_attrs: attrs,
+        }
+    }
+
+    pub fn provider(&self) -> *const d::DAT_PROVIDER {
+        self.provider as *const d::DAT_PROVIDER
+    }
+
+    /// The open IA (None after close).
+    pub fn ia(&self) -> RwLockReadGuard<'_, Option<Ia>> {
+        self.ia.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the IA out (close).
+    pub fn take(&self) -> Option<Ia> {
+        self.ia.write().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    pub fn ep_handle(&self, qpn: u32) -> usize {
+        lock(&self.eps).get(&qpn).copied().unwrap_or(0)
+    }
+
+    pub fn handle(&self) -> usize {
+        self.handle.load(Ordering::Relaxed)
+    }
+}
+
+/// Locks a mutex, ignoring poisoning (a panicking entry left consistent state behind: every
+/// critical section here is a single insert/remove/read).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,164 @@
+//! The real DAT test programs (Debian dapl2-utils) through libdat2 on dpdk-roce: two processes
+//! over net_af_packet on a veth pair created here. Each side gets its own `dat.conf`
+//! (DAT_OVERRIDE) naming the same IA `dr` with its own profile: the dtest client takes the IA
+//! name the server publishes over TCP 15828, so the name must mean "this host's port" on both.
+//! Inline progress (each process drives its port while it waits in a DAT call).
+
+mod dpdk_common;
+
+use dpdk_common::{output_text, Veth, FANOUT_COLLISION};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// The provider library cargo built next to the test binaries.
+fn provider_lib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let lib = dir.join("libdpdk_roce.so");
+    assert!(lib.is_file(), "provider library missing: {}", lib.display());
+    lib
+}
+
+/// A temp dir with profiles a/b on the veth ends and one dat.conf per side.
+struct Setup {
+    dir: PathBuf,
+    _veth: Veth,
+}
+
+impl Setup {
+    fn new(tag: &str) -> Setup {
+        let veth = Veth::up(tag);
+        let dir = std::env::temp_dir().join(format!("dpdk-roce-dat-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let repo = dpdk_common::repo();
+        for side in ['a', 'b'] {
+            let text =
+                std::fs::read_to_string(repo.join(format!("dpdk-config/af_packet-{side}.toml")))
+                    .unwrap();
+            let text = text
+                .replace(
+                    &format!("iface = \"rocev0{side}\""),
+                    &format!("iface = \"{}\"", veth.end(side)),
+                )
+                .replace(
+                    &format!("name = \"af_packet-{side}\""),
+                    &format!("name = \"dat{tag}-{side}\""),
+                );
+            let profile = dir.join(format!("{side}.toml"));
+            std::fs::write(&profile, text).unwrap();
+            let conf = format!(
+                "dr u2.0 nonthreadsafe default {} dapl.2.0 \"{}\" \"\"\n",
+                provider_lib().display(),
+                profile.display()
+            );
+            std::fs::write(dir.join(format!("{side}.conf")), conf).unwrap();
+        }
+        Setup { dir, _veth: veth }
+    }
+
+    fn conf(&self, side: char) -> PathBuf {
+        self.dir.join(format!("{side}.conf"))
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs `program` as server (side a) and client (side b) with `args`; returns both outputs.
+fn run_pair(s: &Setup, program: &str, args: &[&str]) -> (Output, Output) {
+    let cmd = |side: char, client: bool| {
+        let mut c = Command::new(program);
+        c.env("DAT_OVERRIDE", s.conf(side))
+            .env("DPDK_ROCE_PROGRESS", "inline")
+            .args(["-P", "dr"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if client {
+            c.args(["-h", "127.0.0.1"]);
+        }
+        c
+    };
+    let server = cmd('a', false).spawn().expect("start server");
+    // The server publishes its address on TCP 15828 once its IA is open.
+    std::thread::sleep(Duration::from_secs(3));
+    let client = cmd('b', true).spawn().expect("start client");
+    let (srv_pid, cli_pid) = (server.id(), client.id());
+    // A watchdog: neither side may hang the suite.
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(120));
+        for pid in [srv_pid, cli_pid] {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+    });
+    let client = client.wait_with_output().unwrap();
+    if !client.status.success() || output_text(&client).contains(FANOUT_COLLISION) {
+        // The client never connected: stop the server waiting for it.
+        let _ = Command::new("kill").arg(srv_pid.to_string()).status();
+    }
+    let server = server.wait_with_output().unwrap();
+    drop(watchdog);
+    (server, client)
+}
+
+/// Runs the pair, again when net_af_packet's PACKET_FANOUT id collided (tests/dpdk_common).
+fn run_pair_retrying(s: &Setup, program: &str, args: &[&str]) -> (String, String) {
+    for _ in 0..3 {
+        let (srv, cli) = run_pair(s, program, args);
+        let (srv, cli) = (output_text(&srv), output_text(&cli));
+        if !srv.contains(FANOUT_COLLISION) && !cli.contains(FANOUT_COLLISION) {
+            return (srv, cli);
+        }
+        eprintln!("net_af_packet PACKET_FANOUT collision: retrying with new processes");
+    }
+    panic!("PACKET_FANOUT collision three times");
+}
+
+fn assert_passed(what: &str, out: &str, pass: &str) {
+    assert!(out.contains(pass), "{what}: no {pass:?} line:\n{out}");
+    let bad: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("ERR") || l.to_lowercase().contains("error"))
+        .collect();
+    assert!(bad.is_empty(), "{what}: error lines {bad:?}:\n{out}");
+    for l in out
+        .lines()
+        .filter(|l| l.contains("latency") || l.contains("MB/s") || l.contains("MB/sec"))
+    {
+        println!("{what}: {l}");
+    }
+}
+
+/// dtest servers listen on kernel TCP 15828: one pair at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn dtest(tag: &str, extra: &[&str]) {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let s = Setup::new(tag);
+    let mut args = vec!["-b", "4096"];
+    args.extend_from_slice(extra);
+    let (srv, cli) = run_pair_retrying(&s, "dtest", &args);
+    assert_passed("dtest server", &srv, "PASSED");
+    assert_passed("dtest client", &cli, "PASSED");
+    // Its RDMA read and message ping-pong phases ran (DAT_IB_RDMA_READ = TRUE).
+    assert!(cli.contains("RDMA READ DATA"), "{cli}");
+    assert!(cli.contains("Message PingPong"), "{cli}");
+}
+
+#[test]
+fn dtest_default_passes_over_af_packet() {
+    dtest("dd", &[]);
+}
+
+#[test]
+fn dtest_polling_mode_passes() {
+    dtest("dp", &["-p"]);
+}
