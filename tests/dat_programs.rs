@@ -18,7 +18,9 @@ fn provider_lib() -> PathBuf {
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>");
-    let lib = dir.join("libdpdk_roce.so");
+    // `cargo test` builds the cdylib next to the rlib the tests link, in deps/ (only `cargo
+    // build` copies it up to target/<profile>/, so that copy can be stale or missing).
+    let lib = dir.join("deps/libdpdk_roce.so");
     assert!(lib.is_file(), "provider library missing: {}", lib.display());
     lib
 }

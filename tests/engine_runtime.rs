@@ -89,6 +89,7 @@ fn route(s: &Side) -> QpRoute {
         recv: Some(s.events.clone()),
         conn: Some(s.events.clone()),
         counters: None,
+        suppress_unsignaled: false,
     }
 }
 

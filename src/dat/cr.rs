@@ -83,7 +83,7 @@ impl Cr {
         p.private_data = private_data.to_vec();
         self.ia.engine.accept(self.id, p)?;
         self.answered = true;
-        ep.inner.set_state(EpState::PassiveConnectionPending);
+        ep.inner.set_state(EpState::CompletionPending);
         Ok(())
     }
 

@@ -1,89 +1,80 @@
 //! Endpoints (dat_ep_create, dat_ep_connect, dat_ep_disconnect, dat_ep_reset, dat_ep_free,
 //! dat_ep_post_*, dat_ep_get_status): an RC QP of the engine with the DAT state machine of the
 //! seed man pages. Created UNCONNECTED (dat_ep_create(3DAT)); CONNECTED once `Established` is
-//! dequeued from its connection EVD; DISCONNECTED after a disconnect, a rejection or an
-//! unreachable peer; `reset` brings it back to UNCONNECTED on a fresh QP. A call that the
-//! current state does not allow returns DAT_INVALID_STATE naming the state.
+//! dequeued from its connection EVD; DISCONNECTED after a disconnect, a rejection, a broken
+//! connection or an unreachable peer; `reset` brings it back to UNCONNECTED on a fresh QP. A
+//! call that the current state does not allow returns DAT_INVALID_STATE naming the state.
+//! `dat_ep_modify` is in [`ep_modify`](super::ep_modify), the receive watermarks and
+//! `dat_ep_recv_query` in [`ep_recv`](super::ep_recv).
 
-use super::error::DatError;
-use super::evd::{ConnectionEventKind, Evd, EvdFlags, EvdInner};
+use super::context::ConsumerContext;
+use super::ep_attr::{CompletionFlags, EpAttr};
+use super::error::{AccessKind, DatError, HandleKind};
+use super::evd::{ConnectionEventKind, Evd, EvdInner};
+use super::evd_streams::Stream;
 use super::ia::{Ia, IaInner};
+use super::ia_attr;
 use super::lmr::{LmrTriplet, RmrTriplet};
 use super::pz::{Pz, PzInner};
 use super::srq::{Srq, SrqInner};
 use crate::cm::ConnectParams;
 use crate::engine::host::QpOptions;
 use crate::engine::runtime::{shard_of_qpn, DtoCounters, QpRoute};
+use crate::srq::EpRecvHandle;
 use crate::transport::memory::Access;
 use crate::transport::types::{RecvWr, SendOp, SendWr, Sge, MAX_SGE};
 use crate::wire::psn::Psn;
 use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+pub use super::ep_attr::EpParamMask;
 
 /// EP states (DAT_EP_STATE_*, dat_ep_get_status(3DAT)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EpState {
     Unconnected,
+    /// Bound to a reserved service point (dat_rsp_create).
     Reserved,
+    /// A connection request arrived for this EP (RSP) and is not answered yet.
     PassiveConnectionPending,
     ActiveConnectionPending,
+    /// A provider-created EP of a connection request not answered yet.
     TentativeConnectionPending,
+    /// Passive side after dat_cr_accept, before ESTABLISHED
+    /// (DAT_EP_STATE_COMPLETION_PENDING).
+    CompletionPending,
     Connected,
     DisconnectPending,
     Disconnected,
 }
 
-/// EP attributes (DAT_EP_ATTR, the parts this provider uses). `Default` is what a NULL
-/// attribute pointer gets (dat_ep_create(3DAT): reasonable provider defaults; dapltest needs
-/// 4 IOVs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EpAttr {
-    pub max_message_size: u32,
-    pub max_rdma_size: u32,
-    pub max_recv_dtos: u32,
-    pub max_request_dtos: u32,
-    pub max_recv_iov: u32,
-    pub max_request_iov: u32,
-    /// Outstanding RDMA reads/atomics as target / as originator.
-    pub max_rdma_read_in: u8,
-    pub max_rdma_read_out: u8,
-}
-
-impl Default for EpAttr {
-    fn default() -> Self {
-        EpAttr {
-            max_message_size: crate::transport::MAX_MSG_SIZE,
-            max_rdma_size: crate::transport::MAX_MSG_SIZE,
-            max_recv_dtos: 256,
-            max_request_dtos: 256,
-            max_recv_iov: 4,
-            max_request_iov: 4,
-            max_rdma_read_in: 4,
-            max_rdma_read_out: 4,
-        }
-    }
-}
-
 /// Mutable part of an EP.
-struct EpCore {
-    state: EpState,
-    qpn: u32,
-    shard: usize,
-    posted_requests: u64,
-    posted_recvs: u64,
-    counters: Arc<DtoCounters>,
+pub(crate) struct EpCore {
+    pub state: EpState,
+    pub qpn: u32,
+    pub shard: usize,
+    pub posted_requests: u64,
+    pub posted_recvs: u64,
+    pub counters: Arc<DtoCounters>,
+    pub pz: Arc<PzInner>,
+    pub recv_evd: Option<Arc<EvdInner>>,
+    pub request_evd: Option<Arc<EvdInner>>,
+    pub connect_evd: Option<Arc<EvdInner>>,
+    pub attr: EpAttr,
+    /// Receive accounting of the current QP (seeds 002/004).
+    pub recv: Option<EpRecvHandle>,
+    /// A receive was ever posted (Recv Completion Flags are then fixed, dat_ep_modify(3DAT)).
+    pub recvs_posted: bool,
+    /// Remote address and connection qualifier once connecting.
+    pub remote: Option<(Ipv4Addr, u16)>,
 }
 
 pub(crate) struct EpInner {
-    ia: Arc<IaInner>,
-    pz: Arc<PzInner>,
-    recv_evd: Option<Arc<EvdInner>>,
-    request_evd: Option<Arc<EvdInner>>,
-    connect_evd: Option<Arc<EvdInner>>,
-    srq: Option<Arc<SrqInner>>,
-    attr: EpAttr,
-    core: Mutex<EpCore>,
+    pub ia: Arc<IaInner>,
+    pub srq: Option<Arc<SrqInner>>,
+    pub core: Mutex<EpCore>,
+    pub context: ConsumerContext,
 }
 
 /// An endpoint.
@@ -91,34 +82,129 @@ pub struct Ep {
     pub(crate) inner: Arc<EpInner>,
 }
 
-fn state_error(state: EpState) -> DatError {
+pub(crate) fn state_error(state: EpState) -> DatError {
     DatError::EpState { state }
 }
 
+/// Attaches `ep`'s completion streams to its EVDs (all or nothing); the error names the EVD
+/// argument (recv_evd is argument 3 of dat_ep_create, request_evd argument 4).
+pub(crate) fn attach_streams(
+    recv: Option<&Arc<EvdInner>>,
+    request: Option<&Arc<EvdInner>>,
+    attr: &EpAttr,
+) -> Result<(), DatError> {
+    if let Some(e) = recv {
+        e.lock_streams()
+            .attach(e.flags, Stream::Recv, attr.recv_completion_flags)
+            .map_err(|what| DatError::InvalidArg { arg: 3, what })?;
+    }
+    if let Some(e) = request {
+        let r = e
+            .lock_streams()
+            .attach(e.flags, Stream::Request, attr.request_completion_flags);
+        if let Err(what) = r {
+            if let Some(r) = recv {
+                r.lock_streams().detach(Stream::Recv);
+            }
+            return Err(DatError::InvalidArg { arg: 4, what });
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn detach_streams(recv: Option<&Arc<EvdInner>>, request: Option<&Arc<EvdInner>>) {
+    if let Some(e) = recv {
+        e.lock_streams().detach(Stream::Recv);
+    }
+    if let Some(e) = request {
+        e.lock_streams().detach(Stream::Request);
+    }
+}
+
+/// Attributes within the limits `dat_ia_query` reports (dat_ep_create(3DAT)); `arg` is the
+/// attribute argument's number in the C call.
+pub(crate) fn check_attr(attr: &EpAttr, srq: bool, arg: u8) -> Result<(), DatError> {
+    let bad = |what| Err(DatError::InvalidArg { arg, what });
+    let sge = MAX_SGE as u32;
+    if attr.max_recv_iov > sge
+        || attr.max_request_iov > sge
+        || attr.max_rdma_read_iov > sge
+        || attr.max_rdma_write_iov > sge
+    {
+        return bad("more IOV segments than the IA supports");
+    }
+    if attr.max_request_dtos == 0
+        || (!srq && attr.max_recv_dtos == 0)
+        || attr.max_request_dtos > ia_attr::MAX_DTO_PER_EP
+        || attr.max_recv_dtos > ia_attr::MAX_DTO_PER_EP
+    {
+        return bad("DTO counts outside 1..=max_dto_per_ep");
+    }
+    if attr.max_message_size > crate::transport::MAX_MSG_SIZE
+        || attr.max_rdma_size > crate::transport::MAX_MSG_SIZE
+    {
+        return bad("sizes above the IA's maximum");
+    }
+    if u32::from(attr.max_rdma_read_in) > ia_attr::MAX_RDMA_READ_PER_EP
+        || u32::from(attr.max_rdma_read_out) > ia_attr::MAX_RDMA_READ_PER_EP
+    {
+        return bad("RDMA reads above the IA's maximum");
+    }
+    if !attr.flags_valid() {
+        return bad("completion flags the EP cannot take");
+    }
+    Ok(())
+}
+
 impl EpInner {
-    fn lock(&self) -> std::sync::MutexGuard<'_, EpCore> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, EpCore> {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn route(&self, counters: &Arc<DtoCounters>) -> QpRoute {
+    pub(crate) fn route(c: &EpCore) -> QpRoute {
         QpRoute {
-            request: self.request_evd.as_ref().map(|e| e.sink.clone()),
-            recv: self.recv_evd.as_ref().map(|e| e.sink.clone()),
-            conn: self.connect_evd.as_ref().map(|e| e.sink.clone()),
-            counters: Some(counters.clone()),
+            request: c.request_evd.as_ref().map(|e| e.sink.clone()),
+            recv: c.recv_evd.as_ref().map(|e| e.sink.clone()),
+            conn: c.connect_evd.as_ref().map(|e| e.sink.clone()),
+            counters: Some(c.counters.clone()),
+            suppress_unsignaled: true,
         }
     }
 
-    fn qp_options(&self) -> QpOptions {
+    fn qp_options(&self, c: &EpCore) -> QpOptions {
         QpOptions {
-            pd: self.pz.pz.id(),
-            sq_depth: self.attr.max_request_dtos,
-            rq_depth: self.attr.max_recv_dtos,
+            pd: c.pz.pz.id(),
+            sq_depth: c.attr.max_request_dtos,
+            rq_depth: c.attr.max_recv_dtos.max(1),
             srq: self.srq.as_ref().map(|s| s.srqn),
             access: Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC,
             sig_all: true,
             ..QpOptions::default()
         }
+    }
+
+    /// Creates the QP of this EP on `shard` and fetches its receive accounting.
+    fn new_qp(self: &Arc<Self>, c: &mut EpCore, shard: usize) -> Result<(), DatError> {
+        let counters = Arc::new(DtoCounters::default());
+        c.counters = counters;
+        let qpn = self
+            .ia
+            .engine
+            .create_qp(shard, self.qp_options(c), Self::route(c))?;
+        c.qpn = qpn;
+        c.shard = shard;
+        c.recv = self
+            .ia
+            .engine
+            .with_host(shard, move |h| h.ep_recv_handle(qpn))?;
+        c.qpn = qpn;
+        c.shard = shard;
+        c.posted_requests = 0;
+        c.posted_recvs = 0;
+        self.ia
+            .lock_eps()
+            .insert(qpn, Arc::downgrade(self) as Weak<EpInner>);
+        Ok(())
     }
 
     /// A connection event was dequeued for QP `qpn` (a stale QPN after a reset is ignored).
@@ -129,7 +215,10 @@ impl EpInner {
         }
         c.state = match (c.state, kind) {
             (
-                EpState::ActiveConnectionPending | EpState::PassiveConnectionPending,
+                EpState::ActiveConnectionPending
+                | EpState::PassiveConnectionPending
+                | EpState::TentativeConnectionPending
+                | EpState::CompletionPending,
                 ConnectionEventKind::Established,
             ) => EpState::Connected,
             (_, ConnectionEventKind::Established) => c.state,
@@ -137,10 +226,16 @@ impl EpInner {
         };
     }
 
-    /// Passive side: `dat_cr_accept` with this EP.
+    /// Passive side: `dat_cr_accept` with this EP (UNCONNECTED, or the EP the request arrived
+    /// for: PASSIVE/TENTATIVE CONNECTION PENDING).
     pub(crate) fn accept_qpn(&self) -> Result<(u32, bool), DatError> {
         let c = self.lock();
-        if c.state != EpState::Unconnected {
+        if !matches!(
+            c.state,
+            EpState::Unconnected
+                | EpState::PassiveConnectionPending
+                | EpState::TentativeConnectionPending
+        ) {
             return Err(state_error(c.state));
         }
         Ok((c.qpn, self.srq.is_some()))
@@ -162,14 +257,23 @@ impl Drop for EpInner {
             c.state,
             EpState::Connected
                 | EpState::ActiveConnectionPending
-                | EpState::PassiveConnectionPending
+                | EpState::CompletionPending
+                | EpState::DisconnectPending
         ) {
             // dat_ep_free of a connected EP: abrupt disconnect.
             let _ = self.ia.engine.disconnect(c.qpn);
         }
         let _ = self.ia.engine.destroy_qp(c.qpn);
         self.ia.lock_eps().remove(&c.qpn);
+        detach_streams(c.recv_evd.as_ref(), c.request_evd.as_ref());
     }
+}
+
+/// The completion flags of one post (dat_ep_post_*(3DAT) `completion_flags`).
+pub(crate) struct PostFlags {
+    pub signaled: bool,
+    pub solicited: bool,
+    pub fence: bool,
 }
 
 impl Ep {
@@ -185,72 +289,87 @@ impl Ep {
         srq: Option<&Srq>,
         attr: Option<EpAttr>,
     ) -> Result<Ep, DatError> {
+        let attr_arg = if srq.is_some() { 7 } else { 6 };
         let attr = attr.unwrap_or_default();
-        for (evd, flag, what) in [
-            (recv_evd, EvdFlags::DTO, "recv EVD without DTO flag"),
-            (request_evd, EvdFlags::DTO, "request EVD without DTO flag"),
-            (
-                connect_evd,
-                EvdFlags::CONNECTION,
-                "connect EVD without CONNECTION flag",
-            ),
+        if !Arc::ptr_eq(&pz.inner.ia, &ia.inner) {
+            return Err(DatError::InvalidHandleOf {
+                kind: HandleKind::Pz,
+                what: "PZ of another IA",
+            });
+        }
+        for (evd, kind) in [
+            (recv_evd, HandleKind::EvdRecv),
+            (request_evd, HandleKind::EvdRequest),
+            (connect_evd, HandleKind::EvdConn),
         ] {
             if let Some(e) = evd {
                 if !Arc::ptr_eq(&e.inner.ia, &ia.inner) {
-                    return Err(DatError::InvalidHandle("EVD of another IA"));
-                }
-                if !e.flags().contains(flag) {
-                    return Err(DatError::InvalidParameter(what));
+                    return Err(DatError::InvalidHandleOf {
+                        kind,
+                        what: "EVD of another IA",
+                    });
                 }
             }
         }
-        if !Arc::ptr_eq(&pz.inner.ia, &ia.inner) {
-            return Err(DatError::InvalidHandle("PZ of another IA"));
+        if let Some(e) = connect_evd {
+            if !e.flags().contains(super::evd::EvdFlags::CONNECTION) {
+                return Err(DatError::InvalidArg {
+                    arg: 5,
+                    what: "connect EVD without CONNECTION flag",
+                });
+            }
         }
         if let Some(s) = srq {
             if !Arc::ptr_eq(&s.inner.pz, &pz.inner) {
-                return Err(DatError::InvalidParameter("SRQ of another PZ"));
+                return Err(DatError::InvalidArg {
+                    arg: 6,
+                    what: "SRQ of another PZ",
+                });
             }
         }
-        if attr.max_recv_iov as usize > MAX_SGE
-            || attr.max_request_iov as usize > MAX_SGE
-            || attr.max_request_dtos == 0
-            || (srq.is_none() && attr.max_recv_dtos == 0)
-        {
-            return Err(DatError::InvalidParameter("EP attributes"));
+        check_attr(&attr, srq.is_some(), attr_arg)?;
+        if ia.inner.lock_eps().len() >= ia_attr::MAX_EPS as usize {
+            return Err(DatError::InsufficientResources(
+                "the IA's max_eps EPs exist".into(),
+            ));
         }
-        let counters = Arc::new(DtoCounters::default());
+        let recv_evd = recv_evd.map(|e| e.inner.clone());
+        let request_evd = request_evd.map(|e| e.inner.clone());
+        attach_streams(recv_evd.as_ref(), request_evd.as_ref(), &attr)?;
         let inner = Arc::new(EpInner {
             ia: ia.inner.clone(),
-            pz: pz.inner.clone(),
-            recv_evd: recv_evd.map(|e| e.inner.clone()),
-            request_evd: request_evd.map(|e| e.inner.clone()),
-            connect_evd: connect_evd.map(|e| e.inner.clone()),
             srq: srq.map(|s| s.inner.clone()),
-            attr,
             core: Mutex::new(EpCore {
                 state: EpState::Unconnected,
                 qpn: 0,
                 shard: 0,
                 posted_requests: 0,
                 posted_recvs: 0,
-                counters: counters.clone(),
+                counters: Arc::default(),
+                pz: pz.inner.clone(),
+                recv_evd,
+                request_evd,
+                connect_evd: connect_evd.map(|e| e.inner.clone()),
+                attr,
+                recv: None,
+                recvs_posted: false,
+                remote: None,
             }),
+            context: ConsumerContext::default(),
         });
         let shard = inner
             .srq
             .as_ref()
             .map_or_else(|| ia.inner.next_shard(), |s| s.shard);
-        let qpn = ia
-            .inner
-            .engine
-            .create_qp(shard, inner.qp_options(), inner.route(&counters))?;
         {
             let mut c = inner.lock();
-            c.qpn = qpn;
-            c.shard = shard;
+            if let Err(e) = inner.new_qp(&mut c, shard) {
+                // No QP: nothing to destroy; the drop detaches the streams.
+                c.state = EpState::Unconnected;
+                drop(c);
+                return Err(e);
+            }
         }
-        ia.inner.lock_eps().insert(qpn, Arc::downgrade(&inner));
         Ok(Ep { inner })
     }
 
@@ -266,17 +385,34 @@ impl Ep {
 
     /// The attributes.
     pub fn attr(&self) -> EpAttr {
-        self.inner.attr
+        self.inner.lock().attr
     }
 
-    /// dat_ep_get_status(3DAT): the state, and whether no receive / no request DTO is
-    /// outstanding (a snapshot; completions count when the shard generates them). An EP on an
-    /// SRQ holds no receive of its own: its `recv_idle` is always true.
+    /// The PZ's number.
+    pub fn pz_id(&self) -> u32 {
+        self.inner.lock().pz.pz.id()
+    }
+
+    /// The remote IA address and connection qualifier (once connecting).
+    pub fn remote(&self) -> Option<(Ipv4Addr, u16)> {
+        self.inner.lock().remote
+    }
+
+    /// dat_ep_get_status(3DAT): the state, `recv_idle` (TRUE: no receive DTO outstanding or
+    /// in progress at the EP) and `request_idle` (TRUE: no send, RDMA or RMR bind outstanding
+    /// or in progress). A snapshot: completions count when the shard generates them. For an
+    /// EP on an SRQ the receives outstanding at the EP are the buffers it took from the SRQ and
+    /// has not completed yet (seed 004's allocation rule).
     pub fn get_status(&self) -> (EpState, bool, bool) {
         let c = self.inner.lock();
-        let recvs = c.counters.recvs.load(Ordering::Acquire);
         let requests = c.counters.requests.load(Ordering::Acquire);
-        let recv_idle = self.inner.srq.is_some() || recvs >= c.posted_recvs;
+        let recv_idle = if self.inner.srq.is_some() {
+            c.recv
+                .as_ref()
+                .is_none_or(|h| h.recv_query().nbufs_allocated == 0)
+        } else {
+            c.counters.recvs.load(Ordering::Acquire) >= c.posted_recvs
+        };
         (c.state, recv_idle, requests >= c.posted_requests)
     }
 
@@ -288,23 +424,30 @@ impl Ep {
         conn_qual: u16,
         private_data: &[u8],
     ) -> Result<(), DatError> {
-        if self.inner.connect_evd.is_none() {
+        let mut c = self.inner.lock();
+        if c.connect_evd.is_none() {
             return Err(DatError::InvalidParameter("EP without connection EVD"));
         }
-        let mut c = self.inner.lock();
         if c.state != EpState::Unconnected {
             return Err(state_error(c.state));
+        }
+        if private_data.len() > crate::cm::ip_cm::IP_CM_REQ_USER_LEN {
+            return Err(DatError::InvalidArg {
+                arg: 6,
+                what: "private data longer than max_private_data_size",
+            });
         }
         let ia = &self.inner.ia;
         let mut p = ConnectParams::new(remote, conn_qual, c.qpn, Psn::new(ia.next_psn()));
         p.pmtu = ia.pmtu;
-        p.responder_resources = self.inner.attr.max_rdma_read_in;
-        p.initiator_depth = self.inner.attr.max_rdma_read_out;
+        p.responder_resources = c.attr.max_rdma_read_in;
+        p.initiator_depth = c.attr.max_rdma_read_out;
         p.srq = self.inner.srq.is_some();
         p.access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
         p.private_data = private_data.to_vec();
         ia.engine.connect(p)?;
         c.state = EpState::ActiveConnectionPending;
+        c.remote = Some((remote, conn_qual));
         Ok(())
     }
 
@@ -313,10 +456,8 @@ impl Ep {
     pub fn disconnect(&self) -> Result<(), DatError> {
         let mut c = self.inner.lock();
         match c.state {
-            EpState::Disconnected => Ok(()),
-            EpState::Connected
-            | EpState::ActiveConnectionPending
-            | EpState::PassiveConnectionPending => {
+            EpState::Disconnected | EpState::DisconnectPending => Ok(()),
+            EpState::Connected | EpState::ActiveConnectionPending | EpState::CompletionPending => {
                 self.inner.ia.engine.disconnect(c.qpn)?;
                 c.state = EpState::DisconnectPending;
                 Ok(())
@@ -333,81 +474,122 @@ impl Ep {
             EpState::Disconnected => {}
             s => return Err(state_error(s)),
         }
-        let ia = &self.inner.ia;
-        let counters = Arc::new(DtoCounters::default());
-        let qpn = ia.engine.create_qp(
-            c.shard,
-            self.inner.qp_options(),
-            self.inner.route(&counters),
-        )?;
         let old = c.qpn;
+        let shard = c.shard;
+        self.inner.new_qp(&mut c, shard)?;
+        let ia = &self.inner.ia;
         let _ = ia.engine.destroy_qp(old);
-        {
-            let mut eps = ia.lock_eps();
-            eps.remove(&old);
-            eps.insert(qpn, Arc::downgrade(&self.inner) as Weak<EpInner>);
-        }
-        *c = EpCore {
-            state: EpState::Unconnected,
-            qpn,
-            shard: c.shard,
-            posted_requests: 0,
-            posted_recvs: 0,
-            counters,
-        };
+        ia.lock_eps().remove(&old);
+        c.state = EpState::Unconnected;
+        c.remote = None;
         Ok(())
     }
 
+    /// Segments of one post: at most `max_iov`, each naming an LMR of the EP's PZ
+    /// (DAT_PROTECTION_VIOLATION otherwise: dat_ep_modify(3DAT), a PZ change fails receives
+    /// whose LMRs are in another PZ).
     fn sgl(
+        c: &EpCore,
+        mem: &crate::mem::MrTable,
         local: &[LmrTriplet],
         max_iov: u32,
+        access: AccessKind,
     ) -> Result<(crate::transport::types::SgList, u64), DatError> {
         if local.len() > max_iov as usize {
-            return Err(DatError::InvalidParameter("more segments than max IOV"));
+            return Err(DatError::InvalidArg {
+                arg: 2,
+                what: "more segments than max IOV",
+            });
         }
+        let pz = c.pz.pz;
         let mut total = 0u64;
-        let sgl = local
-            .iter()
-            .map(|t| {
-                total += u64::from(t.segment_length);
-                Sge {
-                    addr: t.virtual_address,
-                    len: t.segment_length,
-                    lkey: t.lmr_context,
+        let mut sgl = crate::transport::types::SgList::with_capacity(local.len());
+        for t in local {
+            if t.segment_length > 0 {
+                match mem.query(t.lmr_context) {
+                    Ok(info) if info.pz != pz => {
+                        return Err(DatError::ProtectionViolation(access));
+                    }
+                    _ => {}
                 }
-            })
-            .collect();
+            }
+            total += u64::from(t.segment_length);
+            sgl.push(Sge {
+                addr: t.virtual_address,
+                len: t.segment_length,
+                lkey: t.lmr_context,
+            });
+        }
         Ok((sgl, total))
     }
 
-    fn post_request(&self, op: SendOp, local: &[LmrTriplet], cookie: u64) -> Result<(), DatError> {
-        let (sgl, total) = Self::sgl(local, self.inner.attr.max_request_iov)?;
-        let limit = match op {
-            SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. } => {
-                self.inner.attr.max_message_size
+    /// Checks a post's completion flags (`arg`: their argument number) against the EP's
+    /// request completion flags attribute.
+    fn post_flags(c: &EpCore, flags: CompletionFlags, arg: u8) -> Result<PostFlags, DatError> {
+        if flags.contains(CompletionFlags::UNSIGNALLED)
+            && !c
+                .attr
+                .request_completion_flags
+                .contains(CompletionFlags::UNSIGNALLED)
+        {
+            return Err(DatError::InvalidArg {
+                arg,
+                what: "UNSIGNALLED needs the EP's UNSIGNALLED request completion flag",
+            });
+        }
+        Ok(PostFlags {
+            signaled: !flags.intersects(CompletionFlags::SUPPRESS | CompletionFlags::UNSIGNALLED),
+            solicited: flags.contains(CompletionFlags::SOLICITED_WAIT),
+            fence: flags.contains(CompletionFlags::BARRIER_FENCE),
+        })
+    }
+
+    fn post_request(
+        &self,
+        op: SendOp,
+        local: &[LmrTriplet],
+        cookie: u64,
+        flags: CompletionFlags,
+        flags_arg: u8,
+    ) -> Result<(), DatError> {
+        let mut c = self.inner.lock();
+        let send = matches!(
+            op,
+            SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. }
+        );
+        let (max_iov, access) = match op {
+            SendOp::Read { .. } => (c.attr.max_rdma_read_iov, AccessKind::Write),
+            SendOp::Write { .. } | SendOp::WriteWithImm { .. } => {
+                (c.attr.max_rdma_write_iov, AccessKind::Read)
             }
-            _ => self.inner.attr.max_rdma_size,
+            SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => (1, AccessKind::Write),
+            _ => (c.attr.max_request_iov, AccessKind::Read),
+        };
+        let max_iov = max_iov.min(c.attr.max_request_iov);
+        let (sgl, total) = Self::sgl(&c, &self.inner.ia.mem, local, max_iov, access)?;
+        let limit = if send {
+            c.attr.max_message_size
+        } else {
+            c.attr.max_rdma_size
         };
         if total > u64::from(limit) {
-            return Err(DatError::InvalidParameter(
-                "message larger than the EP allows",
-            ));
+            return Err(DatError::LengthError("message larger than the EP allows"));
         }
-        let mut c = self.inner.lock();
+        let pf = Self::post_flags(&c, flags, flags_arg)?;
         if c.state != EpState::Connected {
             return Err(state_error(c.state));
         }
         let done = c.counters.requests.load(Ordering::Acquire);
-        if c.posted_requests.saturating_sub(done) >= u64::from(self.inner.attr.max_request_dtos) {
+        if c.posted_requests.saturating_sub(done) >= u64::from(c.attr.max_request_dtos) {
             return Err(DatError::InsufficientResources("request queue full".into()));
         }
         let wr = SendWr {
             wr_id: cookie,
             op,
             sgl,
-            signaled: true,
-            fence: false,
-            solicited: false,
+            signaled: pf.signaled,
+            fence: pf.fence,
+            solicited: pf.solicited,
         };
         self.inner.ia.engine.post_send(c.qpn, wr)?;
         c.posted_requests += 1;
@@ -416,7 +598,19 @@ impl Ep {
 
     /// dat_ep_post_send.
     pub fn post_send(&self, local: &[LmrTriplet], cookie: u64) -> Result<(), DatError> {
-        self.post_request(SendOp::Send, local, cookie)
+        self.post_send_with(local, cookie, CompletionFlags::DEFAULT)
+    }
+
+    /// dat_ep_post_send with completion flags (SUPPRESS: no event for a success, the queue
+    /// slot is freed all the same; UNSIGNALLED when the EP allows it; SOLICITED_WAIT;
+    /// BARRIER_FENCE).
+    pub fn post_send_with(
+        &self,
+        local: &[LmrTriplet],
+        cookie: u64,
+        flags: CompletionFlags,
+    ) -> Result<(), DatError> {
+        self.post_request(SendOp::Send, local, cookie, flags, 5)
     }
 
     /// dat_ep_post_rdma_write.
@@ -426,11 +620,22 @@ impl Ep {
         remote: &RmrTriplet,
         cookie: u64,
     ) -> Result<(), DatError> {
+        self.post_rdma_write_with(local, remote, cookie, CompletionFlags::DEFAULT)
+    }
+
+    /// dat_ep_post_rdma_write with completion flags.
+    pub fn post_rdma_write_with(
+        &self,
+        local: &[LmrTriplet],
+        remote: &RmrTriplet,
+        cookie: u64,
+        flags: CompletionFlags,
+    ) -> Result<(), DatError> {
         let op = SendOp::Write {
             remote_addr: remote.target_address,
             rkey: remote.rmr_context,
         };
-        self.post_request(op, local, cookie)
+        self.post_request(op, local, cookie, flags, 6)
     }
 
     /// dat_ib_post_rdma_write_immed (IB extension): the peer's receive completes with `imm`.
@@ -446,7 +651,7 @@ impl Ep {
             rkey: remote.rmr_context,
             imm,
         };
-        self.post_request(op, local, cookie)
+        self.post_request(op, local, cookie, CompletionFlags::DEFAULT, 7)
     }
 
     /// dat_ep_post_rdma_read.
@@ -456,11 +661,22 @@ impl Ep {
         remote: &RmrTriplet,
         cookie: u64,
     ) -> Result<(), DatError> {
+        self.post_rdma_read_with(local, remote, cookie, CompletionFlags::DEFAULT)
+    }
+
+    /// dat_ep_post_rdma_read with completion flags.
+    pub fn post_rdma_read_with(
+        &self,
+        local: &[LmrTriplet],
+        remote: &RmrTriplet,
+        cookie: u64,
+        flags: CompletionFlags,
+    ) -> Result<(), DatError> {
         let op = SendOp::Read {
             remote_addr: remote.target_address,
             rkey: remote.rmr_context,
         };
-        self.post_request(op, local, cookie)
+        self.post_request(op, local, cookie, flags, 6)
     }
 
     fn atomic_args(local: &LmrTriplet, remote: &RmrTriplet) -> Result<(), DatError> {
@@ -486,7 +702,13 @@ impl Ep {
             compare,
             swap,
         };
-        self.post_request(op, std::slice::from_ref(local), cookie)
+        self.post_request(
+            op,
+            std::slice::from_ref(local),
+            cookie,
+            CompletionFlags::DEFAULT,
+            7,
+        )
     }
 
     /// dat_ib_post_fetch_and_add: the original remote value lands in `local`.
@@ -503,21 +725,34 @@ impl Ep {
             rkey: remote.rmr_context,
             add,
         };
-        self.post_request(op, std::slice::from_ref(local), cookie)
+        self.post_request(
+            op,
+            std::slice::from_ref(local),
+            cookie,
+            CompletionFlags::DEFAULT,
+            6,
+        )
     }
 
-    /// dat_ep_post_recv (not on an SRQ EP: post to the SRQ).
+    /// dat_ep_post_recv (not on an SRQ EP: post to the SRQ). Segments of an LMR in another PZ
+    /// than the EP's are DAT_PROTECTION_VIOLATION.
     pub fn post_recv(&self, local: &[LmrTriplet], cookie: u64) -> Result<(), DatError> {
         if self.inner.srq.is_some() {
             return Err(DatError::InvalidParameter("EP receives from its SRQ"));
         }
-        let (sgl, _) = Self::sgl(local, self.inner.attr.max_recv_iov)?;
         let mut c = self.inner.lock();
+        let (sgl, _) = Self::sgl(
+            &c,
+            &self.inner.ia.mem,
+            local,
+            c.attr.max_recv_iov,
+            AccessKind::Write,
+        )?;
         if matches!(c.state, EpState::Disconnected | EpState::DisconnectPending) {
             return Err(state_error(c.state));
         }
         let done = c.counters.recvs.load(Ordering::Acquire);
-        if c.posted_recvs.saturating_sub(done) >= u64::from(self.inner.attr.max_recv_dtos) {
+        if c.posted_recvs.saturating_sub(done) >= u64::from(c.attr.max_recv_dtos) {
             return Err(DatError::InsufficientResources("receive queue full".into()));
         }
         self.inner
@@ -525,12 +760,18 @@ impl Ep {
             .engine
             .post_recv(c.qpn, RecvWr { wr_id: cookie, sgl })?;
         c.posted_recvs += 1;
+        c.recvs_posted = true;
         Ok(())
     }
 
     /// The current state.
     pub fn state(&self) -> EpState {
         self.inner.lock().state
+    }
+
+    /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).
+    pub fn context(&self) -> &ConsumerContext {
+        &self.inner.context
     }
 
     /// dat_ep_free: disconnects abruptly if needed, destroys the QP (any state).

@@ -15,13 +15,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 bitflags! {
-    /// Event streams an EVD accepts (DAT_EVD_*_FLAG).
+    /// Event streams an EVD accepts (DAT_EVD_*_FLAG, with the DAT values).
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub struct EvdFlags: u32 {
-        const DTO = 1 << 0;
-        const CONNECTION = 1 << 1;
-        const CR = 1 << 2;
-        const ASYNC = 1 << 3;
+        const SOFTWARE = 0x001;
+        const CR = 0x010;
+        const DTO = 0x020;
+        const CONNECTION = 0x040;
+        const RMR_BIND = 0x080;
+        const ASYNC = 0x100;
     }
 }
 
@@ -69,6 +71,14 @@ pub(crate) struct EvdInner {
     pub ia: Arc<IaInner>,
     pub sink: Arc<EventSink>,
     pub flags: EvdFlags,
+    /// EP completion streams fed into this EVD (completion-flag rules of dat_ep_create).
+    pub streams: std::sync::Mutex<super::evd_streams::DtoStreams>,
+}
+
+impl EvdInner {
+    pub(crate) fn lock_streams(&self) -> std::sync::MutexGuard<'_, super::evd_streams::DtoStreams> {
+        self.streams.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// An event dispatcher.
@@ -91,6 +101,7 @@ impl Evd {
                 ia: ia.clone(),
                 sink,
                 flags,
+                streams: Default::default(),
             }),
         }
     }

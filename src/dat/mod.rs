@@ -7,14 +7,20 @@
 //! refused with DAT_INVALID_STATE while an object is still used (an EVD of a live EP, a PZ
 //! with LMRs, an IA with open objects), and dropping frees in any order without leaks.
 
+pub mod context;
 pub mod cr;
 pub mod ep;
+pub mod ep_attr;
+pub mod ep_modify;
+pub mod ep_recv;
 pub mod error;
 pub mod evd;
+pub(crate) mod evd_streams;
 // The DAT parameter structs are large C structs filled field by field from a zeroed default.
 #[allow(clippy::field_reassign_with_default)]
 pub mod ffi;
 pub mod ia;
+pub mod ia_attr;
 pub mod lmr;
 pub mod memory;
 pub mod port_io;
@@ -22,11 +28,16 @@ pub mod psp;
 pub mod pz;
 pub mod srq;
 
+pub use context::ConsumerContext;
 pub use cr::Cr;
-pub use ep::{Ep, EpAttr, EpState};
-pub use error::{DatError, Refused};
+pub use ep::{Ep, EpState};
+pub use ep_attr::{CompletionFlags, EpAttr, EpParamMask, VALUE_UNKNOWN, WATERMARK_INFINITE};
+pub use ep_modify::EpParam;
+pub use ep_recv::RecvQuery;
+pub use error::{AccessKind, DatError, HandleKind, Refused, StateKind};
 pub use evd::{ConnectionEventKind, DatEvent, DtoEvent, Evd, EvdFlags};
 pub use ia::{Ia, IaConfig};
+pub use ia_attr::IaAttr;
 pub use lmr::{Lmr, LmrTriplet, RmrTriplet};
 pub use memory::SharedMemory;
 pub use port_io::PortIo;

@@ -537,6 +537,44 @@ impl<M: Memory> Host<M> {
         self.qps.get(&qpn).map(|e| e.recv.handle())
     }
 
+    /// Changes the PD and queue depths of a QP that is not connected (`Qp::reconfigure`;
+    /// DAT `dat_ep_modify` in the quiescent states).
+    pub fn reconfigure_qp(
+        &mut self,
+        qpn: u32,
+        pd: Option<u32>,
+        sq_depth: Option<u32>,
+        rq_depth: Option<u32>,
+    ) -> Result<(), HostError> {
+        let e = self.qps.get_mut(&qpn).ok_or(HostError::UnknownQp)?;
+        Ok(e.qp.reconfigure(pd, sq_depth, rq_depth)?)
+    }
+
+    /// The connection of QP `qpn` is up (arms its hard receive watermark, seed 002; an
+    /// exceeded one fires at once) or down. The CM's host does this itself; the runtime calls
+    /// it on the shard that owns a QP the CM of another shard connected.
+    pub fn set_ep_connected(&mut self, qpn: u32, up: bool) {
+        let Some(e) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        let ev = match (&mut e.recv, up) {
+            (RecvAcct::Own(a), true) => a.connected(),
+            (RecvAcct::Srq(p), true) => {
+                p.connected();
+                p.take_events()
+            }
+            (RecvAcct::Own(a), false) => {
+                a.disconnected();
+                WatermarkEvents::default()
+            }
+            (RecvAcct::Srq(p), false) => {
+                p.account().disconnected();
+                WatermarkEvents::default()
+            }
+        };
+        push_watermark(&mut self.events, qpn, ev);
+    }
+
     /// Destroys a QP (any state); its outstanding work is discarded without completions, as
     /// `ibv_destroy_qp` does.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), HostError> {
@@ -753,25 +791,7 @@ impl<M: Memory> Host<M> {
         else {
             return;
         };
-        let Some(e) = self.qps.get_mut(&qpn) else {
-            return;
-        };
-        let ev = match (&mut e.recv, up) {
-            (RecvAcct::Own(a), true) => a.connected(),
-            (RecvAcct::Srq(p), true) => {
-                p.connected();
-                p.take_events()
-            }
-            (RecvAcct::Own(a), false) => {
-                a.disconnected();
-                WatermarkEvents::default()
-            }
-            (RecvAcct::Srq(p), false) => {
-                p.account().disconnected();
-                WatermarkEvents::default()
-            }
-        };
-        push_watermark(&mut self.events, qpn, ev);
+        self.set_ep_connected(qpn, up);
     }
 
     /// Earliest timer of the neighbour layer, the CM and the QPs (for the QPs possibly a bit

@@ -115,6 +115,42 @@ impl Qp {
         }
     }
 
+    /// Changes the protection domain and queue depths of a QP that is not connected (RESET or
+    /// INIT; DAT `dat_ep_modify` of the PZ and DTO counts in the quiescent states). Receives
+    /// already posted stay; their segments are checked against the new PD when a message lands
+    /// in them (a buffer of another PD then completes with a protection error). A depth below
+    /// the work already queued is refused.
+    pub fn reconfigure(
+        &mut self,
+        pd: Option<u32>,
+        sq_depth: Option<u32>,
+        rq_depth: Option<u32>,
+    ) -> Result<(), QpError> {
+        if !matches!(self.state, QpState::Reset | QpState::Init) {
+            return Err(QpError::InvalidState);
+        }
+        if sq_depth.is_some_and(|d| (d as usize) < self.req.sq.len() || d == 0)
+            || rq_depth.is_some_and(|d| (d as usize) < self.rq.len())
+        {
+            return Err(QpError::InvalidArgument);
+        }
+        if let Some(pd) = pd {
+            self.config.pd = pd;
+        }
+        if let Some(d) = sq_depth {
+            self.config.sq_depth = d;
+            self.req
+                .sq
+                .reserve((d as usize).min(1 << 16).saturating_sub(self.req.sq.len()));
+        }
+        if let Some(d) = rq_depth {
+            self.config.rq_depth = d;
+            self.rq
+                .reserve((d as usize).min(1 << 16).saturating_sub(self.rq.len()));
+        }
+        Ok(())
+    }
+
     /// Lets the responder hold a lone coalesced ACK for up to `delay`, so that it leaves in the
     /// same burst as this QP's next request (a ping-pong then sends one frame per direction per
     /// round trip, not two). Zero (the default) sends ACKs at once. Keep it far below the peer's

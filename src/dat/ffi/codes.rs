@@ -1,7 +1,7 @@
 //! DAT return codes (dat_error.h): the mapping of [`DatError`] and the panic guard of every
 //! entry (a panic never unwinds into C: it becomes DAT_INTERNAL_ERROR).
 
-use crate::dat::{DatError, EpState};
+use crate::dat::DatError;
 use dat_sys as d;
 
 /// What an entry's body returns: Ok = DAT_SUCCESS, Err = the DAT_RETURN.
@@ -22,35 +22,12 @@ pub(crate) const fn handle_arg(n: u32) -> u32 {
     err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE1 + n - 1)
 }
 
-/// The DAT_INVALID_STATE subtype of an EP state.
-pub(crate) fn ep_state_subtype(s: EpState) -> u32 {
-    match s {
-        EpState::Unconnected => d::DAT_INVALID_STATE_EP_UNCONNECTED,
-        EpState::Reserved => d::DAT_INVALID_STATE_EP_RESERVED,
-        EpState::PassiveConnectionPending => d::DAT_INVALID_STATE_EP_PASSCONNPENDING,
-        EpState::ActiveConnectionPending => d::DAT_INVALID_STATE_EP_ACTCONNPENDING,
-        EpState::TentativeConnectionPending => d::DAT_INVALID_STATE_EP_TENTCONNPENDING,
-        EpState::Connected => d::DAT_INVALID_STATE_EP_CONNECTED,
-        EpState::DisconnectPending => d::DAT_INVALID_STATE_EP_DISCPENDING,
-        EpState::Disconnected => d::DAT_INVALID_STATE_EP_DISCONNECTED,
-    }
-}
-
 /// The DAT_RETURN of a Rust API error; `param` is the argument number an
 /// InvalidParameter is reported against (0: none known).
 pub(crate) fn map(e: &DatError, param: u32) -> u32 {
     match e {
-        DatError::InvalidHandle(_) => err(d::DAT_INVALID_HANDLE, 0),
         DatError::InvalidParameter(_) if param > 0 => arg(param),
-        DatError::InvalidParameter(_) => err(d::DAT_INVALID_PARAMETER, 0),
-        DatError::InvalidState(_) => err(d::DAT_INVALID_STATE, 0),
-        DatError::EpState { state } => err(d::DAT_INVALID_STATE, ep_state_subtype(*state)),
-        DatError::InsufficientResources(_) => err(d::DAT_INSUFFICIENT_RESOURCES, 0),
-        // dtest -p compares dat_evd_dequeue's answer with the bare code.
-        DatError::QueueEmpty => d::DAT_QUEUE_EMPTY,
-        DatError::TimeoutExpired => d::DAT_TIMEOUT_EXPIRED,
-        DatError::ConnQualInUse(_) => err(d::DAT_CONN_QUAL_IN_USE, 0),
-        DatError::Internal(_) => err(d::DAT_INTERNAL_ERROR, 0),
+        _ => e.code(),
     }
 }
 

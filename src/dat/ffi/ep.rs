@@ -39,6 +39,7 @@ fn state_code(s: EpState) -> d::DAT_EP_STATE {
         EpState::Connected => d::DAT_EP_STATE_CONNECTED,
         EpState::DisconnectPending => d::DAT_EP_STATE_DISCONNECT_PENDING,
         EpState::Disconnected => d::DAT_EP_STATE_DISCONNECTED,
+        EpState::CompletionPending => d::DAT_EP_STATE_COMPLETION_PENDING,
     }
 }
 
@@ -109,8 +110,18 @@ fn attr_from(p: *const d::DAT_EP_ATTR, n: u32, srq: bool) -> Result<EpAttrCopy, 
         max_rdma_read_in: a.max_rdma_read_in,
         max_rdma_read_out: a.max_rdma_read_out,
         srq_soft_hw: a.srq_soft_hw,
-        max_rdma_read_iov: a.max_rdma_read_iov,
-        max_rdma_write_iov: a.max_rdma_write_iov,
+        // 0 (dtest leaves them 0): the request IOV limit applies to RDMA too, as in the OFA
+        // providers.
+        max_rdma_read_iov: if a.max_rdma_read_iov == 0 {
+            a.max_request_iov
+        } else {
+            a.max_rdma_read_iov
+        },
+        max_rdma_write_iov: if a.max_rdma_write_iov == 0 {
+            a.max_request_iov
+        } else {
+            a.max_rdma_write_iov
+        },
     })
 }
 
@@ -124,6 +135,15 @@ fn rust_attr(a: &EpAttrCopy) -> EpAttr {
         max_request_iov: a.max_request_iov as u32,
         max_rdma_read_in: a.max_rdma_read_in as u8,
         max_rdma_read_out: a.max_rdma_read_out as u8,
+        recv_completion_flags: crate::dat::ep_attr::CompletionFlags::from_bits_truncate(
+            a.recv_completion_flags,
+        ),
+        request_completion_flags: crate::dat::ep_attr::CompletionFlags::from_bits_truncate(
+            a.request_completion_flags,
+        ),
+        max_rdma_read_iov: a.max_rdma_read_iov as u32,
+        max_rdma_write_iov: a.max_rdma_write_iov as u32,
+        srq_soft_hw: a.srq_soft_hw as u32,
     }
 }
 

@@ -91,6 +91,12 @@ pub enum Command<M: crate::transport::memory::Memory> {
         qpn: u32,
         reply: Reply<Result<(), EngineError>>,
     },
+    /// Shard 0: breaks the connection of `qpn` (DREQ, QP to ERROR) and reports it as
+    /// DAT_CONNECTION_EVENT_BROKEN on its connection EVD (hard receive watermark, seed 002).
+    BreakConnection {
+        qpn: u32,
+        reply: Reply<Result<(), EngineError>>,
+    },
     Listen {
         port: u16,
         sink: Arc<EventSink>,

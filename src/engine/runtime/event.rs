@@ -121,6 +121,11 @@ pub struct QpRoute {
     pub conn: Option<Arc<EventSink>>,
     /// Completions counted as the shard generates them (for `dat_ep_get_status` idleness).
     pub counters: Option<Arc<DtoCounters>>,
+    /// DAT completion suppression: the QP posts a completion for every send WR (`sig_all`),
+    /// and the successful completion of a WR posted with `signaled == false`
+    /// (DAT_COMPLETION_SUPPRESS_FLAG / UNSIGNALLED) is counted, freeing its queue slot, but
+    /// delivers no event. Errors are always delivered.
+    pub suppress_unsignaled: bool,
 }
 
 /// Completions generated for one QP, by direction.

@@ -410,6 +410,12 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
         self.call(0, |reply| Command::Disconnect { qpn, reply })?
     }
 
+    /// Breaks the connection of QP `qpn` (DREQ, QP to ERROR, outstanding work flushes) and
+    /// reports DAT_CONNECTION_EVENT_BROKEN on its connection EVD instead of DISCONNECTED.
+    pub fn break_connection(&self, qpn: u32) -> Result<(), EngineError> {
+        self.call(0, |reply| Command::BreakConnection { qpn, reply })?
+    }
+
     /// Listens on `port`; connection requests go to `sink`.
     pub fn listen(&self, port: u16, sink: Arc<EventSink>) -> Result<(), EngineError> {
         self.call(0, |reply| Command::Listen { port, sink, reply })?

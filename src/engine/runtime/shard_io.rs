@@ -40,6 +40,9 @@ pub enum CrossShard {
     },
     /// An event for one of the destination shard's QPs (after the transitions it depends on).
     Event(Event),
+    /// To shard 0: the hard receive watermark of QP `qpn` fired on its shard, break its
+    /// connection (seed 002).
+    Break { qpn: u32 },
 }
 
 /// Counters of the cross-shard paths.

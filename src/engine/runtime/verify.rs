@@ -61,6 +61,7 @@ fn route<Io: FrameIo>(s: &Side<'_, Io>) -> QpRoute {
         recv: Some(s.events.clone()),
         conn: Some(s.events.clone()),
         counters: None,
+        suppress_unsignaled: false,
     }
 }
 

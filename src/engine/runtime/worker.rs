@@ -22,7 +22,7 @@ use crate::time::Instant;
 use crate::transport::memory::Memory;
 use crate::transport::types::{QpState, SendOp, WcOpcode, WcStatus, WorkCompletion};
 use crossbeam_queue::ArrayQueue;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -42,6 +42,8 @@ pub struct WorkerStats {
     pub unrouted: u64,
     /// Events that did not fit their EVD (each also reported on the async EVD when it fits).
     pub evd_overflows: u64,
+    /// Successful completions of unsignaled WRs counted without an event.
+    pub suppressed: u64,
     /// CM transitions replayed on this shard / sent to other shards.
     pub transitions_applied: u64,
     pub transitions_sent: u64,
@@ -100,6 +102,11 @@ pub struct Worker<M: Memory, Io: FrameIo> {
     conn_qpn: HashMap<CmId, u32>,
     requests: HashMap<CmId, Ipv4Addr>,
     listeners: HashMap<u16, Arc<EventSink>>,
+    /// Per QP routed with `suppress_unsignaled`: the `signaled` flag of each send WR applied
+    /// and not yet completed, in SQ order (RC completes sends in order).
+    signaled: HashMap<u32, VecDeque<bool>>,
+    /// Shard 0: QPs whose connection was broken (their later DISCONNECTED is not reported).
+    broken: HashSet<u32>,
     stats: WorkerStats,
     pub pinned: bool,
 }
@@ -123,6 +130,8 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             conn_qpn: HashMap::new(),
             requests: HashMap::new(),
             listeners: HashMap::new(),
+            signaled: HashMap::new(),
+            broken: HashSet::new(),
             stats: WorkerStats::default(),
             pinned: false,
         }
@@ -190,8 +199,14 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         let host = &mut self.shard.host;
         match cmd {
             Command::PostSend { qpn, wr } => {
-                let (wr_id, opcode) = (wr.wr_id, send_opcode(&wr.op));
-                if let Err(e) = host.post_send(now, qpn, wr) {
+                let (wr_id, opcode, signaled) = (wr.wr_id, send_opcode(&wr.op), wr.signaled);
+                let r = host.post_send(now, qpn, wr);
+                if r.is_ok() {
+                    if let Some(q) = self.signaled.get_mut(&qpn) {
+                        q.push_back(signaled);
+                    }
+                }
+                if let Err(e) = r {
                     self.stats.post_errors += 1;
                     let error = match e {
                         crate::engine::host::HostError::Qp(q) => q,
@@ -230,6 +245,9 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                     .create_qp_in_space(now, opts, self.index as u32, self.shards as u32)
                     .map_err(EngineError::from);
                 if let Ok(qpn) = r {
+                    if route.suppress_unsignaled {
+                        self.signaled.insert(qpn, VecDeque::new());
+                    }
                     self.routes.insert(qpn, route);
                 }
                 Self::reply(reply, r);
@@ -237,6 +255,11 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             }
             Command::SetRoute { qpn, route, reply } => {
                 let r = if host.qp(qpn).is_some() {
+                    if route.suppress_unsignaled {
+                        self.signaled.entry(qpn).or_default();
+                    } else {
+                        self.signaled.remove(&qpn);
+                    }
                     self.routes.insert(qpn, route);
                     Ok(())
                 } else {
@@ -254,8 +277,10 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                     Ok(())
                 } else {
                     self.routes.remove(&qpn);
+                    self.signaled.remove(&qpn);
                     host.destroy_qp(qpn).map_err(EngineError::from)
                 };
+                self.broken.remove(&qpn);
                 self.conn_qpn.retain(|_, q| *q != qpn);
                 Self::reply(reply, r);
                 false
@@ -323,6 +348,11 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 let r = host.disconnect(now, qpn).map_err(EngineError::from);
                 Self::reply(reply, r);
                 true
+            }
+            Command::BreakConnection { qpn, reply } => {
+                let r = self.break_connection(now, qpn);
+                Self::reply(reply, r);
+                false
             }
             Command::Listen { port, sink, reply } => {
                 let r = host.listen(port).map_err(EngineError::from);
@@ -430,6 +460,10 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 }
             }
             CrossShard::Event(Event::Connection { qpn, event }) => self.deliver_conn(qpn, event),
+            CrossShard::Break { qpn } => {
+                let now = self.shard.clock().now();
+                let _ = self.break_connection(now, qpn);
+            }
             CrossShard::Event(other) => {
                 let sink = self.async_sink.clone();
                 self.push(&sink, other);
@@ -442,7 +476,20 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         let mut work = false;
         while let Some(wc) = self.shard.host.poll_completion() {
             self.stats.completions += 1;
-            self.route_dto(wc);
+            let recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
+            let suppressed = !recv
+                && self
+                    .signaled
+                    .get_mut(&wc.qp_num)
+                    .and_then(|q| q.pop_front())
+                    .is_some_and(|signaled| !signaled)
+                && wc.status == WcStatus::Success;
+            if suppressed {
+                self.count_dto(&wc);
+                self.stats.suppressed += 1;
+            } else {
+                self.route_dto(wc);
+            }
             work = true;
         }
         while let Some(ev) = self.shard.host.poll_host_event() {
@@ -457,20 +504,39 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                     srqn,
                 }),
                 HostEvent::EpWatermark { qpn, soft, hard } => {
-                    self.push_async(AsyncEvent::EpWatermark { qpn, soft, hard })
+                    // Soft: one asynchronous event on the IA's async EVD (per arming: the
+                    // account fires each arming once). Hard: the connection breaks.
+                    if soft {
+                        self.push_async(AsyncEvent::EpWatermark { qpn, soft, hard });
+                    }
+                    if hard {
+                        if self.index == 0 {
+                            let now = self.shard.clock().now();
+                            let _ = self.break_connection(now, qpn);
+                        } else {
+                            self.shard.io.send_control(0, CrossShard::Break { qpn });
+                        }
+                    }
                 }
             }
         }
         work
     }
 
-    fn route_dto(&mut self, wc: WorkCompletion) {
-        let route = self.routes.get(&wc.qp_num);
+    /// Counts a completion for its QP's `dat_ep_get_status` idleness.
+    fn count_dto(&self, wc: &WorkCompletion) {
         let recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
+        let route = self.routes.get(&wc.qp_num);
         if let Some(c) = route.and_then(|r| r.counters.as_ref()) {
             let n = if recv { &c.recvs } else { &c.requests };
             n.fetch_add(1, std::sync::atomic::Ordering::Release);
         }
+    }
+
+    fn route_dto(&mut self, wc: WorkCompletion) {
+        self.count_dto(&wc);
+        let route = self.routes.get(&wc.qp_num);
+        let recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
         let sink = route.and_then(|r| {
             if recv {
                 r.recv.clone()
@@ -535,7 +601,14 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 self.requests.remove(&id);
                 (conn(&id), ConnEvent::Unreachable)
             }
-            CmEvent::Disconnected { id } => (conn(&id), ConnEvent::Disconnected),
+            CmEvent::Disconnected { id } => {
+                let qpn = conn(&id);
+                if qpn.is_some_and(|q| self.broken.remove(&q)) {
+                    // Already reported as BROKEN.
+                    return;
+                }
+                (qpn, ConnEvent::Disconnected)
+            }
             CmEvent::ConnectError { id, error } => (conn(&id), ConnEvent::Broken(error)),
         };
         if let Some(qpn) = qpn {
@@ -547,6 +620,26 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         }
     }
 
+    /// Shard 0: breaks the connection of `qpn` (hard receive watermark, seed 002): DREQ and QP
+    /// to ERROR through the CM, then DAT_CONNECTION_EVENT_BROKEN (its DISCONNECTED is not
+    /// reported).
+    fn break_connection(&mut self, now: Instant, qpn: u32) -> Result<(), EngineError> {
+        let r = self
+            .shard
+            .host
+            .disconnect(now, qpn)
+            .map_err(EngineError::from);
+        if r.is_ok() {
+            self.broken.insert(qpn);
+            if !self.stand_ins.is_empty() {
+                self.sync_stand_ins();
+            }
+            let error = crate::transport::types::QpError::QueueFull;
+            self.deliver_conn(qpn, ConnEvent::Broken(error));
+        }
+        r
+    }
+
     fn deliver_conn(&mut self, qpn: u32, event: ConnEvent) {
         let owner = shard_of_qpn(qpn, self.shards);
         if owner != self.index {
@@ -554,6 +647,11 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 .io
                 .send_control(owner, CrossShard::Event(Event::Connection { qpn, event }));
             return;
+        }
+        // The owner's receive accounting arms (or disarms) the hard watermark (seed 002).
+        match event {
+            ConnEvent::Established { .. } => self.shard.host.set_ep_connected(qpn, true),
+            _ => self.shard.host.set_ep_connected(qpn, false),
         }
         match self.routes.get(&qpn).and_then(|r| r.conn.clone()) {
             Some(sink) => self.push(&sink, Event::Connection { qpn, event }),
