@@ -6,12 +6,15 @@
 //!   `Host` allocates numbers in its own residue class. QPs that share an SRQ live on the SRQ's
 //!   shard. Shard 0 also runs ARP and the CM (QP1) for the whole port; see [`worker`] for how
 //!   the CM drives QPs of other shards.
-//! - **Port queues.** Either one queue pair for the whole port (net_af_packet, net_tap and
-//!   net_memif here: one RX queue, no RSS or flow rule on the BTH) — shard 0 receives and
+//! - **Port queues.** Either one queue pair for the whole port — shard 0 receives and
 //!   forwards by QPN, and sends the frames of the other shards (DPDK TX queues are not
-//!   thread-safe; serializing through shard 0 needs no lock) — or one queue pair per shard, in
-//!   which case every shard receives and transmits on its own queue and forwards frames that
-//!   the NIC's hashing put on the wrong queue ([`shard_io`]).
+//!   thread-safe; serializing through shard 0 needs no lock) — or one queue pair per shard
+//!   (`ProfilePort::frame_ios` gives that when the profile's `port.rx_queues` and
+//!   `port.tx_queues` are at least the shard count), in which case every shard receives and
+//!   transmits on its own queue and forwards the frames that the port's spreading put on the
+//!   wrong queue ([`shard_io`]). None of the PMDs here steers by BTH QPN: net_af_packet with
+//!   `qpairs=N` spreads RX by the kernel's PACKET_FANOUT flow hash (UDP ports, so one QP's
+//!   frames stay on one queue, but not on its owner's).
 //! - **Submissions.** Consumer threads post into a bounded lock-free ring per shard
 //!   ([`Command`]); a full ring is [`EngineError::RingFull`] for the poster
 //!   (DAT_INSUFFICIENT_RESOURCES), never a silent drop. Control calls wait for their answer on a
