@@ -9,8 +9,12 @@
 //! over the queues, and each shard forwards what belongs to another), otherwise all shards
 //! share queue pair 0 through shard 0.
 //!
+//! `--capture PATH` makes engine A capture every frame it sends and receives
+//! (`EngineConfig::capture`: PATH itself with one shard, `<stem>.shard<i>.<ext>` with several).
+//!
 //! ```text
 //! roce-engine-pair IFACE_A IFACE_B [--shards N] [--qps N] [--cores 0,1] [--queues Q]
+//!                  [--capture PATH]
 //! ```
 //! Prints `RESULT ...` lines (per shard, and per port queue: `RESULT engine=a queue=0
 //! ipackets=.. opackets=..`); exit 0 when everything verified.
@@ -47,8 +51,8 @@ fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-const USAGE: &str =
-    "usage: roce-engine-pair IFACE_A IFACE_B [--shards N] [--qps N] [--cores 0,1] [--queues Q]";
+const USAGE: &str = "usage: roce-engine-pair IFACE_A IFACE_B [--shards N] [--qps N] \
+                     [--cores 0,1] [--queues Q] [--capture PATH]";
 
 fn run(args: &[String], prefix: &str) -> Result<(), String> {
     let (Some(ia), Some(ib)) = (args.first(), args.get(1)) else {
@@ -128,7 +132,10 @@ fn run(args: &[String], prefix: &str) -> Result<(), String> {
     };
     let (io_a, io_b) = (ios(&pa)?, ios(&pb)?);
     let a = Engine::new(
-        config.clone(),
+        EngineConfig {
+            capture: opt(args, "--capture").map(Into::into),
+            ..config.clone()
+        },
         hosts(&pa, ip_a, 0xa)?,
         io_a,
         EventSink::new(1024),

@@ -22,10 +22,14 @@
 //! - **Events.** Completions and CM events go to the EVD rings named by each QP's
 //!   [`QpRoute`]; connection requests to the listener's ring; everything else, and every EVD
 //!   overflow, to the interface's async ring.
+//! - **Capture.** With `EngineConfig::capture` (the profile's `engine.capture` or
+//!   `DPDK_ROCE_CAPTURE`), every shard writes the frames it sends and receives to a pcap file:
+//!   the path itself with one shard, `<stem>.shard<i>.<ext>` each with several ([`capture`]).
 //! - **Idle pause.** A core-mode poll thread that found no work `idle_polls_before_pause` times
 //!   in a row sleeps `idle_pause_us` microseconds (0 = always spin, the default: a wake-up
 //!   costs about 40 us in this VM), so that a shared machine stays usable.
 
+pub mod capture;
 pub mod command;
 pub mod event;
 pub mod shard_io;
@@ -33,6 +37,7 @@ pub mod steer;
 pub mod verify;
 pub mod worker;
 
+pub use capture::capture_path;
 pub use command::{Command, EngineError, Reply};
 pub use event::{AsyncEvent, ConnEvent, ConnRequest, DtoCounters, Event, EventSink, QpRoute};
 pub use shard_io::{PortRings, ShardIo, ShardIoStats};
@@ -48,6 +53,7 @@ use crate::engine::shard::Shard;
 use crate::transport::memory::Memory;
 use crate::transport::types::{RecvWr, SendWr};
 use crossbeam_queue::ArrayQueue;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
 use std::sync::{Arc, Mutex, TryLockError};
@@ -73,6 +79,8 @@ pub struct EngineConfig {
     pub forward_buffers: usize,
     /// Largest frame forwarded (bytes, Ethernet header included).
     pub max_frame: usize,
+    /// pcap capture of every frame sent and received: one file per shard, see [`capture`].
+    pub capture: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -86,19 +94,22 @@ impl Default for EngineConfig {
             forward_ring: 1024,
             forward_buffers: 1024,
             max_frame: 9216,
+            capture: None,
         }
     }
 }
 
 impl EngineConfig {
     /// The engine settings of a profile (`engine.progress`, `engine.poll_cores`,
-    /// `engine.idle_pause_us`; frames up to the port's MTU).
+    /// `engine.idle_pause_us`, `engine.capture` as overridden by the environment if the
+    /// profile was loaded with it; frames up to the port's MTU).
     pub fn from_profile(p: &crate::config::Profile) -> EngineConfig {
         EngineConfig {
             progress: p.engine.progress,
             poll_cores: p.engine.poll_cores.iter().map(|&c| c as usize).collect(),
             idle_pause_us: p.engine.idle_pause_us,
             max_frame: usize::from(p.port.mtu) + 18,
+            capture: p.engine.capture.clone(),
             ..EngineConfig::default()
         }
     }
@@ -178,13 +189,14 @@ where
             };
             let io = ShardIo::new(i, port, &rings);
             let commands = Arc::new(ArrayQueue::new(config.submission_ring.max(1)));
-            let worker = Worker::new(
-                i,
-                n,
-                Shard::new(host, io),
-                commands.clone(),
-                async_sink.clone(),
-            );
+            let mut shard = Shard::new(host, io);
+            if let Some(base) = &config.capture {
+                let path = capture_path(base, i, n);
+                shard
+                    .capture_to(&path)
+                    .map_err(|e| EngineError::Capture(format!("{}: {e}", path.display())))?;
+            }
+            let worker = Worker::new(i, n, shard, commands.clone(), async_sink.clone());
             slots.push(Slot {
                 commands,
                 worker: Mutex::new(worker),
@@ -249,6 +261,13 @@ impl<M: Memory, Io: FrameIo> Drop for Engine<M, Io> {
         self.shared.stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        // Flush the capture files (the poll threads are gone).
+        for slot in &self.shared.slots {
+            let mut w = slot.worker.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = w.shard.finish_capture() {
+                tracing::warn!("capture: {e}");
+            }
         }
     }
 }
