@@ -11,25 +11,33 @@
 //! Each process drives its shard inline (one polling thread per process), so two processes fit
 //! two cores. Output: perftest's latency table, the HdrHistogram percentile distribution of each
 //! size (`--hgrm-dir` writes `.hgrm` files), `--json`.
+//!
+//! Memory is the provider's checked region table (`Host<Arc<MrTable>>`, every access checked
+//! for key, PZ, bounds and rights), its buffers allocated from DPDK hugepages
+//! (`HugepageAllocator`) when the profile's EAL has hugepages, from the heap otherwise.
+//! Payloads of at least `--zero-copy-min` bytes (default: the port's, `ZERO_COPY_MIN_PAYLOAD`)
+//! leave as external buffers attached straight from the region (no copy); `--no-zero-copy`
+//! copies every payload into the frame's mbuf.
 
 use clap::{Parser, ValueEnum};
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::config::Profile;
-use dpdk_roce::dpdk::{DpdkFrameIo, ProfilePort};
+use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
 use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
 use dpdk_roce::engine::io::FrameIo;
 use dpdk_roce::engine::shard::Shard;
+use dpdk_roce::mem::{MrTable, Region};
 use dpdk_roce::net::NetConfig;
 use dpdk_roce::perf::latency::{table_header, table_line, LatencySeries, Scale, RULE};
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus, WorkCompletion};
-use dpdk_roce::transport::vec_memory::{Region, VecMemory};
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use dpdk_roce::wire::psn::Psn;
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -97,10 +105,17 @@ struct Args {
     /// 0 sends every ACK at once.
     #[arg(long)]
     ack_delay_us: Option<u64>,
+    /// Smallest payload sent zero-copy (attached from registered memory); default: the port's.
+    #[arg(long, conflicts_with = "no_zero_copy")]
+    zero_copy_min: Option<usize>,
+    /// Copy every payload into the frame (no external buffers).
+    #[arg(long)]
+    no_zero_copy: bool,
 }
 
 const MAX_SIZE: usize = 1 << 20;
-const PD: u32 = 1;
+/// Regions the bench registers (two), with room to spare.
+const MR_CAPACITY: u32 = 16;
 const RAW_ETHERTYPE: u16 = 0x88b5;
 
 fn main() -> ExitCode {
@@ -144,11 +159,24 @@ fn run(args: &Args) -> Result<(), String> {
     if args.client && !pp.wait_link_up(Duration::from_secs(10)) {
         return Err("the port's link did not come up within 10 s".into());
     }
-    let io = DpdkFrameIo::new(pp.eal, &pp.port, 2047).map_err(|e| e.to_string())?;
+    let mut io = DpdkFrameIo::new(pp.eal, &pp.port, 2047).map_err(|e| e.to_string())?;
+    if args.no_zero_copy {
+        io.set_zero_copy_min(None, &pp.port)
+            .map_err(|e| e.to_string())?;
+    } else if let Some(min) = args.zero_copy_min {
+        io.set_zero_copy_min(Some(min), &pp.port)
+            .map_err(|e| e.to_string())?;
+    }
     let timeout = Duration::from_millis(args.timeout_ms);
     if args.raw {
         return raw(args, io, mac, timeout);
     }
+    // Buffers from DPDK hugepages when the EAL has them (the provider's LMR memory), else heap.
+    let table = if profile.eal.hugepages {
+        MrTable::with_allocator(MR_CAPACITY, Arc::new(HugepageAllocator::new(pp.eal)))
+    } else {
+        MrTable::new(MR_CAPACITY)
+    };
     let mut net = NetConfig::new(
         EthernetAddress(mac),
         profile.roce.address.addr(),
@@ -163,9 +191,19 @@ fn run(args: &Args) -> Result<(), String> {
             ]),
             seed: u64::from(std::process::id()),
         },
-        VecMemory::new(),
+        Arc::new(table),
     )
     .map_err(|e| e.to_string())?;
+    eprintln!(
+        "memory: {} regions, zero-copy TX from {}",
+        if profile.eal.hugepages {
+            "hugepage"
+        } else {
+            "heap"
+        },
+        io.zero_copy_min()
+            .map_or("never (copy)".to_string(), |m| format!("{m} B payloads"))
+    );
     let mut shard = Shard::new(host, io);
     if let Some(c) = &profile.engine.capture {
         shard.capture_to(c).map_err(|e| e.to_string())?;
@@ -182,25 +220,52 @@ fn run(args: &Args) -> Result<(), String> {
     result
 }
 
-type BenchShard = Shard<VecMemory, DpdkFrameIo>;
+type BenchShard = Shard<Arc<MrTable>, DpdkFrameIo>;
 
 /// Both sides' buffers: `src` is what this side writes/sends from, `dst` what the peer writes
-/// into (and what a READ reads).
+/// into (and what a READ reads). Both in one protection zone, the QP's.
 struct Buffers {
+    pd: u32,
     src: Region,
     dst: Region,
 }
 
-fn buffers(shard: &mut BenchShard) -> Buffers {
-    let len = MAX_SIZE;
-    Buffers {
-        src: shard.host.register(PD, len, Access::LOCAL_WRITE),
-        dst: shard.host.register(
-            PD,
-            len,
-            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
-        ),
-    }
+fn buffers(shard: &mut BenchShard) -> Result<Buffers, String> {
+    let table = shard.host.mr_table();
+    let pz = table.create_pz();
+    let reg = |access| {
+        table
+            .register_alloc(pz, MAX_SIZE, 4096, access)
+            .map_err(|e| format!("registering {MAX_SIZE} B: {e:?}"))
+    };
+    Ok(Buffers {
+        pd: pz.id(),
+        src: reg(Access::LOCAL_WRITE)?,
+        dst: reg(Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ)?,
+    })
+}
+
+/// Reads `out.len()` bytes at `offset` of region `r` (the consumer's own read, by L_Key).
+fn read_region(
+    shard: &BenchShard,
+    r: &Region,
+    offset: usize,
+    out: &mut [u8],
+) -> Result<(), String> {
+    shard
+        .host
+        .mr_table()
+        .read_local(r.lkey, r.addr + offset as u64, out)
+        .map_err(|e| format!("reading the buffer: {e:?}"))
+}
+
+/// Writes `data` at `offset` of region `r`.
+fn write_region(shard: &BenchShard, r: &Region, offset: usize, data: &[u8]) -> Result<(), String> {
+    shard
+        .host
+        .mr_table()
+        .write_local(r.lkey, r.addr + offset as u64, data)
+        .map_err(|e| format!("writing the buffer: {e:?}"))
 }
 
 /// Private data carrying a buffer's address, R_Key and length.
@@ -253,8 +318,9 @@ fn check_wc(wc: &WorkCompletion) -> Result<(), String> {
     }
 }
 
-fn qp_options(args: &Args) -> QpOptions {
+fn qp_options(args: &Args, bufs: &Buffers) -> QpOptions {
     QpOptions {
+        pd: bufs.pd,
         sq_depth: 512,
         rq_depth: 512,
         ack_delay: args.ack_delay_us.map_or(
@@ -271,11 +337,11 @@ fn server(
     _p: &Profile,
     timeout: Duration,
 ) -> Result<(), String> {
-    let bufs = buffers(shard);
+    let bufs = buffers(shard)?;
     let now = shard.clock().now();
     let qpn = shard
         .host
-        .create_qp(now, qp_options(args))
+        .create_qp(now, qp_options(args, &bufs))
         .map_err(|e| e.to_string())?;
     shard.host.listen(args.port).map_err(|e| e.to_string())?;
     println!(
@@ -302,11 +368,8 @@ fn server(
     pre_post_recvs(shard, qpn, &bufs)?;
     // What the client's READs find, in place before the connection is accepted.
     if args.op == Op::Read {
-        if let Some(b) = shard.host.mem.bytes_mut(bufs.dst.lkey) {
-            for (j, x) in b.iter_mut().enumerate() {
-                *x = pattern(0, j);
-            }
-        }
+        let b: Vec<u8> = (0..MAX_SIZE).map(|j| pattern(0, j)).collect();
+        write_region(shard, &bufs.dst, 0, &b)?;
     }
     let mut ap = AcceptParams::new(qpn, Psn::new(0x4000));
     ap.responder_resources = 16;
@@ -384,8 +447,9 @@ fn verify_dst(
     i: usize,
     what: &str,
 ) -> Result<(), String> {
-    let b = shard.host.mem.bytes(bufs.dst.lkey).ok_or("buffer gone")?;
-    check_message(&b[..size], i, what)
+    let mut b = vec![0u8; size];
+    read_region(shard, &bufs.dst, 0, &mut b)?;
+    check_message(&b, i, what)
 }
 
 struct Peer {
@@ -459,8 +523,9 @@ fn wait_byte(
         while let Some(wc) = s.host.poll_completion() {
             check_wc(&wc)?;
         }
-        let b = s.host.mem.bytes(dst.lkey).ok_or("buffer gone")?;
-        Ok((b[size - 1] == v).then_some(()))
+        let mut b = [0u8];
+        read_region(s, dst, size - 1, &mut b)?;
+        Ok((b[0] == v).then_some(()))
     })
 }
 
@@ -494,12 +559,12 @@ fn post_write(
     verify: bool,
 ) -> Result<(), String> {
     let v = tag(i);
-    if let Some(b) = shard.host.mem.bytes_mut(bufs.src.lkey) {
-        if verify {
-            fill_message(&mut b[..size], i);
-        } else {
-            b[size - 1] = v;
-        }
+    if verify {
+        let mut b = vec![0u8; size];
+        fill_message(&mut b, i);
+        write_region(shard, &bufs.src, 0, &b)?;
+    } else {
+        write_region(shard, &bufs.src, size - 1, &[v])?;
     }
     let now = shard.clock().now();
     shard
@@ -535,9 +600,9 @@ fn post_send(
     verify: bool,
 ) -> Result<(), String> {
     if verify {
-        if let Some(b) = shard.host.mem.bytes_mut(bufs.src.lkey) {
-            fill_message(&mut b[..size], i);
-        }
+        let mut b = vec![0u8; size];
+        fill_message(&mut b, i);
+        write_region(shard, &bufs.src, 0, &b)?;
     }
     let now = shard.clock().now();
     shard
@@ -564,15 +629,15 @@ fn post_send(
 fn client(
     args: &Args,
     shard: &mut BenchShard,
-    _p: &Profile,
+    p: &Profile,
     timeout: Duration,
 ) -> Result<(), String> {
     let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
-    let bufs = buffers(shard);
+    let bufs = buffers(shard)?;
     let now = shard.clock().now();
     let qpn = shard
         .host
-        .create_qp(now, qp_options(args))
+        .create_qp(now, qp_options(args, &bufs))
         .map_err(|e| e.to_string())?;
     pre_post_recvs(shard, qpn, &bufs)?;
     let mut cp = ConnectParams::new(server_ip, args.port, qpn, Psn::new(0x4000));
@@ -614,9 +679,7 @@ fn client(
                 }
                 Op::Read => {
                     if args.verify {
-                        if let Some(b) = shard.host.mem.bytes_mut(bufs.dst.lkey) {
-                            b[..size].fill(0);
-                        }
+                        write_region(shard, &bufs.dst, 0, &vec![0u8; size])?;
                     }
                     let now = shard.clock().now();
                     shard
@@ -655,7 +718,8 @@ fn client(
                     Op::Write => verify_dst(shard, &bufs, size, i, "RDMA WRITE")?,
                     Op::Send => verify_dst(shard, &bufs, size, i, "SEND")?,
                     Op::Read => {
-                        let b = shard.host.mem.bytes(bufs.dst.lkey).ok_or("buffer gone")?;
+                        let mut b = vec![0u8; size];
+                        read_region(shard, &bufs.dst, 0, &mut b)?;
                         if let Some(j) = (0..size).find(|&j| b[j] != pattern(0, j)) {
                             return Err(format!("RDMA READ of {size} B: byte {j} differs"));
                         }
@@ -692,16 +756,25 @@ fn client(
         Op::Send => "Send",
         Op::Read => "RDMA_Read",
     };
-    report(args, label, &series)
+    let memory = format!(
+        "{} MR, zero-copy TX {}",
+        if p.eal.hugepages { "hugepage" } else { "heap" },
+        shard
+            .io
+            .zero_copy_min()
+            .map_or("off".to_string(), |m| format!(">= {m} B"))
+    );
+    report(args, label, &memory, &series)
 }
 
-fn report(args: &Args, label: &str, series: &[LatencySeries]) -> Result<(), String> {
+fn report(args: &Args, label: &str, memory: &str, series: &[LatencySeries]) -> Result<(), String> {
     println!("{RULE}");
     println!(
         "                    {label} Latency Test (dpdk-roce, {})",
         args.profile.display()
     );
     println!(" Connection type : RC   Transport : RoCEv2   Progress : inline");
+    println!(" Memory       : {memory}");
     let rtt = if series.first().is_some_and(|s| s.scale == Scale::Full) {
         "full round trip"
     } else {
@@ -733,7 +806,12 @@ fn report(args: &Args, label: &str, series: &[LatencySeries]) -> Result<(), Stri
     }
     if args.json {
         let rows: Vec<_> = series.iter().map(LatencySeries::row).collect();
-        let j = serde_json::json!({ "test": label, "raw": args.raw, "rows": rows });
+        let j = serde_json::json!({
+            "test": label,
+            "raw": args.raw,
+            "memory": memory,
+            "rows": rows,
+        });
         println!("{j}");
     }
     Ok(())
@@ -821,5 +899,5 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
         }
         series.push(s);
     }
-    report(args, "Raw_L2_Echo", &series)
+    report(args, "Raw_L2_Echo", "none (L2 echo)", &series)
 }

@@ -95,3 +95,212 @@ fn two_shards_in_core_mode_over_two_af_packet_ports_64_qps_verified() {
         "EAL runtime dir left behind"
     );
 }
+
+/// A field `key=N` of a `RESULT` line.
+fn field(line: &str, key: &str) -> u64 {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+}
+
+/// One RX/TX queue pair per shard: each port has `qpairs=2`, shard i polls queue pair i. The
+/// kernel's PACKET_FANOUT hash, not the QPN, picks the RX queue, so each shard forwards what
+/// belongs to the other; each transmits on its own queue (no relay through shard 0).
+#[test]
+fn two_shards_each_on_its_own_queue_pair_64_qps_verified() {
+    let prefix = format!("drq{}", std::process::id() % 100_000);
+    let out = Command::new("bash")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/veth.sh"))
+        .args(["up", &prefix])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cannot create the veth pair (root needed): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _veth = Veth(prefix.clone());
+    let run = || {
+        Command::new(BIN)
+            .arg(format!("{prefix}a"))
+            .arg(format!("{prefix}b"))
+            .args(["--shards", "2", "--queues", "2", "--qps", "64"])
+            .args(["--cores", "0,1"])
+            .output()
+            .unwrap()
+    };
+    let mut out = run();
+    for _ in 0..2 {
+        if out.status.success()
+            || !String::from_utf8_lossy(&out.stderr).contains("could not set PACKET_FANOUT")
+        {
+            break;
+        }
+        out = run();
+    }
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "roce-engine-pair failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("queues=2"), "{text}");
+    assert!(
+        text.contains("RESULT connections=64 completions_a=256 completions_b=128"),
+        "{text}"
+    );
+    let line = |prefix: String| {
+        text.lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no line {prefix}\n{text}"))
+            .to_string()
+    };
+    let mut forwarded = 0;
+    for engine in ["a", "b"] {
+        for shard in 0..2 {
+            let l = line(format!("RESULT engine={engine} shard={shard} "));
+            assert!(l.contains("pinned=true"), "{l}");
+            assert_eq!(field(&l, "overflows"), 0, "{l}");
+            // Every shard sends on its own queue: nothing relayed through shard 0.
+            assert_eq!(field(&l, "relayed"), 0, "{l}");
+            assert!(field(&l, "tx") > 0, "{l}");
+            forwarded += field(&l, "forwarded");
+        }
+        for queue in 0..2 {
+            // The port's own per-queue counters: both queues carried frames both ways.
+            let l = line(format!("RESULT engine={engine} queue={queue} "));
+            assert!(field(&l, "opackets") > 0, "{l}");
+            assert!(field(&l, "ipackets") > 0, "{l}");
+        }
+    }
+    assert!(forwarded > 0, "no frame crossed shards:\n{text}");
+    assert!(text.contains("RESULT done"), "{text}");
+    let eal_prefix = text
+        .lines()
+        .find_map(|l| l.split("prefix=").nth(1))
+        .expect("prefix printed");
+    assert!(
+        !PathBuf::from("/var/run/dpdk")
+            .join(eal_prefix.trim())
+            .exists(),
+        "EAL runtime dir left behind"
+    );
+}
+
+/// `roce-tool decode` of `pcap`: every RoCEv2 frame has a valid ICRC; returns how many there are.
+fn decode_all_valid(pcap: &std::path::Path) -> u64 {
+    let out = Command::new(env!("CARGO_BIN_EXE_roce-tool"))
+        .arg("decode")
+        .arg(pcap)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "decode found bad frames:\n{text}");
+    let summary = text.lines().last().unwrap_or_default();
+    let rocev2 = summary
+        .split("rocev2: ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no summary: {summary}"));
+    assert!(
+        summary.contains(&format!("rocev2: {rocev2}, valid: {rocev2}, bad icrc: 0")),
+        "{summary}"
+    );
+    rocev2
+}
+
+/// tshark finds no malformed frame, no error-level expert note and no bad IPv4 checksum.
+fn tshark_clean(pcap: &std::path::Path) {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-o", "ip.check_checksum:TRUE", "-Y"])
+        .arg("_ws.malformed || _ws.expert.severity >= 8388608 || ip.checksum.status == 0")
+        .output()
+        .expect("tshark (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let flagged = String::from_utf8_lossy(&out.stdout);
+    assert!(flagged.trim().is_empty(), "tshark flags frames:\n{flagged}");
+}
+
+/// The engine's capture (`EngineConfig::capture`, from `engine.capture` / DPDK_ROCE_CAPTURE):
+/// two shards on their own queue pairs write one file each (`<stem>.shard<i>.pcap`); both
+/// pass tshark and every RoCEv2 frame in them has a valid ICRC; together they hold the whole
+/// verified workload (CM and the data of 16 QPs).
+#[test]
+fn engine_capture_writes_one_clean_pcap_per_shard() {
+    let prefix = format!("drc{}", std::process::id() % 100_000);
+    let out = Command::new("bash")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/veth.sh"))
+        .args(["up", &prefix])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cannot create the veth pair (root needed): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _veth = Veth(prefix.clone());
+    let dir = std::env::temp_dir().join(format!("dpdk-roce-engine-cap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = dir.join("a.pcap");
+    let run = || {
+        Command::new(BIN)
+            .arg(format!("{prefix}a"))
+            .arg(format!("{prefix}b"))
+            .args(["--shards", "2", "--queues", "2", "--qps", "16"])
+            .args(["--cores", "0,1", "--capture"])
+            .arg(&base)
+            .output()
+            .unwrap()
+    };
+    let mut out = run();
+    for _ in 0..2 {
+        if out.status.success()
+            || !String::from_utf8_lossy(&out.stderr).contains("could not set PACKET_FANOUT")
+        {
+            break;
+        }
+        out = run();
+    }
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "roce-engine-pair failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("RESULT connections=16"), "{text}");
+    assert!(!base.exists(), "several shards: no unsuffixed file");
+    let mut rocev2 = 0;
+    for shard in 0..2 {
+        let pcap = dir.join(format!("a.shard{shard}.pcap"));
+        assert!(pcap.exists(), "{} missing", pcap.display());
+        tshark_clean(&pcap);
+        let n = decode_all_valid(&pcap);
+        assert!(n > 0, "shard {shard} captured no RoCEv2 frame");
+        rocev2 += n;
+    }
+    // Engine A's frames: what its shards sent plus what they received (each frame once).
+    let sent_and_received: u64 = (0..2)
+        .map(|s| {
+            let l = text
+                .lines()
+                .find(|l| l.starts_with(&format!("RESULT engine=a shard={s} ")))
+                .unwrap();
+            field(l, "tx") + field(l, "rx")
+        })
+        .sum();
+    assert!(
+        rocev2 > 16 * 6 && rocev2 <= sent_and_received,
+        "rocev2 {rocev2}, frames {sent_and_received}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -102,6 +102,18 @@ fn write_send_read_from_2_bytes_to_1_mib_with_data_verified_over_af_packet() {
             "{op}: one table row per size\n{text}"
         );
         assert!(text.contains("server done"), "{text}");
+        // The checked region table and the zero-copy transmit path are in the benchmark: the
+        // client's large payloads left as external buffers.
+        assert!(text.contains("heap MR, zero-copy TX >= "), "{text}");
+        let zero_copy: u64 = text
+            .split("tx_zero_copy: ")
+            .nth(1)
+            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no client I/O counters\n{text}"));
+        if op != "read" {
+            assert!(zero_copy > 0, "{op}: no zero-copy frame\n{text}");
+        }
     }
     // The capture of the last run (READ): standard RoCEv2 with valid ICRCs, CM and ARP included.
     let out = Command::new(TOOL)

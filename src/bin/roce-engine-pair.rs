@@ -4,10 +4,20 @@
 //! `engine::runtime::verify` (QPs over every shard, SEND / WRITE-imm / READ / fetch-add, data
 //! checked, disconnect). Used by `tests/dpdk_engine.rs`.
 //!
+//! `--queues Q` gives each port Q queue pairs (net_af_packet `qpairs=Q`); with at least one per
+//! shard, shard i receives and transmits on queue pair i (the kernel's fanout hash spreads RX
+//! over the queues, and each shard forwards what belongs to another), otherwise all shards
+//! share queue pair 0 through shard 0.
+//!
+//! `--capture PATH` makes engine A capture every frame it sends and receives
+//! (`EngineConfig::capture`: PATH itself with one shard, `<stem>.shard<i>.<ext>` with several).
+//!
 //! ```text
-//! roce-engine-pair IFACE_A IFACE_B [--shards N] [--qps N] [--cores 0,1]
+//! roce-engine-pair IFACE_A IFACE_B [--shards N] [--qps N] [--cores 0,1] [--queues Q]
+//!                  [--capture PATH]
 //! ```
-//! Prints `RESULT ...` lines; exit 0 when everything verified.
+//! Prints `RESULT ...` lines (per shard, and per port queue: `RESULT engine=a queue=0
+//! ipackets=.. opackets=..`); exit 0 when everything verified.
 
 use dpdk_roce::config::Progress;
 use dpdk_roce::dpdk::{DpdkFrameIo, Eal, EalArgs, Port, PortConfig};
@@ -41,7 +51,8 @@ fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-const USAGE: &str = "usage: roce-engine-pair IFACE_A IFACE_B [--shards N] [--qps N] [--cores 0,1]";
+const USAGE: &str = "usage: roce-engine-pair IFACE_A IFACE_B [--shards N] [--qps N] \
+                     [--cores 0,1] [--queues Q] [--capture PATH]";
 
 fn run(args: &[String], prefix: &str) -> Result<(), String> {
     let (Some(ia), Some(ib)) = (args.first(), args.get(1)) else {
@@ -55,6 +66,7 @@ fn run(args: &[String], prefix: &str) -> Result<(), String> {
     };
     let shards = num("--shards", "2")?.max(1);
     let qps = num("--qps", "64")?;
+    let queues = num("--queues", "1")?.clamp(1, 16) as u16;
     let cores: Vec<usize> = opt(args, "--cores")
         .unwrap_or("0,1")
         .split(',')
@@ -71,10 +83,14 @@ fn run(args: &[String], prefix: &str) -> Result<(), String> {
     .file_prefix(prefix)
     .arg("--no-shconf")
     .log_level("warning")
-    .vdev(&format!("net_af_packet0,iface={ia}"))
-    .vdev(&format!("net_af_packet1,iface={ib}"));
+    .vdev(&format!("net_af_packet0,iface={ia},qpairs={queues}"))
+    .vdev(&format!("net_af_packet1,iface={ib},qpairs={queues}"));
     let eal = Eal::init(&eal_args.to_args()).map_err(|e| format!("EAL: {e}"))?;
-    let cfg = PortConfig::default();
+    let cfg = PortConfig {
+        rx_queues: queues,
+        tx_queues: queues,
+        ..PortConfig::default()
+    };
     let pa = Port::open(eal, "net_af_packet0", &cfg).map_err(|e| e.to_string())?;
     let pb = Port::open(eal, "net_af_packet1", &cfg).map_err(|e| e.to_string())?;
     let (ip_a, ip_b) = (Ipv4Addr::new(10, 78, 0, 1), Ipv4Addr::new(10, 78, 0, 2));
@@ -103,23 +119,31 @@ fn run(args: &[String], prefix: &str) -> Result<(), String> {
         idle_polls_before_pause: 256,
         ..EngineConfig::default()
     };
-    let io_a = DpdkFrameIo::new(eal, &pa, 4095).map_err(|e| e.to_string())?;
-    let io_b = DpdkFrameIo::new(eal, &pb, 4095).map_err(|e| e.to_string())?;
+    // One queue pair per shard when there are enough, else queue pair 0 shared.
+    let ios = |port: &Port| -> Result<Vec<DpdkFrameIo>, String> {
+        let n = if usize::from(queues) >= shards {
+            shards
+        } else {
+            1
+        };
+        (0..n)
+            .map(|q| DpdkFrameIo::on_queue(eal, port, q as u16, 4095).map_err(|e| e.to_string()))
+            .collect()
+    };
+    let (io_a, io_b) = (ios(&pa)?, ios(&pb)?);
     let a = Engine::new(
-        config.clone(),
+        EngineConfig {
+            capture: opt(args, "--capture").map(Into::into),
+            ..config.clone()
+        },
         hosts(&pa, ip_a, 0xa)?,
-        vec![io_a],
+        io_a,
         EventSink::new(1024),
     )
     .map_err(|e| e.to_string())?;
-    let b = Engine::new(
-        config,
-        hosts(&pb, ip_b, 0xb)?,
-        vec![io_b],
-        EventSink::new(1024),
-    )
-    .map_err(|e| e.to_string())?;
-    println!("READY shards={shards} qps={qps} cores={cores:?} prefix={prefix}");
+    let b = Engine::new(config, hosts(&pb, ip_b, 0xb)?, io_b, EventSink::new(1024))
+        .map_err(|e| e.to_string())?;
+    println!("READY shards={shards} qps={qps} queues={queues} cores={cores:?} prefix={prefix}");
     let side = |e| verify::Side {
         engine: e,
         events: EventSink::new(16384),
@@ -135,17 +159,29 @@ fn run(args: &[String], prefix: &str) -> Result<(), String> {
         for s in 0..shards {
             let st = e.stats(s).map_err(|e| e.to_string())?;
             println!(
-                "RESULT engine={name} shard={s} pinned={} rx={} tx={} forwarded={} from_inbox={} \
-                 relayed={} dropped={} transitions={} overflows={}",
+                "RESULT engine={name} shard={s} pinned={} rx={} tx={} forwarded={} arp_copies={} \
+                 from_inbox={} relayed={} dropped={} transitions={} overflows={}",
                 st.pinned,
                 st.shard.rx_frames,
                 st.shard.tx_frames,
                 st.io.forwarded,
+                st.io.arp_copies,
                 st.io.from_inbox,
                 st.io.relayed_out,
                 st.io.dropped,
                 st.worker.transitions_applied,
                 st.worker.evd_overflows
+            );
+        }
+        let port = if name == "a" { &pa } else { &pb };
+        for q in 0..queues {
+            let qs = port
+                .queue_stats(q)
+                .map_err(|e| e.to_string())?
+                .unwrap_or_default();
+            println!(
+                "RESULT engine={name} queue={q} ipackets={} opackets={}",
+                qs.ipackets, qs.opackets
             );
         }
         let async_events: Vec<_> = std::iter::from_fn(|| e.async_sink().queue.pop()).collect();

@@ -93,18 +93,24 @@ impl Ia {
             .port
             .mac()
             .map_err(|e| DatError::Internal(e.to_string()))?;
-        let io = crate::dpdk::DpdkFrameIo::new(pp.eal, &pp.port, profile.port.mbuf_pool_size)
-            .map_err(|e| DatError::Internal(e.to_string()))?;
+        let shards = profile.engine.poll_cores.len().max(1);
+        // One queue pair per shard when the profile's port has enough, else one shared.
+        let ports: Vec<PortIo> = pp
+            .frame_ios(shards, profile.port.mbuf_pool_size)
+            .map_err(|e| DatError::Internal(e.to_string()))?
+            .into_iter()
+            .map(|io| Box::new(io) as PortIo)
+            .collect();
         let engine = EngineConfig::from_profile(profile);
         let config = IaConfig {
             mac: EthernetAddress(mac),
             ip: profile.roce.address.addr(),
             prefix_len: profile.roce.address.prefix_len(),
             mtu: profile.port.mtu,
-            shards: profile.engine.poll_cores.len().max(1),
+            shards,
             engine,
         };
-        Self::open_inner(config, vec![Box::new(io)], Some(pp))
+        Self::open_inner(config, ports, Some(pp))
     }
 
     fn open_inner(

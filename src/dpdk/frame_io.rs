@@ -5,18 +5,28 @@ use super::pinned_tx::{SlotPool, TX_OFFLOAD_MULTI_SEGS};
 use super::{DpdkError, Eal, Mbuf, Mempool, Port, PortConfig, RxQueue, TxQueue};
 use crate::config::{MemifRole, PortDriver, Profile};
 use crate::engine::io::{FrameIo, IoStats, PinnedFrame};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+
+/// Makes TX pool names unique within the process (DPDK mempool names are global).
+static TX_POOL_SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// Payloads below this many bytes are copied into the frame's one mbuf rather than attached as
 /// external buffers: attaching costs an mbuf per segment plus one for the trailer and a free
-/// callback, which for small payloads exceeds the copy.
-pub const ZERO_COPY_MIN_PAYLOAD: usize = 256;
+/// callback, which for small payloads exceeds the copy. Chosen from a measured sweep (RDMA
+/// WRITE over net_af_packet, copy against zero-copy, 64 B..64 KiB, three runs each; figures
+/// in bench/README.md): single-packet messages of 64..1024 B were as fast or faster copied
+/// (median of the three p50s); from 2 KiB messages (1 KiB packets at the vdevs' path MTU) the
+/// two were level at p50 and zero-copy had fewer multi-millisecond p99 tails. So only
+/// full-sized packets of the vdevs' path MTU (1024) and larger go zero-copy.
+pub const ZERO_COPY_MIN_PAYLOAD: usize = 1024;
 
 /// Frames per burst.
 pub const BURST: usize = 32;
 
 /// One queue pair of a started port.
 pub struct DpdkFrameIo {
+    queue: u16,
     rx: RxQueue,
     tx: TxQueue,
     pool: Mempool,
@@ -45,16 +55,25 @@ impl Drop for DpdkFrameIo {
 impl DpdkFrameIo {
     /// Queue pair 0 of `port`, transmitting from a pool of `tx_mbufs` mbufs.
     pub fn new(eal: &Eal, port: &Port, tx_mbufs: u32) -> Result<Self, DpdkError> {
-        let (rx, tx) = port.take_queue_pair(0)?;
+        Self::on_queue(eal, port, 0, tx_mbufs)
+    }
+
+    /// Queue pair `queue` of `port` (RX queue `queue` and TX queue `queue`, each taken once),
+    /// transmitting from a pool of `tx_mbufs` mbufs of its own. One per shard gives every
+    /// shard its own RX/TX queue pair (DESIGN.md "src/engine").
+    pub fn on_queue(eal: &Eal, port: &Port, queue: u16, tx_mbufs: u32) -> Result<Self, DpdkError> {
+        let (rx, tx) = port.take_queue_pair(queue)?;
+        let seq = TX_POOL_SEQ.fetch_add(1, Ordering::Relaxed);
         let pool = Mempool::new(
             eal,
-            &format!("tx{}_{}", port.id(), std::process::id() % 100_000),
+            &format!("tx{}.{queue}.{seq}", port.id()),
             tx_mbufs,
             256,
             Mempool::DEFAULT_DATA_ROOM,
         )?;
         let multi_seg = port.tx_offload_capa()? & TX_OFFLOAD_MULTI_SEGS != 0;
         Ok(DpdkFrameIo {
+            queue,
             rx,
             tx,
             pool,
@@ -66,6 +85,11 @@ impl DpdkFrameIo {
             zero_copy_min: multi_seg.then_some(ZERO_COPY_MIN_PAYLOAD),
             stats: IoStats::default(),
         })
+    }
+
+    /// The queue pair's index on its port.
+    pub fn queue(&self) -> u16 {
+        self.queue
     }
 
     /// Sets the smallest payload sent zero-copy (`None`: always copy). Ignored (always copy)
@@ -225,7 +249,9 @@ impl FrameIo for DpdkFrameIo {
     }
 }
 
-/// EAL initialised and the port of `profile` started, with one queue pair. Dropping it closes
+/// EAL initialised and the port of `profile` started with the profile's queues
+/// (`port.rx_queues` / `port.tx_queues`; net_af_packet also gets them as its `qpairs` device
+/// argument, net_tap and net_memif take the count from `rte_eth_dev_configure`). Dropping it closes
 /// the port and removes the EAL runtime directory of the profile's file prefix, so a process
 /// leaves nothing under /var/run/dpdk.
 pub struct ProfilePort {
@@ -280,8 +306,8 @@ impl ProfilePort {
         }
         let eal = Eal::init(&profile.eal_args())?;
         let cfg = PortConfig {
-            rx_queues: 1,
-            tx_queues: 1,
+            rx_queues: profile.port.rx_queues,
+            tx_queues: profile.port.tx_queues,
             rx_desc: profile.port.rx_descriptors,
             tx_desc: profile.port.tx_descriptors,
             mbufs_per_rx_queue: profile.port.mbuf_pool_size,
@@ -293,6 +319,21 @@ impl ProfilePort {
             port,
             runtime_dirs: runtime_dirs(&profile.file_prefix()),
         })
+    }
+
+    /// The frame I/O of an engine with `shards` shards: one queue pair per shard (shard i on
+    /// queue pair i) when the port has at least that many, otherwise queue pair 0 alone (shard
+    /// 0 then receives for all and relays the others' frames). Each TX pool has `tx_mbufs`.
+    pub fn frame_ios(&self, shards: usize, tx_mbufs: u32) -> Result<Vec<DpdkFrameIo>, DpdkError> {
+        let pairs = usize::from(self.port.queue_pairs());
+        let n = if shards > 1 && pairs >= shards {
+            shards
+        } else {
+            1
+        };
+        (0..n)
+            .map(|q| DpdkFrameIo::on_queue(self.eal, &self.port, q as u16, tx_mbufs))
+            .collect()
     }
 
     /// Waits until the link is up (a memif client until its server answers, a tap until the

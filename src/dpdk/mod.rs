@@ -38,5 +38,5 @@ pub use mbuf::{ExtBufTracker, Mbuf};
 pub use mempool::Mempool;
 pub use pair_wire::DpdkPairWire;
 pub use pinned_tx::TX_OFFLOAD_MULTI_SEGS;
-pub use port::{LinkStatus, Port, PortConfig, PortStats};
+pub use port::{LinkStatus, Port, PortConfig, PortStats, QueueStats};
 pub use tsc::Tsc;

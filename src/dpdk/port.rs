@@ -81,6 +81,17 @@ pub struct PortStats {
     pub rx_nombuf: u64,
 }
 
+/// The per-queue counters of a port (`rte_eth_stats.q_ipackets` / `q_opackets`; DPDK keeps
+/// them for the first `RTE_ETHDEV_QUEUE_STAT_CNTRS` = 16 queues, where the PMD fills them in:
+/// net_af_packet, net_tap and net_memif do).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Packets received on the RX queue.
+    pub ipackets: u64,
+    /// Packets sent on the TX queue.
+    pub opackets: u64,
+}
+
 /// State shared by the port and its queue handles; stops and closes the port on drop.
 #[derive(Debug)]
 pub(crate) struct PortInner {
@@ -217,6 +228,18 @@ impl Port {
     /// The device name the port was opened by.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// Number of RX and TX queues the port was configured with.
+    pub fn queue_counts(&self) -> (u16, u16) {
+        let taken = self.inner.taken.lock().unwrap_or_else(|e| e.into_inner());
+        (taken.0.len() as u16, taken.1.len() as u16)
+    }
+
+    /// Queue pairs: RX/TX queues with the same index (the smaller of the two counts).
+    pub fn queue_pairs(&self) -> u16 {
+        let (rx, tx) = self.queue_counts();
+        rx.min(tx)
     }
 
     /// The pool of RX queue `q`.
@@ -394,6 +417,20 @@ impl Port {
             oerrors: s.oerrors,
             rx_nombuf: s.rx_nombuf,
         })
+    }
+
+    /// The counters of queue `q` (RX queue `q` and TX queue `q`); `None` beyond the 16 queues
+    /// DPDK keeps counters for.
+    pub fn queue_stats(&self, q: u16) -> Result<Option<QueueStats>, DpdkError> {
+        let mut s = dpdk_sys::rte_eth_stats::default();
+        // SAFETY: valid port id and out-pointer.
+        let ret = unsafe { dpdk_sys::rte_eth_stats_get(self.id(), &mut s) };
+        check(|| format!("rte_eth_stats_get(port {})", self.id()), ret)?;
+        let q = usize::from(q);
+        Ok(s.q_ipackets
+            .get(q)
+            .zip(s.q_opackets.get(q))
+            .map(|(&ipackets, &opackets)| QueueStats { ipackets, opackets }))
     }
 
     /// Zeroes the port's counters.

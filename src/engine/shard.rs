@@ -6,6 +6,7 @@ use super::clock::Clock;
 use super::host::{Host, PinnedTx, TxOut};
 use super::io::{FrameIo, PinnedFrame};
 use crate::sim::capture::{CaptureError, PcapCapture};
+use crate::time::Instant;
 use crate::transport::memory::Memory;
 use std::fs::File;
 use std::io::BufWriter;
@@ -31,6 +32,8 @@ pub struct Shard<M: Memory, Io: FrameIo> {
     /// Bytes of a pinned frame gathered for the capture.
     capture_buf: Vec<u8>,
     capture: Option<PcapCapture<BufWriter<File>>>,
+    /// Added to the shard clock for capture timestamps: wall-clock time in the file.
+    capture_epoch_ns: u64,
     stats: ShardStats,
 }
 
@@ -45,6 +48,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             pinned: PinnedTx::new(),
             capture_buf: Vec::new(),
             capture: None,
+            capture_epoch_ns: 0,
             stats: ShardStats::default(),
         }
     }
@@ -59,9 +63,14 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         self.stats
     }
 
-    /// Writes every frame this shard sends and receives to a pcap file, like ibdump.
+    /// Writes every frame this shard sends and receives to a pcap file, like ibdump, stamped
+    /// with wall-clock time.
     pub fn capture_to(&mut self, path: &Path) -> Result<(), CaptureError> {
         self.capture = Some(PcapCapture::create(path)?);
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.capture_epoch_ns = wall.saturating_sub(self.clock.now().as_nanos());
         Ok(())
     }
 
@@ -81,11 +90,12 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
     pub fn poll(&mut self) -> bool {
         self.stats.polls += 1;
         let now = self.clock.now();
+        let stamp = Instant::from_nanos(now.as_nanos().saturating_add(self.capture_epoch_ns));
         let host = &mut self.host;
         let capture = &mut self.capture;
         let rx = self.io.rx_burst(&mut |frame| {
             if let Some(c) = capture.as_mut() {
-                let _ = c.write(now, frame);
+                let _ = c.write(stamp, frame);
             }
             host.handle_frame(now, frame);
         });
@@ -114,7 +124,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
                 None => break,
                 Some(TxOut::Whole) => {
                     if let Some(c) = self.capture.as_mut() {
-                        let _ = c.write(now, &self.txbuf);
+                        let _ = c.write(stamp, &self.txbuf);
                     }
                     self.io.tx(&self.txbuf)
                 }
@@ -131,7 +141,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
                     };
                     if let Some(c) = self.capture.as_mut() {
                         frame.gather_into(&mut self.capture_buf);
-                        let _ = c.write(now, &self.capture_buf);
+                        let _ = c.write(stamp, &self.capture_buf);
                     }
                     self.io.tx_pinned(frame)
                 }

@@ -28,6 +28,9 @@ pub enum EngineError {
     NoShard(usize),
     #[error("invalid argument: {0}")]
     InvalidArgument(&'static str),
+    /// The capture file could not be created.
+    #[error("capture: {0}")]
+    Capture(String),
 }
 
 /// A closure run on a shard's `Host` (control path: registration in tests, counters, ...).

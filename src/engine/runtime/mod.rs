@@ -6,12 +6,15 @@
 //!   `Host` allocates numbers in its own residue class. QPs that share an SRQ live on the SRQ's
 //!   shard. Shard 0 also runs ARP and the CM (QP1) for the whole port; see [`worker`] for how
 //!   the CM drives QPs of other shards.
-//! - **Port queues.** Either one queue pair for the whole port (net_af_packet, net_tap and
-//!   net_memif here: one RX queue, no RSS or flow rule on the BTH) — shard 0 receives and
+//! - **Port queues.** Either one queue pair for the whole port — shard 0 receives and
 //!   forwards by QPN, and sends the frames of the other shards (DPDK TX queues are not
-//!   thread-safe; serializing through shard 0 needs no lock) — or one queue pair per shard, in
-//!   which case every shard receives and transmits on its own queue and forwards frames that
-//!   the NIC's hashing put on the wrong queue ([`shard_io`]).
+//!   thread-safe; serializing through shard 0 needs no lock) — or one queue pair per shard
+//!   (`ProfilePort::frame_ios` gives that when the profile's `port.rx_queues` and
+//!   `port.tx_queues` are at least the shard count), in which case every shard receives and
+//!   transmits on its own queue and forwards the frames that the port's spreading put on the
+//!   wrong queue ([`shard_io`]). None of the PMDs here steers by BTH QPN: net_af_packet with
+//!   `qpairs=N` spreads RX by the kernel's PACKET_FANOUT flow hash (UDP ports, so one QP's
+//!   frames stay on one queue, but not on its owner's).
 //! - **Submissions.** Consumer threads post into a bounded lock-free ring per shard
 //!   ([`Command`]); a full ring is [`EngineError::RingFull`] for the poster
 //!   (DAT_INSUFFICIENT_RESOURCES), never a silent drop. Control calls wait for their answer on a
@@ -19,10 +22,14 @@
 //! - **Events.** Completions and CM events go to the EVD rings named by each QP's
 //!   [`QpRoute`]; connection requests to the listener's ring; everything else, and every EVD
 //!   overflow, to the interface's async ring.
+//! - **Capture.** With `EngineConfig::capture` (the profile's `engine.capture` or
+//!   `DPDK_ROCE_CAPTURE`), every shard writes the frames it sends and receives to a pcap file:
+//!   the path itself with one shard, `<stem>.shard<i>.<ext>` each with several ([`capture`]).
 //! - **Idle pause.** A core-mode poll thread that found no work `idle_polls_before_pause` times
 //!   in a row sleeps `idle_pause_us` microseconds (0 = always spin, the default: a wake-up
 //!   costs about 40 us in this VM), so that a shared machine stays usable.
 
+pub mod capture;
 pub mod command;
 pub mod event;
 pub mod shard_io;
@@ -30,6 +37,7 @@ pub mod steer;
 pub mod verify;
 pub mod worker;
 
+pub use capture::capture_path;
 pub use command::{Command, EngineError, Reply};
 pub use event::{AsyncEvent, ConnEvent, ConnRequest, DtoCounters, Event, EventSink, QpRoute};
 pub use shard_io::{PortRings, ShardIo, ShardIoStats};
@@ -45,6 +53,7 @@ use crate::engine::shard::Shard;
 use crate::transport::memory::Memory;
 use crate::transport::types::{RecvWr, SendWr};
 use crossbeam_queue::ArrayQueue;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
 use std::sync::{Arc, Mutex, TryLockError};
@@ -70,6 +79,8 @@ pub struct EngineConfig {
     pub forward_buffers: usize,
     /// Largest frame forwarded (bytes, Ethernet header included).
     pub max_frame: usize,
+    /// pcap capture of every frame sent and received: one file per shard, see [`capture`].
+    pub capture: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -83,19 +94,22 @@ impl Default for EngineConfig {
             forward_ring: 1024,
             forward_buffers: 1024,
             max_frame: 9216,
+            capture: None,
         }
     }
 }
 
 impl EngineConfig {
     /// The engine settings of a profile (`engine.progress`, `engine.poll_cores`,
-    /// `engine.idle_pause_us`; frames up to the port's MTU).
+    /// `engine.idle_pause_us`, `engine.capture` as overridden by the environment if the
+    /// profile was loaded with it; frames up to the port's MTU).
     pub fn from_profile(p: &crate::config::Profile) -> EngineConfig {
         EngineConfig {
             progress: p.engine.progress,
             poll_cores: p.engine.poll_cores.iter().map(|&c| c as usize).collect(),
             idle_pause_us: p.engine.idle_pause_us,
             max_frame: usize::from(p.port.mtu) + 18,
+            capture: p.engine.capture.clone(),
             ..EngineConfig::default()
         }
     }
@@ -175,13 +189,14 @@ where
             };
             let io = ShardIo::new(i, port, &rings);
             let commands = Arc::new(ArrayQueue::new(config.submission_ring.max(1)));
-            let worker = Worker::new(
-                i,
-                n,
-                Shard::new(host, io),
-                commands.clone(),
-                async_sink.clone(),
-            );
+            let mut shard = Shard::new(host, io);
+            if let Some(base) = &config.capture {
+                let path = capture_path(base, i, n);
+                shard
+                    .capture_to(&path)
+                    .map_err(|e| EngineError::Capture(format!("{}: {e}", path.display())))?;
+            }
+            let worker = Worker::new(i, n, shard, commands.clone(), async_sink.clone());
             slots.push(Slot {
                 commands,
                 worker: Mutex::new(worker),
@@ -246,6 +261,13 @@ impl<M: Memory, Io: FrameIo> Drop for Engine<M, Io> {
         self.shared.stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        // Flush the capture files (the poll threads are gone).
+        for slot in &self.shared.slots {
+            let mut w = slot.worker.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = w.shard.finish_capture() {
+                tracing::warn!("capture: {e}");
+            }
         }
     }
 }

@@ -48,8 +48,11 @@ pub enum CrossShard {
 /// Counters of the cross-shard paths.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ShardIoStats {
-    /// Frames received on this shard's queue that belong to another shard.
+    /// Frames received on this shard's queue that belong to another shard (handed to its
+    /// inbox).
     pub forwarded: u64,
+    /// Copies of ARP replies received here and handed to every other shard's inbox.
+    pub arp_copies: u64,
     /// Frames received from other shards.
     pub from_inbox: u64,
     /// Frames relayed to shard 0's TX queue / sent there for other shards.
@@ -263,7 +266,7 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
                                 })
                             });
                         if ok {
-                            stats.forwarded += 1;
+                            stats.arp_copies += 1;
                         } else {
                             stats.dropped += 1;
                         }
@@ -324,5 +327,89 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
             Some(port) => port.tx_pinned(frame),
             None => crate::engine::io::tx_gathered(self, frame),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::io::ChannelIo;
+
+    /// A minimal IPv4/UDP 4791/BTH frame to `dest_qpn` whose byte 60 is `tag`.
+    fn roce_frame(dest_qpn: u32, tag: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 64];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[14 + 9] = 17;
+        f[34 + 2..34 + 4].copy_from_slice(&4791u16.to_be_bytes());
+        f[42 + 5..42 + 8].copy_from_slice(&dest_qpn.to_be_bytes()[1..]);
+        f[60] = tag;
+        f
+    }
+
+    fn arp_reply() -> Vec<u8> {
+        let mut f = vec![0u8; 42];
+        f[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        f[20..22].copy_from_slice(&2u16.to_be_bytes());
+        f
+    }
+
+    fn burst(io: &mut ShardIo<ChannelIo>) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        io.rx_burst(&mut |f| got.push(f.to_vec()));
+        got
+    }
+
+    /// Two shards, each on its own queue pair (as net_af_packet with `qpairs=2`, whose RX is
+    /// spread by the kernel's fanout hash, not by QPN): a frame that arrives on the wrong
+    /// shard's queue is forwarded to its owner; each shard transmits on its own queue and
+    /// relays nothing; an ARP reply reaches both.
+    #[test]
+    fn with_a_queue_pair_per_shard_frames_on_the_wrong_queue_reach_their_owner() {
+        let rings = PortRings::new(2, 16, 16, 1518);
+        let (q0, mut wire0) = ChannelIo::pair(16);
+        let (q1, mut wire1) = ChannelIo::pair(16);
+        let mut s0 = ShardIo::new(0, Some(q0), &rings);
+        let mut s1 = ShardIo::new(1, Some(q1), &rings);
+
+        // QPN 0x13 belongs to shard 1, 0x12 and QP1 (CM) to shard 0.
+        assert!(wire0.tx(&roce_frame(0x13, 1)));
+        assert!(wire0.tx(&roce_frame(0x12, 2)));
+        assert!(wire1.tx(&roce_frame(0x12, 3)));
+        assert!(wire1.tx(&roce_frame(1, 4)));
+        assert!(wire1.tx(&roce_frame(0x13, 5)));
+
+        let got0 = burst(&mut s0);
+        assert_eq!(got0, vec![roce_frame(0x12, 2)], "shard 0 keeps its own");
+        assert_eq!(s0.stats.forwarded, 1);
+        let got1 = burst(&mut s1);
+        assert_eq!(
+            got1,
+            vec![roce_frame(0x13, 5), roce_frame(0x13, 1)],
+            "its own first, then the one forwarded by shard 0"
+        );
+        assert_eq!((s1.stats.forwarded, s1.stats.from_inbox), (2, 1));
+        let got0 = burst(&mut s0);
+        assert_eq!(got0, vec![roce_frame(0x12, 3), roce_frame(1, 4)]);
+        assert_eq!(s0.stats.from_inbox, 2);
+
+        // Transmit: each on its own queue, nothing through the relay.
+        assert!(s1.tx(&roce_frame(0x99, 6)));
+        assert!(s0.tx(&roce_frame(0x98, 7)));
+        let mut out1 = Vec::new();
+        wire1.rx_burst(&mut |f| out1.push(f.to_vec()));
+        let mut out0 = Vec::new();
+        wire0.rx_burst(&mut |f| out0.push(f.to_vec()));
+        assert_eq!(out1, vec![roce_frame(0x99, 6)]);
+        assert_eq!(out0, vec![roce_frame(0x98, 7)]);
+        assert_eq!(s1.stats.relayed_out, 0);
+        assert!(rings.relay.is_empty());
+
+        // An ARP reply on shard 1's queue: handled there, and a copy for shard 0.
+        assert!(wire1.tx(&arp_reply()));
+        assert_eq!(burst(&mut s1), vec![arp_reply()]);
+        assert_eq!(s1.stats.arp_copies, 1);
+        assert_eq!(burst(&mut s0), vec![arp_reply()]);
+        assert_eq!(s0.stats.dropped + s1.stats.dropped, 0);
     }
 }
