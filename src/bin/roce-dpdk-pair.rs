@@ -27,9 +27,21 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             println!("ERROR {e}");
+            // The EAL runtime directory of this process (see `run`), also after a failure.
+            let _ = std::fs::remove_dir_all(runtime_dir());
             ExitCode::FAILURE
         }
     }
+}
+
+/// This process's EAL file prefix.
+fn runtime_prefix() -> String {
+    format!("roce-dpdk-pair-{}", std::process::id())
+}
+
+/// The EAL runtime directory of [`runtime_prefix`].
+fn runtime_dir() -> String {
+    format!("/var/run/dpdk/{}", runtime_prefix())
 }
 
 fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
@@ -79,7 +91,7 @@ fn run(args: &[String]) -> Result<(), String> {
         .parse()
         .map_err(|e| format!("--qps: {e}"))?;
     // A prefix of our own: several of these processes may run at once (the tests run three).
-    let prefix = format!("roce-dpdk-pair-{}", std::process::id());
+    let prefix = runtime_prefix();
     let mut eal_args = EalArgs::new("0")
         .no_huge(512)
         .file_prefix(&prefix)
@@ -213,7 +225,7 @@ fn run(args: &[String]) -> Result<(), String> {
     }
     let frames = pair.finish_capture().map_err(|e| e.to_string())?;
     println!("RESULT done frames_captured={frames}");
-    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
+    let _ = std::fs::remove_dir_all(runtime_dir());
     // Leave without tearing the ports down: closing the two ends of one memif connection in
     // one process intermittently failed at exit under load (seen once in ten parallel test
     // runs, after every check had passed); the kernel reclaims everything at exit anyway.
