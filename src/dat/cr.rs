@@ -2,6 +2,7 @@
 //! EVD; answered once, by accepting on an UNCONNECTED EP or rejecting, both with private data.
 //! A request dropped unanswered is rejected, so the peer is not left waiting.
 
+use super::context::ConsumerContext;
 use super::ep::{Ep, EpState};
 use super::error::DatError;
 use super::ia::IaInner;
@@ -21,6 +22,7 @@ pub struct Cr {
     remote_qpn: u32,
     private_data: Vec<u8>,
     answered: bool,
+    context: ConsumerContext,
 }
 
 impl core::fmt::Debug for Cr {
@@ -43,6 +45,7 @@ impl Cr {
             remote_qpn: req.remote_qpn,
             private_data: req.private_data,
             answered: false,
+            context: ConsumerContext::default(),
         }
     }
 
@@ -64,6 +67,11 @@ impl Cr {
     /// Writable, as dtest expects of the buffer `dat_cr_query` returns.
     pub fn private_data_mut(&mut self) -> &mut [u8] {
         &mut self.private_data
+    }
+
+    /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).
+    pub fn context(&self) -> &ConsumerContext {
+        &self.context
     }
 
     /// dat_cr_accept: connects the request to `ep` (UNCONNECTED, same IA); Established follows

@@ -46,6 +46,7 @@ pub(crate) struct IaInner {
     pub eps: Mutex<HashMap<u32, Weak<EpInner>>>,
     next_psn: AtomicU32,
     next_shard: AtomicUsize,
+    pub context: super::context::ConsumerContext,
     _port: Option<crate::dpdk::ProfilePort>,
 }
 
@@ -154,6 +155,7 @@ impl Ia {
             eps: Mutex::new(HashMap::new()),
             next_psn: AtomicU32::new(seed as u32),
             next_shard: AtomicUsize::new(0),
+            context: Default::default(),
             _port: port,
         });
         let async_evd = Evd::from_sink(&inner, async_sink, EvdFlags::ASYNC);
@@ -163,6 +165,11 @@ impl Ia {
     /// The IA address (the port's IPv4 address).
     pub fn address(&self) -> Ipv4Addr {
         self.inner.ip
+    }
+
+    /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).
+    pub fn context(&self) -> &super::context::ConsumerContext {
+        &self.inner.context
     }
 
     /// The async EVD (DAT_ASYNC_ERROR events, EVD overflows).

@@ -3,7 +3,9 @@
 //! the C ABI over `MrTable::register_raw`). The L_Key is the `lmr_context`, the R_Key the
 //! `rmr_context` a peer names in RDMA operations.
 
+use super::context::ConsumerContext;
 use super::error::{DatError, Refused};
+use super::ia::Ia;
 use super::pz::{Pz, PzInner};
 use crate::mem::{MrError, Region};
 use crate::transport::memory::Access;
@@ -25,13 +27,69 @@ pub struct RmrTriplet {
     pub segment_length: u32,
 }
 
+/// What dat_lmr_query reports (DAT_LMR_PARAM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LmrParam {
+    /// The PZ's id ([`Pz::id`]).
+    pub pz_id: u32,
+    pub address: u64,
+    pub length: u64,
+    pub lmr_context: u32,
+    /// `None` once the R_Key was invalidated.
+    pub rmr_context: Option<u32>,
+    pub access: Access,
+}
+
 /// A registered region.
 pub struct Lmr {
     pz: Arc<PzInner>,
     region: Region,
+    context: Arc<ConsumerContext>,
+}
+
+/// Checks that every segment lies inside one registered LMR of `ia` (dat_lmr_sync_rdma_read /
+/// dat_lmr_sync_rdma_write, DAT 2.0 §6.5.5): DAT_INVALID_PARAMETER (argument 2) names a
+/// segment that does not.
+fn check_segments(ia: &Ia, segments: &[LmrTriplet]) -> Result<(), DatError> {
+    if segments.is_empty() {
+        return Err(DatError::InvalidArg {
+            arg: 3,
+            what: "no segments",
+        });
+    }
+    for t in segments {
+        let inside = ia.inner.mem.query(t.lmr_context).is_ok_and(|r| {
+            t.virtual_address >= r.addr
+                && t.virtual_address - r.addr + u64::from(t.segment_length) <= r.len
+        });
+        if !inside {
+            return Err(DatError::InvalidArg {
+                arg: 2,
+                what: "segment outside every registered LMR",
+            });
+        }
+    }
+    Ok(())
 }
 
 impl Lmr {
+    /// dat_lmr_sync_rdma_read: makes the segments' memory consistent before a peer's RDMA read.
+    /// Memory here is coherent (cores and NIC DMA share the cache hierarchy), so the call only
+    /// validates that each segment lies in a registered LMR.
+    pub fn sync_rdma_read(ia: &Ia, segments: &[LmrTriplet]) -> Result<(), DatError> {
+        check_segments(ia, segments)?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// dat_lmr_sync_rdma_write: makes data a peer RDMA-wrote visible to the consumer; as
+    /// [`Lmr::sync_rdma_read`], a validation plus a fence on coherent memory.
+    pub fn sync_rdma_write(ia: &Ia, segments: &[LmrTriplet]) -> Result<(), DatError> {
+        check_segments(ia, segments)?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
     /// Allocates and registers `len` zeroed bytes in `pz` with `access` rights.
     pub fn create(pz: &Pz, len: usize, access: Access) -> Result<Lmr, DatError> {
         let region = pz
@@ -46,6 +104,7 @@ impl Lmr {
         Ok(Lmr {
             pz: pz.inner.clone(),
             region,
+            context: Default::default(),
         })
     }
 
@@ -55,7 +114,34 @@ impl Lmr {
         Lmr {
             pz: pz.inner.clone(),
             region,
+            context: Default::default(),
         }
+    }
+
+    /// dat_lmr_query: PZ, address, length, contexts and rights of the live region.
+    pub fn query(&self) -> Result<LmrParam, DatError> {
+        let r = self
+            .pz
+            .ia
+            .mem
+            .query(self.region.lkey)
+            .map_err(|_| DatError::InvalidHandleOf {
+                kind: super::error::HandleKind::Lmr,
+                what: "LMR no longer registered",
+            })?;
+        Ok(LmrParam {
+            pz_id: r.pz.id(),
+            address: r.addr,
+            length: r.len,
+            lmr_context: r.lkey,
+            rmr_context: r.rkey,
+            access: r.access,
+        })
+    }
+
+    /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).
+    pub fn context(&self) -> &ConsumerContext {
+        &self.context
     }
 
     /// The L_Key (lmr_context).

@@ -2,6 +2,7 @@
 //! (an rdma_cm TCP-space port); connection requests arrive as [`Cr`](super::cr::Cr)s on the
 //! PSP's EVD.
 
+use super::context::ConsumerContext;
 use super::error::DatError;
 use super::evd::{Evd, EvdFlags, EvdInner};
 use super::ia::Ia;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 pub struct Psp {
     evd: Arc<EvdInner>,
     conn_qual: u16,
+    context: ConsumerContext,
 }
 
 impl Psp {
@@ -26,12 +28,18 @@ impl Psp {
         Ok(Psp {
             evd: evd.inner.clone(),
             conn_qual,
+            context: ConsumerContext::default(),
         })
     }
 
     /// The connection qualifier.
     pub fn conn_qual(&self) -> u16 {
         self.conn_qual
+    }
+
+    /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).
+    pub fn context(&self) -> &ConsumerContext {
+        &self.context
     }
 
     /// dat_psp_free: stops listening (requests already queued stay answerable).
