@@ -380,7 +380,15 @@ impl Evd {
                     reject_reason,
                 }
             }
-            Event::Request(req) => DatEvent::ConnectionRequest(Cr::new(&self.inner.ia, req)),
+            Event::Request(req) => {
+                let ia = &self.inner.ia;
+                let reserved = ia.lock_rsps().get(&req.port).and_then(|w| w.upgrade());
+                let cr = Cr::new(ia, req);
+                DatEvent::ConnectionRequest(match reserved {
+                    Some(ep) => cr.with_reserved(ep),
+                    None => cr,
+                })
+            }
             Event::Async(a) => DatEvent::Async(a),
         }
     }
