@@ -40,11 +40,25 @@ pub struct LmrParam {
     pub access: Access,
 }
 
+/// The registration of an LMR, shared with the RMRs bound to it (which keep it registered).
+pub(crate) struct Registered {
+    pub pz: Arc<PzInner>,
+    pub region: Region,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if self.region.lkey != 0 {
+            // Waits for accesses in flight, then no core touches the memory again.
+            let _ = self.pz.ia.mem.deregister(self.region.lkey);
+        }
+    }
+}
+
 /// A registered region.
 pub struct Lmr {
-    pz: Arc<PzInner>,
-    region: Region,
-    context: Arc<ConsumerContext>,
+    pub(crate) reg: Arc<Registered>,
+    context: ConsumerContext,
 }
 
 /// Checks that every segment lies inside one registered LMR of `ia` (dat_lmr_sync_rdma_read /
@@ -102,8 +116,10 @@ impl Lmr {
                 e => DatError::InsufficientResources(e.to_string()),
             })?;
         Ok(Lmr {
-            pz: pz.inner.clone(),
-            region,
+            reg: Arc::new(Registered {
+                pz: pz.inner.clone(),
+                region,
+            }),
             context: Default::default(),
         })
     }
@@ -112,8 +128,10 @@ impl Lmr {
     /// `MrTable::register_raw` by the C ABI, which upholds its contract); deregistered on drop.
     pub(crate) fn from_region(pz: &Pz, region: Region) -> Lmr {
         Lmr {
-            pz: pz.inner.clone(),
-            region,
+            reg: Arc::new(Registered {
+                pz: pz.inner.clone(),
+                region,
+            }),
             context: Default::default(),
         }
     }
@@ -121,10 +139,11 @@ impl Lmr {
     /// dat_lmr_query: PZ, address, length, contexts and rights of the live region.
     pub fn query(&self) -> Result<LmrParam, DatError> {
         let r = self
+            .reg
             .pz
             .ia
             .mem
-            .query(self.region.lkey)
+            .query(self.reg.region.lkey)
             .map_err(|_| DatError::InvalidHandleOf {
                 kind: super::error::HandleKind::Lmr,
                 what: "LMR no longer registered",
@@ -146,28 +165,28 @@ impl Lmr {
 
     /// The L_Key (lmr_context).
     pub fn lmr_context(&self) -> u32 {
-        self.region.lkey
+        self.reg.region.lkey
     }
 
     /// The R_Key (rmr_context).
     pub fn rmr_context(&self) -> u32 {
-        self.region.rkey
+        self.reg.region.rkey
     }
 
     /// The region's virtual address.
     pub fn address(&self) -> u64 {
-        self.region.addr
+        self.reg.region.addr
     }
 
     pub fn length(&self) -> u64 {
-        self.region.len
+        self.reg.region.len
     }
 
     /// A triplet naming `len` bytes at `offset` of this region.
     pub fn triplet(&self, offset: u64, len: u32) -> LmrTriplet {
         LmrTriplet {
-            lmr_context: self.region.lkey,
-            virtual_address: self.region.addr + offset,
+            lmr_context: self.reg.region.lkey,
+            virtual_address: self.reg.region.addr + offset,
             segment_length: len,
         }
     }
@@ -175,56 +194,62 @@ impl Lmr {
     /// An RMR triplet for a peer: `len` bytes at `offset`.
     pub fn rmr_triplet(&self, offset: u64, len: u32) -> RmrTriplet {
         RmrTriplet {
-            rmr_context: self.region.rkey,
-            target_address: self.region.addr + offset,
+            rmr_context: self.reg.region.rkey,
+            target_address: self.reg.region.addr + offset,
             segment_length: len,
         }
     }
 
     /// Copies `data` into the region at `offset` (the consumer writing its own memory).
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), DatError> {
-        self.pz
+        self.reg
+            .pz
             .ia
             .mem
-            .write_local(self.region.lkey, self.region.addr + offset, data)
+            .write_local(self.reg.region.lkey, self.reg.region.addr + offset, data)
             .map_err(|_| DatError::InvalidParameter("outside the LMR"))
     }
 
     /// Copies `len` bytes at `offset` out of the region.
     pub fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>, DatError> {
         let mut out = vec![0; len];
-        self.pz
+        self.reg
+            .pz
             .ia
             .mem
-            .read_local(self.region.lkey, self.region.addr + offset, &mut out)
+            .read_local(
+                self.reg.region.lkey,
+                self.reg.region.addr + offset,
+                &mut out,
+            )
             .map_err(|_| DatError::InvalidParameter("outside the LMR"))?;
         Ok(out)
     }
 
-    /// Frees the region; refused (DAT_INVALID_STATE) while a transmit still holds it.
-    pub fn free(self) -> Result<(), Refused<Lmr>> {
-        match self.pz.ia.mem.try_deregister(self.region.lkey) {
+    /// Frees the region; refused (DAT_INVALID_STATE) while an RMR is bound to it or a
+    /// transmit still holds it.
+    pub fn free(mut self) -> Result<(), Refused<Lmr>> {
+        let rmrs = Arc::strong_count(&self.reg) - 1;
+        if rmrs > 0 {
+            return Err(Refused {
+                object: self,
+                error: DatError::InvalidStateOf {
+                    kind: super::error::StateKind::LmrInUse,
+                    what: format!("{rmrs} RMRs bound"),
+                },
+            });
+        }
+        match self.reg.pz.ia.mem.try_deregister(self.reg.region.lkey) {
             Ok(()) => {
-                self.forget();
+                if let Some(reg) = Arc::get_mut(&mut self.reg) {
+                    reg.region.lkey = 0;
+                }
                 Ok(())
             }
             Err(e) => Err(Refused {
                 object: self,
                 error: DatError::InvalidState(e.to_string()),
             }),
-        }
-    }
-
-    fn forget(mut self) {
-        self.region.lkey = 0;
-    }
-}
-
-impl Drop for Lmr {
-    fn drop(&mut self) {
-        if self.region.lkey != 0 {
-            // Waits for accesses in flight, then no core touches the memory again.
-            let _ = self.pz.ia.mem.deregister(self.region.lkey);
         }
     }
 }

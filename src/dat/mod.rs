@@ -27,6 +27,7 @@ pub mod memory;
 pub mod port_io;
 pub mod psp;
 pub mod pz;
+pub mod rmr;
 pub mod rsp;
 pub mod srq;
 
@@ -46,5 +47,6 @@ pub use memory::SharedMemory;
 pub use port_io::PortIo;
 pub use psp::Psp;
 pub use pz::Pz;
+pub use rmr::{Rmr, RmrParam};
 pub use rsp::Rsp;
 pub use srq::Srq;
