@@ -2,7 +2,8 @@
 //! EVD; answered once, by accepting on an UNCONNECTED EP or rejecting, both with private data.
 //! A request dropped unanswered is rejected, so the peer is not left waiting.
 
-use super::ep::{Ep, EpState};
+use super::context::ConsumerContext;
+use super::ep::{Ep, EpInner, EpState};
 use super::error::DatError;
 use super::ia::IaInner;
 use crate::cm::{AcceptParams, CmId};
@@ -21,6 +22,20 @@ pub struct Cr {
     remote_qpn: u32,
     private_data: Vec<u8>,
     answered: bool,
+    context: ConsumerContext,
+    /// The EP of the RSP the request arrived on (dat_rsp_create).
+    reserved: Option<Arc<EpInner>>,
+}
+
+/// What dat_cr_query reports (DAT_CR_PARAM); the private data is writable through
+/// [`Cr::private_data_mut`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrParam {
+    pub remote_address: Ipv4Addr,
+    pub conn_qual: u16,
+    pub private_data: Vec<u8>,
+    /// The reserved EP's QPN for a request on an RSP.
+    pub ep: Option<u32>,
 }
 
 impl core::fmt::Debug for Cr {
@@ -43,7 +58,48 @@ impl Cr {
             remote_qpn: req.remote_qpn,
             private_data: req.private_data,
             answered: false,
+            context: ConsumerContext::default(),
+            reserved: None,
         }
+    }
+
+    /// A request that arrived on the RSP of `ep`: the EP moves from RESERVED to
+    /// PASSIVE_CONNECTION_PENDING.
+    pub(crate) fn with_reserved(mut self, ep: Arc<EpInner>) -> Cr {
+        {
+            let mut c = ep.lock();
+            if c.state == EpState::Reserved {
+                c.state = EpState::PassiveConnectionPending;
+            }
+        }
+        self.reserved = Some(ep);
+        self
+    }
+
+    /// dat_cr_query.
+    pub fn query(&self) -> CrParam {
+        CrParam {
+            remote_address: self.remote_ip,
+            conn_qual: self.conn_qual,
+            private_data: self.private_data.clone(),
+            ep: self.reserved_ep(),
+        }
+    }
+
+    /// The QPN of the EP reserved for this request (requests on an RSP), `None` for a PSP.
+    pub fn reserved_ep(&self) -> Option<u32> {
+        self.reserved.as_ref().map(|e| e.lock().qpn)
+    }
+
+    /// dat_cr_accept with DAT_HANDLE_NULL for a request on an RSP: accepts on the reserved EP.
+    pub fn accept_reserved(self, private_data: &[u8]) -> Result<(), DatError> {
+        let Some(ep) = self.reserved.clone() else {
+            return Err(DatError::InvalidArg {
+                arg: 2,
+                what: "no EP reserved for this request (a PSP's)",
+            });
+        };
+        self.accept_on(&ep, private_data)
     }
 
     /// The listened connection qualifier.
@@ -66,14 +122,33 @@ impl Cr {
         &mut self.private_data
     }
 
+    /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).
+    pub fn context(&self) -> &ConsumerContext {
+        &self.context
+    }
+
     /// dat_cr_accept: connects the request to `ep` (UNCONNECTED, same IA); Established follows
     /// on the EP's connection EVD.
-    pub fn accept(mut self, ep: &Ep, private_data: &[u8]) -> Result<(), DatError> {
-        if !Arc::ptr_eq(ep.inner.ia(), &self.ia) {
+    /// A request on an RSP is accepted only on its reserved EP (else DAT_INVALID_PARAMETER,
+    /// argument 2).
+    pub fn accept(self, ep: &Ep, private_data: &[u8]) -> Result<(), DatError> {
+        if let Some(r) = &self.reserved {
+            if !Arc::ptr_eq(r, &ep.inner) {
+                return Err(DatError::InvalidArg {
+                    arg: 2,
+                    what: "not the EP reserved for this request",
+                });
+            }
+        }
+        self.accept_on(&ep.inner.clone(), private_data)
+    }
+
+    fn accept_on(mut self, ep: &Arc<EpInner>, private_data: &[u8]) -> Result<(), DatError> {
+        if !Arc::ptr_eq(ep.ia(), &self.ia) {
             return Err(DatError::InvalidHandle("EP of another IA"));
         }
-        let (qpn, srq) = ep.inner.accept_qpn()?;
-        let attr = ep.attr();
+        let (qpn, srq) = ep.accept_qpn()?;
+        let attr = ep.lock().attr;
         let mut p = AcceptParams::new(qpn, Psn::new(self.ia.next_psn()));
         p.pmtu = Some(self.ia.pmtu);
         p.responder_resources = attr.max_rdma_read_in;
@@ -83,15 +158,26 @@ impl Cr {
         p.private_data = private_data.to_vec();
         self.ia.engine.accept(self.id, p)?;
         self.answered = true;
-        ep.inner.set_state(EpState::CompletionPending);
+        ep.set_state(EpState::CompletionPending);
         Ok(())
     }
 
     /// dat_cr_reject: the requester gets PEER_REJECTED with `private_data`.
+    /// A reserved EP returns to RESERVED.
     pub fn reject(mut self, private_data: &[u8]) -> Result<(), DatError> {
         self.answered = true;
         self.ia.engine.reject(self.id, private_data.to_vec())?;
+        self.unreserve();
         Ok(())
+    }
+
+    fn unreserve(&self) {
+        if let Some(ep) = &self.reserved {
+            let mut c = ep.lock();
+            if c.state == EpState::PassiveConnectionPending {
+                c.state = EpState::Reserved;
+            }
+        }
     }
 }
 
@@ -99,6 +185,7 @@ impl Drop for Cr {
     fn drop(&mut self) {
         if !self.answered {
             let _ = self.ia.engine.reject(self.id, Vec::new());
+            self.unreserve();
         }
     }
 }

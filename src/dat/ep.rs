@@ -466,6 +466,41 @@ impl Ep {
         }
     }
 
+    /// dat_ep_dup_connect: connects to the same remote IA address and connection qualifier
+    /// as `dup` (an EP that is connected or connecting; else DAT_INVALID_PARAMETER, argument 2).
+    pub fn dup_connect(&self, dup: &Ep, private_data: &[u8]) -> Result<(), DatError> {
+        if !Arc::ptr_eq(&dup.inner.ia, &self.inner.ia) {
+            return Err(DatError::InvalidHandleOf {
+                kind: super::error::HandleKind::Ep,
+                what: "dup EP of another IA",
+            });
+        }
+        let Some((remote, qual)) = dup.remote() else {
+            return Err(DatError::InvalidArg {
+                arg: 2,
+                what: "the dup EP has no connection to copy",
+            });
+        };
+        self.connect(remote, qual, private_data)
+    }
+
+    /// dat_ep_disconnect with DAT_CLOSE_GRACEFUL_FLAG: waits until every request DTO
+    /// outstanding at the EP has completed (driving inline progress meanwhile), then
+    /// disconnects, so those requests complete instead of flushing. Receives still flush.
+    /// `disconnect` is the abrupt form (DAT_CLOSE_ABRUPT_FLAG).
+    pub fn disconnect_graceful(&self) -> Result<(), DatError> {
+        loop {
+            let (state, _, request_idle) = self.get_status();
+            if request_idle || state != EpState::Connected {
+                break;
+            }
+            if !self.inner.ia.engine.progress() {
+                std::thread::yield_now();
+            }
+        }
+        self.disconnect()
+    }
+
     /// dat_ep_reset: a DISCONNECTED EP goes back to UNCONNECTED on a fresh QP.
     pub fn reset(&self) -> Result<(), DatError> {
         let mut c = self.inner.lock();

@@ -2,16 +2,26 @@
 //! shards push into, dequeued without waiting (DAT_QUEUE_EMPTY) or waited on with a timeout
 //! and a threshold (DAT_TIMEOUT_EXPIRED). Dequeuing a connection event moves its EP's state;
 //! a connection request becomes a [`Cr`](super::cr::Cr).
+//!
+//! The EVD state of DAT 2.0 §6.3.2: dat_evd_query, dat_evd_resize (never below the queued
+//! count: DAT_INVALID_STATE), dat_evd_enable / dat_evd_disable (a disabled EVD still queues
+//! events but neither wakes its waiter nor triggers its CNO), dat_evd_set_unwaitable /
+//! dat_evd_clear_unwaitable (dat_evd_wait fails with DAT_INVALID_STATE and releases waiters),
+//! dat_evd_post_se (DAT_SOFTWARE_EVENT, only on an EVD created with DAT_EVD_SOFTWARE_FLAG) and
+//! dat_evd_modify_cno.
 
+use super::cno::{Cno, CnoInner};
+use super::context::ConsumerContext;
 use super::cr::Cr;
-use super::error::{DatError, Refused};
+use super::error::{DatError, Refused, StateKind};
 use super::ia::{Ia, IaInner};
-use crate::engine::event_queue::WaitError;
+use crate::engine::event_queue::GatedWaitError;
 use crate::engine::runtime::{AsyncEvent, ConnEvent, Event, EventSink};
 use crate::transport::types::{WcOpcode, WcStatus};
 use crate::wire::cm_msg::RejReason;
 use bitflags::bitflags;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 bitflags! {
@@ -64,7 +74,33 @@ pub enum DatEvent {
         reject_reason: Option<RejReason>,
     },
     ConnectionRequest(Cr),
+    /// An asynchronous event; a software event (dat_evd_post_se) is
+    /// `Async(AsyncEvent::Software { pointer })` ([`DatEvent::software`]).
     Async(AsyncEvent),
+}
+
+impl DatEvent {
+    /// The pointer value of a DAT_SOFTWARE_EVENT, `None` for every other event.
+    pub fn software(&self) -> Option<u64> {
+        match self {
+            DatEvent::Async(AsyncEvent::Software { pointer }) => Some(*pointer),
+            _ => None,
+        }
+    }
+}
+
+/// What dat_evd_query reports (DAT_EVD_PARAM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvdParam {
+    /// evd_qlen: the capacity.
+    pub size: usize,
+    pub flags: EvdFlags,
+    /// Events queued at the time of the query.
+    pub queued: usize,
+    pub enabled: bool,
+    pub waitable: bool,
+    /// The attached CNO's id ([`Cno::id`]).
+    pub cno: Option<u64>,
 }
 
 pub(crate) struct EvdInner {
@@ -73,9 +109,25 @@ pub(crate) struct EvdInner {
     pub flags: EvdFlags,
     /// EP completion streams fed into this EVD (completion-flag rules of dat_ep_create).
     pub streams: std::sync::Mutex<super::evd_streams::DtoStreams>,
+    /// dat_evd_enable / dat_evd_disable.
+    pub enabled: AtomicBool,
+    /// dat_evd_clear_unwaitable / dat_evd_set_unwaitable.
+    pub waitable: AtomicBool,
+    /// The attached CNO (dat_evd_modify_cno).
+    pub cno: Mutex<Option<Arc<CnoInner>>>,
+    pub context: ConsumerContext,
 }
 
 impl EvdInner {
+    pub(crate) fn lock_cno(&self) -> MutexGuard<'_, Option<Arc<CnoInner>>> {
+        self.cno.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True when an enabled EVD holds an event (what triggers its CNO).
+    pub(crate) fn triggers(&self) -> bool {
+        self.enabled.load(Ordering::Acquire) && !self.sink.queue.is_empty()
+    }
+
     pub(crate) fn lock_streams(&self) -> std::sync::MutexGuard<'_, super::evd_streams::DtoStreams> {
         self.streams.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -102,8 +154,124 @@ impl Evd {
                 sink,
                 flags,
                 streams: Default::default(),
+                enabled: AtomicBool::new(true),
+                waitable: AtomicBool::new(true),
+                cno: Mutex::new(None),
+                context: ConsumerContext::default(),
             }),
         }
+    }
+
+    /// dat_evd_create with a CNO: as [`Evd::create`], attached to `cno`.
+    pub fn create_with_cno(
+        ia: &Ia,
+        size: usize,
+        cno: Option<&Cno>,
+        flags: EvdFlags,
+    ) -> Result<Evd, DatError> {
+        let evd = Self::create(ia, size, flags)?;
+        evd.modify_cno(cno)?;
+        Ok(evd)
+    }
+
+    /// A process-unique id of this EVD (what [`Cno::wait`] returns).
+    pub fn id(&self) -> u64 {
+        self.inner.sink.id()
+    }
+
+    /// dat_evd_query.
+    pub fn query(&self) -> EvdParam {
+        EvdParam {
+            size: self.size(),
+            flags: self.inner.flags,
+            queued: self.len(),
+            enabled: self.inner.enabled.load(Ordering::Acquire),
+            waitable: self.inner.waitable.load(Ordering::Acquire),
+            cno: self.inner.lock_cno().as_ref().map(|c| c.id()),
+        }
+    }
+
+    /// dat_evd_resize: the capacity becomes `size`, the queued events stay; refused with
+    /// DAT_INVALID_STATE when more events are queued than `size` holds, DAT_INVALID_PARAMETER
+    /// for 0.
+    pub fn resize(&self, size: usize) -> Result<(), DatError> {
+        if size == 0 {
+            return Err(DatError::InvalidArg {
+                arg: 2,
+                what: "EVD size 0",
+            });
+        }
+        self.inner.sink.queue.resize(size).map_err(|queued| {
+            DatError::InvalidState(format!("{queued} events queued, more than {size}"))
+        })
+    }
+
+    /// dat_evd_enable.
+    pub fn enable(&self) {
+        self.inner.enabled.store(true, Ordering::Release);
+        self.inner.sink.queue.wake_all();
+    }
+
+    /// dat_evd_disable: events still queue (and dequeue), but a waiter is not woken and the
+    /// CNO is not triggered until the EVD is enabled again.
+    pub fn disable(&self) {
+        self.inner.enabled.store(false, Ordering::Release);
+    }
+
+    /// dat_evd_set_unwaitable: waiters return DAT_INVALID_STATE, and so does every
+    /// dat_evd_wait until dat_evd_clear_unwaitable.
+    pub fn set_unwaitable(&self) {
+        self.inner.waitable.store(false, Ordering::Release);
+        self.inner.sink.queue.wake_all();
+    }
+
+    /// dat_evd_clear_unwaitable.
+    pub fn clear_unwaitable(&self) {
+        self.inner.waitable.store(true, Ordering::Release);
+    }
+
+    /// dat_evd_post_se: queues a DAT_SOFTWARE_EVENT carrying `pointer`. Only an EVD created
+    /// with DAT_EVD_SOFTWARE_FLAG takes one (else DAT_INVALID_PARAMETER, argument 2); a full
+    /// EVD refuses it with DAT_QUEUE_FULL.
+    pub fn post_se(&self, pointer: u64) -> Result<(), DatError> {
+        if !self.inner.flags.contains(EvdFlags::SOFTWARE) {
+            return Err(DatError::InvalidArg {
+                arg: 2,
+                what: "EVD created without DAT_EVD_SOFTWARE_FLAG",
+            });
+        }
+        self.inner
+            .sink
+            .queue
+            .try_push(Event::Async(AsyncEvent::Software { pointer }))
+            .map_err(|_| DatError::QueueFull)
+    }
+
+    /// dat_evd_modify_cno: attaches this EVD to `cno` (detaching it from its previous CNO),
+    /// or detaches it (`None`). The CNO must belong to the EVD's IA.
+    pub fn modify_cno(&self, cno: Option<&Cno>) -> Result<(), DatError> {
+        if let Some(c) = cno {
+            if !Arc::ptr_eq(&c.inner.ia, &self.inner.ia) {
+                return Err(DatError::InvalidHandleOf {
+                    kind: super::error::HandleKind::Cno,
+                    what: "CNO of another IA",
+                });
+            }
+        }
+        let mut slot = self.inner.lock_cno();
+        if let Some(old) = slot.take() {
+            old.detach(&self.inner);
+        }
+        if let Some(c) = cno {
+            c.inner.attach(&self.inner);
+            *slot = Some(c.inner.clone());
+        }
+        Ok(())
+    }
+
+    /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).
+    pub fn context(&self) -> &ConsumerContext {
+        &self.inner.context
     }
 
     /// The stream flags.
@@ -147,14 +315,28 @@ impl Evd {
         if threshold > self.size() {
             return Err(DatError::InvalidParameter("threshold above the EVD size"));
         }
-        match self
-            .inner
-            .ia
-            .engine
-            .wait(&self.inner.sink, timeout, threshold.max(1))
-        {
+        let unwaitable = || DatError::InvalidStateOf {
+            kind: StateKind::EvdUnwaitable,
+            what: "dat_evd_wait on an unwaitable EVD".into(),
+        };
+        let inner = &self.inner;
+        let engine = &inner.ia.engine;
+        let got = inner.sink.queue.wait_gated(
+            timeout,
+            threshold.max(1),
+            || engine.progress(),
+            || {
+                if inner.waitable.load(Ordering::Acquire) {
+                    Ok(inner.enabled.load(Ordering::Acquire))
+                } else {
+                    Err(())
+                }
+            },
+        );
+        match got {
             Ok(ev) => Ok(self.convert(ev)),
-            Err(WaitError::Timeout) => Err(DatError::TimeoutExpired),
+            Err(GatedWaitError::Timeout) => Err(DatError::TimeoutExpired),
+            Err(GatedWaitError::Gate(())) => Err(unwaitable()),
         }
     }
 
@@ -198,7 +380,15 @@ impl Evd {
                     reject_reason,
                 }
             }
-            Event::Request(req) => DatEvent::ConnectionRequest(Cr::new(&self.inner.ia, req)),
+            Event::Request(req) => {
+                let ia = &self.inner.ia;
+                let reserved = ia.lock_rsps().get(&req.port).and_then(|w| w.upgrade());
+                let cr = Cr::new(ia, req);
+                DatEvent::ConnectionRequest(match reserved {
+                    Some(ep) => cr.with_reserved(ep),
+                    None => cr,
+                })
+            }
             Event::Async(a) => DatEvent::Async(a),
         }
     }
@@ -211,6 +401,9 @@ impl Evd {
                 object: self,
                 error: DatError::InvalidState(format!("EVD used by {users} EPs/PSPs")),
             });
+        }
+        if let Some(cno) = self.inner.lock_cno().take() {
+            cno.detach(&self.inner);
         }
         Ok(())
     }

@@ -46,6 +46,11 @@ pub(crate) struct IaInner {
     pub eps: Mutex<HashMap<u32, Weak<EpInner>>>,
     next_psn: AtomicU32,
     next_shard: AtomicUsize,
+    pub context: super::context::ConsumerContext,
+    /// Reserved service points: connection qualifier -> the reserved EP (dat_rsp_create).
+    pub rsps: Mutex<HashMap<u16, Weak<EpInner>>>,
+    /// Where dat_psp_create_any starts looking for a free qualifier.
+    pub next_any_qual: AtomicU32,
     _port: Option<crate::dpdk::ProfilePort>,
 }
 
@@ -61,6 +66,10 @@ impl IaInner {
     /// The shard of a new EP (round robin).
     pub fn next_shard(&self) -> usize {
         self.next_shard.fetch_add(1, Ordering::Relaxed) % self.engine.shards()
+    }
+
+    pub fn lock_rsps(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Weak<EpInner>>> {
+        self.rsps.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn lock_eps(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Weak<EpInner>>> {
@@ -154,6 +163,9 @@ impl Ia {
             eps: Mutex::new(HashMap::new()),
             next_psn: AtomicU32::new(seed as u32),
             next_shard: AtomicUsize::new(0),
+            context: Default::default(),
+            rsps: Mutex::new(HashMap::new()),
+            next_any_qual: AtomicU32::new(seed as u32),
             _port: port,
         });
         let async_evd = Evd::from_sink(&inner, async_sink, EvdFlags::ASYNC);
@@ -163,6 +175,11 @@ impl Ia {
     /// The IA address (the port's IPv4 address).
     pub fn address(&self) -> Ipv4Addr {
         self.inner.ip
+    }
+
+    /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).
+    pub fn context(&self) -> &super::context::ConsumerContext {
+        &self.inner.context
     }
 
     /// The async EVD (DAT_ASYNC_ERROR events, EVD overflows).

@@ -1,5 +1,5 @@
 //! The DAT-shaped Rust API (uDAPL 2.0 object model): [`Ia`] (interface adapter, one port and
-//! its engine), [`Pz`], [`Lmr`], [`Evd`], [`Ep`], [`Srq`], [`Psp`] and [`Cr`]. The seed man
+//! its engine), [`Pz`], [`Lmr`], [`Evd`], [`Cno`], [`Ep`], [`Srq`], [`Psp`] and [`Cr`]. The seed man
 //! pages fix the EP rules (creation in UNCONNECTED, `get_status` idleness); errors are
 //! [`DatError`]s named after the DAT return codes, so the C ABI only maps them.
 //!
@@ -7,6 +7,7 @@
 //! refused with DAT_INVALID_STATE while an object is still used (an EVD of a live EP, a PZ
 //! with LMRs, an IA with open objects), and dropping frees in any order without leaks.
 
+pub mod cno;
 pub mod context;
 pub mod cr;
 pub mod ep;
@@ -26,21 +27,26 @@ pub mod memory;
 pub mod port_io;
 pub mod psp;
 pub mod pz;
+pub mod rmr;
+pub mod rsp;
 pub mod srq;
 
+pub use cno::{Cno, CnoParam};
 pub use context::ConsumerContext;
-pub use cr::Cr;
+pub use cr::{Cr, CrParam};
 pub use ep::{Ep, EpState};
 pub use ep_attr::{CompletionFlags, EpAttr, EpParamMask, VALUE_UNKNOWN, WATERMARK_INFINITE};
 pub use ep_modify::EpParam;
 pub use ep_recv::RecvQuery;
 pub use error::{AccessKind, DatError, HandleKind, Refused, StateKind};
-pub use evd::{ConnectionEventKind, DatEvent, DtoEvent, Evd, EvdFlags};
+pub use evd::{ConnectionEventKind, DatEvent, DtoEvent, Evd, EvdFlags, EvdParam};
 pub use ia::{Ia, IaConfig};
 pub use ia_attr::IaAttr;
-pub use lmr::{Lmr, LmrTriplet, RmrTriplet};
+pub use lmr::{Lmr, LmrParam, LmrTriplet, RmrTriplet};
 pub use memory::SharedMemory;
 pub use port_io::PortIo;
 pub use psp::Psp;
 pub use pz::Pz;
+pub use rmr::{Rmr, RmrParam};
+pub use rsp::Rsp;
 pub use srq::Srq;

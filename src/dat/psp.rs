@@ -2,6 +2,7 @@
 //! (an rdma_cm TCP-space port); connection requests arrive as [`Cr`](super::cr::Cr)s on the
 //! PSP's EVD.
 
+use super::context::ConsumerContext;
 use super::error::DatError;
 use super::evd::{Evd, EvdFlags, EvdInner};
 use super::ia::Ia;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 pub struct Psp {
     evd: Arc<EvdInner>,
     conn_qual: u16,
+    context: ConsumerContext,
 }
 
 impl Psp {
@@ -26,12 +28,40 @@ impl Psp {
         Ok(Psp {
             evd: evd.inner.clone(),
             conn_qual,
+            context: ConsumerContext::default(),
         })
     }
+
+    /// dat_psp_create_any: listens on a connection qualifier the provider picks among the free
+    /// ones of [`Psp::ANY_RANGE`] and reports ([`Psp::conn_qual`]); DAT_CONN_QUAL_UNAVAILABLE
+    /// when every one is taken.
+    pub fn create_any(ia: &Ia, evd: &Evd) -> Result<Psp, DatError> {
+        let span = u32::from(*Self::ANY_RANGE.end() - *Self::ANY_RANGE.start()) + 1;
+        let start = ia
+            .inner
+            .next_any_qual
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for i in 0..span {
+            let qual = *Self::ANY_RANGE.start() + ((start.wrapping_add(i)) % span) as u16;
+            match Self::create(ia, qual, evd) {
+                Err(DatError::ConnQualInUse(_)) => continue,
+                other => return other,
+            }
+        }
+        Err(DatError::ConnQualUnavailable)
+    }
+
+    /// The qualifiers dat_psp_create_any chooses from (the dynamic port range of RFC 6335).
+    pub const ANY_RANGE: core::ops::RangeInclusive<u16> = 49152..=65535;
 
     /// The connection qualifier.
     pub fn conn_qual(&self) -> u16 {
         self.conn_qual
+    }
+
+    /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).
+    pub fn context(&self) -> &ConsumerContext {
+        &self.context
     }
 
     /// dat_psp_free: stops listening (requests already queued stay answerable).

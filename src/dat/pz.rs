@@ -1,6 +1,7 @@
 //! Protection zones (dat_pz_create / dat_pz_free): memory regions and EPs of one PZ only
 //! access each other (IBTA vol. 1 §10.6.3.2, checked by the `MrTable`).
 
+use super::context::ConsumerContext;
 use super::error::{DatError, Refused};
 use super::ia::{Ia, IaInner};
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 pub(crate) struct PzInner {
     pub ia: Arc<IaInner>,
     pub pz: crate::mem::Pz,
+    pub context: ConsumerContext,
 }
 
 impl Drop for PzInner {
@@ -28,6 +30,7 @@ impl Pz {
             inner: Arc::new(PzInner {
                 ia: ia.inner.clone(),
                 pz: ia.inner.mem.create_pz(),
+                context: ConsumerContext::default(),
             }),
         })
     }
@@ -35,6 +38,11 @@ impl Pz {
     /// The zone's number (the `pd` of the transport).
     pub fn id(&self) -> u32 {
         self.inner.pz.id()
+    }
+
+    /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).
+    pub fn context(&self) -> &ConsumerContext {
+        &self.inner.context
     }
 
     /// Frees the zone; refused (DAT_INVALID_STATE) while LMRs, EPs or SRQs use it.

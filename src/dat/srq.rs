@@ -1,6 +1,7 @@
 //! Shared receive queues (dat_srq_create / dat_srq_post_recv / dat_srq_free): one pool of
 //! receive buffers for many EPs. An SRQ lives on one shard; its EPs are placed there.
 
+use super::context::ConsumerContext;
 use super::error::{DatError, Refused};
 use super::ia::IaInner;
 use super::lmr::LmrTriplet;
@@ -14,6 +15,7 @@ pub(crate) struct SrqInner {
     pub shard: usize,
     pub srqn: u32,
     pub max_recv_iov: u32,
+    pub context: ConsumerContext,
 }
 
 impl Drop for SrqInner {
@@ -43,8 +45,14 @@ impl Srq {
                 shard,
                 srqn,
                 max_recv_iov,
+                context: ConsumerContext::default(),
             }),
         })
+    }
+
+    /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).
+    pub fn context(&self) -> &ConsumerContext {
+        &self.inner.context
     }
 
     /// dat_srq_post_recv: the completion goes to the receive EVD of the EP that consumes it.

@@ -5,7 +5,7 @@
 
 use crossbeam_queue::ArrayQueue;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 /// Why a wait returned without an event.
@@ -16,9 +16,22 @@ pub enum WaitError {
     Timeout,
 }
 
+/// Why a gated wait ([`EventQueue::wait_gated`]) returned without an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GatedWaitError<E> {
+    /// The timeout expired first.
+    Timeout,
+    /// The gate refused the wait (e.g. the EVD became unwaitable).
+    Gate(E),
+}
+
+/// What a wait gate says: dequeue when the threshold is met, hold on, or give up.
+pub type Gate<E> = Result<bool, E>;
+
 /// A bounded event ring.
 pub struct EventQueue<T> {
-    ring: ArrayQueue<T>,
+    /// Write-locked only by [`EventQueue::resize`]; pushes and pops share it.
+    ring: RwLock<ArrayQueue<T>>,
     sleepers: AtomicUsize,
     lock: Mutex<()>,
     cond: Condvar,
@@ -29,7 +42,7 @@ impl<T> EventQueue<T> {
     /// A queue holding at most `capacity` events (at least 1).
     pub fn new(capacity: usize) -> Self {
         EventQueue {
-            ring: ArrayQueue::new(capacity.max(1)),
+            ring: RwLock::new(ArrayQueue::new(capacity.max(1))),
             sleepers: AtomicUsize::new(0),
             lock: Mutex::new(()),
             cond: Condvar::new(),
@@ -37,25 +50,54 @@ impl<T> EventQueue<T> {
         }
     }
 
+    fn ring(&self) -> RwLockReadGuard<'_, ArrayQueue<T>> {
+        self.ring.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Capacity.
     pub fn capacity(&self) -> usize {
-        self.ring.capacity()
+        self.ring().capacity()
     }
 
     /// Events queued now.
     pub fn len(&self) -> usize {
-        self.ring.len()
+        self.ring().len()
     }
 
     /// True when no event is queued.
     pub fn is_empty(&self) -> bool {
-        self.ring.is_empty()
+        self.ring().is_empty()
+    }
+
+    /// Changes the capacity to `capacity` (at least 1), keeping the queued events in order;
+    /// refused with the queued count when more events are queued than would fit
+    /// (dat_evd_resize: DAT_INVALID_STATE).
+    pub fn resize(&self, capacity: usize) -> Result<(), usize> {
+        let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
+        let queued = ring.len();
+        if queued > capacity.max(1) {
+            return Err(queued);
+        }
+        let new = ArrayQueue::new(capacity.max(1));
+        while let Some(ev) = ring.pop() {
+            // Fits: checked above, and no push can race the write lock.
+            let _ = new.push(ev);
+        }
+        *ring = new;
+        Ok(())
+    }
+
+    /// Wakes every sleeping waiter so it re-evaluates its gate (an EVD changed state).
+    pub fn wake_all(&self) {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.cond.notify_all();
     }
 
     /// Queues an event; a full queue hands it back and remembers the overflow (DAT reports it
     /// as DAT_EVD_OVERFLOW on the async EVD: an event is never dropped silently).
     pub fn push(&self, ev: T) -> Result<(), T> {
-        match self.ring.push(ev) {
+        let pushed = self.ring().push(ev);
+        match pushed {
             Ok(()) => {
                 if self.sleepers.load(Ordering::SeqCst) > 0 {
                     let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -70,6 +112,17 @@ impl<T> EventQueue<T> {
         }
     }
 
+    /// Queues an event unless the queue is full (then hands it back without recording an
+    /// overflow: the caller reports the refusal itself, as dat_evd_post_se's DAT_QUEUE_FULL).
+    pub fn try_push(&self, ev: T) -> Result<(), T> {
+        self.ring().push(ev)?;
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.cond.notify_all();
+        }
+        Ok(())
+    }
+
     /// True (once) if a push failed because the queue was full since the last call.
     pub fn take_overflow(&self) -> bool {
         self.overflowed.swap(false, Ordering::SeqCst)
@@ -77,7 +130,7 @@ impl<T> EventQueue<T> {
 
     /// Dequeues an event without waiting (DAT_QUEUE_EMPTY when `None`).
     pub fn pop(&self) -> Option<T> {
-        self.ring.pop()
+        self.ring().pop()
     }
 
     /// Waits until at least `threshold` events are queued (at least 1), then dequeues one.
@@ -88,16 +141,36 @@ impl<T> EventQueue<T> {
         &self,
         timeout: Option<Duration>,
         threshold: usize,
-        mut progress: impl FnMut() -> bool,
+        progress: impl FnMut() -> bool,
     ) -> Result<T, WaitError> {
-        let threshold = threshold.clamp(1, self.capacity());
+        self.wait_gated(timeout, threshold, progress, || Gate::<()>::Ok(true))
+            .map_err(|_| WaitError::Timeout)
+    }
+
+    /// [`EventQueue::wait`] with a gate consulted on every round: `Ok(true)` lets a waiter
+    /// dequeue once the threshold is met, `Ok(false)` holds it (a disabled EVD does not wake
+    /// its waiter), `Err(e)` ends the wait with `e` (an unwaitable EVD releases its waiters).
+    /// Call [`EventQueue::wake_all`] after changing what the gate reads.
+    pub fn wait_gated<E>(
+        &self,
+        timeout: Option<Duration>,
+        threshold: usize,
+        mut progress: impl FnMut() -> bool,
+        gate: impl Fn() -> Gate<E>,
+    ) -> Result<T, GatedWaitError<E>> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let expired = |now: Instant| deadline.is_some_and(|d| now >= d);
+        // Met: the threshold (clamped to the current capacity, which a resize may change).
+        let met = || {
+            let ring = self.ring();
+            ring.len() >= threshold.clamp(1, ring.capacity())
+        };
         // Spin briefly: one kernel wake-up costs ~40 us here (REFERENCE-dpdk.md).
         let mut spins = 0u32;
         loop {
-            if self.ring.len() >= threshold {
-                if let Some(ev) = self.ring.pop() {
+            let open = gate().map_err(GatedWaitError::Gate)?;
+            if open && met() {
+                if let Some(ev) = self.ring().pop() {
                     return Ok(ev);
                 }
             }
@@ -105,20 +178,21 @@ impl<T> EventQueue<T> {
             if drove || spins < 20_000 {
                 spins = spins.saturating_add(1);
                 if spins.is_multiple_of(256) && expired(Instant::now()) {
-                    return Err(WaitError::Timeout);
+                    return Err(GatedWaitError::Timeout);
                 }
                 core::hint::spin_loop();
                 continue;
             }
             let now = Instant::now();
             if expired(now) {
-                return Err(WaitError::Timeout);
+                return Err(GatedWaitError::Timeout);
             }
             let g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             self.sleepers.fetch_add(1, Ordering::SeqCst);
-            if self.ring.len() < threshold {
-                // Re-checked under the lock: a push after this point notifies us. Sleep in short
-                // slices so a threshold reached by several pushes is seen promptly.
+            if !(met() && open) {
+                // Re-checked under the lock: a push or wake_all after this point notifies us.
+                // Sleep in short slices so a threshold reached by several pushes is seen
+                // promptly.
                 let slice = Duration::from_millis(10);
                 let d = deadline.map_or(slice, |d| d.saturating_duration_since(now).min(slice));
                 let _ = self

@@ -148,6 +148,11 @@ enum Owner {
         allocator: Arc<dyn Allocator>,
         block: Allocation,
     },
+    /// A memory window over part of another region, which it keeps pinned (so not freed)
+    /// until the window is deregistered.
+    Window {
+        parent: PinToken,
+    },
 }
 
 #[derive(Debug)]
@@ -452,6 +457,56 @@ impl MrTable {
         self.install(pz, ptr, len, access, iova, owner)
     }
 
+    /// Binds a memory window (`dat_rmr_bind`, IBTA vol. 1 §10.6.7): a new region over `len`
+    /// bytes at `addr` of the live region `lkey` (of zone `pd`), in the same zone, whose R_Key
+    /// reaches only that range with the remote rights `access` (a subset of the parent's).
+    /// The parent stays pinned until the window is deregistered: `try_deregister` of the
+    /// parent fails with `Busy` meanwhile (and `deregister` waits).
+    pub fn bind_window(
+        &self,
+        lkey: u32,
+        pd: u32,
+        addr: u64,
+        len: u32,
+        access: Access,
+    ) -> Result<Region, MrError> {
+        let remote = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+        if !remote.contains(access) || len == 0 {
+            return Err(MrError::InvalidParameter);
+        }
+        let r = MemRef {
+            kind: KeyKind::Local,
+            pd,
+            key: lkey,
+            addr,
+            len,
+        };
+        let (held, m, off) = self.locate(&r, Access::LOCAL_READ).map_err(|e| match e {
+            MemError::OutOfBounds => MrError::InvalidParameter,
+            _ => MrError::InvalidKey,
+        })?;
+        if !m.access.contains(access) {
+            return Err(MrError::InvalidParameter);
+        }
+        let ptr = m.ptr.wrapping_add(off);
+        let iova = m.iova.map(|i| i + off as u64);
+        let parent = PinGuard {
+            held,
+            addr: ptr.addr(),
+            len: len as usize,
+            iova,
+        }
+        .into_token();
+        self.install(
+            Pz(m.pd),
+            ptr,
+            len as usize,
+            access,
+            iova,
+            Owner::Window { parent },
+        )
+    }
+
     /// Test/consumer convenience: registers a provider-allocated copy of `bytes`.
     pub fn register_bytes(&self, pz: Pz, bytes: &[u8], access: Access) -> Result<Region, MrError> {
         let r = self.register_alloc(pz, bytes.len(), 8, access)?;
@@ -472,7 +527,7 @@ impl MrTable {
         let mut c = self.lock();
         let fail = |c: MutexGuard<'_, Ctl>, owner: Owner, e: MrError| {
             drop(c);
-            release_owner(owner);
+            self.release_owner(owner);
             Err(e)
         };
         let Some(n) = c.pzs.get_mut(&pz.0) else {
@@ -599,7 +654,7 @@ impl MrTable {
     fn finish_free(&self, idx: usize, gen: u32) {
         let taken = self.lock().owners.remove(&(idx as u32));
         let pz = taken.map(|(owner, pz)| {
-            release_owner(owner);
+            self.release_owner(owner);
             pz
         });
         let slot = &self.slots[idx];
@@ -870,12 +925,19 @@ impl MrTable {
     }
 }
 
-fn release_owner(owner: Owner) {
-    if let Owner::Allocated { allocator, block } = owner {
-        // SAFETY: `block` came from `allocator.alloc` (see `register_with`) and is used by no
-        // one: either it was never published, or its slot is no longer LIVE and its access
-        // count reached 0 (so no access is in progress and none can start).
-        unsafe { allocator.free(block) };
+impl MrTable {
+    fn release_owner(&self, owner: Owner) {
+        match owner {
+            Owner::Allocated { allocator, block } => {
+                // SAFETY: `block` came from `allocator.alloc` (see `register_with`) and is used
+                // by no one: either it was never published, or its slot is no longer LIVE and
+                // its access count reached 0 (so no access is in progress and none can start).
+                unsafe { allocator.free(block) };
+            }
+            // The window is gone: its parent may be freed again.
+            Owner::Window { parent } => self.unpin(parent),
+            Owner::Virtual => {}
+        }
     }
 }
 

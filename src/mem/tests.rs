@@ -415,3 +415,48 @@ fn raw_registration_reads_and_writes_consumer_memory() {
     };
     assert_eq!(wrap, Err(MrError::InvalidParameter));
 }
+
+#[test]
+fn window_reaches_only_its_range_with_its_rights_and_pins_its_parent() {
+    let t = MrTable::new(16);
+    let pz = t.create_pz();
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+    let p = t.register_alloc(pz, 256, 8, rw).unwrap();
+    t.write_local(p.lkey, p.addr + 64, b"inside").unwrap();
+    let w = t
+        .bind_window(p.lkey, pz.id(), p.addr + 64, 32, Access::REMOTE_READ)
+        .unwrap();
+    assert_eq!(w.addr, p.addr + 64);
+    let mut out = [0u8; 6];
+    let inside = mr(KeyKind::Remote, pz, w.rkey, p.addr + 64, 6);
+    t.read(&inside, Access::REMOTE_READ, &mut out).unwrap();
+    assert_eq!(&out, b"inside", "the window aliases the parent's bytes");
+    assert_eq!(
+        t.check(&inside, Access::REMOTE_WRITE),
+        Err(MemError::AccessDenied)
+    );
+    let before = mr(KeyKind::Remote, pz, w.rkey, p.addr + 63, 4);
+    assert!(t.check(&before, Access::REMOTE_READ).is_err());
+    // Rights the parent lacks, ranges outside it, local rights: refused.
+    assert_eq!(
+        t.bind_window(p.lkey, pz.id(), p.addr, 8, Access::REMOTE_ATOMIC),
+        Err(MrError::InvalidParameter)
+    );
+    assert_eq!(
+        t.bind_window(p.lkey, pz.id(), p.addr + 250, 8, Access::REMOTE_READ),
+        Err(MrError::InvalidParameter)
+    );
+    assert_eq!(
+        t.bind_window(p.lkey, pz.id(), p.addr, 8, Access::LOCAL_WRITE),
+        Err(MrError::InvalidParameter)
+    );
+    // The parent is pinned while the window lives.
+    assert_eq!(t.try_deregister(p.lkey), Err(MrError::Busy));
+    t.deregister(w.lkey).unwrap();
+    assert_eq!(
+        t.check(&inside, Access::REMOTE_READ),
+        Err(MemError::InvalidKey)
+    );
+    t.try_deregister(p.lkey).unwrap();
+    assert_eq!(t.live_regions(), 0);
+}

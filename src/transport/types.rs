@@ -254,6 +254,8 @@ pub enum WcOpcode {
     Recv,
     /// A received RDMA WRITE with immediate (receive WR consumed, no data placed in it).
     RecvRdmaWithImm,
+    /// A memory window bind (IBV_WC_BIND_MW; DAT_RMR_BIND_COMPLETION_EVENT).
+    BindMw,
 }
 
 /// A work completion.

@@ -1,0 +1,135 @@
+//! Consumer notification objects (dat_cno_create / dat_cno_wait / dat_cno_query /
+//! dat_cno_free, DAT 2.0 §6.3.1): one wait over many EVDs. An EVD attached with
+//! [`Evd::modify_cno`](super::evd::Evd::modify_cno) (or created with
+//! [`Evd::create_with_cno`](super::evd::Evd::create_with_cno)) triggers its CNO while it is
+//! enabled and holds an event; `wait` names that EVD and leaves the event on it to be dequeued.
+//! A CNO with attached EVDs is not freed (DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE).
+
+use super::context::ConsumerContext;
+use super::error::{DatError, Refused, StateKind};
+use super::evd::EvdInner;
+use super::ia::{Ia, IaInner};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+static NEXT_CNO_ID: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) struct CnoInner {
+    pub ia: Arc<IaInner>,
+    id: u64,
+    /// The attached EVDs (an EVD dropped without detaching simply disappears).
+    evds: Mutex<Vec<Weak<EvdInner>>>,
+    context: ConsumerContext,
+}
+
+impl CnoInner {
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Weak<EvdInner>>> {
+        let mut g = self.evds.lock().unwrap_or_else(|p| p.into_inner());
+        g.retain(|w| w.strong_count() > 0);
+        g
+    }
+
+    pub(crate) fn attach(&self, evd: &Arc<EvdInner>) {
+        self.lock().push(Arc::downgrade(evd));
+    }
+
+    pub(crate) fn detach(&self, evd: &Arc<EvdInner>) {
+        let target = Arc::as_ptr(evd);
+        self.lock().retain(|w| w.as_ptr() != target);
+    }
+
+    /// The first attached EVD that triggers the CNO.
+    fn triggered(&self) -> Option<u64> {
+        let evds: Vec<Arc<EvdInner>> = self.lock().iter().filter_map(Weak::upgrade).collect();
+        evds.iter().find(|e| e.triggers()).map(|e| e.sink.id())
+    }
+}
+
+/// What dat_cno_query reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CnoParam {
+    /// The IA's address (the CNO's IA).
+    pub ia_address: std::net::Ipv4Addr,
+    /// EVDs attached now.
+    pub attached: usize,
+}
+
+/// A consumer notification object.
+pub struct Cno {
+    pub(crate) inner: Arc<CnoInner>,
+}
+
+impl Cno {
+    /// dat_cno_create.
+    pub fn create(ia: &Ia) -> Result<Cno, DatError> {
+        Ok(Cno {
+            inner: Arc::new(CnoInner {
+                ia: ia.inner.clone(),
+                id: NEXT_CNO_ID.fetch_add(1, Ordering::Relaxed),
+                evds: Mutex::new(Vec::new()),
+                context: ConsumerContext::default(),
+            }),
+        })
+    }
+
+    /// A process-unique id (what [`EvdParam::cno`](super::evd::EvdParam::cno) names).
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// dat_cno_wait: waits until an attached, enabled EVD holds an event and returns that EVD's
+    /// [`Evd::id`](super::evd::Evd::id); DAT_TIMEOUT_EXPIRED after `timeout` (`None`: forever).
+    /// Inline progress is driven meanwhile; in core mode the wait spins, then naps briefly.
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<u64, DatError> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut rounds = 0u32;
+        loop {
+            if let Some(evd) = self.inner.triggered() {
+                return Ok(evd);
+            }
+            let drove = self.inner.ia.engine.progress();
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(DatError::TimeoutExpired);
+            }
+            rounds = rounds.saturating_add(1);
+            if !drove && rounds > 2_000 {
+                std::thread::sleep(Duration::from_micros(50));
+            } else {
+                core::hint::spin_loop();
+            }
+        }
+    }
+
+    /// dat_cno_query.
+    pub fn query(&self) -> CnoParam {
+        CnoParam {
+            ia_address: self.inner.ia.ip,
+            attached: self.inner.lock().len(),
+        }
+    }
+
+    /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).
+    pub fn context(&self) -> &ConsumerContext {
+        &self.inner.context
+    }
+
+    /// dat_cno_free: refused with DAT_INVALID_STATE (CNO_IN_USE) while EVDs are attached.
+    pub fn free(self) -> Result<(), Refused<Cno>> {
+        let attached = self.inner.lock().len();
+        if attached > 0 {
+            return Err(Refused {
+                object: self,
+                error: DatError::InvalidStateOf {
+                    kind: StateKind::CnoInUse,
+                    what: format!("{attached} EVDs attached"),
+                },
+            });
+        }
+        Ok(())
+    }
+}

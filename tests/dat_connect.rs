@@ -1,0 +1,231 @@
+//! Connection management calls of the DAT API beyond dat_ep_connect / dat_psp_create, in memory
+//! (two IAs over a ChannelIo cable, inline progress): PSP-any, RSPs, CR query, dup connect,
+//! graceful and abrupt disconnect. Each test is named after the DAT rule it checks.
+
+mod dat_common;
+
+use dat_common::*;
+use dat_sys as sys;
+use dpdk_roce::dat::{ConnectionEventKind, DatError, DatEvent, Ep, EpState, Lmr, Psp, Rsp};
+use dpdk_roce::transport::types::WcStatus;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+fn cr_of(ev: DatEvent) -> dpdk_roce::dat::Cr {
+    match ev {
+        DatEvent::ConnectionRequest(cr) => cr,
+        other => panic!("not a CR: {other:?}"),
+    }
+}
+
+#[test]
+fn dat_psp_create_any_picks_a_free_qualifier_and_reports_it() {
+    let (a, b) = ias();
+    let (a, b) = (side(a), side(b));
+    let p1 = Psp::create_any(&b.ia, &b.cr).unwrap();
+    let p2 = Psp::create_any(&b.ia, &b.cr).unwrap();
+    assert!(Psp::ANY_RANGE.contains(&p1.conn_qual()));
+    assert!(Psp::ANY_RANGE.contains(&p2.conn_qual()));
+    assert_ne!(
+        p1.conn_qual(),
+        p2.conn_qual(),
+        "a qualifier in use is not picked"
+    );
+    // The picked qualifier is really taken, and really listened on.
+    assert_eq!(
+        Psp::create(&b.ia, p1.conn_qual(), &b.cr).err(),
+        Some(DatError::ConnQualInUse(p1.conn_qual()))
+    );
+    let (ea, eb) = (ep(&a), ep(&b));
+    ea.connect(IP_B, p2.conn_qual(), b"any").unwrap();
+    let cr = cr_of(wait(&b.cr, &a.ia));
+    assert_eq!(cr.conn_qual(), p2.conn_qual());
+    cr.accept(&eb, &[]).unwrap();
+    assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::Established);
+}
+
+#[test]
+fn dat_rsp_create_reserves_the_ep_and_the_cr_names_it_for_accept() {
+    let (a, b) = ias();
+    let (a, b) = (side(a), side(b));
+    let (ea, eb, other) = (ep(&a), ep(&b), ep(&b));
+    let rsp = Rsp::create(&b.ia, QUAL, &eb, &b.cr).unwrap();
+    assert_eq!(eb.state(), EpState::Reserved);
+    assert_eq!(rsp.ep_qpn(), eb.qpn());
+    // A reserved EP is not UNCONNECTED any more: a second RSP for it is refused.
+    assert!(matches!(
+        Rsp::create(&b.ia, QUAL + 1, &eb, &b.cr),
+        Err(DatError::EpState {
+            state: EpState::Reserved
+        })
+    ));
+    // First request: rejected, the EP goes back to RESERVED.
+    ea.connect(IP_B, QUAL, b"one").unwrap();
+    let cr = cr_of(wait(&b.cr, &a.ia));
+    assert_eq!(cr.reserved_ep(), Some(eb.qpn()));
+    assert_eq!(eb.state(), EpState::PassiveConnectionPending);
+    cr.reject(b"no").unwrap();
+    assert_eq!(eb.state(), EpState::Reserved);
+    assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::PeerRejected);
+    ea.reset().unwrap();
+    // Second request: another EP is refused, the reserved one accepts.
+    ea.connect(IP_B, QUAL, b"two").unwrap();
+    let cr = cr_of(wait(&b.cr, &a.ia));
+    assert_eq!(cr.query().ep, Some(eb.qpn()));
+    let e = cr.accept(&other, &[]).unwrap_err();
+    assert_eq!(
+        e.code(),
+        sys::DAT_CLASS_ERROR | sys::DAT_INVALID_PARAMETER | sys::DAT_INVALID_ARG2
+    );
+    assert_eq!(other.state(), EpState::Unconnected);
+    // The refused accept consumed the CR (dropped unanswered -> rejected).
+    assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::PeerRejected);
+    ea.reset().unwrap();
+    assert_eq!(eb.state(), EpState::Reserved);
+    ea.connect(IP_B, QUAL, b"three").unwrap();
+    let cr = cr_of(wait(&b.cr, &a.ia));
+    cr.accept_reserved(b"yes").unwrap();
+    assert_eq!(eb.state(), EpState::CompletionPending);
+    assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::Established);
+    assert_eq!(conn(&b.conn, &a.ia), ConnectionEventKind::Established);
+    assert_eq!(eb.state(), EpState::Connected);
+    drop(rsp);
+    assert_eq!(
+        eb.state(),
+        EpState::Connected,
+        "freeing the RSP leaves a connection"
+    );
+}
+
+#[test]
+fn dat_rsp_free_returns_a_reserved_ep_to_unconnected() {
+    let (b, _a) = ias();
+    let b = side(b);
+    let eb = ep(&b);
+    let rsp = Rsp::create(&b.ia, QUAL, &eb, &b.cr).unwrap();
+    assert_eq!(eb.state(), EpState::Reserved);
+    rsp.context().set(5);
+    assert_eq!(rsp.context().get(), 5);
+    rsp.free();
+    assert_eq!(eb.state(), EpState::Unconnected);
+    // The qualifier is free again.
+    let _psp = Psp::create(&b.ia, QUAL, &b.cr).unwrap();
+}
+
+#[test]
+fn dat_cr_query_reports_the_request_and_its_private_data_is_writable() {
+    let (a, b, _psp) = pair();
+    let (ea, eb) = (ep(&a), ep(&b));
+    ea.connect(IP_B, QUAL, b"query me").unwrap();
+    let mut cr = cr_of(wait(&b.cr, &a.ia));
+    let q = cr.query();
+    assert_eq!(q.remote_address, IP_A);
+    assert_eq!(q.conn_qual, QUAL);
+    assert_eq!(&q.private_data[..8], b"query me");
+    assert_eq!(q.ep, None, "a PSP's request names no EP");
+    cr.private_data_mut()[..5].copy_from_slice(b"QUERY");
+    assert_eq!(&cr.query().private_data[..8], b"QUERY me");
+    assert!(
+        cr.accept_reserved(&[]).is_err(),
+        "nothing reserved on a PSP"
+    );
+    drop(eb);
+}
+
+#[test]
+fn dat_ep_dup_connect_connects_to_the_same_remote_and_qualifier() {
+    let (a, b, _psp) = pair();
+    let (ea, eb) = (ep(&a), ep(&b));
+    let (ea2, eb2) = (ep(&a), ep(&b));
+    let fresh = ep(&a);
+    assert!(matches!(
+        ea2.dup_connect(&fresh, &[]),
+        Err(DatError::InvalidArg { arg: 2, .. })
+    ));
+    connect(&a, &b, &ea, &eb);
+    ea2.dup_connect(&ea, b"dup").unwrap();
+    assert_eq!(ea2.state(), EpState::ActiveConnectionPending);
+    assert_eq!(ea2.remote(), Some((IP_B, QUAL)));
+    let cr = cr_of(wait(&b.cr, &a.ia));
+    assert_eq!(&cr.private_data()[..3], b"dup");
+    cr.accept(&eb2, &[]).unwrap();
+    assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::Established);
+    assert_eq!(ea2.state(), EpState::Connected);
+}
+
+/// Posts `n` RDMA writes of 1 KiB from `la` to `lb` on `ea`.
+fn post_writes(ea: &Ep, la: &Lmr, lb: &Lmr, n: u64) {
+    for i in 0..n {
+        ea.post_rdma_write(
+            &[la.triplet(i * 1024, 1024)],
+            &lb.rmr_triplet(i * 1024, 1024),
+            i,
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn dat_ep_disconnect_graceful_lets_outstanding_requests_complete() {
+    let (a, b, _psp) = pair();
+    let (ea, eb) = (ep(&a), ep(&b));
+    connect(&a, &b, &ea, &eb);
+    let la = Lmr::create(&a.pz, 16 * 1024, RW).unwrap();
+    let lb = Lmr::create(&b.pz, 16 * 1024, RW).unwrap();
+    let data: Vec<u8> = (0..16 * 1024u32).map(|i| (i % 251) as u8).collect();
+    la.write(0, &data).unwrap();
+    post_writes(&ea, &la, &lb, 16);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                b.ia.progress();
+            }
+        });
+        ea.disconnect_graceful().unwrap();
+        stop.store(true, Ordering::Relaxed);
+    });
+    let done = drain(&a.dto, &a.ia, &b.ia, 200);
+    let statuses: Vec<WcStatus> = done
+        .iter()
+        .map(|e| match e {
+            DatEvent::Dto(d) => d.status,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(statuses, vec![WcStatus::Success; 16], "none flushed");
+    assert_eq!(lb.read(0, 16 * 1024).unwrap(), data);
+    assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::Disconnected);
+}
+
+#[test]
+fn dat_ep_disconnect_abrupt_completes_every_request_success_or_flushed() {
+    let (a, b, _psp) = pair();
+    let (ea, eb) = (ep(&a), ep(&b));
+    connect(&a, &b, &ea, &eb);
+    let la = Lmr::create(&a.pz, 16 * 1024, RW).unwrap();
+    let lb = Lmr::create(&b.pz, 16 * 1024, RW).unwrap();
+    post_writes(&ea, &la, &lb, 16);
+    ea.disconnect().unwrap();
+    let mut done = Vec::new();
+    let t0 = std::time::Instant::now();
+    while done.len() < 16 {
+        done.extend(
+            drain(&a.dto, &a.ia, &b.ia, 10)
+                .into_iter()
+                .map(|e| match e {
+                    DatEvent::Dto(d) => (d.cookie, d.status),
+                    other => panic!("{other:?}"),
+                }),
+        );
+        assert!(t0.elapsed() < GUARD, "completions lost: {done:?}");
+    }
+    done.sort_by_key(|(cookie, _)| *cookie);
+    for (i, (cookie, status)) in done.iter().enumerate() {
+        assert_eq!(*cookie, i as u64);
+        assert!(
+            matches!(status, WcStatus::Success | WcStatus::WrFlushErr),
+            "{status:?}"
+        );
+    }
+    assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::Disconnected);
+}
