@@ -104,7 +104,15 @@ impl Progress {
 }
 
 /// Runs `program` as server (side a) and client (side b) with `args`; returns both outputs.
-fn run_pair(s: &Setup, program: &str, args: &[&str], progress: Progress) -> (Output, Output) {
+/// The client's `-h` is `host`: the TCP host where dtest/dtestx/dtestcm servers publish their
+/// IA address, or (dtestsrq) the server's IA address itself.
+fn run_pair(
+    s: &Setup,
+    program: &str,
+    args: &[&str],
+    host: &str,
+    progress: Progress,
+) -> (Output, Output) {
     let cmd = |side: char, client: bool| {
         let mut c = Command::new(program);
         c.env("DAT_OVERRIDE", s.conf(side))
@@ -114,7 +122,7 @@ fn run_pair(s: &Setup, program: &str, args: &[&str], progress: Progress) -> (Out
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if client {
-            c.args(["-h", "127.0.0.1"]);
+            c.args(["-h", host]);
         }
         c
     };
@@ -145,10 +153,11 @@ fn run_pair_retrying(
     s: &Setup,
     program: &str,
     args: &[&str],
+    host: &str,
     progress: Progress,
 ) -> (String, String) {
     for _ in 0..3 {
-        let (srv, cli) = run_pair(s, program, args, progress);
+        let (srv, cli) = run_pair(s, program, args, host, progress);
         let (srv, cli) = (output_text(&srv), output_text(&cli));
         if !srv.contains(FANOUT_COLLISION) && !cli.contains(FANOUT_COLLISION) {
             return (srv, cli);
@@ -173,6 +182,9 @@ fn assert_passed(what: &str, out: &str, pass: &str) {
     }
 }
 
+/// Where the servers publish their IA address (kernel TCP 15828).
+const LOCALHOST: &str = "127.0.0.1";
+
 /// dtest servers listen on kernel TCP 15828: one pair at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -182,7 +194,7 @@ fn dtest(tag: &str, extra: &[&str], progress: Progress) -> String {
     let s = Setup::new(tag);
     let mut args = vec!["-b", "4096"];
     args.extend_from_slice(extra);
-    let (srv, cli) = run_pair_retrying(&s, "dtest", &args, progress);
+    let (srv, cli) = run_pair_retrying(&s, "dtest", &args, LOCALHOST, progress);
     assert_passed("dtest server", &srv, "PASSED");
     assert_passed("dtest client", &cli, "PASSED");
     assert_no_dpdk_runtime_dir(tag);
@@ -242,4 +254,36 @@ fn dtest_rdma_write_ping_pong_passes_with_core_progress() {
 #[test]
 fn dtest_rdma_write_ping_pong_with_data_check_passes() {
     dtest("dv", &["-W", "-D"], Progress::Core);
+}
+
+/// dtestx: RDMA write with immediate, compare-and-swap and fetch-and-add (IB extensions via
+/// `handle_extendedop`). The atomics' target makes no DAT call while the peer works on its
+/// memory: core progress.
+#[test]
+fn dtestx_extensions_pass() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let s = Setup::new("dx");
+    let (srv, cli) = run_pair_retrying(&s, "dtestx", &[], LOCALHOST, Progress::Core);
+    for (what, out) in [("dtestx server", &srv), ("dtestx client", &cli)] {
+        assert_passed(what, out, "PASSED");
+    }
+    for op in ["CMP_SWAP", "FETCH_ADD", "IMMED"] {
+        assert!(
+            cli.lines().any(|l| l.contains(op) && l.contains("PASSED"))
+                || srv.lines().any(|l| l.contains(op) && l.contains("PASSED")),
+            "no {op} PASSED line:\n{srv}\n{cli}"
+        );
+    }
+    assert_no_dpdk_runtime_dir("dx");
+}
+
+/// dtestcm -c 100: 100 connections set up and torn down, all connected on both sides.
+#[test]
+fn dtestcm_100_connections_pass() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let s = Setup::new("dm");
+    let (srv, cli) = run_pair_retrying(&s, "dtestcm", &["-c", "100"], LOCALHOST, Progress::Inline);
+    assert_passed("dtestcm server", &srv, "Connection Test Complete");
+    assert_passed("dtestcm client", &cli, "Connection Test Complete");
+    assert_no_dpdk_runtime_dir("dm");
 }
