@@ -25,6 +25,9 @@ fn provider_lib() -> PathBuf {
     lib
 }
 
+/// `engine.idle_pause_us` of the test profiles (only core progress uses it).
+const IDLE_PAUSE_US: u32 = 20;
+
 /// A temp dir with profiles a/b on the veth ends and one dat.conf per side.
 struct Setup {
     dir: PathBuf,
@@ -50,6 +53,13 @@ impl Setup {
                 .replace(
                     &format!("name = \"af_packet-{side}\""),
                     &format!("name = \"dat{tag}-{side}\""),
+                )
+                // Core progress shares each of the 2 vCPUs between a poll thread and the
+                // program's own spinning thread: an idle poll thread sleeps so that the
+                // program's thread gets the core between packets.
+                .replace(
+                    "idle_pause_us = 0",
+                    &format!("idle_pause_us = {IDLE_PAUSE_US}"),
                 );
             let profile = dir.join(format!("{side}.toml"));
             std::fs::write(&profile, text).unwrap();
@@ -74,18 +84,45 @@ impl Drop for Setup {
     }
 }
 
+/// How the provider makes progress in the test programs (DPDK_ROCE_PROGRESS).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Progress {
+    /// The thread waiting in a DAT call drives the port.
+    Inline,
+    /// A poll thread per process (pinned as the profile says): needed when a program spins on
+    /// memory without DAT calls (dtest -W, the dtestx atomic target).
+    Core,
+}
+
+impl Progress {
+    fn env(self) -> &'static str {
+        match self {
+            Progress::Inline => "inline",
+            Progress::Core => "core",
+        }
+    }
+}
+
 /// Runs `program` as server (side a) and client (side b) with `args`; returns both outputs.
-fn run_pair(s: &Setup, program: &str, args: &[&str]) -> (Output, Output) {
+/// The client's `-h` is `host`: the TCP host where dtest/dtestx/dtestcm servers publish their
+/// IA address, or (dtestsrq) the server's IA address itself.
+fn run_pair(
+    s: &Setup,
+    program: &str,
+    args: &[&str],
+    host: &str,
+    progress: Progress,
+) -> (Output, Output) {
     let cmd = |side: char, client: bool| {
         let mut c = Command::new(program);
         c.env("DAT_OVERRIDE", s.conf(side))
-            .env("DPDK_ROCE_PROGRESS", "inline")
+            .env("DPDK_ROCE_PROGRESS", progress.env())
             .args(["-P", "dr"])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if client {
-            c.args(["-h", "127.0.0.1"]);
+            c.args(["-h", host]);
         }
         c
     };
@@ -112,9 +149,15 @@ fn run_pair(s: &Setup, program: &str, args: &[&str]) -> (Output, Output) {
 }
 
 /// Runs the pair, again when net_af_packet's PACKET_FANOUT id collided (tests/dpdk_common).
-fn run_pair_retrying(s: &Setup, program: &str, args: &[&str]) -> (String, String) {
+fn run_pair_retrying(
+    s: &Setup,
+    program: &str,
+    args: &[&str],
+    host: &str,
+    progress: Progress,
+) -> (String, String) {
     for _ in 0..3 {
-        let (srv, cli) = run_pair(s, program, args);
+        let (srv, cli) = run_pair(s, program, args, host, progress);
         let (srv, cli) = (output_text(&srv), output_text(&cli));
         if !srv.contains(FANOUT_COLLISION) && !cli.contains(FANOUT_COLLISION) {
             return (srv, cli);
@@ -139,28 +182,108 @@ fn assert_passed(what: &str, out: &str, pass: &str) {
     }
 }
 
+/// Where the servers publish their IA address (kernel TCP 15828).
+const LOCALHOST: &str = "127.0.0.1";
+
 /// dtest servers listen on kernel TCP 15828: one pair at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn dtest(tag: &str, extra: &[&str]) {
+/// Runs dtest with `-b 4096` and `extra`; both sides must pass. Returns the client output.
+fn dtest(tag: &str, extra: &[&str], progress: Progress) -> String {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let s = Setup::new(tag);
     let mut args = vec!["-b", "4096"];
     args.extend_from_slice(extra);
-    let (srv, cli) = run_pair_retrying(&s, "dtest", &args);
+    let (srv, cli) = run_pair_retrying(&s, "dtest", &args, LOCALHOST, progress);
     assert_passed("dtest server", &srv, "PASSED");
     assert_passed("dtest client", &cli, "PASSED");
-    // Its RDMA read and message ping-pong phases ran (DAT_IB_RDMA_READ = TRUE).
+    assert_no_dpdk_runtime_dir(tag);
+    cli
+}
+
+/// No EAL runtime directory of either process is left under /var/run/dpdk (their file
+/// prefixes are `<profile name>-<pid>`, the profile names `dat<tag>-a` / `dat<tag>-b`).
+fn assert_no_dpdk_runtime_dir(tag: &str) {
+    let Ok(dir) = std::fs::read_dir("/var/run/dpdk") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        assert!(
+            !name.starts_with(&format!("dat{tag}-")),
+            "EAL runtime dir left behind: /var/run/dpdk/{name}"
+        );
+    }
+}
+
+/// Its RDMA read and message ping-pong phases ran (DAT_IB_RDMA_READ = TRUE).
+fn assert_all_phases(cli: &str) {
     assert!(cli.contains("RDMA READ DATA"), "{cli}");
     assert!(cli.contains("Message PingPong"), "{cli}");
 }
 
 #[test]
 fn dtest_default_passes_over_af_packet() {
-    dtest("dd", &[]);
+    assert_all_phases(&dtest("dd", &[], Progress::Inline));
 }
 
 #[test]
 fn dtest_polling_mode_passes() {
-    dtest("dp", &["-p"]);
+    assert_all_phases(&dtest("dp", &["-p"], Progress::Inline));
+}
+
+/// `-c`: completions are collected through a CNO attached to both DTO EVDs.
+#[test]
+fn dtest_cno_mode_passes() {
+    let cli = dtest("dc", &["-c"], Progress::Inline);
+    assert_all_phases(&cli);
+}
+
+/// `-W`: the RDMA write ping-pong spins on memory without DAT calls, so each provider's own
+/// poll thread makes progress (core mode).
+#[test]
+fn dtest_rdma_write_ping_pong_passes_with_core_progress() {
+    let cli = dtest("dw", &["-W"], Progress::Core);
+    assert!(
+        cli.contains("RDMA write ping-pong") || cli.contains("PingPong"),
+        "{cli}"
+    );
+}
+
+/// `-W -D`: the same ping-pong with every received buffer's data checked.
+#[test]
+fn dtest_rdma_write_ping_pong_with_data_check_passes() {
+    dtest("dv", &["-W", "-D"], Progress::Core);
+}
+
+/// dtestx: RDMA write with immediate, compare-and-swap and fetch-and-add (IB extensions via
+/// `handle_extendedop`). The atomics' target makes no DAT call while the peer works on its
+/// memory: core progress.
+#[test]
+fn dtestx_extensions_pass() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let s = Setup::new("dx");
+    let (srv, cli) = run_pair_retrying(&s, "dtestx", &[], LOCALHOST, Progress::Core);
+    for (what, out) in [("dtestx server", &srv), ("dtestx client", &cli)] {
+        assert_passed(what, out, "PASSED");
+    }
+    for op in ["CMP_SWAP", "FETCH_ADD", "IMMED"] {
+        assert!(
+            cli.lines().any(|l| l.contains(op) && l.contains("PASSED"))
+                || srv.lines().any(|l| l.contains(op) && l.contains("PASSED")),
+            "no {op} PASSED line:\n{srv}\n{cli}"
+        );
+    }
+    assert_no_dpdk_runtime_dir("dx");
+}
+
+/// dtestcm -c 100: 100 connections set up and torn down, all connected on both sides.
+#[test]
+fn dtestcm_100_connections_pass() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let s = Setup::new("dm");
+    let (srv, cli) = run_pair_retrying(&s, "dtestcm", &["-c", "100"], LOCALHOST, Progress::Inline);
+    assert_passed("dtestcm server", &srv, "Connection Test Complete");
+    assert_passed("dtestcm client", &cli, "Connection Test Complete");
+    assert_no_dpdk_runtime_dir("dm");
 }

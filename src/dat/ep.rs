@@ -714,8 +714,11 @@ impl Ep {
         self.post_request(op, local, cookie, flags, 6)
     }
 
+    /// The local buffer receives exactly the 8-byte original value; the remote triplet names
+    /// the target (at `target_address`) inside a segment the consumer was given, which may be
+    /// longer (dtestx passes the peer's whole 256-byte buffer), never shorter than 8 bytes.
     fn atomic_args(local: &LmrTriplet, remote: &RmrTriplet) -> Result<(), DatError> {
-        if local.segment_length != 8 || remote.segment_length != 8 {
+        if local.segment_length != 8 || remote.segment_length < 8 {
             return Err(DatError::InvalidParameter("atomics move 8 bytes"));
         }
         Ok(())

@@ -262,10 +262,14 @@ pub struct ProfilePort {
 
 impl Drop for ProfilePort {
     fn drop(&mut self) {
-        for d in &self.runtime_dirs {
-            if d.is_dir() {
-                let _ = std::fs::remove_dir_all(d);
-            }
+        remove_dirs(&self.runtime_dirs);
+    }
+}
+
+fn remove_dirs(dirs: &[std::path::PathBuf]) {
+    for d in dirs {
+        if d.is_dir() {
+            let _ = std::fs::remove_dir_all(d);
         }
     }
 }
@@ -305,6 +309,11 @@ impl ProfilePort {
             }
         }
         let eal = Eal::init(&profile.eal_args())?;
+        // With --no-shconf (every profile, `Profile::eal_args`) EAL has no multi-process
+        // channel and no shared config: after init nothing uses the runtime directory, so it
+        // goes now, not only on drop. A process that exits without dropping its port (a DAT
+        // program that never calls dat_ia_close, a kill) leaves nothing under /var/run/dpdk.
+        remove_dirs(&runtime_dirs(&profile.file_prefix()));
         let cfg = PortConfig {
             rx_queues: profile.port.rx_queues,
             tx_queues: profile.port.tx_queues,

@@ -102,6 +102,7 @@ pub(super) extern "C" fn evd_create(
                 enabled: AtomicBool::new(true),
                 waitable: AtomicBool::new(true),
                 is_async: false,
+                notified: AtomicBool::new(false),
             })
         });
         if cno_handle != 0 {
@@ -226,6 +227,7 @@ pub(super) extern "C" fn evd_wait(
                 .wait(remaining(dl), threshold as usize)
                 .map_err(|err| map(&err, 0))?;
             let mut out = d::DAT_EVENT::default();
+            rearm(e);
             if convert(&o, ev, &mut out) {
                 put(event, 4, out)?;
                 return put(nmore, 5, e.evd.len() as i32);
@@ -245,6 +247,7 @@ pub(super) extern "C" fn evd_dequeue(
         nonnull(event, 2)?;
         loop {
             let ev = e.evd.dequeue().map_err(|err| map(&err, 0))?;
+            rearm(e);
             let mut out = d::DAT_EVENT::default();
             if convert(&o, ev, &mut out) {
                 return put(event, 2, out);
@@ -383,22 +386,37 @@ pub(super) extern "C" fn cno_free(cno: d::DAT_CNO_HANDLE) -> d::DAT_RETURN {
     })
 }
 
-/// The first attached, enabled EVD holding an event.
+/// The first attached, enabled EVD that received an event the CNO has not yet reported.
+/// A CNO is a notification, not a level (dat_cno_wait(3)): an EVD whose events are still
+/// queued after being reported does not wake the CNO again until it has been emptied, so a
+/// consumer that waits on the CNO and then dequeues another EVD is not woken in a loop.
 fn ready(c: &CnoObj) -> Option<usize> {
     let evds = lock(&c.evds).clone();
     evds.into_iter().find(|&h| {
         handles::get(h as d::DAT_HANDLE, Kind::Evd)
             .ok()
             .and_then(|o| match &o.body {
-                Body::Evd(e) => Some(!e.evd.is_empty() && e.enabled.load(Ordering::Acquire)),
+                Body::Evd(e) => Some(if e.evd.is_empty() {
+                    e.notified.store(false, Ordering::Release);
+                    false
+                } else {
+                    e.enabled.load(Ordering::Acquire) && !e.notified.swap(true, Ordering::AcqRel)
+                }),
                 _ => None,
             })
             .unwrap_or(false)
     })
 }
 
-/// dat_cno_wait: returns the handle of an attached EVD with an event, or
-/// DAT_TIMEOUT_EXPIRED.
+/// After a dequeue: an emptied EVD notifies its CNO again on its next event.
+fn rearm(e: &EvdObj) {
+    if e.evd.is_empty() {
+        e.notified.store(false, Ordering::Release);
+    }
+}
+
+/// dat_cno_wait: returns the handle of the attached EVD that triggered it (received an
+/// event, see [`ready`]), or DAT_TIMEOUT_EXPIRED.
 pub(super) extern "C" fn cno_wait(
     cno: d::DAT_CNO_HANDLE,
     timeout: d::DAT_TIMEOUT,

@@ -75,6 +75,7 @@ pub(super) extern "C" fn ia_open(
                 enabled: AtomicBool::new(true),
                 waitable: AtomicBool::new(true),
                 is_async: true,
+                notified: AtomicBool::new(false),
             })
         });
         state.async_evd.store(evd.handle, Ordering::Relaxed);

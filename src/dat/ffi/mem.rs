@@ -58,6 +58,13 @@ pub(super) extern "C" fn pz_free(pz: d::DAT_PZ_HANDLE) -> d::DAT_RETURN {
     })
 }
 
+/// DAT_IB_MEM_PRIV_REMOTE_ATOMIC (dat_ib_extensions.h: the first DAT_MEM_PRIV extension bit):
+/// remote compare-and-swap / fetch-and-add on the region (IB verbs' REMOTE_ATOMIC access).
+const IB_MEM_PRIV_REMOTE_ATOMIC: u32 = d::DAT_MEM_PRIV_EXTENSION_BASE;
+
+/// Every privilege flag an LMR may ask for: DAT's and the IB extension's.
+const MEM_PRIV_KNOWN: u32 = d::DAT_MEM_PRIV_ALL_FLAG | IB_MEM_PRIV_REMOTE_ATOMIC;
+
 /// DAT_MEM_PRIV_* to the table's access rights (local read is always granted).
 fn access_of(privs: u32) -> Access {
     let mut a = Access::LOCAL_READ;
@@ -69,6 +76,9 @@ fn access_of(privs: u32) -> Access {
     }
     if privs & d::DAT_MEM_PRIV_REMOTE_WRITE_FLAG != 0 {
         a |= Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+    }
+    if privs & IB_MEM_PRIV_REMOTE_ATOMIC != 0 {
+        a |= Access::REMOTE_ATOMIC;
     }
     a
 }
@@ -104,7 +114,7 @@ pub(super) extern "C" fn lmr_create(
         if va_type != d::DAT_VA_TYPE_VA {
             return Err(err(d::DAT_MODEL_NOT_SUPPORTED, 0));
         }
-        if privs & !d::DAT_MEM_PRIV_ALL_FLAG != 0 {
+        if privs & !MEM_PRIV_KNOWN != 0 {
             return Err(arg(6));
         }
         nonnull(lmr_out, 8)?;

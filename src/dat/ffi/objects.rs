@@ -45,6 +45,9 @@ pub(crate) struct EvdObj {
     pub enabled: AtomicBool,
     pub waitable: AtomicBool,
     pub is_async: bool,
+    /// The attached CNO was told about the events queued now (cleared when the EVD is seen
+    /// empty): a CNO notifies once per arrival on an empty EVD, not while events stay queued.
+    pub notified: AtomicBool,
 }
 
 pub(crate) struct CnoObj {
