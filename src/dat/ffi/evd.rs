@@ -84,9 +84,8 @@ pub(super) extern "C" fn evd_create(
         if flags & d::DAT_EVD_CR_FLAG != 0 {
             f |= EvdFlags::CR;
         }
-        if f.is_empty() {
-            // Software events only: a ring nobody else pushes to.
-            f = EvdFlags::DTO;
+        if flags & d::DAT_EVD_SOFTWARE_FLAG != 0 {
+            f |= EvdFlags::SOFTWARE;
         }
         let evd = {
             let g = ia.ia.ia();
@@ -291,7 +290,10 @@ pub(super) extern "C" fn evd_post_se(
         if e.flags & d::DAT_EVD_SOFTWARE_FLAG == 0 {
             return Err(arg(1));
         }
-        Err(d::DAT_NOT_IMPLEMENTED)
+        // SAFETY: non-NULL DAT_EVENT of the consumer, read once by value; a software event's
+        // data is the consumer's pointer (dat_evd_post_se(3DAT)).
+        let pointer = unsafe { event.read().event_data.software_event_data.pointer } as u64;
+        e.evd.post_se(pointer).map_err(|err| map(&err, 0))
     })
 }
 

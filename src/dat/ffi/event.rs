@@ -196,6 +196,12 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool 
                 truncate_flag: d::DAT_FALSE,
             };
         }
+        DatEvent::Async(AsyncEvent::Software { pointer }) => {
+            ev.event_number = d::DAT_SOFTWARE_EVENT;
+            ev.event_data.software_event_data = d::DAT_SOFTWARE_EVENT_DATA {
+                pointer: pointer as usize as d::DAT_PVOID,
+            };
+        }
         DatEvent::Async(a) => {
             let (number, handle) = match a {
                 AsyncEvent::EvdOverflow { .. } => {
