@@ -768,37 +768,43 @@ pub(super) extern "C" fn ep_reset(ep: d::DAT_EP_HANDLE) -> d::DAT_RETURN {
     })
 }
 
-/// dat_ep_recv_query (seed 004): the Rust API's receive accounting is issue 4's src/dat work;
-/// validated, then DAT_NOT_IMPLEMENTED.
+/// dat_ep_recv_query (seed 004): both values from one snapshot of the EP's receive
+/// accounting; either out-pointer may be NULL, not both.
 pub(super) extern "C" fn ep_recv_query(
     ep: d::DAT_EP_HANDLE,
     nbufs: *mut d::DAT_COUNT,
     span: *mut d::DAT_COUNT,
 ) -> d::DAT_RETURN {
     guard(|| {
-        let _ = handles::get(ep, Kind::Ep)?;
+        let o = handles::get(ep, Kind::Ep)?;
+        let e = ep_of(&o)?;
         if nbufs.is_null() && span.is_null() {
             return Err(arg(2));
         }
-        Err(d::DAT_NOT_IMPLEMENTED)
+        let q = e.ep.recv_query().map_err(|err| map(&err, 0))?;
+        if !nbufs.is_null() {
+            put(nbufs, 2, q.nbufs_allocated as d::DAT_COUNT)?;
+        }
+        if !span.is_null() {
+            put(span, 3, q.bufs_alloc_span as d::DAT_COUNT)?;
+        }
+        Ok(())
     })
 }
 
-/// dat_ep_set_watermark (seed 002): the Rust API's watermarks are issue 4's src/dat work;
-/// validated, then DAT_NOT_IMPLEMENTED.
+/// dat_ep_set_watermark (seed 002): soft and hard high watermarks of the receive buffers at
+/// the EP; DAT_WATERMARK_INFINITE ((DAT_COUNT)~0) turns one off.
 pub(super) extern "C" fn ep_set_watermark(
     ep: d::DAT_EP_HANDLE,
     soft: d::DAT_COUNT,
     hard: d::DAT_COUNT,
 ) -> d::DAT_RETURN {
     guard(|| {
-        let _ = handles::get(ep, Kind::Ep)?;
-        if soft < 0 {
-            return Err(arg(2));
-        }
-        if hard < 0 {
-            return Err(arg(3));
-        }
-        Err(d::DAT_NOT_IMPLEMENTED)
+        let o = handles::get(ep, Kind::Ep)?;
+        let e = ep_of(&o)?;
+        // (DAT_COUNT)~0 is -1: as u32 it is the Rust API's WATERMARK_INFINITE; other negative
+        // counts are refused there as invalid arguments.
+        e.ep.set_watermark(soft as u32, hard as u32)
+            .map_err(|err| map(&err, 0))
     })
 }

@@ -255,9 +255,8 @@ pub(super) extern "C" fn evd_dequeue(
     })
 }
 
-/// dat_evd_resize: the Rust EVD ring has a fixed capacity (resizing is issue 4's src/dat
-/// work): a size below the queued events is DAT_INVALID_STATE, the current size succeeds,
-/// others are DAT_NOT_IMPLEMENTED.
+/// dat_evd_resize: a size below the events queued now is DAT_INVALID_STATE (the Rust EVD
+/// keeps every queued event across the resize).
 pub(super) extern "C" fn evd_resize(evd: d::DAT_EVD_HANDLE, qlen: d::DAT_COUNT) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(evd, Kind::Evd)?;
@@ -265,18 +264,11 @@ pub(super) extern "C" fn evd_resize(evd: d::DAT_EVD_HANDLE, qlen: d::DAT_COUNT) 
         if qlen <= 0 || qlen > MAX_EVD_QLEN {
             return Err(arg(2));
         }
-        if (qlen as usize) < e.evd.len() {
-            return Err(err(d::DAT_INVALID_STATE, 0));
-        }
-        if qlen as usize == e.evd.size() {
-            return Ok(());
-        }
-        Err(d::DAT_NOT_IMPLEMENTED)
+        e.evd.resize(qlen as usize).map_err(|err| map(&err, 2))
     })
 }
 
-/// dat_evd_post_se: software events need a software event in the Rust EVD (issue 4's src/dat
-/// work); validated, then DAT_NOT_IMPLEMENTED.
+/// dat_evd_post_se: a DAT_SOFTWARE_EVENT on an EVD created with DAT_EVD_SOFTWARE_FLAG.
 pub(super) extern "C" fn evd_post_se(
     evd: d::DAT_EVD_HANDLE,
     event: *const d::DAT_EVENT,
