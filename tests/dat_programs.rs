@@ -287,3 +287,17 @@ fn dtestcm_100_connections_pass() {
     assert_passed("dtestcm client", &cli, "Connection Test Complete");
     assert_no_dpdk_runtime_dir("dm");
 }
+
+/// dtestsrq: receives through a shared receive queue; after the client's disconnect both
+/// sides wait for DAT_ASYNC_ERROR_EP_BROKEN on the IA's async EVD (the SRQ EP's "last WQE
+/// reached"), and the server's last sends must complete successfully, not flushed. The
+/// client takes the server's IA address itself (10.77.0.1, side a of the veth pair).
+#[test]
+fn dtestsrq_passes() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let s = Setup::new("dq");
+    let (srv, cli) = run_pair_retrying(&s, "dtestsrq", &[], "10.77.0.1", Progress::Inline);
+    assert_passed("dtestsrq server", &srv, "RC SRQ Test Complete");
+    assert_passed("dtestsrq client", &cli, "RC SRQ Test Complete");
+    assert_no_dpdk_runtime_dir("dq");
+}

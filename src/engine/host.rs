@@ -212,6 +212,10 @@ struct Work {
     cq_dirty: Vec<u32>,
     tx_ready: VecDeque<u32>,
     arp_wait: Vec<u32>,
+    /// QPs the CM moved to ERROR: their last acknowledgements leave before the CM's next MAD
+    /// (the DREQ), so the peer sees its sends acknowledged before it tears down and does not
+    /// flush sends that completed here.
+    before_cm: Vec<u32>,
     /// At or before the earliest QP timer (`None`: no QP timer armed).
     qp_deadline: Option<Instant>,
 }
@@ -272,6 +276,9 @@ impl QpControl for QpTable<'_> {
         let e = self.qps.get_mut(&qpn).ok_or(QpError::InvalidArgument)?;
         let r = e.qp.modify(now, state, attr);
         self.work.touch(qpn, e);
+        if state == QpState::Error && !self.work.before_cm.contains(&qpn) {
+            self.work.before_cm.push(qpn);
+        }
         r
     }
 }
@@ -573,6 +580,13 @@ impl<M: Memory> Host<M> {
             }
         };
         push_watermark(&mut self.events, qpn, ev);
+    }
+
+    /// True when QP `qpn` draws its receives from an SRQ.
+    pub fn qp_uses_srq(&self, qpn: u32) -> bool {
+        self.qps
+            .get(&qpn)
+            .is_some_and(|e| matches!(e.recv, RecvAcct::Srq(_)))
     }
 
     /// Destroys a QP (any state); its outstanding work is discarded without completions, as
@@ -971,6 +985,12 @@ impl<M: Memory> Host<M> {
                 Resolve::Failed(_) => self.stats.tx_mads_dropped += 1,
             }
         }
+        while let Some(&qpn) = self.work.before_cm.last() {
+            if self.qp_frame_before_cm(now, qpn, out) {
+                return Some(TxOut::Whole);
+            }
+            self.work.before_cm.pop();
+        }
         while let Some(t) = self.cm.poll_transmit(now) {
             match self.net.resolve(now, t.dst) {
                 Resolve::Ready(_) => {
@@ -1056,6 +1076,37 @@ impl<M: Memory> Host<M> {
             }
         }
         None
+    }
+
+    /// The next packet of QP `qpn` (moved to ERROR by the CM: only its last acknowledgements
+    /// remain) as a whole frame in `out`; false when it has none (or cannot send any).
+    fn qp_frame_before_cm(&mut self, now: Instant, qpn: u32, out: &mut Vec<u8>) -> bool {
+        let Some(&dst) = self.peer_ip.get(&qpn) else {
+            return false;
+        };
+        if self.net.lookup(dst).is_none() {
+            return false;
+        }
+        while let Some((tx, dest_qpn)) = self
+            .qps
+            .get_mut(&qpn)
+            .and_then(|e| Some((e.qp.poll_transmit(now)?, e.qp.attr().dest_qpn)))
+        {
+            let mut payload = core::mem::take(&mut self.scratch);
+            payload.resize(tx.payload.len(), 0);
+            let built = match tx.payload.gather(&self.mem, &mut payload) {
+                Ok(_) => self.build_frame(now, dst, qpn, dest_qpn, tx.headers, &payload, out),
+                Err(_) => {
+                    self.stats.tx_payload_errors += 1;
+                    false
+                }
+            };
+            self.scratch = payload;
+            if built {
+                return true;
+            }
+        }
+        false
     }
 
     /// Builds a pinned frame (see `poll_transmit_pinned`); `None` when the memory cannot pin

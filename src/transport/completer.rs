@@ -399,6 +399,6 @@ impl Qp {
                 srq: None,
             });
         }
-        self.enter_error(false);
+        self.enter_error(super::responder::KeepResponses::None);
     }
 }

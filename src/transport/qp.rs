@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use super::completer::flush_status;
 use super::memory::{Access, KeyKind, MemRef, Memory};
 use super::requester::{ReqState, SendWqe};
-use super::responder::RespState;
+use super::responder::{KeepResponses, RespState};
 use super::srq::RecvSource;
 use super::timers::{Timer, TimerTable};
 use super::transmit::Transmit;
@@ -208,8 +208,9 @@ impl Qp {
                 self.stats = stats;
                 Ok(())
             }
+            (Error, Error) => Ok(()),
             (_, Error) => {
-                self.enter_error(false);
+                self.enter_error(KeepResponses::Acknowledgements);
                 Ok(())
             }
             (Reset, Init) | (Init, Init) => {
@@ -459,9 +460,9 @@ impl Qp {
     }
 
     /// Moves to ERROR (IBTA vol. 1 §10.3.1): every outstanding send and receive WR completes
-    /// with `WrFlushErr`, in order. With `keep_naks`, NAKs the responder already queued are
-    /// still sent (a responder error NAKs the request that caused it).
-    pub(super) fn enter_error(&mut self, keep_naks: bool) {
+    /// with `WrFlushErr`, in order. `keep` says which responses the responder already queued
+    /// still leave (see [`KeepResponses`]).
+    pub(super) fn enter_error(&mut self, keep: KeepResponses) {
         self.state = QpState::Error;
         self.timers.clear();
         let qpn = self.config.qpn;
@@ -484,7 +485,7 @@ impl Qp {
         while let Some(w) = self.rq.pop_front() {
             self.cq.push_back(flush_status(&w, qpn));
         }
-        self.resp.on_error(keep_naks);
+        self.resp.on_error(keep);
     }
 }
 

@@ -131,13 +131,17 @@ impl RespState {
         }
     }
 
-    pub fn on_error(&mut self, keep_naks: bool) {
+    pub fn on_error(&mut self, keep: KeepResponses) {
         self.in_msg = InMsg::None;
         self.ring.clear();
-        if keep_naks {
-            self.queue.retain(|r| matches!(r, Response::Nak { .. }));
-        } else {
-            self.queue.clear();
+        match keep {
+            KeepResponses::None => self.queue.clear(),
+            KeepResponses::Naks => self.queue.retain(|r| matches!(r, Response::Nak { .. })),
+            KeepResponses::Acknowledgements => {
+                self.queue.retain(|r| !matches!(r, Response::Read { .. }));
+                // Nothing may hold them any more (the QP's timers are cleared).
+                self.ack_due = !self.queue.is_empty();
+            }
         }
     }
 
@@ -153,6 +157,20 @@ impl RespState {
             self.queue.push_back(r);
         }
     }
+}
+
+/// Which queued responses still leave when the QP moves to ERROR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum KeepResponses {
+    /// None (a requester error: the connection is gone).
+    None,
+    /// The NAK of the request that caused a responder error (IBTA vol. 1 §9.7.5.2).
+    Naks,
+    /// ACKs, NAKs and atomic ACKs of requests this responder already executed: a modify to
+    /// ERROR (a disconnect) must not make the peer flush sends that completed here, so their
+    /// acknowledgements (possibly held by the ACK delay) still leave. READ response streams
+    /// are dropped: their memory may be going away.
+    Acknowledgements,
 }
 
 fn npsn_of(len: u32, mtu: u32) -> u32 {
@@ -275,7 +293,7 @@ impl Qp {
                 self.recv_completion(&w, st, WcOpcode::Recv, 0, None, None);
             }
         }
-        self.enter_error(true);
+        self.enter_error(KeepResponses::Naks);
     }
 
     fn recv_completion(

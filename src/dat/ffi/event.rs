@@ -209,6 +209,7 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool 
                 }
                 AsyncEvent::EpWatermark { qpn, .. }
                 | AsyncEvent::QpTransitionFailed { qpn }
+                | AsyncEvent::LastWqeReached { qpn }
                 | AsyncEvent::PostFailed { qpn, .. } => {
                     (d::DAT_ASYNC_ERROR_EP_BROKEN, evd.ia.ep_handle(qpn))
                 }

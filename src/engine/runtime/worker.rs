@@ -653,9 +653,14 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             ConnEvent::Established { .. } => self.shard.host.set_ep_connected(qpn, true),
             _ => self.shard.host.set_ep_connected(qpn, false),
         }
+        let last_wqe = matches!(event, ConnEvent::Disconnected | ConnEvent::Broken(_))
+            && self.shard.host.qp_uses_srq(qpn);
         match self.routes.get(&qpn).and_then(|r| r.conn.clone()) {
             Some(sink) => self.push(&sink, Event::Connection { qpn, event }),
             None => self.stats.unrouted += 1,
+        }
+        if last_wqe {
+            self.push_async(AsyncEvent::LastWqeReached { qpn });
         }
     }
 

@@ -275,3 +275,45 @@ fn ack_queued_behind_a_read_response_leaves_right_after_it() {
     }
     assert_eq!(p.completions(A).len(), 2);
 }
+
+/// A disconnect (modify to ERROR) right after a message arrived: the held ACK still leaves,
+/// so the peer completes its send successfully instead of flushing it when it tears down.
+#[test]
+fn held_ack_leaves_when_the_qp_is_moved_to_error() {
+    let mut p = delayed_pair();
+    let a = p.region(A, 8, 1);
+    let b = p.region(B, 8, 2);
+    p.post_send(
+        A,
+        wr(
+            1,
+            SendOp::Write {
+                remote_addr: b.addr,
+                rkey: b.rkey,
+            },
+            vec![sge(&a, 0, 8)],
+        ),
+    );
+    let ping = drain(&mut p, A);
+    p.deliver(&ping[0]);
+    assert!(drain(&mut p, B).is_empty(), "a lone ACK waits");
+    let now = p.now;
+    p.s[B]
+        .qp
+        .modify(now, QpState::Error, &QpAttr::default())
+        .unwrap();
+    let out = drain(&mut p, B);
+    let ops: Vec<Opcode> = out.iter().map(Pkt::op).collect();
+    assert_eq!(ops, [Opcode::RC_ACK], "the held ACK leaves after ERROR");
+    assert_eq!(out[0].psn(), ping[0].psn());
+    // Moving to ERROR again changes nothing (and sends nothing twice).
+    p.s[B]
+        .qp
+        .modify(now, QpState::Error, &QpAttr::default())
+        .unwrap();
+    assert!(drain(&mut p, B).is_empty());
+    p.deliver(&out[0]);
+    let ca = p.completions(A);
+    assert_eq!(ca.len(), 1);
+    assert_eq!((ca[0].wr_id, ca[0].status), (1, WcStatus::Success));
+}
