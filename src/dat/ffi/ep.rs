@@ -4,9 +4,9 @@
 use super::codes::{arg, err, guard, handle_arg, map, nonnull, put, R};
 use super::handles::{self, Kind, Object};
 use super::ia::{MAX_DTO_PER_EP, MAX_IOV, MAX_PRIVATE_DATA, MAX_RDMA_READ_PER_EP};
-use super::objects::{Body, EpAttrCopy, EpObj, Tag};
+use super::objects::{Body, EpAttrCopy, EpObj, EpView, Tag};
 use super::state::{lock, SockAddrIn, AF_INET};
-use crate::dat::{Ep, EpAttr, EpState};
+use crate::dat::{Ep, EpAttr, EpParam, EpParamMask, EpState};
 use crate::dat::{LmrTriplet, RmrTriplet};
 use dat_sys as d;
 use std::collections::HashMap;
@@ -238,12 +238,14 @@ fn create(
     let o = handles::insert(ia.ia.provider(), Kind::Ep, ia.ia.clone(), |_| {
         Body::Ep(EpObj {
             ep,
-            pz: pzo.handle,
-            recv_evd: h(&recv),
-            request_evd: h(&req),
-            connect_evd: h(&conn),
+            view: Mutex::new(EpView {
+                pz: pzo.handle,
+                recv_evd: h(&recv),
+                request_evd: h(&req),
+                connect_evd: h(&conn),
+                attr: a,
+            }),
             srq: h(&srqo),
-            attr: a,
             remote: Mutex::new(SockAddrIn::default()),
             remote_port: AtomicU64::new(0),
             pdata: Mutex::new(Vec::new()),
@@ -318,7 +320,8 @@ pub(super) extern "C" fn ep_query(
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
         nonnull(param, 3)?;
-        let a = &e.attr;
+        let v = e.view();
+        let a = &v.attr;
         let mut p = d::DAT_EP_PARAM::default();
         p.ia_handle = o.ia.handle() as d::DAT_IA_HANDLE;
         p.ep_state = state_code(e.ep.state());
@@ -327,10 +330,10 @@ pub(super) extern "C" fn ep_query(
         // The remote address lives in the EP object (stable while the handle lives).
         p.remote_ia_address_ptr = (&*lock(&e.remote)) as *const SockAddrIn as d::DAT_IA_ADDRESS_PTR;
         p.remote_port_qual = e.remote_port.load(Ordering::Relaxed);
-        p.pz_handle = e.pz as d::DAT_PZ_HANDLE;
-        p.recv_evd_handle = e.recv_evd as d::DAT_EVD_HANDLE;
-        p.request_evd_handle = e.request_evd as d::DAT_EVD_HANDLE;
-        p.connect_evd_handle = e.connect_evd as d::DAT_EVD_HANDLE;
+        p.pz_handle = v.pz as d::DAT_PZ_HANDLE;
+        p.recv_evd_handle = v.recv_evd as d::DAT_EVD_HANDLE;
+        p.request_evd_handle = v.request_evd as d::DAT_EVD_HANDLE;
+        p.connect_evd_handle = v.connect_evd as d::DAT_EVD_HANDLE;
         p.srq_handle = e.srq as d::DAT_SRQ_HANDLE;
         p.ep_attr = d::DAT_EP_ATTR {
             service_type: d::DAT_SERVICE_TYPE_RC,
@@ -357,30 +360,129 @@ pub(super) extern "C" fn ep_query(
     })
 }
 
-/// dat_ep_modify: the Rust EP's modify is issue 4's src/dat work (seed 000). Handled here: the
-/// arguments are validated; a mask that changes nothing succeeds; unmodifiable parameters
-/// (IA, state, addresses, port qualifiers) are DAT_INVALID_PARAMETER; the rest
-/// DAT_NOT_IMPLEMENTED until the Rust API has it.
+/// dat_ep_modify(3DAT) over [`Ep::modify`]: only the parameters the mask names change. A mask
+/// of 0 changes nothing and succeeds; unknown bits and unmodifiable parameters (IA, state,
+/// communicator, addresses, port qualifiers, SRQ) are DAT_INVALID_PARAMETER of argument 2; a
+/// parameter the EP's state does not allow is DAT_INVALID_STATE with the EP-state subtype.
 pub(super) extern "C" fn ep_modify(
     ep: d::DAT_EP_HANDLE,
     mask: d::DAT_EP_PARAM_MASK,
     param: *const d::DAT_EP_PARAM,
 ) -> d::DAT_RETURN {
     guard(|| {
-        let _ = handles::get(ep, Kind::Ep)?;
+        let o = handles::get(ep, Kind::Ep)?;
+        let e = ep_of(&o)?;
         if param.is_null() {
             return Err(arg(3));
         }
-        // dat.h DAT_EP_FIELD_IA_HANDLE, _EP_STATE, _LOCAL_IA_ADDRESS_PTR, _LOCAL_PORT_QUAL,
-        // _REMOTE_IA_ADDRESS_PTR, _REMOTE_PORT_QUAL (UINT64_C macros bindgen does not emit).
-        let fixed: u64 = 0x01 | 0x02 | 0x08 | 0x10 | 0x20 | 0x40;
-        if mask & fixed != 0 {
-            return Err(arg(2));
-        }
-        if mask == 0 {
+        let m = EpParamMask::from_bits(mask).ok_or(arg(2))?;
+        if m.is_empty() {
             return Ok(());
         }
-        Err(d::DAT_NOT_IMPLEMENTED)
+        // SAFETY: non-NULL DAT_EP_PARAM pointer of the consumer, read once by value.
+        let p = unsafe { param.read() };
+        let evd_code = |sub| err(d::DAT_INVALID_HANDLE, sub);
+        let masked = |bit: EpParamMask, h: *mut core::ffi::c_void| {
+            if m.contains(bit) {
+                h
+            } else {
+                core::ptr::null_mut()
+            }
+        };
+        let pzo = if m.contains(EpParamMask::PZ_HANDLE) {
+            Some(handles::get(p.pz_handle, Kind::Pz)?)
+        } else {
+            None
+        };
+        let recv = handles::get_opt(
+            masked(EpParamMask::RECV_EVD_HANDLE, p.recv_evd_handle),
+            Kind::Evd,
+            evd_code(d::DAT_INVALID_HANDLE_EVD_RECV),
+        )?;
+        let req = handles::get_opt(
+            masked(EpParamMask::REQUEST_EVD_HANDLE, p.request_evd_handle),
+            Kind::Evd,
+            evd_code(d::DAT_INVALID_HANDLE_EVD_REQUEST),
+        )?;
+        let conn = handles::get_opt(
+            masked(EpParamMask::CONNECT_EVD_HANDLE, p.connect_evd_handle),
+            Kind::Evd,
+            evd_code(d::DAT_INVALID_HANDLE_EVD_CONN),
+        )?;
+        fn evd(o: &Option<Arc<Object>>) -> Option<&crate::dat::Evd> {
+            match o.as_deref().map(|o| &o.body) {
+                Some(Body::Evd(e)) => Some(&e.evd),
+                _ => None,
+            }
+        }
+        let pz = match pzo.as_deref().map(|o| &o.body) {
+            Some(Body::Pz(pz)) => Some(pz),
+            Some(_) => return Err(Kind::Pz.invalid()),
+            None => None,
+        };
+        let a = &p.ep_attr;
+        let read_depth = |v: i32| u8::try_from(v).map_err(|_| arg(3));
+        let mut copy = e.attr();
+        let mut attr = rust_attr(&copy);
+        macro_rules! take {
+            ($bit:ident, $field:ident, $conv:expr) => {
+                if m.contains(EpParamMask::$bit) {
+                    copy.$field = a.$field;
+                    attr.$field = $conv(a.$field)?;
+                }
+            };
+        }
+        let same = |v| Ok::<_, u32>(v);
+        let count = |v: i32| u32::try_from(v).map_err(|_| arg(3));
+        // DAT_HW_DEFAULT is (DAT_COUNT)~0.
+        let soft_hw = |v: i32| Ok::<_, u32>(v as u32);
+        let flags = |v: u32| crate::dat::CompletionFlags::from_bits(v).ok_or(arg(3));
+        take!(MAX_MESSAGE_SIZE, max_message_size, same);
+        take!(MAX_RDMA_SIZE, max_rdma_size, same);
+        take!(RECV_COMPLETION_FLAGS, recv_completion_flags, flags);
+        take!(REQUEST_COMPLETION_FLAGS, request_completion_flags, flags);
+        take!(MAX_RECV_DTOS, max_recv_dtos, count);
+        take!(MAX_REQUEST_DTOS, max_request_dtos, count);
+        take!(MAX_RECV_IOV, max_recv_iov, count);
+        take!(MAX_REQUEST_IOV, max_request_iov, count);
+        take!(MAX_RDMA_READ_IN, max_rdma_read_in, read_depth);
+        take!(MAX_RDMA_READ_OUT, max_rdma_read_out, read_depth);
+        take!(SRQ_SOFT_HW, srq_soft_hw, soft_hw);
+        take!(MAX_RDMA_READ_IOV, max_rdma_read_iov, count);
+        take!(MAX_RDMA_WRITE_IOV, max_rdma_write_iov, count);
+        let rp = EpParam {
+            pz,
+            recv_evd: evd(&recv),
+            request_evd: evd(&req),
+            connect_evd: evd(&conn),
+            attr,
+            service_type: a.service_type,
+            qos: a.qos,
+            num_transport_attr: p.ep_attr.ep_transport_specific_count.max(0) as u32,
+            num_provider_attr: p.ep_attr.ep_provider_specific_count.max(0) as u32,
+        };
+        if (m.contains(EpParamMask::NUM_TRANSPORT_ATTR) && a.ep_transport_specific_count < 0)
+            || (m.contains(EpParamMask::NUM_PROVIDER_ATTR) && a.ep_provider_specific_count < 0)
+        {
+            return Err(arg(3));
+        }
+        let mut view = lock(&e.view);
+        e.ep.modify(m, &rp).map_err(|e| e.code())?;
+        let h = |o: &Option<Arc<Object>>| o.as_ref().map_or(0, |o| o.handle);
+        if let Some(pzo) = &pzo {
+            view.pz = pzo.handle;
+        }
+        if m.contains(EpParamMask::RECV_EVD_HANDLE) {
+            view.recv_evd = h(&recv);
+        }
+        if m.contains(EpParamMask::REQUEST_EVD_HANDLE) {
+            view.request_evd = h(&req);
+        }
+        if m.contains(EpParamMask::CONNECT_EVD_HANDLE) {
+            view.connect_evd = h(&conn);
+        }
+        view.attr = copy;
+        Ok(())
     })
 }
 
@@ -621,7 +723,7 @@ pub(super) extern "C" fn ep_post_send(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let t = triplets(n, iov, e.attr.max_request_iov, 2)?;
+        let t = triplets(n, iov, e.attr().max_request_iov, 2)?;
         // SAFETY: a cookie is 64 bits of consumer data in any variant.
         let c = unsafe { cookie.as_64 };
         post_request(e, c, flags, 5, None, |ep| ep.post_send(&t, c))
@@ -659,7 +761,7 @@ pub(super) extern "C" fn ep_post_recv(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let t = triplets(n, iov, e.attr.max_recv_iov, 2)?;
+        let t = triplets(n, iov, e.attr().max_recv_iov, 2)?;
         if flags & !KNOWN_FLAGS != 0 {
             return Err(arg(5));
         }
@@ -680,7 +782,7 @@ pub(super) extern "C" fn ep_post_rdma_read(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let t = triplets(n, iov, e.attr.max_request_iov, 2)?;
+        let t = triplets(n, iov, e.attr().max_request_iov, 2)?;
         let r = rmr(remote, 5)?;
         // SAFETY: a cookie is 64 bits of consumer data.
         let c = unsafe { cookie.as_64 };
@@ -715,7 +817,7 @@ pub(super) extern "C" fn ep_post_rdma_write(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let t = triplets(n, iov, e.attr.max_request_iov, 2)?;
+        let t = triplets(n, iov, e.attr().max_request_iov, 2)?;
         let r = rmr(remote, 5)?;
         // SAFETY: a cookie is 64 bits of consumer data.
         let c = unsafe { cookie.as_64 };

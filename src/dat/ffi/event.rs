@@ -71,10 +71,29 @@ fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) -> bool {
     if ok
         && matches!(
             tag,
-            Some(Tag::Suppress) | Some(Tag::WriteImm { suppress: true })
+            Some(Tag::Suppress)
+                | Some(Tag::WriteImm { suppress: true })
+                | Some(Tag::Bind { suppress: true, .. })
         )
     {
         return false;
+    }
+    if c.opcode == WcOpcode::BindMw {
+        ev.event_number = d::DAT_RMR_BIND_COMPLETION_EVENT;
+        let rmr = match tag {
+            Some(Tag::Bind { rmr, .. }) => rmr,
+            _ => 0,
+        };
+        ev.event_data.rmr_completion_event_data = d::DAT_RMR_BIND_COMPLETION_EVENT_DATA {
+            rmr_handle: rmr as d::DAT_RMR_HANDLE,
+            user_cookie: d::DAT_RMR_COOKIE { as_64: c.cookie },
+            status: if ok {
+                d::DAT_DTO_SUCCESS
+            } else {
+                d::DAT_RMR_OPERATION_FAILED
+            },
+        };
+        return true;
     }
     ev.event_number = d::DAT_DTO_COMPLETION_EVENT;
     let mut op = match c.opcode {

@@ -39,7 +39,7 @@ extern "C" fn handler(handle: d::DAT_HANDLE, args: *const d::shim_dat_ext_args) 
         } else {
             1
         };
-        if n < 0 || n > e.attr.max_request_iov {
+        if n < 0 || n > e.attr().max_request_iov {
             return Err(arg(3));
         }
         if n > 0 && a.local_iov.is_null() {

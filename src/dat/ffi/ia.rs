@@ -190,7 +190,7 @@ pub(super) extern "C" fn ia_query(
             a.max_pzs = 1 << 16;
             a.max_message_size = crate::transport::MAX_MSG_SIZE;
             a.max_rdma_size = crate::transport::MAX_MSG_SIZE;
-            a.max_rmrs = 0;
+            a.max_rmrs = 1 << 16;
             a.max_rmr_target_address = u64::MAX;
             a.max_srqs = 1024;
             a.max_ep_per_srq = 4096;

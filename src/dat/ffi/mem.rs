@@ -2,13 +2,15 @@
 //! `MrTable::register_raw`), LMR sync, and RMRs.
 
 use super::codes::{arg, err, guard, map, nonnull, put};
+use super::ep::{ep_of, tag, untag};
 use super::handles::{self, Kind};
-use super::objects::{Body, LmrObj, RmrObj};
+use super::objects::{Body, LmrObj, RmrObj, Tag};
 use super::state::lock;
-use crate::dat::{Lmr, Pz};
+use crate::dat::{Lmr, LmrTriplet, Pz, Rmr};
 use crate::transport::memory::Access;
 use dat_sys as d;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 pub(super) extern "C" fn pz_create(
     ia: d::DAT_IA_HANDLE,
@@ -257,9 +259,17 @@ pub(super) extern "C" fn rmr_create(
 ) -> d::DAT_RETURN {
     guard(|| {
         let pzo = handles::get(pz, Kind::Pz)?;
+        let Body::Pz(p) = &pzo.body else {
+            return Err(Kind::Pz.invalid());
+        };
         nonnull(out, 2)?;
+        let rmr = Rmr::create(p).map_err(|e| e.code())?;
         let o = handles::insert(pzo.ia.provider(), Kind::Rmr, pzo.ia.clone(), |_| {
-            Body::Rmr(RmrObj { pz: pzo.handle })
+            Body::Rmr(RmrObj {
+                rmr: Mutex::new(Some(rmr)),
+                pz: pzo.handle,
+                lmr: AtomicUsize::new(0),
+            })
         });
         put(out, 2, o.handle as d::DAT_RMR_HANDLE)
     })
@@ -272,6 +282,25 @@ pub(super) extern "C" fn rmr_create_for_ep(
     rmr_create(pz, out)
 }
 
+fn rmr_of(o: &handles::Object) -> Result<&RmrObj, u32> {
+    match &o.body {
+        Body::Rmr(r) => Ok(r),
+        _ => Err(Kind::Rmr.invalid()),
+    }
+}
+
+/// The DAT_MEM_PRIV flags of remote rights.
+fn privs_of(a: Access) -> u32 {
+    let mut p = 0;
+    if a.contains(Access::REMOTE_READ) {
+        p |= d::DAT_MEM_PRIV_REMOTE_READ_FLAG;
+    }
+    if a.contains(Access::REMOTE_WRITE) {
+        p |= d::DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
+    }
+    p
+}
+
 pub(super) extern "C" fn rmr_query(
     rmr: d::DAT_RMR_HANDLE,
     _mask: d::DAT_RMR_PARAM_MASK,
@@ -279,49 +308,126 @@ pub(super) extern "C" fn rmr_query(
 ) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(rmr, Kind::Rmr)?;
-        let Body::Rmr(r) = &o.body else {
-            return Err(Kind::Rmr.invalid());
-        };
+        let r = rmr_of(&o)?;
+        nonnull(param, 3)?;
+        let q = lock(&r.rmr)
+            .as_ref()
+            .map(|r| r.query())
+            .ok_or(Kind::Rmr.invalid())?;
         let mut p = d::DAT_RMR_PARAM::default();
         p.ia_handle = o.ia.handle() as d::DAT_IA_HANDLE;
         p.pz_handle = r.pz as d::DAT_PZ_HANDLE;
+        if let Some(t) = q.lmr_triplet {
+            p.lmr_triplet.lmr_context = t.lmr_context;
+            p.lmr_triplet.virtual_address = t.virtual_address;
+            p.lmr_triplet.segment_length = t.segment_length;
+        }
+        p.mem_priv = privs_of(q.access);
+        p.rmr_context = q.rmr_context.unwrap_or(0);
         p.rmr_scope = d::DAT_RMR_SCOPE_PZ;
         p.va_type = d::DAT_VA_TYPE_VA;
         put(param, 3, p)
     })
 }
 
-/// dat_rmr_bind: memory windows are not in the Rust API yet (issue 4, src/dat RMR): the
-/// arguments are validated, then DAT_NOT_IMPLEMENTED (ia_query reports max_rmrs = 0).
+/// dat_rmr_bind(3DAT) over [`Rmr::bind`] / [`Rmr::unbind`] (a NULL LMR unbinds): the new
+/// `rmr_context` is written to `context`; the completion is a DAT_RMR_BIND_COMPLETION_EVENT
+/// on the EP's request EVD (none for a successful bind with DAT_COMPLETION_SUPPRESS_FLAG).
 #[allow(clippy::too_many_arguments)]
 pub(super) extern "C" fn rmr_bind(
     rmr: d::DAT_RMR_HANDLE,
     lmr: d::DAT_LMR_HANDLE,
     triplet: *const d::DAT_LMR_TRIPLET,
-    _privs: d::DAT_MEM_PRIV_FLAGS,
-    _va_type: d::DAT_VA_TYPE,
+    privs: d::DAT_MEM_PRIV_FLAGS,
+    va_type: d::DAT_VA_TYPE,
     ep: d::DAT_EP_HANDLE,
-    _cookie: d::DAT_RMR_COOKIE,
-    _flags: d::DAT_COMPLETION_FLAGS,
+    cookie: d::DAT_RMR_COOKIE,
+    flags: d::DAT_COMPLETION_FLAGS,
     context: *mut d::DAT_RMR_CONTEXT,
 ) -> d::DAT_RETURN {
     guard(|| {
-        let _ = handles::get(rmr, Kind::Rmr)?;
-        if !lmr.is_null() {
-            let _ = handles::get(lmr, Kind::Lmr)?;
-            if triplet.is_null() {
-                return Err(arg(3));
-            }
+        let ro = handles::get(rmr, Kind::Rmr)?;
+        let r = rmr_of(&ro)?;
+        let lo = handles::get_opt(lmr, Kind::Lmr, Kind::Lmr.invalid())?;
+        let eo = handles::get(ep, Kind::Ep)?;
+        let e = ep_of(&eo)?;
+        // SAFETY: DAT_RMR_COOKIE is a union of a 64-bit integer and a pointer; every bit
+        // pattern is a valid u64.
+        let cookie = unsafe { cookie.as_64 };
+        if flags & !(d::DAT_COMPLETION_SUPPRESS_FLAG | d::DAT_COMPLETION_UNSIGNALLED_FLAG) != 0 {
+            return Err(arg(8));
         }
-        let _ = handles::get(ep, Kind::Ep)?;
+        let suppress = flags & d::DAT_COMPLETION_SUPPRESS_FLAG != 0;
+        let slot = lock(&r.rmr);
+        let rust = slot.as_ref().ok_or(Kind::Rmr.invalid())?;
+        let Some(lo) = lo else {
+            tag(
+                e,
+                cookie,
+                Tag::Bind {
+                    rmr: ro.handle,
+                    suppress,
+                },
+            );
+            if let Err(x) = rust.unbind(&e.ep, cookie) {
+                untag(e, cookie);
+                return Err(x.code());
+            }
+            r.lmr.store(0, Ordering::Release);
+            return Ok(());
+        };
+        let Body::Lmr(l) = &lo.body else {
+            return Err(Kind::Lmr.invalid());
+        };
+        if triplet.is_null() {
+            return Err(arg(3));
+        }
+        if privs & !MEM_PRIV_KNOWN != 0 {
+            return Err(arg(4));
+        }
+        if va_type != d::DAT_VA_TYPE_VA {
+            return Err(err(d::DAT_MODEL_NOT_SUPPORTED, 0));
+        }
         nonnull(context, 9)?;
-        Err(d::DAT_NOT_IMPLEMENTED)
+        // SAFETY: non-NULL DAT_LMR_TRIPLET of the consumer, read once by value.
+        let t = unsafe { triplet.read() };
+        let t = LmrTriplet {
+            lmr_context: t.lmr_context,
+            virtual_address: t.virtual_address,
+            segment_length: t.segment_length,
+        };
+        let remote = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+        let access = access_of(privs) & remote;
+        let lg = lock(&l.lmr);
+        let lmr_ref = lg.as_ref().ok_or(Kind::Lmr.invalid())?;
+        tag(
+            e,
+            cookie,
+            Tag::Bind {
+                rmr: ro.handle,
+                suppress,
+            },
+        );
+        let rkey = match rust.bind(lmr_ref, t, access, &e.ep, cookie) {
+            Ok(k) => k,
+            Err(x) => {
+                untag(e, cookie);
+                return Err(x.code());
+            }
+        };
+        r.lmr.store(lo.handle, Ordering::Release);
+        put(context, 9, rkey)
     })
 }
 
+/// dat_rmr_free: unbinds (the key dies) and frees.
 pub(super) extern "C" fn rmr_free(rmr: d::DAT_RMR_HANDLE) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(rmr, Kind::Rmr)?;
+        let r = rmr_of(&o)?;
+        if let Some(rust) = lock(&r.rmr).take() {
+            rust.free();
+        }
         handles::remove(o.handle);
         Ok(())
     })

@@ -2,7 +2,7 @@
 //! keep (handles of related objects, query parameters, event buffers).
 
 use super::state::SockAddrIn;
-use crate::dat::{Cr, Ep, Evd, Lmr, Psp, Pz, Srq};
+use crate::dat::{Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Srq};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Mutex;
@@ -35,7 +35,10 @@ pub(crate) struct LmrObj {
 }
 
 pub(crate) struct RmrObj {
+    pub rmr: Mutex<Option<Rmr>>,
     pub pz: usize,
+    /// The LMR handle of the current binding (0 while unbound).
+    pub lmr: AtomicUsize,
 }
 
 pub(crate) struct EvdObj {
@@ -63,16 +66,15 @@ pub(crate) enum Tag {
     Suppress,
     /// An RDMA write with immediate (DAT_IB_DTO_EVENT).
     WriteImm { suppress: bool },
+    /// An RMR bind or unbind (DAT_RMR_BIND_COMPLETION_EVENT naming the RMR handle).
+    Bind { rmr: usize, suppress: bool },
 }
 
 pub(crate) struct EpObj {
     pub ep: Ep,
-    pub pz: usize,
-    pub recv_evd: usize,
-    pub request_evd: usize,
-    pub connect_evd: usize,
+    /// The parameters dat_ep_modify can change.
+    pub view: Mutex<EpView>,
     pub srq: usize,
-    pub attr: EpAttrCopy,
     pub remote: Mutex<SockAddrIn>,
     pub remote_port: AtomicU64,
     /// Private data of the last connection event (the event points into it).
@@ -80,6 +82,28 @@ pub(crate) struct EpObj {
     /// Requests whose completion is tagged, by cookie, in posting order.
     pub tags: Mutex<HashMap<u64, VecDeque<Tag>>>,
     pub tagged: AtomicUsize,
+}
+
+/// The handles and attributes of an EP that dat_ep_modify changes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct EpView {
+    pub pz: usize,
+    pub recv_evd: usize,
+    pub request_evd: usize,
+    pub connect_evd: usize,
+    pub attr: EpAttrCopy,
+}
+
+impl EpObj {
+    /// The current modifiable parameters.
+    pub fn view(&self) -> EpView {
+        *self.view.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current attributes.
+    pub fn attr(&self) -> EpAttrCopy {
+        self.view().attr
+    }
 }
 
 /// The consumer's EP attributes as given (DAT_EP_ATTR without its pointers).

@@ -2,6 +2,9 @@
 //! and NULL pointers: each entry answers the DAT code with the right subtype, never crashes.
 
 use super::codes::{arg, err};
+use super::handles::{self, Kind};
+use super::objects::Body;
+use super::state::IaState;
 use super::table;
 use dat_sys as d;
 
@@ -159,4 +162,303 @@ fn null_pointers_and_unknown_names_are_rejected_with_their_argument_number() {
 fn a_panic_inside_an_entry_becomes_internal_error() {
     let code = super::codes::guard(|| panic!("boom"));
     assert_eq!(code, err(d::DAT_INTERNAL_ERROR, 0));
+}
+
+/// An IA over an in-memory cable (no peer), registered as a C handle of `p`.
+fn in_memory_ia(p: &'static d::DAT_PROVIDER) -> (d::DAT_IA_HANDLE, std::sync::Arc<IaState>) {
+    let (io, _other) = crate::engine::io::ChannelIo::pair(256);
+    let ia = crate::dat::Ia::open_with(
+        crate::dat::IaConfig {
+            mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 0, 0x1a]),
+            ip: std::net::Ipv4Addr::new(10, 34, 0, 1),
+            prefix_len: 24,
+            mtu: 1500,
+            shards: 1,
+            engine: crate::engine::runtime::EngineConfig {
+                progress: crate::config::Progress::Inline,
+                ..Default::default()
+            },
+        },
+        vec![Box::new(io)],
+    )
+    .expect("in-memory IA");
+    let state = std::sync::Arc::new(IaState::new(
+        p as *const _ as usize,
+        "dr-mem",
+        "mem",
+        ia,
+        1024,
+    ));
+    let o = handles::insert(p, Kind::Ia, state.clone(), |_| Body::Ia);
+    state
+        .handle
+        .store(o.handle, std::sync::atomic::Ordering::Relaxed);
+    (o.handle as d::DAT_IA_HANDLE, state)
+}
+
+fn ok(code: d::DAT_RETURN) {
+    assert_eq!(code, d::DAT_SUCCESS, "{code:#x}");
+}
+
+#[test]
+fn ep_modify_and_rmr_bind_through_the_c_table_on_an_in_memory_ia() {
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, state) = in_memory_ia(p);
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls below): the entries are this provider's, with live handles and
+    // pointers to local storage, as a consumer would call them.
+    unsafe {
+        // ia_query reports RMRs.
+        let mut ia_attr = d::DAT_IA_ATTR::default();
+        let mut async_evd = null;
+        ok(p.ia_query_func.unwrap()(
+            ia,
+            &mut async_evd,
+            0,
+            &mut ia_attr,
+            0,
+            null as _,
+        ));
+        assert!(ia_attr.max_rmrs > 0);
+
+        let mut pz = null;
+        ok(p.pz_create_func.unwrap()(ia, &mut pz));
+        let dto = d::DAT_EVD_DTO_FLAG | d::DAT_EVD_RMR_BIND_FLAG;
+        let (mut recv, mut req, mut req2, mut conn) = (null, null, null, null);
+        ok(p.evd_create_func.unwrap()(ia, 16, null, dto, &mut recv));
+        ok(p.evd_create_func.unwrap()(ia, 16, null, dto, &mut req));
+        ok(p.evd_create_func.unwrap()(ia, 16, null, dto, &mut req2));
+        ok(p.evd_create_func.unwrap()(
+            ia,
+            16,
+            null,
+            d::DAT_EVD_CONNECTION_FLAG,
+            &mut conn,
+        ));
+        let mut ep = null;
+        ok(p.ep_create_func.unwrap()(
+            ia,
+            pz,
+            recv,
+            req,
+            conn,
+            core::ptr::null(),
+            &mut ep,
+        ));
+        let modify = p.ep_modify_func.unwrap();
+        let query = |ep| {
+            let mut q = d::DAT_EP_PARAM::default();
+            ok(p.ep_query_func.unwrap()(ep, 0, &mut q));
+            q
+        };
+        let before = query(ep);
+
+        // dat_ep_modify: mask 0 changes nothing; unmodifiable or unknown bits are argument 2;
+        // NULL parameters argument 3; a negative count argument 3.
+        let mut param = before;
+        ok(modify(ep, 0, &param));
+        assert_eq!(modify(ep, 0x01, &param), arg(2), "IA handle");
+        assert_eq!(modify(ep, 0x0800, &param), arg(2), "SRQ handle");
+        assert_eq!(modify(ep, 1 << 40, &param), arg(2), "unknown bit");
+        assert_eq!(modify(ep, 0x0008_0000, core::ptr::null()), arg(3));
+        param.ep_attr.max_request_dtos = -1;
+        assert_eq!(modify(ep, 0x0008_0000, &param), arg(3));
+        assert_eq!(
+            modify(garbage(), 0, &param),
+            err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EP)
+        );
+
+        // Only masked fields change: request DTOs and the request EVD.
+        param.ep_attr.max_request_dtos = 64;
+        param.ep_attr.max_recv_dtos = 7;
+        param.request_evd_handle = req2;
+        param.recv_evd_handle = null;
+        ok(modify(ep, 0x0008_0000 | 0x0200, &param));
+        let after = query(ep);
+        assert_eq!(after.ep_attr.max_request_dtos, 64);
+        assert_eq!(after.ep_attr.max_recv_dtos, before.ep_attr.max_recv_dtos);
+        assert_eq!(after.request_evd_handle, req2);
+        assert_eq!(after.recv_evd_handle, recv);
+        // A garbage EVD handle is the EVD-request handle error; nothing changed.
+        param.request_evd_handle = garbage();
+        assert_eq!(
+            modify(ep, 0x0200, &param),
+            err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_REQUEST)
+        );
+        assert_eq!(query(ep).request_evd_handle, req2);
+
+        // RMR: bind a window over part of an LMR; the completion is an RMR bind event on the
+        // EP's (modified) request EVD.
+        let mut buf = vec![0u8; 4096];
+        let privs = d::DAT_MEM_PRIV_LOCAL_WRITE_FLAG
+            | d::DAT_MEM_PRIV_REMOTE_READ_FLAG
+            | d::DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
+        let (mut lmr, mut lkey, mut rkey, mut size, mut addr) = (null, 0, 0, 0, 0);
+        ok(p.lmr_create_func.unwrap()(
+            ia,
+            d::DAT_MEM_TYPE_VIRTUAL,
+            d::DAT_REGION_DESCRIPTION {
+                for_va: buf.as_mut_ptr() as _,
+            },
+            buf.len() as u64,
+            pz,
+            privs,
+            d::DAT_VA_TYPE_VA,
+            &mut lmr,
+            &mut lkey,
+            &mut rkey,
+            &mut size,
+            &mut addr,
+        ));
+        let mut rmr = null;
+        assert_eq!(
+            p.rmr_create_func.unwrap()(pz, core::ptr::null_mut()),
+            arg(2)
+        );
+        ok(p.rmr_create_func.unwrap()(pz, &mut rmr));
+        let bind = p.rmr_bind_func.unwrap();
+        let triplet = d::DAT_LMR_TRIPLET {
+            lmr_context: lkey,
+            virtual_address: addr + 1024,
+            segment_length: 512,
+        };
+        let cookie = d::DAT_RMR_COOKIE { as_64: 0x77 };
+        let mut ctx = 0;
+        let rw = d::DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
+        assert_eq!(
+            bind(
+                rmr,
+                lmr,
+                core::ptr::null(),
+                rw,
+                d::DAT_VA_TYPE_VA,
+                ep,
+                cookie,
+                0,
+                &mut ctx
+            ),
+            arg(3)
+        );
+        assert_eq!(
+            bind(
+                rmr,
+                lmr,
+                &triplet,
+                rw,
+                d::DAT_VA_TYPE_VA,
+                ep,
+                cookie,
+                0,
+                core::ptr::null_mut()
+            ),
+            arg(9)
+        );
+        assert_eq!(
+            bind(
+                garbage(),
+                lmr,
+                &triplet,
+                rw,
+                d::DAT_VA_TYPE_VA,
+                ep,
+                cookie,
+                0,
+                &mut ctx
+            ),
+            err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_RMR)
+        );
+        let outside = d::DAT_LMR_TRIPLET {
+            virtual_address: addr + 4000,
+            ..triplet
+        };
+        assert_eq!(
+            bind(
+                rmr,
+                lmr,
+                &outside,
+                rw,
+                d::DAT_VA_TYPE_VA,
+                ep,
+                cookie,
+                0,
+                &mut ctx
+            ),
+            arg(3)
+        );
+        ok(bind(
+            rmr,
+            lmr,
+            &triplet,
+            rw,
+            d::DAT_VA_TYPE_VA,
+            ep,
+            cookie,
+            0,
+            &mut ctx,
+        ));
+        assert_ne!(ctx, 0);
+        assert_ne!(ctx, rkey, "the window has its own key");
+        let mut ev = d::DAT_EVENT::default();
+        ok(p.evd_dequeue_func.unwrap()(req2, &mut ev));
+        assert_eq!(ev.event_number, d::DAT_RMR_BIND_COMPLETION_EVENT);
+        let data = ev.event_data.rmr_completion_event_data;
+        assert_eq!(data.rmr_handle, rmr);
+        assert_eq!(data.user_cookie.as_64, 0x77);
+        assert_eq!(data.status, d::DAT_DTO_SUCCESS);
+        assert_eq!(
+            p.evd_dequeue_func.unwrap()(req, &mut ev),
+            d::DAT_QUEUE_EMPTY
+        );
+        let mut rq = d::DAT_RMR_PARAM::default();
+        ok(p.rmr_query_func.unwrap()(rmr, 0, &mut rq));
+        assert_eq!(rq.rmr_context, ctx);
+        assert_eq!(rq.lmr_triplet.virtual_address, addr + 1024);
+        assert_eq!(rq.lmr_triplet.segment_length, 512);
+        assert_eq!(rq.mem_priv, rw);
+        // The bound LMR cannot be freed; unbinding (NULL LMR) releases it.
+        assert_eq!(
+            p.lmr_free_func.unwrap()(lmr),
+            err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_LMR_IN_USE)
+        );
+        let suppress = d::DAT_COMPLETION_SUPPRESS_FLAG;
+        ok(bind(
+            rmr,
+            null,
+            core::ptr::null(),
+            0,
+            d::DAT_VA_TYPE_VA,
+            ep,
+            cookie,
+            suppress,
+            &mut ctx,
+        ));
+        assert_eq!(
+            p.evd_dequeue_func.unwrap()(req2, &mut ev),
+            d::DAT_QUEUE_EMPTY
+        );
+        ok(p.rmr_query_func.unwrap()(rmr, 0, &mut rq));
+        assert_eq!(rq.rmr_context, 0);
+        ok(p.rmr_free_func.unwrap()(rmr));
+        ok(p.lmr_free_func.unwrap()(lmr));
+
+        // Wrong state: connecting (no peer answers) makes the EP ACTIVE CONNECTION PENDING.
+        let peer = super::state::SockAddrIn::new(std::net::Ipv4Addr::new(10, 34, 0, 2));
+        ok(p.ep_connect_func.unwrap()(
+            ep,
+            peer.as_dat(),
+            45248,
+            d::DAT_TIMEOUT::MAX,
+            0,
+            null,
+            d::DAT_QOS_BEST_EFFORT,
+            d::DAT_CONNECT_DEFAULT_FLAG,
+        ));
+        param.ep_attr.max_request_dtos = 32;
+        assert_eq!(
+            modify(ep, 0x0008_0000, &param),
+            err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EP_ACTCONNPENDING)
+        );
+        assert_eq!(query(ep).ep_attr.max_request_dtos, 64);
+    }
+    drop(state.take());
 }
