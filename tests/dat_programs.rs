@@ -112,6 +112,7 @@ fn run_pair(
     args: &[&str],
     host: &str,
     progress: Progress,
+    attempt: usize,
 ) -> (Output, Output) {
     let cmd = |side: char, client: bool| {
         let mut c = Command::new(program);
@@ -129,6 +130,12 @@ fn run_pair(
     let server = cmd('a', false).spawn().expect("start server");
     // The server publishes its address on TCP 15828 once its IA is open.
     std::thread::sleep(Duration::from_secs(3));
+    // net_af_packet's fanout group id is (pid ^ ifindex) & 0xffff: the two ends of one veth
+    // pair have neighbouring ifindexes, so a client whose pid is the server's plus one can
+    // collide every time. A retry first spends a few pids to break that pattern.
+    for _ in 0..attempt {
+        let _ = Command::new("true").status();
+    }
     let client = cmd('b', true).spawn().expect("start client");
     let (srv_pid, cli_pid) = (server.id(), client.id());
     // A watchdog: neither side may hang the suite.
@@ -156,13 +163,23 @@ fn run_pair_retrying(
     host: &str,
     progress: Progress,
 ) -> (String, String) {
-    for _ in 0..3 {
-        let (srv, cli) = run_pair(s, program, args, host, progress);
+    for attempt in 0..3 {
+        let (srv, cli) = run_pair(s, program, args, host, progress, attempt);
         let (srv, cli) = (output_text(&srv), output_text(&cli));
         if !srv.contains(FANOUT_COLLISION) && !cli.contains(FANOUT_COLLISION) {
             return (srv, cli);
         }
-        eprintln!("net_af_packet PACKET_FANOUT collision: retrying with new processes");
+        let line = |t: &str| {
+            t.lines()
+                .find(|l| l.contains(FANOUT_COLLISION))
+                .unwrap_or_default()
+                .to_string()
+        };
+        eprintln!(
+            "net_af_packet PACKET_FANOUT collision ({}{}): retrying with new processes",
+            line(&srv),
+            line(&cli)
+        );
     }
     panic!("PACKET_FANOUT collision three times");
 }

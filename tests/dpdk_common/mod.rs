@@ -85,10 +85,13 @@ pub fn retry_fanout_collision(mut run: impl FnMut() -> Output) -> Output {
 
 /// stdout and stderr of a run, for assertion messages.
 pub fn output_text(out: &Output) -> String {
+    // The exit status too: a process killed by a signal loses its buffered stdout, and the
+    // status is then the only trace of what happened.
     format!(
-        "{}{}",
+        "{}{}[{}]\n",
         String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.stderr),
+        out.status
     )
 }
 
