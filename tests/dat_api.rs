@@ -2,112 +2,12 @@
 //! over an in-memory cable. Every operation with data checked, EP states and status, wrong-state
 //! and invalid-argument errors, refused frees, rejection, disconnect, reset, SRQ.
 
-use dpdk_roce::config::Progress;
-use dpdk_roce::dat::{
-    ConnectionEventKind, DatError, DatEvent, Ep, EpState, Evd, EvdFlags, Ia, IaConfig, Lmr, Psp,
-    Pz, Srq,
-};
-use dpdk_roce::engine::io::ChannelIo;
-use dpdk_roce::engine::runtime::EngineConfig;
-use dpdk_roce::transport::memory::Access;
+use dpdk_roce::dat::{ConnectionEventKind, DatError, DatEvent, Ep, EpState, Lmr, Psp, Srq};
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};
-use dpdk_roce::wire::ethernet::EthernetAddress;
-use std::net::Ipv4Addr;
 use std::time::Duration;
 
-const IP_A: Ipv4Addr = Ipv4Addr::new(10, 33, 0, 1);
-const IP_B: Ipv4Addr = Ipv4Addr::new(10, 33, 0, 2);
-const QUAL: u16 = 45248;
-const RW: Access = Access::LOCAL_WRITE
-    .union(Access::REMOTE_READ)
-    .union(Access::REMOTE_WRITE)
-    .union(Access::REMOTE_ATOMIC);
-const T: Option<Duration> = Some(Duration::from_secs(30));
-
-fn ias() -> (Ia, Ia) {
-    let (io_a, io_b) = ChannelIo::pair(4096);
-    let open = |mac: u8, ip, io: ChannelIo| {
-        Ia::open_with(
-            IaConfig {
-                mac: EthernetAddress([2, 0, 0, 0, 0, mac]),
-                ip,
-                prefix_len: 24,
-                mtu: 1500,
-                shards: 2,
-                engine: EngineConfig {
-                    progress: Progress::Inline,
-                    ..EngineConfig::default()
-                },
-            },
-            vec![Box::new(io)],
-        )
-        .expect("open")
-    };
-    (open(0xa, IP_A, io_a), open(0xb, IP_B, io_b))
-}
-
-/// Waits on `evd` while also driving the other IA (both sides in this thread, inline).
-fn wait(evd: &Evd, other: &Ia) -> DatEvent {
-    let t0 = std::time::Instant::now();
-    loop {
-        other.progress();
-        match evd.wait(Some(Duration::from_micros(200)), 1) {
-            Ok(ev) => return ev,
-            Err(DatError::TimeoutExpired) => {}
-            Err(e) => panic!("{e}"),
-        }
-        assert!(t0.elapsed() < T.unwrap(), "nothing arrived");
-    }
-}
-
-fn dto(evd: &Evd, other: &Ia) -> dpdk_roce::dat::DtoEvent {
-    match wait(evd, other) {
-        DatEvent::Dto(d) => d,
-        other => panic!("not a DTO: {other:?}"),
-    }
-}
-
-fn conn(evd: &Evd, other: &Ia) -> ConnectionEventKind {
-    match wait(evd, other) {
-        DatEvent::Connection { kind, .. } => kind,
-        other => panic!("not a connection event: {other:?}"),
-    }
-}
-
-struct Side {
-    ia: Ia,
-    pz: Pz,
-    dto: Evd,
-    conn: Evd,
-    cr: Evd,
-}
-
-fn side(ia: Ia) -> Side {
-    let pz = Pz::create(&ia).unwrap();
-    let dto = Evd::create(&ia, 256, EvdFlags::DTO).unwrap();
-    let conn = Evd::create(&ia, 64, EvdFlags::CONNECTION).unwrap();
-    let cr = Evd::create(&ia, 64, EvdFlags::CR).unwrap();
-    Side {
-        ia,
-        pz,
-        dto,
-        conn,
-        cr,
-    }
-}
-
-fn ep(s: &Side) -> Ep {
-    Ep::create(
-        &s.ia,
-        &s.pz,
-        Some(&s.dto),
-        Some(&s.dto),
-        Some(&s.conn),
-        None,
-        None,
-    )
-    .unwrap()
-}
+mod dat_common;
+use dat_common::{conn, dto, ep, ias, side, wait, Side, IP_A, IP_B, QUAL, RW};
 
 /// Connects `ea` (on A) to a new accept on `eb` (on B), private data both ways.
 fn connect(a: &Side, b: &Side, ea: &Ep, eb: &Ep) {
