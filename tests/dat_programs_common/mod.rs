@@ -1,0 +1,222 @@
+//! The harness of the tests that run the real DAT programs (dapl2-utils) as two processes on
+//! dpdk-roce: the provider library, per-side profiles and dat.conf files, the server/client
+//! runner with its watchdog and its retry of the net_af_packet fanout collision.
+
+#![allow(dead_code)]
+
+#[path = "../dpdk_common/mod.rs"]
+pub mod dpdk_common;
+
+use dpdk_common::{output_text, Veth, FANOUT_COLLISION};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// The provider library cargo built next to the test binaries.
+pub fn provider_lib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    // `cargo test` builds the cdylib next to the rlib the tests link, in deps/ (only `cargo
+    // build` copies it up to target/<profile>/, so that copy can be stale or missing).
+    let lib = dir.join("deps/libdpdk_roce.so");
+    assert!(lib.is_file(), "provider library missing: {}", lib.display());
+    lib
+}
+
+/// `engine.idle_pause_us` of the test profiles (only core progress uses it).
+pub const IDLE_PAUSE_US: u32 = 20;
+
+/// A temp dir with profiles a/b on the veth ends and one dat.conf per side.
+pub struct Setup {
+    dir: PathBuf,
+    _veth: Veth,
+}
+
+impl Setup {
+    pub fn new(tag: &str) -> Setup {
+        let veth = Veth::up(tag);
+        let dir = std::env::temp_dir().join(format!("dpdk-roce-dat-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let repo = dpdk_common::repo();
+        for side in ['a', 'b'] {
+            let text =
+                std::fs::read_to_string(repo.join(format!("dpdk-config/af_packet-{side}.toml")))
+                    .unwrap();
+            let text = text
+                .replace(
+                    &format!("iface = \"rocev0{side}\""),
+                    &format!("iface = \"{}\"", veth.end(side)),
+                )
+                .replace(
+                    &format!("name = \"af_packet-{side}\""),
+                    &format!("name = \"dat{tag}-{side}\""),
+                )
+                // Core progress shares each of the 2 vCPUs between a poll thread and the
+                // program's own spinning thread: an idle poll thread sleeps so that the
+                // program's thread gets the core between packets.
+                .replace(
+                    "idle_pause_us = 0",
+                    &format!("idle_pause_us = {IDLE_PAUSE_US}"),
+                );
+            let profile = dir.join(format!("{side}.toml"));
+            std::fs::write(&profile, text).unwrap();
+            let conf = format!(
+                "dr u2.0 nonthreadsafe default {} dapl.2.0 \"{}\" \"\"\n",
+                provider_lib().display(),
+                profile.display()
+            );
+            std::fs::write(dir.join(format!("{side}.conf")), conf).unwrap();
+        }
+        Setup { dir, _veth: veth }
+    }
+
+    pub fn conf(&self, side: char) -> PathBuf {
+        self.dir.join(format!("{side}.conf"))
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// How the provider makes progress in the test programs (DPDK_ROCE_PROGRESS).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The thread waiting in a DAT call drives the port.
+    Inline,
+    /// A poll thread per process (pinned as the profile says): needed when a program spins on
+    /// memory without DAT calls (dtest -W, the dtestx atomic target).
+    Core,
+}
+
+impl Progress {
+    pub fn env(self) -> &'static str {
+        match self {
+            Progress::Inline => "inline",
+            Progress::Core => "core",
+        }
+    }
+}
+
+/// Runs `program` as server (side a) and client (side b) with `args`; returns both outputs.
+/// The client's `-h` is `host`: the TCP host where dtest/dtestx/dtestcm servers publish their
+/// IA address, or (dtestsrq) the server's IA address itself.
+pub fn run_pair(
+    s: &Setup,
+    program: &str,
+    args: &[&str],
+    host: &str,
+    progress: Progress,
+    attempt: usize,
+) -> (Output, Output) {
+    let cmd = |side: char, client: bool| {
+        let mut c = Command::new(program);
+        c.env("DAT_OVERRIDE", s.conf(side))
+            .env("DPDK_ROCE_PROGRESS", progress.env())
+            .args(["-P", "dr"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if client {
+            c.args(["-h", host]);
+        }
+        c
+    };
+    let server = cmd('a', false).spawn().expect("start server");
+    // The server publishes its address on TCP 15828 once its IA is open.
+    std::thread::sleep(Duration::from_secs(3));
+    // net_af_packet's fanout group id is (pid ^ ifindex) & 0xffff: the two ends of one veth
+    // pair have neighbouring ifindexes, so a client whose pid is the server's plus one can
+    // collide every time. A retry first spends a few pids to break that pattern.
+    for _ in 0..attempt {
+        let _ = Command::new("true").status();
+    }
+    let client = cmd('b', true).spawn().expect("start client");
+    let (srv_pid, cli_pid) = (server.id(), client.id());
+    // A watchdog: neither side may hang the suite.
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(120));
+        for pid in [srv_pid, cli_pid] {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+    });
+    let client = client.wait_with_output().unwrap();
+    if !client.status.success() || output_text(&client).contains(FANOUT_COLLISION) {
+        // The client never connected: stop the server waiting for it.
+        let _ = Command::new("kill").arg(srv_pid.to_string()).status();
+    }
+    let server = server.wait_with_output().unwrap();
+    drop(watchdog);
+    (server, client)
+}
+
+/// Runs the pair, again when net_af_packet's PACKET_FANOUT id collided (tests/dpdk_common).
+pub fn run_pair_retrying(
+    s: &Setup,
+    program: &str,
+    args: &[&str],
+    host: &str,
+    progress: Progress,
+) -> (String, String) {
+    for attempt in 0..3 {
+        let (srv, cli) = run_pair(s, program, args, host, progress, attempt);
+        let (srv, cli) = (output_text(&srv), output_text(&cli));
+        if !srv.contains(FANOUT_COLLISION) && !cli.contains(FANOUT_COLLISION) {
+            return (srv, cli);
+        }
+        let line = |t: &str| {
+            t.lines()
+                .find(|l| l.contains(FANOUT_COLLISION))
+                .unwrap_or_default()
+                .to_string()
+        };
+        eprintln!(
+            "net_af_packet PACKET_FANOUT collision ({}{}): retrying with new processes",
+            line(&srv),
+            line(&cli)
+        );
+    }
+    panic!("PACKET_FANOUT collision three times");
+}
+
+pub fn assert_passed(what: &str, out: &str, pass: &str) {
+    assert!(out.contains(pass), "{what}: no {pass:?} line:\n{out}");
+    let bad: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("ERR") || l.to_lowercase().contains("error"))
+        .collect();
+    assert!(bad.is_empty(), "{what}: error lines {bad:?}:\n{out}");
+    for l in out
+        .lines()
+        .filter(|l| l.contains("latency") || l.contains("MB/s") || l.contains("MB/sec"))
+    {
+        println!("{what}: {l}");
+    }
+}
+
+/// Where the servers publish their IA address (kernel TCP 15828).
+pub const LOCALHOST: &str = "127.0.0.1";
+
+/// dtest servers listen on kernel TCP 15828: one pair at a time.
+pub static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// No EAL runtime directory of either process is left under /var/run/dpdk (their file
+/// prefixes are `<profile name>-<pid>`, the profile names `dat<tag>-a` / `dat<tag>-b`).
+pub fn assert_no_dpdk_runtime_dir(tag: &str) {
+    let Ok(dir) = std::fs::read_dir("/var/run/dpdk") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        assert!(
+            !name.starts_with(&format!("dat{tag}-")),
+            "EAL runtime dir left behind: /var/run/dpdk/{name}"
+        );
+    }
+}
