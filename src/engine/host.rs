@@ -1221,15 +1221,9 @@ impl<M: Memory> Host<M> {
             self.stats.tx_no_peer += 1;
             return false;
         };
-        let built = RoceFrame::new(eth, ip, udp, headers, payload).and_then(|frame| {
-            out.clear();
-            out.resize(frame.buffer_len(), 0);
-            let n = frame.emit(out)?;
-            out.truncate(n);
-            Ok(())
-        });
-        match built {
-            Ok(()) => {
+        match RoceFrame::build_into(eth, ip, udp, headers, payload, out) {
+            Ok(n) => {
+                out.truncate(n);
                 self.stats.tx_frames += 1;
                 true
             }

@@ -15,6 +15,13 @@ pub const ICRC_LEN: usize = 4;
 /// Longest masked prefix: IPv4 header with options (60) + UDP (8) + BTH (12).
 const MAX_MASKED: usize = 60 + udp::HEADER_LEN + BTH_LEN;
 
+/// Bytes after the BTH that `update_headers` hashes together with the masked headers.
+const INLINE_REST: usize = 160;
+
+/// CRC-32 state after the 8 bytes of 0xFF that stand for the masked LRH (RoCEv2, IBTA
+/// Annex A17.3.3): `crc32fast::hash(&[0xff; 8])`.
+const CRC_OF_EIGHT_FF: u32 = 0x2144_df1c;
+
 /// Incremental ICRC: feed the IPv4/UDP/BTH headers once with [`IcrcHasher::update_headers`],
 /// then any number of further slices (extension headers, payload segments, pad).
 #[derive(Clone, Debug)]
@@ -31,9 +38,9 @@ impl Default for IcrcHasher {
 impl IcrcHasher {
     /// A hasher that has consumed the 8 bytes of 0xFF.
     pub fn new() -> Self {
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&[0xff; 8]);
-        IcrcHasher { crc }
+        IcrcHasher {
+            crc: crc32fast::Hasher::new_with_initial_len(CRC_OF_EIGHT_FF, 8),
+        }
     }
 
     /// Feeds `bytes`, which must start with the IPv4 header (IHL taken from byte 0), the UDP
@@ -48,9 +55,15 @@ impl IcrcHasher {
         let n = ihl + udp::HEADER_LEN + BTH_LEN;
         check_len("IPv4/UDP/BTH headers", bytes, n)?;
         let (head, rest) = bytes.split_at(n);
-        let mut m = [0u8; MAX_MASKED];
-        let m = &mut m[..n];
-        m.copy_from_slice(head);
+        // Short frames (ACKs, small requests) are hashed in one call over one stack copy:
+        // crc32fast's per-call cost dominates at these lengths.
+        let mut buf = [0u8; MAX_MASKED + INLINE_REST];
+        let whole = rest.len() <= INLINE_REST;
+        let m = &mut buf[..if whole { n + rest.len() } else { n }];
+        m[..n].copy_from_slice(head);
+        if whole {
+            m[n..].copy_from_slice(rest);
+        }
         m[ipv4::field::TOS] = 0xff;
         m[ipv4::field::TTL] = 0xff;
         m[ipv4::field::CHECKSUM..ipv4::field::CHECKSUM + 2].fill(0xff);
@@ -58,7 +71,9 @@ impl IcrcHasher {
         m[u..u + 2].fill(0xff);
         m[ihl + udp::HEADER_LEN + super::bth::field::FECN_BECN] = 0xff;
         self.crc.update(m);
-        self.crc.update(rest);
+        if !whole {
+            self.crc.update(rest);
+        }
         Ok(())
     }
 
@@ -116,6 +131,11 @@ mod tests {
     ];
 
     #[test]
+    fn eight_ff_state_is_the_crc_of_eight_ff() {
+        assert_eq!(crc32fast::hash(&[0xff; 8]), CRC_OF_EIGHT_FF);
+    }
+
+    #[test]
     fn reference_worked_vector() {
         assert_eq!(crc32fast::hash(&REFERENCE_INPUT), 0x16c2_9c25);
         let (computed, stored) = icrc_frame(&FRAME16).unwrap();
@@ -138,6 +158,26 @@ mod tests {
             h.update(&ip[cut..mid]);
             h.update(&ip[mid..]);
             assert_eq!(h.finalize(), whole);
+        }
+    }
+
+    /// Rests longer and shorter than the inline copy hash the same as a plain CRC over the
+    /// masked bytes.
+    #[test]
+    fn long_and_short_rests_agree_with_the_masked_crc() {
+        let head = &FRAME16[14..14 + 40];
+        for rest_len in [0, 1, INLINE_REST - 1, INLINE_REST, INLINE_REST + 1, 1500] {
+            let mut ip = head.to_vec();
+            ip.extend((0..rest_len).map(|i| (i * 7) as u8));
+            let mut masked = vec![0xffu8; 8];
+            masked.extend_from_slice(&ip);
+            for i in [1, 8, 10, 11, 26, 27, 32] {
+                masked[8 + i] = 0xff;
+            }
+            let want = crc32fast::hash(&masked);
+            assert_eq!(icrc_parts(&ip, &[]).unwrap(), want, "rest {rest_len}");
+            let (a, b) = ip.split_at(40);
+            assert_eq!(icrc_parts(a, &[b]).unwrap(), want, "rest {rest_len} split");
         }
     }
 

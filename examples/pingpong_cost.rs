@@ -1,0 +1,217 @@
+//! CPU cost of the RoCE stack per RDMA WRITE ping-pong, without any I/O: two `Host`s on checked
+//! region tables (`Host<Arc<MrTable>>`, as in roce-lat) in one thread, frames handed from one to
+//! the other as byte slices. Each round trip is what both processes of `roce-lat --op write` do
+//! on their critical path, minus the PMD: post the WRITE, build its frame (and the held ACK),
+//! parse and check it on the other side, place the payload, see the byte, answer. The figure is
+//! the stack's share of a half round trip; the rest of the measured latency is the port's I/O.
+//!
+//!     cargo run --release --example pingpong_cost -- [iterations] [size] [ack-delay-us]
+
+use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
+use dpdk_roce::engine::host::{Host, HostConfig, QpOptions, DEFAULT_ACK_DELAY};
+use dpdk_roce::mem::{MrTable, Region};
+use dpdk_roce::net::NetConfig;
+use dpdk_roce::time::Instant;
+use dpdk_roce::transport::memory::Access;
+use dpdk_roce::transport::types::{SendOp, SendWr, Sge};
+use dpdk_roce::wire::ethernet::EthernetAddress;
+use dpdk_roce::wire::psn::Psn;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+type H = Host<Arc<MrTable>>;
+
+/// Nanoseconds this thread has run on a CPU (`/proc/thread-self/schedstat`, first field): the
+/// figure does not grow while other processes have the CPU, so it holds on a loaded machine.
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .expect("/proc/thread-self/schedstat")
+}
+
+const PORT: u16 = 18515;
+
+struct Side {
+    host: H,
+    qpn: u32,
+    src: Region,
+    dst: Region,
+    frames: u64,
+}
+
+fn host(n: u8) -> H {
+    let mac = EthernetAddress([2, 0, 0, 0, 0, n]);
+    let net = NetConfig::new(mac, Ipv4Addr::new(10, 0, 0, n), 24);
+    let mut h = Host::new(
+        HostConfig {
+            net,
+            ca_guid: u64::from(n),
+            seed: u64::from(n),
+        },
+        Arc::new(MrTable::new(16)),
+    )
+    .expect("host");
+    let peer = 3 - n;
+    h.add_neighbour(
+        Ipv4Addr::new(10, 0, 0, peer),
+        EthernetAddress([2, 0, 0, 0, 0, peer]),
+    )
+    .expect("neighbour");
+    h
+}
+
+fn side(n: u8, size: usize, ack_delay: Duration, now: Instant) -> Side {
+    let mut host = host(n);
+    let table = host.mr_table().clone();
+    let pz = table.create_pz();
+    let reg = |access| {
+        table
+            .register_alloc(pz, size, 4096, access)
+            .expect("register")
+    };
+    let src = reg(Access::LOCAL_WRITE);
+    let dst = reg(Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let qpn = host
+        .create_qp(
+            now,
+            QpOptions {
+                pd: pz.id(),
+                sq_depth: 512,
+                rq_depth: 512,
+                ack_delay,
+                ..QpOptions::default()
+            },
+        )
+        .expect("qp");
+    Side {
+        host,
+        qpn,
+        src,
+        dst,
+        frames: 0,
+    }
+}
+
+/// Hands every frame `from` has to send to `to`.
+fn shuttle(from: &mut Side, to: &mut Side, now: Instant, buf: &mut Vec<u8>) {
+    while from.host.poll_transmit_into(now, buf) {
+        from.frames += 1;
+        to.host.handle_frame(now, buf);
+    }
+    if from.host.poll_timeout().is_some_and(|t| t <= now) {
+        from.host.handle_timeout(now);
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let iters: u64 = args
+        .next()
+        .map_or(200_000, |a| a.parse().expect("iterations"));
+    let size: usize = args.next().map_or(8, |a| a.parse().expect("size"));
+    let ack_delay = args.next().map_or(DEFAULT_ACK_DELAY, |a| {
+        Duration::from_micros(a.parse().expect("ack delay in us"))
+    });
+    let t0 = std::time::Instant::now();
+    let clock = || Instant::from_nanos(t0.elapsed().as_nanos() as u64 + 1_000_000_000);
+    let mut a = side(1, size, ack_delay, clock());
+    let mut b = side(2, size, ack_delay, clock());
+    let mut buf = Vec::with_capacity(9216);
+
+    // Connection through the CM, frames shuttled until both sides are established.
+    b.host.listen(PORT).expect("listen");
+    let mut cp = ConnectParams::new(Ipv4Addr::new(10, 0, 0, 2), PORT, a.qpn, Psn::new(0x4000));
+    cp.access = Access::REMOTE_WRITE;
+    a.host.connect(clock(), cp).expect("connect");
+    let (mut up_a, mut up_b) = (false, false);
+    for _ in 0..10_000 {
+        let now = clock();
+        shuttle(&mut a, &mut b, now, &mut buf);
+        shuttle(&mut b, &mut a, now, &mut buf);
+        while let Some(ev) = b.host.poll_event() {
+            match ev {
+                CmEvent::ConnectRequest { id, .. } => {
+                    let mut ap = AcceptParams::new(b.qpn, Psn::new(0x4000));
+                    ap.access = Access::REMOTE_WRITE;
+                    b.host.accept(now, id, ap).expect("accept");
+                }
+                CmEvent::Established { .. } => up_b = true,
+                _ => {}
+            }
+        }
+        while let Some(ev) = a.host.poll_event() {
+            if let CmEvent::Established { .. } = ev {
+                up_a = true;
+            }
+        }
+        if up_a && up_b {
+            break;
+        }
+    }
+    assert!(up_a && up_b, "the connection did not come up");
+
+    let write = |s: &mut Side, peer_dst: &Region, v: u8, now: Instant| {
+        let t = s.host.mr_table().clone();
+        t.write_local(s.src.lkey, s.src.addr + size as u64 - 1, &[v])
+            .expect("write src");
+        s.host
+            .post_send(
+                now,
+                s.qpn,
+                SendWr {
+                    wr_id: u64::from(v),
+                    op: SendOp::Write {
+                        remote_addr: peer_dst.addr,
+                        rkey: peer_dst.rkey,
+                    },
+                    sgl: dpdk_roce::sgl![Sge {
+                        addr: s.src.addr,
+                        len: size as u32,
+                        lkey: s.src.lkey,
+                    }],
+                    signaled: false,
+                    fence: false,
+                    solicited: false,
+                },
+            )
+            .expect("post");
+    };
+    let seen = |s: &Side, v: u8| {
+        let mut b = [0u8];
+        s.host
+            .mr_table()
+            .read_local(s.dst.lkey, s.dst.addr + size as u64 - 1, &mut b)
+            .expect("read dst");
+        b[0] == v
+    };
+
+    let (b_dst, a_dst) = (b.dst, a.dst);
+    let (fa, fb) = (a.frames, b.frames);
+    let start = std::time::Instant::now();
+    let cpu0 = thread_cpu_ns();
+    for i in 0..iters {
+        let v = (i % 250) as u8 + 1;
+        let now = clock();
+        write(&mut a, &b_dst, v, now);
+        shuttle(&mut a, &mut b, now, &mut buf);
+        assert!(seen(&b, v), "iteration {i}: the WRITE did not land");
+        write(&mut b, &a_dst, v, now);
+        shuttle(&mut b, &mut a, now, &mut buf);
+        assert!(seen(&a, v), "iteration {i}: the answer did not land");
+        while a.host.poll_completion().is_some() {}
+        while b.host.poll_completion().is_some() {}
+    }
+    let wall = start.elapsed().as_nanos() as f64 / iters as f64;
+    let ns = (thread_cpu_ns() - cpu0) as f64 / iters as f64;
+    println!(
+        "RDMA WRITE {size} B ping-pong, ACK delay {} us: {:.0} ns of stack CPU per round trip \
+         ({:.0} ns wall), {:.0} ns per half round trip; frames per round trip {:.2}",
+        ack_delay.as_micros(),
+        ns,
+        wall,
+        ns / 2.0,
+        ((a.frames - fa) + (b.frames - fb)) as f64 / iters as f64
+    );
+}
