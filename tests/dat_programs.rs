@@ -1,17 +1,19 @@
 //! The real DAT test programs (Debian dapl2-utils) through libdat2 on dpdk-roce: two processes
-//! over net_af_packet on a veth pair created here. Each side gets its own `dat.conf`
-//! (DAT_OVERRIDE) naming the same IA `dr` with its own profile: the dtest client takes the IA
-//! name the server publishes over TCP 15828, so the name must mean "this host's port" on both.
-//! Inline progress (each process drives its port while it waits in a DAT call).
+//! over net_af_packet on a veth pair created here, and again over net_tap (two taps the
+//! processes create, joined by tc mirred). Each side gets its own `dat.conf` (DAT_OVERRIDE)
+//! naming the same IA `dr` with its own profile: the dtest client takes the IA name the server
+//! publishes over TCP 15828, so the name must mean "this host's port" on both. Inline progress
+//! (each process drives its port while it waits in a DAT call).
 
 mod dat_programs_common;
 
 use dat_programs_common::*;
 
-/// Runs dtest with `-b 4096` and `extra`; both sides must pass. Returns the client output.
-fn dtest(tag: &str, extra: &[&str], progress: Progress) -> String {
+/// Runs dtest with `-b 4096` and `extra` over `link`; both sides must pass. Returns the client
+/// output.
+fn dtest(tag: &str, link: Link, extra: &[&str], progress: Progress) -> String {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let s = Setup::new(tag);
+    let s = Setup::with_link(tag, link);
     let mut args = vec!["-b", "4096"];
     args.extend_from_slice(extra);
     let (srv, cli) = run_pair_retrying(&s, "dtest", &args, LOCALHOST, progress);
@@ -27,47 +29,91 @@ fn assert_all_phases(cli: &str) {
     assert!(cli.contains("Message PingPong"), "{cli}");
 }
 
+fn dtest_default(tag: &str, link: Link) {
+    assert_all_phases(&dtest(tag, link, &[], Progress::Inline));
+}
+
 #[test]
 fn dtest_default_passes_over_af_packet() {
-    assert_all_phases(&dtest("dd", &[], Progress::Inline));
+    dtest_default("dd", Link::AfPacket);
+}
+
+#[test]
+fn dtest_default_passes_over_tap() {
+    dtest_default("tdd", Link::Tap);
+}
+
+/// `-p`: completions are polled (dat_evd_dequeue) instead of waited for.
+fn dtest_polling(tag: &str, link: Link) {
+    assert_all_phases(&dtest(tag, link, &["-p"], Progress::Inline));
 }
 
 #[test]
 fn dtest_polling_mode_passes() {
-    assert_all_phases(&dtest("dp", &["-p"], Progress::Inline));
+    dtest_polling("dp", Link::AfPacket);
+}
+
+#[test]
+fn dtest_polling_mode_passes_over_tap() {
+    dtest_polling("tdp", Link::Tap);
 }
 
 /// `-c`: completions are collected through a CNO attached to both DTO EVDs.
+fn dtest_cno(tag: &str, link: Link) {
+    assert_all_phases(&dtest(tag, link, &["-c"], Progress::Inline));
+}
+
 #[test]
 fn dtest_cno_mode_passes() {
-    let cli = dtest("dc", &["-c"], Progress::Inline);
-    assert_all_phases(&cli);
+    dtest_cno("dc", Link::AfPacket);
+}
+
+#[test]
+fn dtest_cno_mode_passes_over_tap() {
+    dtest_cno("tdc", Link::Tap);
 }
 
 /// `-W`: the RDMA write ping-pong spins on memory without DAT calls, so each provider's own
 /// poll thread makes progress (core mode).
-#[test]
-fn dtest_rdma_write_ping_pong_passes_with_core_progress() {
-    let cli = dtest("dw", &["-W"], Progress::Core);
+fn dtest_write_ping_pong(tag: &str, link: Link) {
+    let cli = dtest(tag, link, &["-W"], Progress::Core);
     assert!(
         cli.contains("RDMA write ping-pong") || cli.contains("PingPong"),
         "{cli}"
     );
 }
 
+#[test]
+fn dtest_rdma_write_ping_pong_passes_with_core_progress() {
+    dtest_write_ping_pong("dw", Link::AfPacket);
+}
+
+#[test]
+fn dtest_rdma_write_ping_pong_passes_over_tap() {
+    dtest_write_ping_pong("tdw", Link::Tap);
+}
+
 /// `-W -D`: the same ping-pong with every received buffer's data checked.
+fn dtest_write_ping_pong_data_check(tag: &str, link: Link) {
+    dtest(tag, link, &["-W", "-D"], Progress::Core);
+}
+
 #[test]
 fn dtest_rdma_write_ping_pong_with_data_check_passes() {
-    dtest("dv", &["-W", "-D"], Progress::Core);
+    dtest_write_ping_pong_data_check("dv", Link::AfPacket);
+}
+
+#[test]
+fn dtest_rdma_write_ping_pong_with_data_check_passes_over_tap() {
+    dtest_write_ping_pong_data_check("tdv", Link::Tap);
 }
 
 /// dtestx: RDMA write with immediate, compare-and-swap and fetch-and-add (IB extensions via
 /// `handle_extendedop`). The atomics' target makes no DAT call while the peer works on its
 /// memory: core progress.
-#[test]
-fn dtestx_extensions_pass() {
+fn dtestx(tag: &str, link: Link) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let s = Setup::new("dx");
+    let s = Setup::with_link(tag, link);
     let (srv, cli) = run_pair_retrying(&s, "dtestx", &[], LOCALHOST, Progress::Core);
     for (what, out) in [("dtestx server", &srv), ("dtestx client", &cli)] {
         assert_passed(what, out, "PASSED");
@@ -79,30 +125,71 @@ fn dtestx_extensions_pass() {
             "no {op} PASSED line:\n{srv}\n{cli}"
         );
     }
-    assert_no_dpdk_runtime_dir("dx");
+    assert_no_dpdk_runtime_dir(tag);
+}
+
+#[test]
+fn dtestx_extensions_pass() {
+    dtestx("dx", Link::AfPacket);
+}
+
+#[test]
+fn dtestx_extensions_pass_over_tap() {
+    dtestx("tdx", Link::Tap);
 }
 
 /// dtestcm -c 100: 100 connections set up and torn down, all connected on both sides.
-#[test]
-fn dtestcm_100_connections_pass() {
+fn dtestcm_100(tag: &str, link: Link) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let s = Setup::new("dm");
+    let s = Setup::with_link(tag, link);
     let (srv, cli) = run_pair_retrying(&s, "dtestcm", &["-c", "100"], LOCALHOST, Progress::Inline);
     assert_passed("dtestcm server", &srv, "Connection Test Complete");
     assert_passed("dtestcm client", &cli, "Connection Test Complete");
-    assert_no_dpdk_runtime_dir("dm");
+    assert_no_dpdk_runtime_dir(tag);
+}
+
+#[test]
+fn dtestcm_100_connections_pass() {
+    dtestcm_100("dm", Link::AfPacket);
+}
+
+#[test]
+fn dtestcm_100_connections_pass_over_tap() {
+    dtestcm_100("tdm", Link::Tap);
 }
 
 /// dtestsrq: receives through a shared receive queue; after the client's disconnect both
 /// sides wait for DAT_ASYNC_ERROR_EP_BROKEN on the IA's async EVD (the SRQ EP's "last WQE
 /// reached"), and the server's last sends must complete successfully, not flushed. The
-/// client takes the server's IA address itself (10.77.0.1, side a of the veth pair).
-#[test]
-fn dtestsrq_passes() {
+/// client takes the server's IA address itself (side a's profile address: 10.77.0.1 over
+/// af_packet, 10.77.2.1 over tap).
+fn dtestsrq(tag: &str, link: Link) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let s = Setup::new("dq");
-    let (srv, cli) = run_pair_retrying(&s, "dtestsrq", &[], "10.77.0.1", Progress::Inline);
+    let s = Setup::with_link(tag, link);
+    let host = s.server_address().to_string();
+    let (srv, cli) = run_pair_retrying(&s, "dtestsrq", &[], &host, Progress::Inline);
     assert_passed("dtestsrq server", &srv, "RC SRQ Test Complete");
     assert_passed("dtestsrq client", &cli, "RC SRQ Test Complete");
-    assert_no_dpdk_runtime_dir("dq");
+    assert_no_dpdk_runtime_dir(tag);
+}
+
+#[test]
+fn dtestsrq_passes() {
+    dtestsrq("dq", Link::AfPacket);
+}
+
+#[test]
+fn dtestsrq_passes_over_tap() {
+    dtestsrq("tdq", Link::Tap);
+}
+
+/// The tap runner's guard fails loudly, naming the tap, when a tap never appears (here: no
+/// process creates them), instead of letting the pair time out unjoined.
+#[test]
+fn tap_attach_fails_loudly_when_the_taps_never_appear() {
+    let a = format!("dtna{}a", std::process::id() % 100_000);
+    let b = format!("dtna{}b", std::process::id() % 100_000);
+    let mut mirred = TapMirred::start_waiting(&a, &b, 1);
+    let err = mirred.wait().expect_err("attach without taps");
+    assert!(err.contains(&a) && err.contains("did not appear"), "{err}");
 }

@@ -1,6 +1,8 @@
 //! The harness of the tests that run the real DAT programs (dapl2-utils) as two processes on
-//! dpdk-roce: the provider library, per-side profiles and dat.conf files, the server/client
-//! runner with its watchdog and its retry of the net_af_packet fanout collision.
+//! dpdk-roce: the provider library, the link between the two sides (a veth pair for
+//! net_af_packet, or two net_tap taps joined by tc mirred), per-side profiles and dat.conf files,
+//! the server/client runner with its watchdog and its retry of the net_af_packet fanout
+//! collision.
 
 #![allow(dead_code)]
 
@@ -9,7 +11,7 @@ pub mod dpdk_common;
 
 use dpdk_common::{output_text, Veth, FANOUT_COLLISION};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 /// The provider library cargo built next to the test binaries.
@@ -29,32 +31,101 @@ pub fn provider_lib() -> PathBuf {
 /// `engine.idle_pause_us` of the test profiles (only core progress uses it).
 pub const IDLE_PAUSE_US: u32 = 20;
 
-/// A temp dir with profiles a/b on the veth ends and one dat.conf per side.
+/// The link between the two processes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Link {
+    /// net_af_packet on the two ends of a veth pair made for the test
+    /// (dpdk-config/af_packet-{a,b}.toml, 10.77.0.0/24).
+    AfPacket,
+    /// net_tap: each process creates its own kernel tap when its EAL starts and it vanishes
+    /// when the process exits; scripts/tap-mirred.sh joins the two taps with tc mirred
+    /// redirects (dpdk-config/tap-{a,b}.toml, 10.77.2.0/24).
+    Tap,
+}
+
+impl Link {
+    /// The profile file a side's profile is derived from.
+    fn template(self, side: char) -> String {
+        match self {
+            Link::AfPacket => format!("af_packet-{side}"),
+            Link::Tap => format!("tap-{side}"),
+        }
+    }
+
+    /// The interface the template profile names.
+    fn template_iface(self, side: char) -> String {
+        match self {
+            Link::AfPacket => format!("rocev0{side}"),
+            Link::Tap => format!("rocetap0{side}"),
+        }
+    }
+}
+
+/// What joins side a and side b: a veth pair (removed on drop), or the names of the two taps
+/// the processes create (net_tap removes them itself when its process exits).
+enum Ends {
+    Veth(Veth),
+    Tap { prefix: String },
+}
+
+impl Ends {
+    fn up(link: Link, tag: &str) -> Ends {
+        match link {
+            Link::AfPacket => Ends::Veth(Veth::up(tag)),
+            Link::Tap => {
+                // `dt<tag><pid mod 10^5><side>`: at most 15 characters (IFNAMSIZ - 1) for tags
+                // of up to 7 characters, like the veth names.
+                let prefix = format!("dt{tag}{}", std::process::id() % 100_000);
+                assert!(prefix.len() < 15, "tap name too long: {prefix}a");
+                Ends::Tap { prefix }
+            }
+        }
+    }
+
+    fn end(&self, side: char) -> String {
+        match self {
+            Ends::Veth(v) => v.end(side),
+            Ends::Tap { prefix } => format!("{prefix}{side}"),
+        }
+    }
+}
+
+/// A temp dir with profiles a/b on the link's two ends and one dat.conf per side.
 pub struct Setup {
     dir: PathBuf,
-    _veth: Veth,
+    link: Link,
+    ends: Ends,
+    server_address: String,
 }
 
 impl Setup {
+    /// Over net_af_packet on a new veth pair.
     pub fn new(tag: &str) -> Setup {
-        let veth = Veth::up(tag);
+        Setup::with_link(tag, Link::AfPacket)
+    }
+
+    /// Over `link`. `tag` (at most 7 characters) names the interfaces, the temp dir and the
+    /// profiles (`dat<tag>-a` / `dat<tag>-b`): each test uses its own.
+    pub fn with_link(tag: &str, link: Link) -> Setup {
+        let ends = Ends::up(link, tag);
         let dir = std::env::temp_dir().join(format!("dpdk-roce-dat-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let repo = dpdk_common::repo();
+        let mut server_address = String::new();
         for side in ['a', 'b'] {
+            let template = link.template(side);
             let text =
-                std::fs::read_to_string(repo.join(format!("dpdk-config/af_packet-{side}.toml")))
-                    .unwrap();
+                std::fs::read_to_string(repo.join(format!("dpdk-config/{template}.toml"))).unwrap();
+            let iface = format!("iface = \"{}\"", link.template_iface(side));
+            let name = format!("name = \"{template}\"");
+            assert!(
+                text.contains(&iface) && text.contains(&name),
+                "{template}.toml changed"
+            );
             let text = text
-                .replace(
-                    &format!("iface = \"rocev0{side}\""),
-                    &format!("iface = \"{}\"", veth.end(side)),
-                )
-                .replace(
-                    &format!("name = \"af_packet-{side}\""),
-                    &format!("name = \"dat{tag}-{side}\""),
-                )
+                .replace(&iface, &format!("iface = \"{}\"", ends.end(side)))
+                .replace(&name, &format!("name = \"dat{tag}-{side}\""))
                 // Core progress shares each of the 2 vCPUs between a poll thread and the
                 // program's own spinning thread: an idle poll thread sleeps so that the
                 // program's thread gets the core between packets.
@@ -62,6 +133,9 @@ impl Setup {
                     "idle_pause_us = 0",
                     &format!("idle_pause_us = {IDLE_PAUSE_US}"),
                 );
+            if side == 'a' {
+                server_address = roce_address(&text);
+            }
             let profile = dir.join(format!("{side}.toml"));
             std::fs::write(&profile, text).unwrap();
             let conf = format!(
@@ -71,17 +145,114 @@ impl Setup {
             );
             std::fs::write(dir.join(format!("{side}.conf")), conf).unwrap();
         }
-        Setup { dir, _veth: veth }
+        Setup {
+            dir,
+            link,
+            ends,
+            server_address,
+        }
     }
 
     pub fn conf(&self, side: char) -> PathBuf {
         self.dir.join(format!("{side}.conf"))
+    }
+
+    pub fn link(&self) -> Link {
+        self.link
+    }
+
+    /// The server's (side a's) IA address, as its profile has it (what dtestsrq's client
+    /// takes with `-h`).
+    pub fn server_address(&self) -> &str {
+        &self.server_address
+    }
+
+    /// The interface of side `a` or `b` (a veth end, or the tap its process creates).
+    pub fn end(&self, side: char) -> String {
+        self.ends.end(side)
     }
 }
 
 impl Drop for Setup {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The address of `[roce] address = "a.b.c.d/len"` in a profile's text.
+fn roce_address(profile: &str) -> String {
+    let line = profile
+        .lines()
+        .find(|l| l.trim_start().starts_with("address = "))
+        .expect("profile has a [roce] address");
+    let quoted = line.split('"').nth(1).expect("quoted address");
+    quoted.split('/').next().unwrap().to_string()
+}
+
+/// scripts/tap-mirred.sh joining the two taps of a net_tap pair: `attach` runs in the
+/// background while the processes start (each tap exists only once its process's EAL
+/// started); dropping the guard stops a still-waiting attach and always runs `down`, also
+/// when the test fails or panics.
+pub struct TapMirred {
+    a: String,
+    b: String,
+    attach: Option<Child>,
+}
+
+/// How long `attach` waits for both taps (TAP_WAIT): the server's, and the client's that
+/// appears only after the runner's start-up pause.
+pub const TAP_WAIT_S: u32 = 30;
+
+impl TapMirred {
+    pub fn start(a: &str, b: &str) -> TapMirred {
+        TapMirred::start_waiting(a, b, TAP_WAIT_S)
+    }
+
+    /// `attach` waiting up to `wait_s` seconds for the taps.
+    pub fn start_waiting(a: &str, b: &str, wait_s: u32) -> TapMirred {
+        let attach = Command::new("bash")
+            .arg(dpdk_common::repo().join("scripts/tap-mirred.sh"))
+            .args(["attach", a, b])
+            .env("TAP_WAIT", wait_s.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run scripts/tap-mirred.sh");
+        TapMirred {
+            a: a.into(),
+            b: b.into(),
+            attach: Some(attach),
+        }
+    }
+
+    /// Waits for `attach`: Ok once both taps are joined, Err with its output when the taps
+    /// never appeared (or tc failed).
+    pub fn wait(&mut self) -> Result<(), String> {
+        let out = self
+            .attach
+            .take()
+            .expect("attach waited once")
+            .wait_with_output()
+            .expect("wait for tap-mirred.sh attach");
+        let text = output_text(&out);
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(text)
+        }
+    }
+}
+
+impl Drop for TapMirred {
+    fn drop(&mut self) {
+        if let Some(mut attach) = self.attach.take() {
+            let _ = attach.kill();
+            let _ = attach.wait();
+        }
+        let _ = Command::new("bash")
+            .arg(dpdk_common::repo().join("scripts/tap-mirred.sh"))
+            .args(["down", &self.a, &self.b])
+            .output();
     }
 }
 
@@ -106,7 +277,9 @@ impl Progress {
 
 /// Runs `program` as server (side a) and client (side b) with `args`; returns both outputs.
 /// The client's `-h` is `host`: the TCP host where dtest/dtestx/dtestcm servers publish their
-/// IA address, or (dtestsrq) the server's IA address itself.
+/// IA address, or (dtestsrq) the server's IA address itself ([`Setup::server_address`]).
+/// Over net_tap the taps are joined while the processes start, and unjoined when they ended
+/// (also when this panics); the run fails loudly when the taps never appear.
 pub fn run_pair(
     s: &Setup,
     program: &str,
@@ -128,6 +301,9 @@ pub fn run_pair(
         }
         c
     };
+    // net_tap: the taps appear with their processes (the client's only once it started);
+    // attach waits for both in the background while the processes start.
+    let mut mirred = (s.link() == Link::Tap).then(|| TapMirred::start(&s.end('a'), &s.end('b')));
     let server = cmd('a', false).spawn().expect("start server");
     // The server publishes its address on TCP 15828 once its IA is open.
     std::thread::sleep(Duration::from_secs(3));
@@ -146,6 +322,18 @@ pub fn run_pair(
             let _ = Command::new("kill").arg(pid.to_string()).status();
         }
     });
+    if let Some(Err(attach)) = mirred.as_mut().map(TapMirred::wait) {
+        for pid in [srv_pid, cli_pid] {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+        let client = output_text(&client.wait_with_output().unwrap());
+        let server = output_text(&server.wait_with_output().unwrap());
+        panic!(
+            "the taps {} / {} were never joined:\n{attach}\n== server ==\n{server}\n== client ==\n{client}",
+            s.end('a'),
+            s.end('b')
+        );
+    }
     let client = client.wait_with_output().unwrap();
     if !client.status.success() || output_text(&client).contains(FANOUT_COLLISION) {
         // The client never connected: stop the server waiting for it.
@@ -153,6 +341,7 @@ pub fn run_pair(
     }
     let server = server.wait_with_output().unwrap();
     drop(watchdog);
+    drop(mirred);
     (server, client)
 }
 
