@@ -9,9 +9,13 @@ use super::context::ConsumerContext;
 use super::error::{DatError, Refused, StateKind};
 use super::evd::EvdInner;
 use super::ia::{Ia, IaInner};
+use crate::engine::event_queue::Idle;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
+
+/// Idle rounds a CNO waiter spins (driving progress) before it naps.
+const CNO_SPIN_ROUNDS: u32 = 2_000;
 
 static NEXT_CNO_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -92,15 +96,22 @@ impl Cno {
             if let Some(evd) = self.inner.triggered() {
                 return Ok(evd);
             }
-            let drove = self.inner.ia.engine.progress();
+            let engine = &self.inner.ia.engine;
+            if engine.progress() {
+                // Work was done: spin again before napping.
+                rounds = 0;
+            }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(DatError::TimeoutExpired);
             }
             rounds = rounds.saturating_add(1);
-            if !drove && rounds > 2_000 {
-                std::thread::sleep(Duration::from_micros(50));
-            } else {
-                core::hint::spin_loop();
+            match engine.idle() {
+                Idle::Nap(nap) if rounds > CNO_SPIN_ROUNDS => std::thread::sleep(nap),
+                // Core mode: the poll threads fire the CNO; a short sleep keeps the wait cheap.
+                Idle::UntilWoken if rounds > CNO_SPIN_ROUNDS => {
+                    std::thread::sleep(Duration::from_micros(50))
+                }
+                _ => core::hint::spin_loop(),
             }
         }
     }

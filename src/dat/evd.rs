@@ -332,6 +332,7 @@ impl Evd {
                     Err(())
                 }
             },
+            engine.idle(),
         );
         match got {
             Ok(ev) => Ok(self.convert(ev)),

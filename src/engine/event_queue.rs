@@ -28,6 +28,20 @@ pub enum GatedWaitError<E> {
 /// What a wait gate says: dequeue when the threshold is met, hold on, or give up.
 pub type Gate<E> = Result<bool, E>;
 
+/// What a waiter does once its spin budget is spent and `progress` found nothing to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idle {
+    /// Sleep until a push or `wake_all` (core mode: a poll thread drives the port and
+    /// notifies), re-checking every 10 ms.
+    UntilWoken,
+    /// Nap this long, then drive `progress` again (inline mode: nobody else polls the port,
+    /// so a waiter that slept until woken would leave arriving frames unread).
+    Nap(Duration),
+}
+
+/// Rounds a waiter spins (driving `progress`) after the last work before it goes idle.
+const SPIN_ROUNDS: u32 = 20_000;
+
 /// A bounded event ring.
 pub struct EventQueue<T> {
     /// Write-locked only by [`EventQueue::resize`]; pushes and pops share it.
@@ -135,15 +149,16 @@ impl<T> EventQueue<T> {
 
     /// Waits until at least `threshold` events are queued (at least 1), then dequeues one.
     /// `progress` is called while waiting: it drives the poll loop in inline mode and returns
-    /// false when there is nothing to drive (then the caller sleeps until woken). `None` as
-    /// timeout waits forever.
+    /// false when there was nothing to do; after [`SPIN_ROUNDS`] such rounds in a row the
+    /// waiter goes `idle`. `None` as timeout waits forever.
     pub fn wait(
         &self,
         timeout: Option<Duration>,
         threshold: usize,
         progress: impl FnMut() -> bool,
+        idle: Idle,
     ) -> Result<T, WaitError> {
-        self.wait_gated(timeout, threshold, progress, || Gate::<()>::Ok(true))
+        self.wait_gated(timeout, threshold, progress, || Gate::<()>::Ok(true), idle)
             .map_err(|_| WaitError::Timeout)
     }
 
@@ -157,6 +172,7 @@ impl<T> EventQueue<T> {
         threshold: usize,
         mut progress: impl FnMut() -> bool,
         gate: impl Fn() -> Gate<E>,
+        idle: Idle,
     ) -> Result<T, GatedWaitError<E>> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let expired = |now: Instant| deadline.is_some_and(|d| now >= d);
@@ -174,9 +190,12 @@ impl<T> EventQueue<T> {
                     return Ok(ev);
                 }
             }
-            let drove = progress();
-            if drove || spins < 20_000 {
-                spins = spins.saturating_add(1);
+            if progress() {
+                // Work was done: the spin budget starts again.
+                spins = 0;
+            }
+            if spins < SPIN_ROUNDS {
+                spins += 1;
                 if spins.is_multiple_of(256) && expired(Instant::now()) {
                     return Err(GatedWaitError::Timeout);
                 }
@@ -193,7 +212,10 @@ impl<T> EventQueue<T> {
                 // Re-checked under the lock: a push or wake_all after this point notifies us.
                 // Sleep in short slices so a threshold reached by several pushes is seen
                 // promptly.
-                let slice = Duration::from_millis(10);
+                let slice = match idle {
+                    Idle::UntilWoken => Duration::from_millis(10),
+                    Idle::Nap(d) => d,
+                };
                 let d = deadline.map_or(slice, |d| d.saturating_duration_since(now).min(slice));
                 let _ = self
                     .cond
@@ -229,7 +251,12 @@ mod tests {
     fn wait_times_out_when_nothing_comes() {
         let q: EventQueue<u32> = EventQueue::new(4);
         let t0 = Instant::now();
-        let r = q.wait(Some(Duration::from_millis(30)), 1, || false);
+        let r = q.wait(
+            Some(Duration::from_millis(30)),
+            1,
+            || false,
+            Idle::UntilWoken,
+        );
         assert_eq!(r, Err(WaitError::Timeout));
         assert!(t0.elapsed() >= Duration::from_millis(30));
     }
@@ -242,7 +269,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
             q2.push(42u32).unwrap();
         });
-        let got = q.wait(Some(Duration::from_secs(5)), 1, || false);
+        let got = q.wait(Some(Duration::from_secs(5)), 1, || false, Idle::UntilWoken);
         assert_eq!(got, Ok(42));
         t.join().unwrap();
     }
@@ -257,7 +284,10 @@ mod tests {
                 q2.push(i).unwrap();
             }
         });
-        assert_eq!(q.wait(Some(Duration::from_secs(5)), 3, || false), Ok(0));
+        assert_eq!(
+            q.wait(Some(Duration::from_secs(5)), 3, || false, Idle::UntilWoken),
+            Ok(0)
+        );
         assert_eq!(q.len(), 2);
         t.join().unwrap();
     }
@@ -266,14 +296,66 @@ mod tests {
     fn inline_progress_produces_the_event_while_waiting() {
         let q = EventQueue::new(8);
         let mut calls = 0;
-        let r = q.wait(Some(Duration::from_secs(1)), 1, || {
-            calls += 1;
-            if calls == 100 {
-                q.push(7u32).unwrap();
-            }
-            true
-        });
+        let r = q.wait(
+            Some(Duration::from_secs(1)),
+            1,
+            || {
+                calls += 1;
+                if calls == 100 {
+                    q.push(7u32).unwrap();
+                }
+                true
+            },
+            Idle::UntilWoken,
+        );
         assert_eq!(r, Ok(7));
         assert_eq!(calls, 100);
+    }
+
+    /// An inline waiter past its spin budget naps and drives again: a frame that arrives
+    /// while it is idle (the event its later `progress` call produces) still reaches it.
+    #[test]
+    fn an_idle_inline_waiter_keeps_driving_progress() {
+        let q = EventQueue::new(8);
+        let mut calls = 0u32;
+        let target = SPIN_ROUNDS + 20;
+        let r = q.wait(
+            Some(Duration::from_secs(30)),
+            1,
+            || {
+                calls += 1;
+                if calls == target {
+                    q.push(9u32).unwrap();
+                }
+                false
+            },
+            Idle::Nap(Duration::from_micros(50)),
+        );
+        assert_eq!(r, Ok(9));
+        assert_eq!(calls, target);
+    }
+
+    /// Work restarts the spin budget: a waiter whose progress keeps finding work never
+    /// goes idle, however long it waits.
+    #[test]
+    fn work_restarts_the_spin_budget() {
+        let q = EventQueue::new(8);
+        let mut calls = 0u32;
+        let target = 3 * SPIN_ROUNDS;
+        let r = q.wait(
+            Some(Duration::from_secs(30)),
+            1,
+            || {
+                calls += 1;
+                if calls == target {
+                    q.push(1u32).unwrap();
+                }
+                // Work every 1000th round only: idle stretches shorter than the budget.
+                calls.is_multiple_of(1000)
+            },
+            // A nap longer than the test's timeout would fail it if the waiter ever idled.
+            Idle::Nap(Duration::from_secs(60)),
+        );
+        assert_eq!(r, Ok(1));
     }
 }
