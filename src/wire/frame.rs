@@ -146,21 +146,10 @@ impl<'a> RoceFrame<'a> {
         eth: EthernetRepr,
         ipv4: Ipv4Repr,
         udp: UdpRepr,
-        mut headers: RoceHeaders,
+        headers: RoceHeaders,
         payload: &'a [u8],
     ) -> Result<Self, FrameError> {
-        let pad = pad_for(payload.len());
-        headers.bth.pad_count = pad;
-        let mut f = RoceFrame {
-            eth,
-            ipv4,
-            udp,
-            headers,
-            payload,
-            pad,
-            icrc: 0,
-            bth_resv: 0,
-        };
+        let mut f = Self::unsealed(eth, ipv4, udp, headers, payload);
         f.icrc = f.compute_icrc()?;
         Ok(f)
     }
@@ -172,14 +161,28 @@ impl<'a> RoceFrame<'a> {
         eth: EthernetRepr,
         ipv4: Ipv4Repr,
         udp: UdpRepr,
-        mut headers: RoceHeaders,
+        headers: RoceHeaders,
         payload: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<usize, FrameError> {
+        // `emit` computes the ICRC from the buffer; the field is not read.
+        let f = RoceFrame::unsealed(eth, ipv4, udp, headers, payload);
+        out.resize(f.buffer_len(), 0);
+        f.emit(out)
+    }
+
+    /// The frame with `pad` and `headers.bth.pad_count` set from the payload length and no
+    /// ICRC yet.
+    fn unsealed(
+        eth: EthernetRepr,
+        ipv4: Ipv4Repr,
+        udp: UdpRepr,
+        mut headers: RoceHeaders,
+        payload: &'a [u8],
+    ) -> Self {
         let pad = pad_for(payload.len());
         headers.bth.pad_count = pad;
-        // `emit` computes the ICRC from the buffer; the field is not read.
-        let f = RoceFrame {
+        RoceFrame {
             eth,
             ipv4,
             udp,
@@ -188,10 +191,7 @@ impl<'a> RoceFrame<'a> {
             pad,
             icrc: 0,
             bth_resv: 0,
-        };
-        let len = f.buffer_len();
-        out.resize(len, 0);
-        f.emit(out)
+        }
     }
 
     /// Parses and validates a complete frame (see [`FrameError`] for every check). The
