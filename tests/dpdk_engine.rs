@@ -5,62 +5,19 @@
 //! (`roce-engine-pair`). DPDK's EAL is once per process, so the test runs it as its own process.
 //! Needs root (veth) and DPDK (scripts/setup.sh); fails loudly otherwise.
 
-use std::path::PathBuf;
+mod dpdk_common;
+
+use dpdk_common::{os_args, run_two_port_bin};
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_roce-engine-pair");
 
-struct Veth(String);
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/veth.sh"))
-            .args(["down", &self.0])
-            .output();
-    }
-}
-
 #[test]
 fn two_shards_in_core_mode_over_two_af_packet_ports_64_qps_verified() {
-    let prefix = format!("dre{}", std::process::id() % 100_000);
-    let out = Command::new("bash")
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/veth.sh"))
-        .args(["up", &prefix])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cannot create the veth pair (root needed): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _veth = Veth(prefix.clone());
-    // DPDK 22.11's net_af_packet derives its PACKET_FANOUT group id from the pid and the
-    // interface index; a collision with a concurrent process fails the probe with EINVAL (not
-    // ours): that one start-up failure is retried with a new pid.
-    let run = || {
-        Command::new(BIN)
-            .arg(format!("{prefix}a"))
-            .arg(format!("{prefix}b"))
-            .args(["--shards", "2", "--qps", "64", "--cores", "0,1"])
-            .output()
-            .unwrap()
-    };
-    let mut out = run();
-    for _ in 0..2 {
-        if out.status.success()
-            || !String::from_utf8_lossy(&out.stderr).contains("could not set PACKET_FANOUT")
-        {
-            break;
-        }
-        out = run();
-    }
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "roce-engine-pair failed ({}):\n{text}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let text = run_two_port_bin(
+        BIN,
+        "e",
+        &os_args(&["--shards", "2", "--qps", "64", "--cores", "0,1"]),
     );
     assert!(
         text.contains("RESULT connections=64 completions_a=256 completions_b=128"),
@@ -84,16 +41,6 @@ fn two_shards_in_core_mode_over_two_af_packet_ports_64_qps_verified() {
         }
     }
     assert!(text.contains("RESULT done"), "{text}");
-    let eal_prefix = text
-        .lines()
-        .find_map(|l| l.split("prefix=").nth(1))
-        .expect("prefix printed");
-    assert!(
-        !PathBuf::from("/var/run/dpdk")
-            .join(eal_prefix.trim())
-            .exists(),
-        "EAL runtime dir left behind"
-    );
 }
 
 /// A field `key=N` of a `RESULT` line.
@@ -109,42 +56,12 @@ fn field(line: &str, key: &str) -> u64 {
 /// belongs to the other; each transmits on its own queue (no relay through shard 0).
 #[test]
 fn two_shards_each_on_its_own_queue_pair_64_qps_verified() {
-    let prefix = format!("drq{}", std::process::id() % 100_000);
-    let out = Command::new("bash")
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/veth.sh"))
-        .args(["up", &prefix])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cannot create the veth pair (root needed): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _veth = Veth(prefix.clone());
-    let run = || {
-        Command::new(BIN)
-            .arg(format!("{prefix}a"))
-            .arg(format!("{prefix}b"))
-            .args(["--shards", "2", "--queues", "2", "--qps", "64"])
-            .args(["--cores", "0,1"])
-            .output()
-            .unwrap()
-    };
-    let mut out = run();
-    for _ in 0..2 {
-        if out.status.success()
-            || !String::from_utf8_lossy(&out.stderr).contains("could not set PACKET_FANOUT")
-        {
-            break;
-        }
-        out = run();
-    }
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "roce-engine-pair failed ({}):\n{text}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let text = run_two_port_bin(
+        BIN,
+        "q",
+        &os_args(&[
+            "--shards", "2", "--queues", "2", "--qps", "64", "--cores", "0,1",
+        ]),
     );
     assert!(text.contains("queues=2"), "{text}");
     assert!(
@@ -177,16 +94,6 @@ fn two_shards_each_on_its_own_queue_pair_64_qps_verified() {
     }
     assert!(forwarded > 0, "no frame crossed shards:\n{text}");
     assert!(text.contains("RESULT done"), "{text}");
-    let eal_prefix = text
-        .lines()
-        .find_map(|l| l.split("prefix=").nth(1))
-        .expect("prefix printed");
-    assert!(
-        !PathBuf::from("/var/run/dpdk")
-            .join(eal_prefix.trim())
-            .exists(),
-        "EAL runtime dir left behind"
-    );
 }
 
 /// `roce-tool decode` of `pcap`: every RoCEv2 frame has a valid ICRC; returns how many there are.
@@ -236,47 +143,22 @@ fn tshark_clean(pcap: &std::path::Path) {
 /// verified workload (CM and the data of 16 QPs).
 #[test]
 fn engine_capture_writes_one_clean_pcap_per_shard() {
-    let prefix = format!("drc{}", std::process::id() % 100_000);
-    let out = Command::new("bash")
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/veth.sh"))
-        .args(["up", &prefix])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cannot create the veth pair (root needed): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _veth = Veth(prefix.clone());
     let dir = std::env::temp_dir().join(format!("dpdk-roce-engine-cap-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let base = dir.join("a.pcap");
-    let run = || {
-        Command::new(BIN)
-            .arg(format!("{prefix}a"))
-            .arg(format!("{prefix}b"))
-            .args(["--shards", "2", "--queues", "2", "--qps", "16"])
-            .args(["--cores", "0,1", "--capture"])
-            .arg(&base)
-            .output()
-            .unwrap()
-    };
-    let mut out = run();
-    for _ in 0..2 {
-        if out.status.success()
-            || !String::from_utf8_lossy(&out.stderr).contains("could not set PACKET_FANOUT")
-        {
-            break;
-        }
-        out = run();
-    }
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "roce-engine-pair failed ({}):\n{text}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut args = os_args(&[
+        "--shards",
+        "2",
+        "--queues",
+        "2",
+        "--qps",
+        "16",
+        "--cores",
+        "0,1",
+        "--capture",
+    ]);
+    args.push(base.as_os_str());
+    let text = run_two_port_bin(BIN, "c", &args);
     assert!(text.contains("RESULT connections=16"), "{text}");
     assert!(!base.exists(), "several shards: no unsuffixed file");
     let mut rocev2 = 0;

@@ -107,3 +107,36 @@ pub fn assert_no_runtime_dirs(profile_prefix: &str) {
         .unwrap_or_default();
     assert!(left.is_empty(), "DPDK runtime dirs left behind: {left:?}");
 }
+
+/// Runs a two-port test binary (`bin <veth end a> <veth end b> args...`) on a fresh veth pair
+/// named after `tag` (retrying the fanout collision), asserts it succeeded and that its EAL
+/// left no runtime directory (the binary prints `prefix=<file prefix>`); returns its stdout.
+pub fn run_two_port_bin(bin: &str, tag: &str, args: &[&std::ffi::OsStr]) -> String {
+    let veth = Veth::up(tag);
+    let out = retry_fanout_collision(|| {
+        Command::new(bin)
+            .arg(veth.end('a'))
+            .arg(veth.end('b'))
+            .args(args)
+            .output()
+            .expect("start the test binary")
+    });
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{bin} failed:\n{}", output_text(&out));
+    let eal_prefix = text
+        .lines()
+        .find_map(|l| l.split("prefix=").nth(1))
+        .expect("prefix printed");
+    assert!(
+        !PathBuf::from("/var/run/dpdk")
+            .join(eal_prefix.trim())
+            .exists(),
+        "EAL runtime dir left behind"
+    );
+    text
+}
+
+/// `OsStr` views of string arguments, for [`run_two_port_bin`].
+pub fn os_args<'a>(args: &[&'a str]) -> Vec<&'a std::ffi::OsStr> {
+    args.iter().map(|a| std::ffi::OsStr::new(*a)).collect()
+}
