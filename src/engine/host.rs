@@ -693,6 +693,13 @@ impl<M: Memory> Host<M> {
     }
 
     /// Disconnects the connection of `qpn`: DREQ, QP to ERROR (outstanding work flushes).
+    /// Whether the connection of `qpn` is up (not connecting, not going down).
+    pub fn connection_up(&self, qpn: u32) -> bool {
+        self.conn_of_qp
+            .get(&qpn)
+            .is_some_and(|&id| self.cm.is_up(id))
+    }
+
     pub fn disconnect(&mut self, now: Instant, qpn: u32) -> Result<(), HostError> {
         let id = *self.conn_of_qp.get(&qpn).ok_or(HostError::UnknownQp)?;
         let r = self.cm.disconnect(
