@@ -167,11 +167,14 @@ const LOCAL_CASES: &[&str] = &[
     "post_rdma_read_unconnected",
     "connect_timeout_nobody_answers",
     "connect_timeout_ep_state",
+    "connect_nobody_answers_unreachable",
+    "connect_nobody_answers_ep_state",
     "closed_ia_pz_create",
 ];
 
-/// Handles, NULL pointers, sizes, depths and states on one process, and a connect to an
-/// address nobody answers that times out (dat_ep_connect's `timeout`).
+/// Handles, NULL pointers, sizes, depths and states on one process, and connects to an
+/// address nobody answers: with dat_ep_connect's `timeout` (TIMED_OUT), and without (ARP
+/// fails: UNREACHABLE).
 #[test]
 fn local_bad_input_gets_dat_errors() {
     let s = Setup::new("bl");

@@ -11,7 +11,8 @@
 //!
 //! * `local --nobody IP`: no peer needed. Garbage, freed, forged and wrong-type handles; NULL
 //!   out-pointers; wrong sizes and posts beyond the queue depth on an unconnected EP; posts in
-//!   the wrong state; a connect to an address nobody answers with a timeout.
+//!   the wrong state; a connect to an address nobody answers, with a timeout (TIMED_OUT) and
+//!   without (ARP fails: UNREACHABLE).
 //! * `server --qual Q`: listens on Q and serves connection after connection. Accept private
 //!   data describes its memory: a target region between two unregistered guard pages, a region
 //!   of another PZ, a freed region. After each connection it checks that no byte outside
@@ -514,6 +515,23 @@ fn local(name: &str, nobody: Ipv4Addr, r: &mut Report) -> Result<(), String> {
         "connect_timeout_ep_state",
         d::DAT_EP_STATE_DISCONNECTED,
         ep_state(lonely),
+    );
+
+    // The same without a timeout: ARP fails, so the request never left: UNREACHABLE.
+    let lonelier = x.ep(None)?;
+    must(
+        "dat_ep_connect",
+        c::ep_connect(lonelier, nobody, 4000, INFINITE, &[]),
+    )?;
+    r.event(
+        "connect_nobody_answers_unreachable",
+        d::DAT_CONNECTION_EVENT_UNREACHABLE,
+        x.conn_event(T).map(|e| e.0),
+    );
+    r.state(
+        "connect_nobody_answers_ep_state",
+        d::DAT_EP_STATE_DISCONNECTED,
+        ep_state(lonelier),
     );
 
     // Closing the IA with live objects (abrupt) and using it afterwards.

@@ -384,6 +384,25 @@ impl Cm {
         Ok(())
     }
 
+    /// The neighbour layer could not resolve `ip` (its ARP requests went unanswered): every
+    /// connection request to it still waiting for a first answer fails now with `Unreachable`
+    /// (its REQ never left; dat_ep_connect(3DAT): DAT_CONNECTION_EVENT_UNREACHABLE) instead of
+    /// after the last of the CM's retries.
+    pub fn destination_unresolvable(&mut self, ip: Ipv4Addr) {
+        let ids: Vec<u32> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.active && c.remote_ip == ip && c.state == State::ReqSent && c.remote_comm_id == 0
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            self.forget(id);
+            self.events.push_back(CmEvent::Unreachable { id: CmId(id) });
+        }
+    }
+
     /// Whether connection `id` is up (established, or the passive side waiting for the RTU):
     /// what `disconnect` tears down with a DREQ.
     pub fn is_up(&self, id: CmId) -> bool {
