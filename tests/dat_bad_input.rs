@@ -161,6 +161,7 @@ const LOCAL_CASES: &[&str] = &[
     "post_recv_too_many_iovs",
     "post_recv_negative_count",
     "post_recv_lmr_of_other_pz",
+    "post_recv_unconnected_allowed",
     "post_recv_beyond_depth",
     "post_send_unconnected",
     "post_rdma_write_unconnected",
@@ -221,13 +222,16 @@ const CLIENT_CASES: &[&str] = &[
     "post_send_unknown_lmr_context.status",
     "post_send_freed_lmr.status",
     "post_send_freed_lmr.state",
+    "send_longer_than_peer_receive.status",
+    "send_longer_than_peer_receive.event",
+    "send_longer_than_peer_receive.state",
     "connect_no_listener",
     "connect_no_listener.state",
     "traffic_after_bad_input",
 ];
 
 /// Connections the client makes to the server (the no-listener connect does not reach it).
-const CLIENT_CONNECTIONS: u32 = 12;
+const CLIENT_CONNECTIONS: u32 = 13;
 
 /// Bad input on connections over the veth pair; the server checks after every connection
 /// that no byte outside registered memory changed.
@@ -268,6 +272,12 @@ fn connected_bad_input_gets_dat_errors_and_events() {
     for n in 1..=CLIENT_CONNECTIONS {
         assert_case(&srv, &format!("server_memory_intact_after_connection_{n}"));
     }
+    // The too-long send's receive at the server.
+    assert!(
+        srv.lines()
+            .any(|l| l.starts_with("INFO connection") && l.contains("DAT_DTO_ERR_LOCAL_LENGTH")),
+        "the server's receive of the too-long send did not complete with LOCAL_LENGTH:\n{srv}"
+    );
     assert!(cli.contains("RESULT 0 failed"), "{cli}");
     assert_no_dpdk_runtime_dir("bc");
 }

@@ -467,7 +467,12 @@ fn local(name: &str, nobody: Ipv4Addr, r: &mut Report) -> Result<(), String> {
         err(d::DAT_PROTECTION_VIOLATION, d::DAT_PROTECTION_WRITE),
         c::ep_post_recv(small, Some(&[lmr2.seg(0, 64)]), 1, 1, 0),
     );
-    for i in 0..4 {
+    r.code(
+        "post_recv_unconnected_allowed",
+        d::DAT_SUCCESS,
+        c::ep_post_recv(small, Some(&one), 1, 10, 0),
+    );
+    for i in 1..4 {
         must(
             "dat_ep_post_recv",
             c::ep_post_recv(small, Some(&one), 1, 10 + i, 0),
@@ -634,9 +639,13 @@ fn server(name: &str, qual: u64, connections: u32, r: &mut Report) -> Result<(),
         let mut outstanding = SERVER_RECVS;
         let mut ended = false;
         let mut received = 0u64;
+        let mut errors = std::collections::BTreeMap::<String, u32>::new();
         while !ended || outstanding > 0 {
             if let Ok(Event::Dto { cookie, status, .. }) = c::evd_wait(x.dto, 20_000, true) {
                 outstanding -= 1;
+                if status != d::DAT_DTO_SUCCESS {
+                    *errors.entry(status_name(status)).or_default() += 1;
+                }
                 if status == d::DAT_DTO_SUCCESS && !ended {
                     received += 1;
                     if c::ep_post_recv(ep, Some(&[recv_seg(cookie)]), 1, cookie, 0)
@@ -656,7 +665,7 @@ fn server(name: &str, qual: u64, connections: u32, r: &mut Report) -> Result<(),
                 }
             }
         }
-        println!("INFO connection {n} ended after {received} receives");
+        println!("INFO connection {n} ended after {received} receives, errors {errors:?}");
         // Nothing outside registered memory changed, nor the target's tail (no case writes
         // it legitimately), nor the other PZ's or the freed region.
         let changed = |b: Vec<u8>, v: u8| b.iter().filter(|&&x| x != v).count();
@@ -988,6 +997,36 @@ fn client(name: &str, server: Ipv4Addr, qual: u64, r: &mut Report) -> Result<(),
             c::ep_post_send(ep, Some(&[seg]), 1, 9, 0)
         })?;
     }
+
+    // A message longer than the receive buffer the peer posted (4096 bytes): the peer's
+    // receive completes with DAT_DTO_ERR_LOCAL_LENGTH and NAKs (invalid request), the send
+    // completes with DAT_DTO_ERR_REMOTE_RESPONDER.
+    // The peer breaks its end too (its receive failed), so whichever side's teardown arrives
+    // first decides between BROKEN (ours) and DISCONNECTED (the peer's DREQ).
+    let (ep, _) = connect(&x, server, qual, None)?;
+    must(
+        "dat_ep_post_send",
+        c::ep_post_send(ep, Some(&[local.seg(0, 2 * MSG as u32)]), 1, 11, 0),
+    )?;
+    r.status(
+        "send_longer_than_peer_receive.status",
+        d::DAT_DTO_ERR_REMOTE_RESPONDER,
+        completion(&x),
+    );
+    let ev = x.conn_event(T).map(|e| e.0);
+    let either = [BROKEN, d::DAT_CONNECTION_EVENT_DISCONNECTED];
+    r.line(
+        "send_longer_than_peer_receive.event",
+        "DAT_CONNECTION_EVENT_BROKEN|DAT_CONNECTION_EVENT_DISCONNECTED",
+        &ev.map_or("no event".into(), event_name),
+        ev.is_some_and(|e| either.contains(&e)),
+    );
+    r.state(
+        "send_longer_than_peer_receive.state",
+        EP_DISCONNECTED,
+        ep_state(ep),
+    );
+    close(&x, ep)?;
 
     // A connection qualifier nobody listens on: the remote provider rejects.
     let ep = x.ep(None)?;
