@@ -406,6 +406,29 @@ fn local(name: &str, nobody: Ipv4Addr, r: &mut Report) -> Result<(), String> {
         c::ep_free(freed),
     );
     r.code(
+        "freed_ep_connect",
+        inv(d::DAT_INVALID_HANDLE_EP),
+        c::ep_connect(freed, nobody, 4000, INFINITE, &[]),
+    );
+    let spare = x.lmr(Region::new(PAGE, 0))?;
+    must("dat_lmr_free", c::lmr_free(spare.handle))?;
+    r.code(
+        "freed_lmr_free",
+        inv(d::DAT_INVALID_HANDLE_LMR),
+        c::lmr_free(spare.handle),
+    );
+    let mut psp = Handle::NULL;
+    must(
+        "dat_psp_create",
+        c::psp_create(x.ia, 4001, x.cr, Some(&mut psp)),
+    )?;
+    must("dat_psp_free", c::psp_free(psp))?;
+    r.code(
+        "freed_psp_free",
+        inv(d::DAT_INVALID_HANDLE_PSP),
+        c::psp_free(psp),
+    );
+    r.code(
         "freed_ep_get_handle_type",
         err(d::DAT_INVALID_HANDLE, 0),
         c::get_handle_type(freed, Some(&mut 0)),
@@ -1025,6 +1048,17 @@ fn client(name: &str, server: Ipv4Addr, qual: u64, r: &mut Report) -> Result<(),
         "send_longer_than_peer_receive.state",
         EP_DISCONNECTED,
         ep_state(ep),
+    );
+    // Posts in the wrong state: requests on the DISCONNECTED EP.
+    r.code(
+        "post_send_disconnected",
+        err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EP_DISCONNECTED),
+        c::ep_post_send(ep, Some(&[local.seg(0, 64)]), 1, 12, 0),
+    );
+    r.code(
+        "post_rdma_write_disconnected",
+        err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EP_DISCONNECTED),
+        c::ep_post_rdma_write(ep, &[local.seg(0, 64)], 13, info.target),
     );
     close(&x, ep)?;
 
