@@ -650,9 +650,11 @@ fn client(
     let private = poll_until(shard, Duration::from_secs(30), "the server's REP", |s| {
         Ok(match s.host.poll_event() {
             Some(CmEvent::Established { private_data, .. }) => Some(private_data),
-            Some(ev @ (CmEvent::Rejected { .. } | CmEvent::Unreachable { .. })) => {
-                return Err(format!("connection failed: {ev:?}"))
-            }
+            Some(
+                ev @ (CmEvent::Rejected { .. }
+                | CmEvent::Unreachable { .. }
+                | CmEvent::TimedOut { .. }),
+            ) => return Err(format!("connection failed: {ev:?}")),
             _ => None,
         })
     })?;

@@ -45,6 +45,14 @@ fn main() {
         .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()))
         .allowlist_type("DAT_.*|dat_.*")
         .allowlist_function("dat_registry_(add|remove)_provider")
+        // The consumer API a DAT program calls (libdat2 dispatches it to the provider).
+        .allowlist_function(
+            "dat_(ia_openv|ia_close|ia_query|pz_(create|free)|lmr_(create|free|query)\
+             |rmr_(create|free|bind|query)|evd_(create|free|wait|dequeue)\
+             |ep_(create|free|connect|disconnect|reset|query|get_status|post_send\
+             |post_recv|post_rdma_write|post_rdma_read)|psp_(create|free)\
+             |cr_(accept|reject|query)|get_handle_type|strerror)",
+        )
         .allowlist_function("shim_dat_.*")
         .allowlist_var("DAT_.*")
         .allowlist_type("shim_dat_.*")

@@ -660,3 +660,51 @@ fn consumer_argument_checks() {
         Err(CmError::InvalidState)
     );
 }
+
+/// dat_ep_connect's `timeout` (ConnectParams::timeout): the REQ goes unanswered, and at the
+/// consumer's deadline (before the CM's own retries run out) the connection times out with a
+/// REJ (Timeout) to the peer and no further REQ.
+#[test]
+fn connect_timeout_expires_before_the_cm_retries() {
+    let mut p = Pair::new();
+    p.b.listen(PORT).unwrap();
+    p.drop_next(Side::A, attr::REQ, usize::MAX);
+    let t0 = p.now;
+    let mut cp = ConnectParams::new(IP_B, PORT, QPN_A, Psn::new(PSN_A));
+    let limit = cm_timeout(20) * 2 + std::time::Duration::from_millis(500);
+    cp.timeout = Some(limit);
+    let a = p.a.connect(p.now, cp).unwrap();
+    p.run();
+    p.advance_until(20, |p| !p.ev_a.is_empty());
+    assert_eq!(p.ev_a, vec![CmEvent::TimedOut { id: a }]);
+    assert_eq!(p.now, t0 + limit, "timed out exactly at the deadline");
+    // The first REQ and two retransmissions (at 4.3 s and 8.6 s), then the REJ.
+    assert_eq!(p.sent(Side::A, attr::REQ), 3);
+    let rej = p.wire.last().unwrap();
+    assert_eq!((rej.0, rej.1), (Side::A, attr::REJ));
+    // Nothing else happens to the consumer; the time-wait ends and nothing is left.
+    while p.advance() {}
+    assert_eq!(p.ev_a, vec![CmEvent::TimedOut { id: a }]);
+    assert_eq!(p.sent(Side::A, attr::REQ), 3);
+    assert_eq!(p.a.connection_count(), 0);
+}
+
+/// A connect timeout does not fire once the connection is established.
+#[test]
+fn connect_timeout_is_disarmed_by_the_rep() {
+    let mut p = Pair::new();
+    p.b.listen(PORT).unwrap();
+    let mut cp = ConnectParams::new(IP_B, PORT, QPN_A, Psn::new(PSN_A));
+    cp.timeout = Some(std::time::Duration::from_millis(1));
+    let a = p.a.connect(p.now, cp).unwrap();
+    p.run();
+    let b = request_id(&p);
+    accept(&mut p, b, b"");
+    assert!(established(&p.ev_a, a));
+    while p.advance() {}
+    assert!(
+        !p.ev_a.iter().any(|e| matches!(e, CmEvent::TimedOut { .. })),
+        "{:?}",
+        p.ev_a
+    );
+}

@@ -153,8 +153,12 @@ fn every_operation_with_data_verified_then_disconnect_reset_and_free() {
         assert_eq!(d.cookie, 10);
         assert_eq!(d.status, WcStatus::RemAccessErr);
         assert_eq!(lb.read(0, 1000).unwrap(), msg);
-        // The error broke the connection: both sides end DISCONNECTED.
-        let _ = eb;
+        // The error broke the connection: BROKEN at A (the DTO error), DISCONNECTED at B (the
+        // DREQ); both sides end DISCONNECTED.
+        assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::Broken);
+        assert_eq!(ea.state(), EpState::Disconnected);
+        assert_eq!(conn(&b.conn, &a.ia), ConnectionEventKind::Disconnected);
+        assert_eq!(eb.state(), EpState::Disconnected);
     }
     // Refused frees while used.
     let refused = b.dto.free().unwrap_err();

@@ -229,3 +229,27 @@ fn dat_ep_disconnect_abrupt_completes_every_request_success_or_flushed() {
     }
     assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::Disconnected);
 }
+
+/// dat_ep_connect's `timeout`: to an address nobody answers, the connection EVD gets TIMED_OUT
+/// once it expires (before ARP gives up) and the EP is DISCONNECTED; without a timeout the
+/// failed ARP ends the attempt as UNREACHABLE.
+#[test]
+fn connect_timeout_and_unreachable_to_an_address_nobody_answers() {
+    let (a, b, _psp) = pair();
+    let ghost = std::net::Ipv4Addr::new(IP_B.octets()[0], IP_B.octets()[1], IP_B.octets()[2], 99);
+    let ea = ep(&a);
+    ea.connect_with_timeout(
+        ghost,
+        QUAL,
+        &[],
+        Some(std::time::Duration::from_millis(200)),
+    )
+    .unwrap();
+    assert_eq!(ea.state(), EpState::ActiveConnectionPending);
+    assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::TimedOut);
+    assert_eq!(ea.state(), EpState::Disconnected);
+    let eb = ep(&a);
+    eb.connect(ghost, QUAL, &[]).unwrap();
+    assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::Unreachable);
+    assert_eq!(eb.state(), EpState::Disconnected);
+}

@@ -123,3 +123,29 @@ fn completion_suppress_flag_frees_the_slot_without_an_event() {
         sys::DAT_CLASS_ERROR | sys::DAT_INVALID_PARAMETER | sys::DAT_INVALID_ARG5
     );
 }
+
+/// A DTO that completes in error (here a NAK remote access error for an RDMA write with an
+/// rkey nobody registered) breaks the connection: DAT_CONNECTION_EVENT_BROKEN on the
+/// initiator's connection EVD, its EP DISCONNECTED, and the peer gets DISCONNECTED (the DREQ).
+#[test]
+fn a_dto_error_breaks_the_connection() {
+    let (a, b, _psp) = pair();
+    let (ea, eb) = (ep(&a), ep(&b));
+    let la = Lmr::create(&a.pz, 4096, RW).unwrap();
+    let lb = Lmr::create(&b.pz, 4096, RW).unwrap();
+    connect(&a, &b, &ea, &eb);
+    let mut bad = lb.rmr_triplet(0, 8);
+    bad.rmr_context ^= 0x5a5a_0000;
+    ea.post_rdma_write(&[la.triplet(0, 8)], &bad, 1).unwrap();
+    assert_eq!(dto(&a.dto, &b.ia).status, WcStatus::RemAccessErr);
+    assert_eq!(
+        conn(&a.conn, &b.ia),
+        dpdk_roce::dat::ConnectionEventKind::Broken
+    );
+    assert_eq!(ea.state(), EpState::Disconnected);
+    assert_eq!(
+        conn(&b.conn, &a.ia),
+        dpdk_roce::dat::ConnectionEventKind::Disconnected
+    );
+    assert_eq!(eb.state(), EpState::Disconnected);
+}

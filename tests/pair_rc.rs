@@ -594,3 +594,41 @@ fn connecting_to_an_address_nobody_answers_fails_with_unresolvable() {
     .unwrap();
     assert!(pair.a.net_stats().tx_arp_requests >= 3, "ARP was retried");
 }
+
+/// When ARP for the destination fails, the connection request fails at once with
+/// `Unreachable` (DAT_CONNECTION_EVENT_UNREACHABLE) instead of after the CM's 15 REQ retries
+/// (about 69 s), which could never leave the host.
+#[test]
+fn a_connect_to_an_unresolvable_address_is_unreachable_when_arp_fails() {
+    use dpdk_roce::cm::CmEvent;
+    use dpdk_roce::engine::host::HostEvent;
+    use dpdk_roce::net::NetEvent;
+    let mut pair = Pair::with_arp(LinkConfig::clean());
+    let t0 = pair.now();
+    let qpn = pair.a.create_qp(t0, QpOptions::default()).unwrap();
+    let ghost = std::net::Ipv4Addr::new(192, 0, 2, 98);
+    let cp = dpdk_roce::cm::ConnectParams::new(ghost, 7471, qpn, Psn::new(1));
+    let id = pair.a.connect(t0, cp).unwrap();
+    let mut events = Vec::new();
+    pair.run_until(Duration::from_secs(30), |p| {
+        while let Some(ev) = p.a.poll_host_event() {
+            events.push(ev);
+        }
+        events.contains(&HostEvent::Cm(CmEvent::Unreachable { id }))
+    })
+    .unwrap();
+    let net = events
+        .iter()
+        .position(|e| *e == HostEvent::Net(NetEvent::Unresolvable { ip: ghost }))
+        .expect("the neighbour layer reported the failure");
+    let cm = events
+        .iter()
+        .position(|e| *e == HostEvent::Cm(CmEvent::Unreachable { id }))
+        .unwrap();
+    assert!(net < cm, "{events:?}");
+    assert!(
+        pair.now() - t0 < dpdk_roce::cm::timeout::cm_timeout(20) * 2,
+        "failed with the ARP, not after the CM's retries"
+    );
+    assert_eq!(pair.a.cm().connection_count(), 0, "nothing left in the CM");
+}

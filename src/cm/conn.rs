@@ -49,6 +49,8 @@ pub(crate) struct Conn {
     pub max_retries: u8,
     pub retries: u8,
     pub timer: Option<Instant>,
+    /// Active side: when the consumer's connect timeout expires (`ConnectParams::timeout`).
+    pub deadline: Option<Instant>,
     /// The message retransmitted on timeout or resent on a duplicate.
     pub last: Option<[u8; MAD_LEN]>,
     /// The REQ (passive side), for `accept`.
@@ -56,6 +58,14 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
+    /// The consumer's connect deadline while it still applies (active side, no REP yet).
+    pub fn connect_deadline(&self) -> Option<Instant> {
+        match self.state {
+            State::ReqSent | State::MraReqRcvd => self.deadline,
+            _ => None,
+        }
+    }
+
     /// Attribute ID of `last`, if any.
     pub fn last_attr(&self) -> Option<u16> {
         self.last.map(|m| u16::from_be_bytes([m[16], m[17]]))

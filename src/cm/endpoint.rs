@@ -115,7 +115,11 @@ impl Cm {
 
     /// When `handle_timeout` must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.conns.values().filter_map(|c| c.timer).min()
+        self.conns
+            .values()
+            .flat_map(|c| [c.timer, c.connect_deadline()])
+            .flatten()
+            .min()
     }
 
     fn alloc_comm_id(&mut self) -> u32 {
@@ -258,6 +262,7 @@ impl Cm {
                 max_retries: self.config.max_cm_retries,
                 retries: 0,
                 timer: Some(now + cm_timeout(self.config.cm_response_timeout)),
+                deadline: p.timeout.map(|t| now + t),
                 last: Some(mad),
                 req: None,
             },
@@ -377,6 +382,36 @@ impl Cm {
         self.time_wait(now, &mut c);
         self.conns.insert(id.0, c);
         Ok(())
+    }
+
+    /// The neighbour layer could not resolve `ip` (its ARP requests went unanswered): every
+    /// connection request to it still waiting for a first answer fails now with `Unreachable`
+    /// (its REQ never left; dat_ep_connect(3DAT): DAT_CONNECTION_EVENT_UNREACHABLE) instead of
+    /// after the last of the CM's retries.
+    pub fn destination_unresolvable(&mut self, ip: Ipv4Addr) {
+        let ids: Vec<u32> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.active && c.remote_ip == ip && c.state == State::ReqSent && c.remote_comm_id == 0
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            self.forget(id);
+            self.events.push_back(CmEvent::Unreachable { id: CmId(id) });
+        }
+    }
+
+    /// Whether connection `id` is up (established, or the passive side waiting for the RTU):
+    /// what `disconnect` tears down with a DREQ.
+    pub fn is_up(&self, id: CmId) -> bool {
+        self.conns.get(&id.0).is_some_and(|c| {
+            matches!(
+                c.state,
+                State::Established | State::RepSent | State::MraRepRcvd
+            )
+        })
     }
 
     /// Tear down an established connection: the QP goes to ERROR and a DREQ is sent;
@@ -499,6 +534,7 @@ impl Cm {
                 max_retries: req.max_cm_retries,
                 retries: 0,
                 timer: None,
+                deadline: None,
                 last: None,
                 req: Some(*req),
             },
@@ -785,13 +821,33 @@ impl Cm {
         let due: Vec<u32> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.timer.is_some_and(|t| t <= now))
+            .filter(|(_, c)| {
+                c.timer.is_some_and(|t| t <= now) || c.connect_deadline().is_some_and(|t| t <= now)
+            })
             .map(|(&id, _)| id)
             .collect();
         for id in due {
             let Some(mut c) = self.conns.remove(&id) else {
                 continue;
             };
+            if c.connect_deadline().is_some_and(|t| t <= now) {
+                // dat_ep_connect(3DAT): the connect timeout expired before the REP.
+                let guid = self.ca_guid.to_be_bytes();
+                let rej = Self::rej(
+                    id,
+                    c.remote_comm_id,
+                    MsgRef::Other,
+                    RejReason::Timeout,
+                    &guid,
+                    &[],
+                );
+                c.last = Some(self.send(c.remote_ip, c.tid, &rej));
+                c.deadline = None;
+                self.time_wait(now, &mut c);
+                self.conns.insert(id, c);
+                self.events.push_back(CmEvent::TimedOut { id: CmId(id) });
+                continue;
+            }
             if c.state == State::TimeWait {
                 self.conns.insert(id, c);
                 self.forget(id);

@@ -53,6 +53,9 @@ pub enum CmEvent {
     /// Our REQ (active) or REP (passive) went unanswered through every retry; a REJ with reason
     /// Timeout was sent.
     Unreachable { id: CmId },
+    /// Our REQ got no REP before the consumer's connect timeout (`ConnectParams::timeout`);
+    /// a REJ with reason Timeout was sent.
+    TimedOut { id: CmId },
     /// The connection is down: DREQ received, DREP received, or our DREQ went unanswered.
     Disconnected { id: CmId },
     /// A QP transition asked of `QpControl` failed while connecting; a REJ was sent.

@@ -70,6 +70,10 @@ pub struct ConnectParams {
     pub access: Access,
     /// Consumer private data, at most 56 bytes (after the 36-byte IP CM header).
     pub private_data: Vec<u8>,
+    /// How long the consumer waits for the connection (dat_ep_connect(3DAT) `timeout`): when it
+    /// expires before the REP, a REJ (Timeout) is sent and the consumer gets `TimedOut`.
+    /// `None`: the CM's own retries decide (`Unreachable`).
+    pub timeout: Option<std::time::Duration>,
 }
 
 impl ConnectParams {
@@ -92,6 +96,7 @@ impl ConnectParams {
             srq: false,
             access: Access::empty(),
             private_data: Vec::new(),
+            timeout: None,
         }
     }
 }

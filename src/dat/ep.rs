@@ -424,6 +424,19 @@ impl Ep {
         conn_qual: u16,
         private_data: &[u8],
     ) -> Result<(), DatError> {
+        self.connect_with_timeout(remote, conn_qual, private_data, None)
+    }
+
+    /// dat_ep_connect with its `timeout`: without an answer by then the connection EVD gets
+    /// TimedOut (DAT_CONNECTION_EVENT_TIMED_OUT) and the EP is DISCONNECTED. `None`: the
+    /// CM's retries decide (Unreachable).
+    pub fn connect_with_timeout(
+        &self,
+        remote: Ipv4Addr,
+        conn_qual: u16,
+        private_data: &[u8],
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(), DatError> {
         let mut c = self.inner.lock();
         if c.connect_evd.is_none() {
             return Err(DatError::InvalidParameter("EP without connection EVD"));
@@ -445,6 +458,7 @@ impl Ep {
         p.srq = self.inner.srq.is_some();
         p.access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
         p.private_data = private_data.to_vec();
+        p.timeout = timeout;
         ia.engine.connect(p)?;
         c.state = EpState::ActiveConnectionPending;
         c.remote = Some((remote, conn_qual));

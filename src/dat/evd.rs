@@ -57,6 +57,8 @@ pub enum ConnectionEventKind {
     PeerRejected,
     /// Nobody answered (DAT_CONNECTION_EVENT_UNREACHABLE).
     Unreachable,
+    /// No answer before dat_ep_connect's timeout (DAT_CONNECTION_EVENT_TIMED_OUT).
+    TimedOut,
     /// Setting the connection up failed locally (DAT_CONNECTION_EVENT_BROKEN).
     Broken,
     Disconnected,
@@ -365,6 +367,7 @@ impl Evd {
                         Some(reason),
                     ),
                     ConnEvent::Unreachable => (ConnectionEventKind::Unreachable, Vec::new(), None),
+                    ConnEvent::TimedOut => (ConnectionEventKind::TimedOut, Vec::new(), None),
                     ConnEvent::Disconnected => {
                         (ConnectionEventKind::Disconnected, Vec::new(), None)
                     }

@@ -693,6 +693,13 @@ impl<M: Memory> Host<M> {
     }
 
     /// Disconnects the connection of `qpn`: DREQ, QP to ERROR (outstanding work flushes).
+    /// Whether the connection of `qpn` is up (not connecting, not going down).
+    pub fn connection_up(&self, qpn: u32) -> bool {
+        self.conn_of_qp
+            .get(&qpn)
+            .is_some_and(|&id| self.cm.is_up(id))
+    }
+
     pub fn disconnect(&mut self, now: Instant, qpn: u32) -> Result<(), HostError> {
         let id = *self.conn_of_qp.get(&qpn).ok_or(HostError::UnknownQp)?;
         let r = self.cm.disconnect(
@@ -771,6 +778,15 @@ impl<M: Memory> Host<M> {
             }
         }
         self.work.cq_dirty.clear();
+        // Neighbour events first: an unresolvable address fails the CM's connection requests
+        // to it, whose events are collected just below.
+        while let Some(ev) = self.net.poll_event() {
+            if let NetEvent::Unresolvable { ip } = ev {
+                self.cm.destination_unresolvable(ip);
+                self.cm_ran = true;
+            }
+            self.events.push_back(HostEvent::Net(ev));
+        }
         if core::mem::take(&mut self.cm_ran) {
             while let Some(ev) = self.cm.poll_event() {
                 match &ev {
@@ -783,9 +799,6 @@ impl<M: Memory> Host<M> {
                 }
                 self.events.push_back(HostEvent::Cm(ev));
             }
-        }
-        while let Some(ev) = self.net.poll_event() {
-            self.events.push_back(HostEvent::Net(ev));
         }
         for i in 0..self.srq_check.len() {
             let n = self.srq_check[i];

@@ -403,6 +403,7 @@ impl Pair {
                     CmEvent::Established { id, .. } if id == id_a => up_a = true,
                     CmEvent::Rejected { .. }
                     | CmEvent::Unreachable { .. }
+                    | CmEvent::TimedOut { .. }
                     | CmEvent::ConnectError { .. } => failure = Some(ev),
                     _ => {}
                 }

@@ -513,12 +513,18 @@ fn ipv4_of(addr: d::DAT_IA_ADDRESS_PTR, n: u32) -> Result<Ipv4Addr, u32> {
     Ok(Ipv4Addr::from(sa.addr))
 }
 
+/// dat_ep_connect's `timeout` in microseconds; DAT_TIMEOUT_INFINITE waits for the CM.
+pub(super) fn connect_timeout(t: d::DAT_TIMEOUT) -> Option<std::time::Duration> {
+    // DAT_TIMEOUT_INFINITE is `((DAT_TIMEOUT) ~0)` (dat.h), a macro bindgen cannot see.
+    (t != u32::MAX).then(|| std::time::Duration::from_micros(u64::from(t)))
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(super) extern "C" fn ep_connect(
     ep: d::DAT_EP_HANDLE,
     remote: d::DAT_IA_ADDRESS_PTR,
     conn_qual: d::DAT_CONN_QUAL,
-    _timeout: d::DAT_TIMEOUT,
+    timeout: d::DAT_TIMEOUT,
     pdata_size: d::DAT_COUNT,
     pdata: d::DAT_PVOID,
     qos: d::DAT_QOS,
@@ -533,7 +539,8 @@ pub(super) extern "C" fn ep_connect(
         if qos != d::DAT_QOS_BEST_EFFORT {
             return Err(arg(7));
         }
-        e.ep.connect(ip, port, &data).map_err(|err| map(&err, 0))?;
+        e.ep.connect_with_timeout(ip, port, &data, connect_timeout(timeout))
+            .map_err(|err| map(&err, 0))?;
         *lock(&e.remote) = SockAddrIn::new(ip);
         e.remote_port.store(conn_qual, Ordering::Relaxed);
         Ok(())

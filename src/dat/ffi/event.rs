@@ -9,6 +9,7 @@ use super::state::{lock, SockAddrIn};
 use crate::dat::{ConnectionEventKind, DatEvent, DtoEvent};
 use crate::engine::runtime::AsyncEvent;
 use crate::transport::types::{WcOpcode, WcStatus};
+use crate::wire::cm_msg::RejReason;
 use dat_sys as d;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -146,6 +147,17 @@ fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) -> bool {
     true
 }
 
+/// A REJ is DAT_CONNECTION_EVENT_PEER_REJECTED only when the remote consumer rejected
+/// (dat_cr_reject: IBTA reason 28, consumer defined); any other reason (no listener on the
+/// connection qualifier, no resources, a timeout, ...) came from the remote provider and is
+/// DAT_CONNECTION_EVENT_NON_PEER_REJECTED (dat.h, DAT 2.0 §6.3.2.3).
+pub(crate) fn rejected_event(reason: Option<RejReason>) -> d::DAT_EVENT_NUMBER {
+    match reason {
+        Some(RejReason::ConsumerDefined) | None => d::DAT_CONNECTION_EVENT_PEER_REJECTED,
+        Some(_) => d::DAT_CONNECTION_EVENT_NON_PEER_REJECTED,
+    }
+}
+
 /// Fills `ev` from `e` dequeued from the EVD `evd`; false when the event is not reported
 /// (a suppressed successful completion).
 pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool {
@@ -156,12 +168,13 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool 
             ep,
             kind,
             private_data,
-            ..
+            reject_reason,
         } => {
             ev.event_number = match kind {
                 ConnectionEventKind::Established => d::DAT_CONNECTION_EVENT_ESTABLISHED,
-                ConnectionEventKind::PeerRejected => d::DAT_CONNECTION_EVENT_PEER_REJECTED,
+                ConnectionEventKind::PeerRejected => rejected_event(reject_reason),
                 ConnectionEventKind::Unreachable => d::DAT_CONNECTION_EVENT_UNREACHABLE,
+                ConnectionEventKind::TimedOut => d::DAT_CONNECTION_EVENT_TIMED_OUT,
                 ConnectionEventKind::Broken => d::DAT_CONNECTION_EVENT_BROKEN,
                 ConnectionEventKind::Disconnected => d::DAT_CONNECTION_EVENT_DISCONNECTED,
             };

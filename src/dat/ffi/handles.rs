@@ -98,6 +98,40 @@ fn write() -> std::sync::RwLockWriteGuard<'static, Map> {
     registry().write().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Freed handle headers, oldest first. libdat2 reads the first word of every non-NULL handle
+/// a consumer passes and calls through it (udat_redirection.h), so a header is never given
+/// back to the allocator (whose free-list word would replace the `DAT_PROVIDER*`): a freed
+/// handle keeps pointing at its table and is answered DAT_INVALID_HANDLE. Headers are reused
+/// only after [`QUARANTINE`] newer ones were freed, so a recently freed handle never aliases a
+/// new object.
+fn freed() -> &'static std::sync::Mutex<std::collections::VecDeque<usize>> {
+    static FREED: OnceLock<std::sync::Mutex<std::collections::VecDeque<usize>>> = OnceLock::new();
+    FREED.get_or_init(Default::default)
+}
+
+/// How many freed headers wait before one is reused (8 bytes each).
+pub(crate) const QUARANTINE: usize = 4096;
+
+fn new_header(provider: *const d::DAT_PROVIDER) -> usize {
+    let reuse = {
+        let mut f = freed().lock().unwrap_or_else(|p| p.into_inner());
+        if f.len() > QUARANTINE {
+            f.pop_front()
+        } else {
+            None
+        }
+    };
+    match reuse {
+        Some(h) => {
+            // SAFETY: `h` is a header leaked by `insert` and unregistered by `remove`; no
+            // registry entry refers to it, so this thread is its only writer.
+            unsafe { (h as *mut Header).write(Header { provider }) };
+            h
+        }
+        None => Box::into_raw(Box::new(Header { provider })) as usize,
+    }
+}
+
 /// Allocates a handle for a new object of `kind` and registers it.
 pub(crate) fn insert(
     provider: *const d::DAT_PROVIDER,
@@ -105,7 +139,7 @@ pub(crate) fn insert(
     ia: Arc<IaState>,
     body: impl FnOnce(usize) -> Body,
 ) -> Arc<Object> {
-    let handle = Box::into_raw(Box::new(Header { provider })) as usize;
+    let handle = new_header(provider);
     let obj = Arc::new(Object {
         kind,
         handle,
@@ -155,12 +189,14 @@ pub(crate) fn get_any(handle: *mut core::ffi::c_void) -> Result<Arc<Object>, u32
         .ok_or(err(d::DAT_INVALID_HANDLE, 0))
 }
 
-/// Unregisters `handle` and frees its header (the object itself goes with its last user).
+/// Unregisters `handle` and quarantines its header, which keeps its `DAT_PROVIDER*` (see
+/// [`freed`]); the object itself goes with its last user.
 pub(crate) fn remove(handle: usize) -> Option<Arc<Object>> {
     let obj = write().remove(&handle)?;
-    // SAFETY: `handle` came from `Box::into_raw` in `insert` and was still registered; the
-    // registry entry is gone now, so this is the only free.
-    drop(unsafe { Box::from_raw(handle as *mut Header) });
+    freed()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push_back(handle);
     Some(obj)
 }
 

@@ -13,6 +13,7 @@
 
 mod cm;
 pub(crate) mod codes;
+pub mod consumer;
 mod ep;
 mod evd;
 mod event;

@@ -462,3 +462,82 @@ fn ep_modify_and_rmr_bind_through_the_c_table_on_an_in_memory_ia() {
     }
     drop(state.take());
 }
+
+/// libdat2 reads the first word of every non-NULL handle and calls through it: a freed
+/// handle's header must still hold the provider, so that a stale handle reaches the provider
+/// and is answered DAT_INVALID_HANDLE instead of jumping through allocator metadata.
+#[test]
+fn a_freed_handle_still_points_at_the_provider_and_is_invalid() {
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, _state) = in_memory_ia(p);
+    let mut pzs = Vec::new();
+    // SAFETY: the provider's own entries with live or freed handles and local out-pointers;
+    // a freed handle's header is never given back to the allocator (handles::remove), so
+    // reading its first word is reading memory the provider keeps.
+    unsafe {
+        for _ in 0..64 {
+            let mut pz = core::ptr::null_mut();
+            ok(p.pz_create_func.unwrap()(ia, &mut pz));
+            pzs.push(pz);
+        }
+        for &pz in &pzs {
+            ok(p.pz_free_func.unwrap()(pz));
+        }
+        // Other allocations in between must not overwrite a quarantined header.
+        let noise: Vec<Vec<u8>> = (0..256).map(|i| vec![0xee; 8 + i % 24]).collect();
+        for &pz in &pzs {
+            assert_eq!(
+                (pz as *const usize).read(),
+                p as *const d::DAT_PROVIDER as usize,
+                "a freed header lost its provider"
+            );
+            assert_eq!(
+                p.pz_free_func.unwrap()(pz),
+                err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_PZ)
+            );
+        }
+        drop(noise);
+        // New handles do not reuse a recently freed header.
+        let mut fresh = core::ptr::null_mut();
+        ok(p.pz_create_func.unwrap()(ia, &mut fresh));
+        assert!(!pzs.contains(&fresh));
+        ok(p.pz_free_func.unwrap()(fresh));
+    }
+}
+
+/// A REJ from the remote consumer (dat_cr_reject, reason 28) is PEER_REJECTED; one from the
+/// remote provider (no listener, no resources, timeout) is NON_PEER_REJECTED.
+#[test]
+fn rejections_by_the_remote_provider_are_non_peer_rejected() {
+    use crate::wire::cm_msg::RejReason;
+    assert_eq!(
+        super::event::rejected_event(Some(RejReason::ConsumerDefined)),
+        d::DAT_CONNECTION_EVENT_PEER_REJECTED
+    );
+    for r in [
+        RejReason::InvalidServiceId,
+        RejReason::NoResources,
+        RejReason::Timeout,
+    ] {
+        assert_eq!(
+            super::event::rejected_event(Some(r)),
+            d::DAT_CONNECTION_EVENT_NON_PEER_REJECTED,
+            "{r:?}"
+        );
+    }
+}
+
+/// dat_ep_connect's timeout is in microseconds; DAT_TIMEOUT_INFINITE (~0) leaves the outcome
+/// to the CM's retries.
+#[test]
+fn connect_timeout_is_microseconds_and_infinite_is_none() {
+    assert_eq!(super::ep::connect_timeout(u32::MAX), None);
+    assert_eq!(
+        super::ep::connect_timeout(500_000),
+        Some(std::time::Duration::from_millis(500))
+    );
+    assert_eq!(
+        super::ep::connect_timeout(0),
+        Some(std::time::Duration::ZERO)
+    );
+}

@@ -21,8 +21,10 @@ pub enum ConnEvent {
         reason: RejReason,
         private_data: Vec<u8>,
     },
-    /// Nobody answered (DAT_CONNECTION_EVENT_UNREACHABLE / TIMED_OUT).
+    /// Nobody answered through the CM's retries (DAT_CONNECTION_EVENT_UNREACHABLE).
     Unreachable,
+    /// No answer before the consumer's connect timeout (DAT_CONNECTION_EVENT_TIMED_OUT).
+    TimedOut,
     /// The connection was torn down (DAT_CONNECTION_EVENT_DISCONNECTED).
     Disconnected,
     /// Setting up the QP failed while connecting (DAT_CONNECTION_EVENT_BROKEN).

@@ -40,8 +40,8 @@ pub enum CrossShard {
     },
     /// An event for one of the destination shard's QPs (after the transitions it depends on).
     Event(Event),
-    /// To shard 0: the hard receive watermark of QP `qpn` fired on its shard, break its
-    /// connection (seed 002).
+    /// To shard 0: the hard receive watermark of QP `qpn` fired on its shard (seed 002), or a
+    /// DTO of it completed in error: break its connection.
     Break { qpn: u32 },
 }
 

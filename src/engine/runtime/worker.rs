@@ -488,7 +488,11 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 self.count_dto(&wc);
                 self.stats.suppressed += 1;
             } else {
+                let (qpn, status) = (wc.qp_num, wc.status);
                 self.route_dto(wc);
+                if !matches!(status, WcStatus::Success | WcStatus::WrFlushErr) {
+                    self.break_after_dto_error(qpn);
+                }
             }
             work = true;
         }
@@ -601,6 +605,10 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 self.requests.remove(&id);
                 (conn(&id), ConnEvent::Unreachable)
             }
+            CmEvent::TimedOut { id } => {
+                self.requests.remove(&id);
+                (conn(&id), ConnEvent::TimedOut)
+            }
             CmEvent::Disconnected { id } => {
                 let qpn = conn(&id);
                 if qpn.is_some_and(|q| self.broken.remove(&q)) {
@@ -620,10 +628,26 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         }
     }
 
-    /// Shard 0: breaks the connection of `qpn` (hard receive watermark, seed 002): DREQ and QP
-    /// to ERROR through the CM, then DAT_CONNECTION_EVENT_BROKEN (its DISCONNECTED is not
-    /// reported).
+    /// A DTO of `qpn` completed in error (not flushed): its QP is in ERROR, so its connection
+    /// is broken (DAT 2.0 §6.6: a DTO completion error moves the EP to DISCONNECTED with
+    /// DAT_CONNECTION_EVENT_BROKEN; the peer gets a DREQ). The CM lives on shard 0.
+    fn break_after_dto_error(&mut self, qpn: u32) {
+        if self.index == 0 {
+            let now = self.shard.clock().now();
+            let _ = self.break_connection(now, qpn);
+        } else {
+            self.shard.io.send_control(0, CrossShard::Break { qpn });
+        }
+    }
+
+    /// Shard 0: breaks the connection of `qpn` (hard receive watermark, seed 002; a DTO error):
+    /// DREQ and QP to ERROR through the CM, then DAT_CONNECTION_EVENT_BROKEN (its DISCONNECTED
+    /// is not reported). A connection that is not up (already going down, or being set up) is
+    /// left alone: its consumer gets its DISCONNECTED or connect outcome instead.
     fn break_connection(&mut self, now: Instant, qpn: u32) -> Result<(), EngineError> {
+        if !self.shard.host.connection_up(qpn) {
+            return Ok(());
+        }
         let r = self
             .shard
             .host

@@ -1,0 +1,235 @@
+//! The `local` role: bad input that needs no peer.
+
+use super::*;
+
+pub(crate) fn local(name: &str, nobody: Ipv4Addr, r: &mut Report) -> Result<(), String> {
+    let x = Ctx::open(name)?;
+    let inv = |sub| err(d::DAT_INVALID_HANDLE, sub);
+    let lmr = x.lmr(Region::new(MSG, 0))?;
+    let one = [lmr.seg(0, 64)];
+
+    // Handles: NULL, unissued, freed, forged, of the wrong type.
+    r.code(
+        "null_ep_post_send",
+        inv(d::DAT_INVALID_HANDLE_EP),
+        c::ep_post_send(Handle::NULL, Some(&one), 1, 1, 0),
+    );
+    r.code(
+        "unissued_ia_pz_create",
+        inv(d::DAT_INVALID_HANDLE_IA),
+        c::pz_create(Handle::unissued_ia(77), Some(&mut scratch())),
+    );
+    let mut pz = Handle::NULL;
+    must("dat_pz_create", c::pz_create(x.ia, Some(&mut pz)))?;
+    must("dat_pz_free", c::pz_free(pz))?;
+    r.code(
+        "freed_pz_free",
+        inv(d::DAT_INVALID_HANDLE_PZ),
+        c::pz_free(pz),
+    );
+    let ep = x.ep(None)?;
+    let forged = Forged::of(ep).ok_or("forge")?;
+    r.code(
+        "forged_ep_post_recv",
+        inv(d::DAT_INVALID_HANDLE_EP),
+        c::ep_post_recv(forged.handle(), Some(&one), 1, 1, 0),
+    );
+    r.code(
+        "forged_ep_free",
+        inv(d::DAT_INVALID_HANDLE_EP),
+        c::ep_free(forged.handle()),
+    );
+    r.code(
+        "pz_as_ep_post_send",
+        inv(d::DAT_INVALID_HANDLE_EP),
+        c::ep_post_send(x.pz, Some(&one), 1, 1, 0),
+    );
+    r.code(
+        "evd_as_pz_free",
+        inv(d::DAT_INVALID_HANDLE_PZ),
+        c::pz_free(x.dto),
+    );
+    r.code(
+        "lmr_as_ep_free",
+        inv(d::DAT_INVALID_HANDLE_EP),
+        c::ep_free(lmr.handle),
+    );
+    let freed = x.ep(None)?;
+    must("dat_ep_free", c::ep_free(freed))?;
+    r.code(
+        "freed_ep_post_recv",
+        inv(d::DAT_INVALID_HANDLE_EP),
+        c::ep_post_recv(freed, Some(&one), 1, 1, 0),
+    );
+    r.code(
+        "freed_ep_free",
+        inv(d::DAT_INVALID_HANDLE_EP),
+        c::ep_free(freed),
+    );
+    r.code(
+        "freed_ep_connect",
+        inv(d::DAT_INVALID_HANDLE_EP),
+        c::ep_connect(freed, nobody, 4000, INFINITE, &[]),
+    );
+    let spare = x.lmr(Region::new(PAGE, 0))?;
+    must("dat_lmr_free", c::lmr_free(spare.handle))?;
+    r.code(
+        "freed_lmr_free",
+        inv(d::DAT_INVALID_HANDLE_LMR),
+        c::lmr_free(spare.handle),
+    );
+    let mut psp = Handle::NULL;
+    must(
+        "dat_psp_create",
+        c::psp_create(x.ia, 4001, x.cr, Some(&mut psp)),
+    )?;
+    must("dat_psp_free", c::psp_free(psp))?;
+    r.code(
+        "freed_psp_free",
+        inv(d::DAT_INVALID_HANDLE_PSP),
+        c::psp_free(psp),
+    );
+    r.code(
+        "freed_ep_get_handle_type",
+        err(d::DAT_INVALID_HANDLE, 0),
+        c::get_handle_type(freed, Some(&mut 0)),
+    );
+
+    // NULL out-pointers: DAT_INVALID_PARAMETER naming the argument.
+    r.code("null_pz_out", arg(2), c::pz_create(x.ia, None));
+    r.code(
+        "null_evd_out",
+        arg(5),
+        c::evd_create(x.ia, 8, d::DAT_EVD_DTO_FLAG, None),
+    );
+    r.code(
+        "null_ep_out",
+        arg(7),
+        c::ep_create(x.ia, x.pz, x.dto, x.dto, x.conn, None, None),
+    );
+    r.code(
+        "null_psp_out",
+        arg(5),
+        c::psp_create(x.ia, 9999, x.cr, None),
+    );
+    r.code(
+        "null_handle_type_out",
+        arg(2),
+        c::get_handle_type(x.pz, None),
+    );
+    r.code(
+        "null_event_evd_wait",
+        arg(4),
+        c::evd_wait(x.dto, 0, false).err().unwrap_or(d::DAT_SUCCESS),
+    );
+    r.code(
+        "null_iov_post_recv",
+        arg(3),
+        c::ep_post_recv(ep, None, 1, 1, 0),
+    );
+
+    // Wrong sizes and depths on an UNCONNECTED EP (receives may be posted before connecting,
+    // dat_ep_post_recv(3DAT)).
+    let small = x.ep(Some(attr(4, 4, 2)))?;
+    let three = [one[0], one[0], one[0]];
+    r.code(
+        "post_recv_too_many_iovs",
+        arg(2),
+        c::ep_post_recv(small, Some(&three), 3, 1, 0),
+    );
+    r.code(
+        "post_recv_negative_count",
+        arg(2),
+        c::ep_post_recv(small, Some(&one), -1, 1, 0),
+    );
+    let mut pz2 = Handle::NULL;
+    must("dat_pz_create", c::pz_create(x.ia, Some(&mut pz2)))?;
+    let other = Region::new(MSG, 0);
+    let lmr2 = c::lmr_create(x.ia, pz2, other, 0, MSG, PRIV_ALL).map_err(code_name)?;
+    r.code(
+        "post_recv_lmr_of_other_pz",
+        err(d::DAT_PROTECTION_VIOLATION, d::DAT_PROTECTION_WRITE),
+        c::ep_post_recv(small, Some(&[lmr2.seg(0, 64)]), 1, 1, 0),
+    );
+    r.code(
+        "post_recv_unconnected_allowed",
+        d::DAT_SUCCESS,
+        c::ep_post_recv(small, Some(&one), 1, 10, 0),
+    );
+    for i in 1..4 {
+        must(
+            "dat_ep_post_recv",
+            c::ep_post_recv(small, Some(&one), 1, 10 + i, 0),
+        )?;
+    }
+    r.code(
+        "post_recv_beyond_depth",
+        err(d::DAT_INSUFFICIENT_RESOURCES, 0),
+        c::ep_post_recv(small, Some(&one), 1, 99, 0),
+    );
+
+    // Posts in the wrong state.
+    let unconnected = err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EP_UNCONNECTED);
+    r.code(
+        "post_send_unconnected",
+        unconnected,
+        c::ep_post_send(ep, Some(&one), 1, 1, 0),
+    );
+    let remote = lmr.remote(0, 64);
+    r.code(
+        "post_rdma_write_unconnected",
+        unconnected,
+        c::ep_post_rdma_write(ep, &one, 1, remote),
+    );
+    r.code(
+        "post_rdma_read_unconnected",
+        unconnected,
+        c::ep_post_rdma_read(ep, &one, 1, remote),
+    );
+
+    // A connect nobody answers (ARP fails), with a timeout: TIMED_OUT, then DISCONNECTED.
+    let lonely = x.ep(None)?;
+    let start = Instant::now();
+    must(
+        "dat_ep_connect",
+        c::ep_connect(lonely, nobody, 4000, 500_000, &[]),
+    )?;
+    r.event(
+        "connect_timeout_nobody_answers",
+        d::DAT_CONNECTION_EVENT_TIMED_OUT,
+        x.conn_event(T).map(|e| e.0),
+    );
+    println!("INFO connect timeout 500 ms took {:?}", start.elapsed());
+    r.state(
+        "connect_timeout_ep_state",
+        d::DAT_EP_STATE_DISCONNECTED,
+        ep_state(lonely),
+    );
+
+    // The same without a timeout: ARP fails, so the request never left: UNREACHABLE.
+    let lonelier = x.ep(None)?;
+    must(
+        "dat_ep_connect",
+        c::ep_connect(lonelier, nobody, 4000, INFINITE, &[]),
+    )?;
+    r.event(
+        "connect_nobody_answers_unreachable",
+        d::DAT_CONNECTION_EVENT_UNREACHABLE,
+        x.conn_event(T).map(|e| e.0),
+    );
+    r.state(
+        "connect_nobody_answers_ep_state",
+        d::DAT_EP_STATE_DISCONNECTED,
+        ep_state(lonelier),
+    );
+
+    // Closing the IA with live objects (abrupt) and using it afterwards.
+    let ia = x.ia;
+    must("dat_ia_close", c::ia_close(ia, true))?;
+    r.code(
+        "closed_ia_pz_create",
+        inv(d::DAT_INVALID_HANDLE_IA),
+        c::pz_create(ia, Some(&mut scratch())),
+    );
+    Ok(())
+}

@@ -1,0 +1,358 @@
+//! Bad input through the real DAT path: `roce-dat-consumer` processes link libdat2, which
+//! loads this crate's provider from dat.conf (DAT_OVERRIDE) and dispatches every call through
+//! the registry to it, over net_af_packet on a veth pair created here (inline progress).
+//! Each case is one `CASE <name> expected=... got=... PASS|FAIL` line of the consumer; every
+//! case named here must be present and PASS, and the consumer must exit 0.
+
+mod dat_programs_common;
+
+use dat_programs_common::dpdk_common::FANOUT_COLLISION;
+use dat_programs_common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const CONSUMER: &str = env!("CARGO_BIN_EXE_roce-dat-consumer");
+/// The RoCE addresses of profiles af_packet-a / -b, and one nobody answers.
+const SERVER_IP: &str = "10.77.0.1";
+const NOBODY_IP: &str = "10.77.0.99";
+
+/// A consumer process whose output lines arrive on a channel and are kept for messages.
+struct Proc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    all: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proc {
+    fn start(s: &Setup, side: char, args: &[&str]) -> Proc {
+        let mut child = Command::new(CONSUMER)
+            .env("DAT_OVERRIDE", s.conf(side))
+            .env("DPDK_ROCE_PROGRESS", "inline")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start roce-dat-consumer");
+        let (tx, lines) = channel();
+        let all = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        for (stream, tx) in [
+            (Box::new(out) as Box<dyn std::io::Read + Send>, Some(tx)),
+            (Box::new(err), None),
+        ] {
+            let all = all.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    all.lock().unwrap().push(line.clone());
+                    if let Some(tx) = &tx {
+                        let _ = tx.send(line);
+                    }
+                }
+            });
+        }
+        let stdin = child.stdin.take();
+        Proc {
+            child,
+            stdin,
+            lines,
+            all,
+        }
+    }
+
+    /// Waits for a stdout line starting with `what`; false on timeout or exit.
+    fn wait_line(&self, what: &str, t: Duration) -> bool {
+        let end = Instant::now() + t;
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with(what) => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    fn text(&self) -> String {
+        self.all.lock().unwrap().join("\n")
+    }
+
+    /// Waits for the exit at most `t` (then kills): (exit success, all output).
+    fn finish(mut self, t: Duration) -> (bool, String) {
+        let end = Instant::now() + t;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break Some(st);
+            }
+            if Instant::now() > end {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // Let the reader threads drain the pipes.
+        std::thread::sleep(Duration::from_millis(200));
+        let text = format!("{}\n[status {status:?}]", self.text());
+        (status.is_some_and(|s| s.success()), text)
+    }
+
+    fn kill9(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-9", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// The line of `case` says PASS.
+fn assert_case(out: &str, case: &str) {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&format!("CASE {case} ")))
+        .unwrap_or_else(|| panic!("no line for case {case}:\n{out}"));
+    assert!(line.ends_with(" PASS"), "case {case} failed: {line}\n{out}");
+}
+
+/// Runs `attempt` again (new processes, new pids) when net_af_packet's fanout id collided.
+fn retrying<T>(mut attempt: impl FnMut(usize) -> Option<T>) -> T {
+    for n in 0..3 {
+        if let Some(t) = attempt(n) {
+            return t;
+        }
+        eprintln!("net_af_packet PACKET_FANOUT collision: retrying with new processes");
+        // Spend a few pids (the fanout id is pid ^ ifindex).
+        for _ in 0..=n {
+            let _ = Command::new("true").status();
+        }
+    }
+    panic!("PACKET_FANOUT collision three times");
+}
+
+/// Removes the EAL runtime dir a SIGKILLed process of profile `dat<tag>-<side>` left.
+fn remove_runtime_dir(tag: &str, side: char, pid: u32) {
+    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/dat{tag}-{side}-{pid}"));
+}
+
+const LOCAL_CASES: &[&str] = &[
+    "null_ep_post_send",
+    "unissued_ia_pz_create",
+    "freed_pz_free",
+    "forged_ep_post_recv",
+    "forged_ep_free",
+    "pz_as_ep_post_send",
+    "evd_as_pz_free",
+    "lmr_as_ep_free",
+    "freed_ep_post_recv",
+    "freed_ep_free",
+    "freed_ep_connect",
+    "freed_lmr_free",
+    "freed_psp_free",
+    "freed_ep_get_handle_type",
+    "null_pz_out",
+    "null_evd_out",
+    "null_ep_out",
+    "null_psp_out",
+    "null_handle_type_out",
+    "null_event_evd_wait",
+    "null_iov_post_recv",
+    "post_recv_too_many_iovs",
+    "post_recv_negative_count",
+    "post_recv_lmr_of_other_pz",
+    "post_recv_unconnected_allowed",
+    "post_recv_beyond_depth",
+    "post_send_unconnected",
+    "post_rdma_write_unconnected",
+    "post_rdma_read_unconnected",
+    "connect_timeout_nobody_answers",
+    "connect_timeout_ep_state",
+    "connect_nobody_answers_unreachable",
+    "connect_nobody_answers_ep_state",
+    "closed_ia_pz_create",
+];
+
+/// Handles, NULL pointers, sizes, depths and states on one process, and connects to an
+/// address nobody answers: with dat_ep_connect's `timeout` (TIMED_OUT), and without (ARP
+/// fails: UNREACHABLE).
+#[test]
+fn local_bad_input_gets_dat_errors() {
+    let s = Setup::new("bl");
+    let out = retrying(|_| {
+        let p = Proc::start(&s, 'b', &["local", "--nobody", NOBODY_IP]);
+        let (ok, text) = p.finish(Duration::from_secs(120));
+        if text.contains(FANOUT_COLLISION) {
+            return None;
+        }
+        assert!(ok, "consumer failed:\n{text}");
+        Some(text)
+    });
+    println!("{out}");
+    for case in LOCAL_CASES {
+        assert_case(&out, case);
+    }
+    assert!(out.contains("RESULT 0 failed"), "{out}");
+    assert_no_dpdk_runtime_dir("bl");
+}
+
+const CLIENT_CASES: &[&str] = &[
+    "baseline_traffic",
+    "post_send_too_many_iovs",
+    "post_send_lmr_of_other_pz",
+    "post_send_null_iov",
+    "post_send_beyond_request_depth",
+    "post_send_beyond_request_depth.completions",
+    "still_connected_after_refused_posts",
+    "rdma_write_unregistered_rkey.status",
+    "rdma_write_unregistered_rkey.event",
+    "rdma_write_unregistered_rkey.state",
+    "rdma_write_freed_rkey.status",
+    "rdma_write_freed_rkey.event",
+    "rdma_write_other_pz_rkey.status",
+    "rdma_write_other_pz_rkey.event",
+    "rdma_write_out_of_bounds.status",
+    "rdma_write_out_of_bounds.state",
+    "rdma_write_wrapping_address.status",
+    "rdma_read_unregistered_rkey.status",
+    "rdma_read_out_of_bounds.status",
+    "rdma_read_out_of_bounds.event",
+    "post_send_segment_longer_than_lmr.status",
+    "post_send_segment_longer_than_lmr.event",
+    "post_send_unknown_lmr_context.status",
+    "post_send_freed_lmr.status",
+    "post_send_freed_lmr.state",
+    "send_longer_than_peer_receive.status",
+    "send_longer_than_peer_receive.event",
+    "send_longer_than_peer_receive.state",
+    "post_send_disconnected",
+    "post_rdma_write_disconnected",
+    "connect_no_listener",
+    "connect_no_listener.state",
+    "traffic_after_bad_input",
+];
+
+/// Connections the client makes to the server (the no-listener connect does not reach it).
+const CLIENT_CONNECTIONS: u32 = 13;
+
+/// Bad input on connections over the veth pair; the server checks after every connection
+/// that no byte outside registered memory changed.
+#[test]
+fn connected_bad_input_gets_dat_errors_and_events() {
+    let s = Setup::new("bc");
+    let (srv, cli) = retrying(|_| {
+        let conns = CLIENT_CONNECTIONS.to_string();
+        let server = Proc::start(
+            &s,
+            'a',
+            &["server", "--qual", "7100", "--connections", &conns],
+        );
+        if !server.wait_line("READY", Duration::from_secs(60)) {
+            let (_, text) = server.finish(Duration::from_secs(5));
+            assert!(text.contains(FANOUT_COLLISION), "server not ready:\n{text}");
+            return None;
+        }
+        let client = Proc::start(
+            &s,
+            'b',
+            &["client", "--server", SERVER_IP, "--qual", "7100"],
+        );
+        let (cli_ok, cli) = client.finish(Duration::from_secs(300));
+        if cli.contains(FANOUT_COLLISION) {
+            let _ = server.finish(Duration::ZERO);
+            return None;
+        }
+        let (srv_ok, srv) = server.finish(Duration::from_secs(30));
+        assert!(cli_ok, "client failed:\n{cli}\nserver:\n{srv}");
+        assert!(srv_ok, "server failed:\n{srv}\nclient:\n{cli}");
+        Some((srv, cli))
+    });
+    println!("server:\n{srv}\nclient:\n{cli}");
+    for case in CLIENT_CASES {
+        assert_case(&cli, case);
+    }
+    for n in 1..=CLIENT_CONNECTIONS {
+        assert_case(&srv, &format!("server_memory_intact_after_connection_{n}"));
+    }
+    // The too-long send's receive at the server.
+    assert!(
+        srv.lines()
+            .any(|l| l.starts_with("INFO connection") && l.contains("DAT_DTO_ERR_LOCAL_LENGTH")),
+        "the server's receive of the too-long send did not complete with LOCAL_LENGTH:\n{srv}"
+    );
+    assert!(cli.contains("RESULT 0 failed"), "{cli}");
+    assert_no_dpdk_runtime_dir("bc");
+}
+
+/// The server process is killed (SIGKILL) in the middle of a stream of sends and RDMA writes
+/// with receives posted: the survivor gets DAT_CONNECTION_EVENT_BROKEN, every outstanding DTO
+/// completes (flushed, none lost), and it connects to a freshly started server and moves
+/// verified data.
+#[test]
+fn peer_killed_mid_stream_survivor_flushes_and_reconnects() {
+    let s = Setup::new("bk");
+    let cli = retrying(|_| {
+        let mut first = Proc::start(&s, 'a', &["server", "--qual", "7200"]);
+        if !first.wait_line("READY", Duration::from_secs(60)) {
+            let (_, text) = first.finish(Duration::from_secs(5));
+            assert!(text.contains(FANOUT_COLLISION), "server not ready:\n{text}");
+            return None;
+        }
+        let mut client = Proc::start(
+            &s,
+            'b',
+            &["stream", "--server", SERVER_IP, "--qual", "7200"],
+        );
+        if !client.wait_line("STREAMING", Duration::from_secs(60)) {
+            first.kill9();
+            remove_runtime_dir("bk", 'a', first.child.id());
+            let (_, text) = client.finish(Duration::from_secs(5));
+            assert!(text.contains(FANOUT_COLLISION), "no stream:\n{text}");
+            return None;
+        }
+        let pid = first.child.id();
+        first.kill9();
+        remove_runtime_dir("bk", 'a', pid);
+        assert!(
+            client.wait_line("BROKEN", Duration::from_secs(150)),
+            "the survivor never saw the broken connection:\n{}",
+            client.text()
+        );
+        // A fresh server process (a new pid: no fanout collision with the dead one's id
+        // unless it collides with the client's, retried below).
+        let mut second = None;
+        for _ in 0..3 {
+            let p = Proc::start(&s, 'a', &["server", "--qual", "7200", "--connections", "1"]);
+            if p.wait_line("READY", Duration::from_secs(60)) {
+                second = Some(p);
+                break;
+            }
+            let (_, text) = p.finish(Duration::from_secs(5));
+            assert!(text.contains(FANOUT_COLLISION), "second server:\n{text}");
+            let _ = Command::new("true").status();
+        }
+        let second = second.expect("second server: PACKET_FANOUT collision three times");
+        writeln!(client.stdin.as_mut().unwrap(), "go").unwrap();
+        let (cli_ok, cli) = client.finish(Duration::from_secs(120));
+        let (srv_ok, srv) = second.finish(Duration::from_secs(30));
+        assert!(cli_ok, "survivor failed:\n{cli}\nserver:\n{srv}");
+        assert!(srv_ok, "second server failed:\n{srv}");
+        assert_case(&srv, "server_memory_intact_after_connection_1");
+        Some(cli)
+    });
+    println!("{cli}");
+    for case in [
+        "peer_killed.connection_event",
+        "peer_killed.no_completion_lost",
+        "peer_killed.outstanding_flushed",
+        "peer_killed.state",
+        "reconnect_after_peer_killed",
+    ] {
+        assert_case(&cli, case);
+    }
+    assert!(cli.contains("RESULT 0 failed"), "{cli}");
+    assert_no_dpdk_runtime_dir("bk");
+}
