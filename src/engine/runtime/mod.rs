@@ -400,7 +400,22 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
 
     /// Creates an SRQ on `shard`.
     pub fn create_srq(&self, shard: usize, depth: u32) -> Result<u32, EngineError> {
-        self.call(shard, |reply| Command::CreateSrq { depth, reply })
+        self.create_srq_routed(shard, depth, None)
+    }
+
+    /// Creates an SRQ on `shard` whose asynchronous events (limit reached, refused posts) go to
+    /// `async_events` (the async EVD of the SRQ's IA) instead of the engine's async sink.
+    pub fn create_srq_routed(
+        &self,
+        shard: usize,
+        depth: u32,
+        async_events: Option<Arc<EventSink>>,
+    ) -> Result<u32, EngineError> {
+        self.call(shard, |reply| Command::CreateSrq {
+            depth,
+            async_events,
+            reply,
+        })
     }
 
     /// Destroys an SRQ no QP uses.
