@@ -10,6 +10,15 @@ use crate::dat::{DatError, EpState, Psp};
 use dat_sys as d;
 use std::sync::{Arc, Mutex};
 
+/// The CM port of a DAT connection qualifier. Service IDs are in the rdma_cm TCP port space,
+/// whose ports have 16 bits; a wider qualifier (DAT_CONN_QUAL is 64 bits: dapltest's limit test
+/// listens on 0xAffab1e + n) is carried by its low 16 bits, as the OFA uDAPL rdma_cm provider
+/// does (`SID_TO_PORT`). Both ends map the same way, and the PSP/RSP keeps the qualifier it was
+/// given for dat_psp_query / dat_rsp_query.
+pub(super) fn port_of(qual: d::DAT_CONN_QUAL) -> u16 {
+    (qual & 0xffff) as u16
+}
+
 /// Creates a PSP or RSP on `qual`.
 fn listen(
     ia: &Arc<Object>,
@@ -19,7 +28,7 @@ fn listen(
     ep: usize,
     kind: Kind,
 ) -> Result<Arc<Object>, u32> {
-    let port = u16::try_from(qual).map_err(|_| arg(2))?;
+    let port = port_of(qual);
     let evdo = handles::get_or(
         evd,
         Kind::Evd,
@@ -134,9 +143,8 @@ fn sp_free(h: d::DAT_HANDLE, kind: Kind) -> R {
     if let Body::Sp(s) = &o.body {
         drop(lock(&s.psp).take());
     }
-    if let Ok(port) = u16::try_from(q) {
-        lock(&o.ia.sps).retain(|p, h| !(*p == port && *h == o.handle));
-    }
+    let port = port_of(q);
+    lock(&o.ia.sps).retain(|p, h| !(*p == port && *h == o.handle));
     handles::remove(o.handle);
     Ok(())
 }

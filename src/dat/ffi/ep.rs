@@ -528,7 +528,7 @@ pub(super) extern "C" fn ep_connect(
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
         let ip = ipv4_of(remote, 2)?;
-        let port = u16::try_from(conn_qual).map_err(|_| arg(3))?;
+        let port = super::cm::port_of(conn_qual);
         let data = private_data(pdata_size, pdata, 5)?;
         if qos != d::DAT_QOS_BEST_EFFORT {
             return Err(arg(7));
