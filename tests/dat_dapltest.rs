@@ -36,9 +36,9 @@ fn error_lines<'a>(out: &'a str, expected: &[&str]) -> Vec<&'a str> {
                 || l.contains("Aborted")
                 || l.contains("panicked")
                 || l.starts_with("dpdk-roce:")
-                // output_text's exit status: only a clean exit is fine.
-                || (l.starts_with('[') && l.contains("exit status") && !l.contains("exit status: 0"))
-                || l.contains("signal")
+                // output_text's last line, the exit status: only a clean exit is fine.
+                || (l.starts_with("[exit status") && *l != "[exit status: 0]")
+                || l.starts_with("[signal")
         })
         .filter(|l| !expected.iter().any(|e| l.contains(e)))
         .collect()
