@@ -226,8 +226,18 @@ pub fn assert_no_dpdk_runtime_dir(tag: &str) {
 /// [`run_pair`], which adds `-P dr` and `-h`.
 pub struct Running {
     child: std::process::Child,
-    out: std::thread::JoinHandle<Vec<u8>>,
-    err: std::thread::JoinHandle<Vec<u8>>,
+    out: Option<std::thread::JoinHandle<Vec<u8>>>,
+    err: Option<std::thread::JoinHandle<Vec<u8>>>,
+}
+
+impl Drop for Running {
+    /// A test that fails while the program runs (a server waiting for clients) kills it.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 impl Running {
@@ -256,7 +266,11 @@ impl Running {
         };
         let out = drain(Box::new(child.stdout.take().expect("piped stdout")));
         let err = drain(Box::new(child.stderr.take().expect("piped stderr")));
-        Running { child, out, err }
+        Running {
+            child,
+            out: Some(out),
+            err: Some(err),
+        }
     }
 
     /// Whether the program is still running.
@@ -280,8 +294,11 @@ impl Running {
                 }
             }
         };
-        let stdout = self.out.join().unwrap_or_default();
-        let stderr = self.err.join().unwrap_or_default();
+        let join = |h: Option<std::thread::JoinHandle<Vec<u8>>>| {
+            h.and_then(|h| h.join().ok()).unwrap_or_default()
+        };
+        let stdout = join(self.out.take());
+        let stderr = join(self.err.take());
         output_text(&Output {
             status,
             stdout,
