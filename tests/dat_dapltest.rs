@@ -287,16 +287,13 @@ fn functional(s: &Setup) {
     });
 }
 
-/// The queryinfo suite but
-/// * cases 13 and 15, which crash inside libdat2 for any provider (shared/REFERENCE-dat.md);
-/// * cases 3, 16 and 17, which create their PSP with DAT_PSP_PROVIDER_FLAG (provider-created
-///   EPs): dpdk-roce reports `ep_creator = DAT_PSP_CREATES_EP_NEVER` and refuses that model with
-///   DAT_MODEL_NOT_SUPPORTED, as dat_psp_create(3DAT) says, so these cases cannot create it.
-///
-/// Case 5 (dat_cr_query) is left by dapltest to the connection tests: `Result: UNSUPP`.
+/// The queryinfo suite but its cases 13 and 15, which crash inside libdat2 for any provider
+/// (shared/REFERENCE-dat.md). Cases 3, 16 and 17 create their PSP with DAT_PSP_PROVIDER_FLAG
+/// (provider-created EPs). Case 5 (dat_cr_query) is left by dapltest to the connection tests:
+/// `Result: UNSUPP`.
 fn queryinfo(s: &Setup) {
     with_server(s, "queryinfo", |s| {
-        let skipped = [3, 13, 15, 16, 17];
+        let skipped = [13, 15];
         let cases: Vec<usize> = (0..=17).filter(|c| !skipped.contains(c)).collect();
         let out = functional_suite(s, "queryinfo", &cases, &["Result: UNSUPP"]);
         let ran = out.lines().filter(|l| l.contains("case: ")).count();

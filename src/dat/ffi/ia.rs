@@ -230,7 +230,8 @@ pub(super) extern "C" fn ia_query(
             p.is_thread_safe = d::DAT_FALSE;
             p.max_private_data_size = MAX_PRIVATE_DATA;
             p.supports_multipath = d::DAT_FALSE;
-            p.ep_creator = d::DAT_PSP_CREATES_EP_NEVER;
+            // Consumer-created EPs, and provider-created ones for PSPs asking for them.
+            p.ep_creator = d::DAT_PSP_CREATES_EP_IFASKED;
             p.pz_support = d::DAT_PZ_UNIQUE;
             p.optimal_buffer_alignment = 64;
             p.srq_supported = d::DAT_TRUE;
