@@ -136,3 +136,66 @@ fn an_evd_overflow_is_reported_on_the_async_evd_of_the_evds_ia() {
     assert_eq!(overflow(a2.ia.async_evd(), &a2.ia), 1);
     assert_eq!(overflow(a.ia.async_evd(), &a.ia), 0);
 }
+
+/// An ARP request from another station (02:00:00:00:00:99) that claims `ip`.
+fn arp_claiming(ip: std::net::Ipv4Addr) -> Vec<u8> {
+    let station = [2, 0, 0, 0, 0, 0x99];
+    let mut f = vec![0xff; 6]; // broadcast
+    f.extend(station);
+    f.extend([0x08, 0x06]); // ARP
+    f.extend([0, 1, 0x08, 0x00, 6, 4, 0, 1]); // Ethernet/IPv4, request
+    f.extend(station);
+    f.extend(ip.octets());
+    f.extend([0; 6]);
+    f.extend(ip.octets());
+    f
+}
+
+/// Address-conflict events on the async EVD of `ia`, driving it meanwhile.
+fn conflicts(ia: &Ia) -> usize {
+    let mut n = 0;
+    for _ in 0..50 {
+        ia.progress();
+        while let Ok(ev) = ia.async_evd().dequeue() {
+            if matches!(
+                ev,
+                DatEvent::Async(AsyncEvent::Net(
+                    dpdk_roce::net::NetEvent::AddressConflict { .. }
+                ))
+            ) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn an_event_of_the_device_itself_reaches_every_open_ia() {
+    use dpdk_roce::engine::io::{ChannelIo, FrameIo};
+    let (io, mut station) = ChannelIo::pair(64);
+    let ia1 = Ia::open_with(
+        dpdk_roce::dat::IaConfig {
+            mac: dpdk_roce::wire::ethernet::EthernetAddress([2, 0, 0, 0, 1, 0xa]),
+            ip: IP_A,
+            prefix_len: 24,
+            mtu: 1500,
+            shards: 2,
+            engine: dpdk_roce::engine::runtime::EngineConfig {
+                progress: dpdk_roce::config::Progress::Inline,
+                ..Default::default()
+            },
+        },
+        vec![Box::new(io)],
+    )
+    .unwrap();
+    let ia2 = ia1.open_on_same_device();
+    let ia3 = ia1.open_on_same_device();
+    ia3.close().map_err(|r| r.error).unwrap();
+    assert!(station.tx(&arp_claiming(IP_A)));
+    assert_eq!((conflicts(&ia1), conflicts(&ia2)), (1, 1));
+    // The IA that opened the device closes: the other still hears from the device.
+    ia1.close().map_err(|r| r.error).unwrap();
+    assert!(station.tx(&arp_claiming(IP_A)));
+    assert_eq!(conflicts(&ia2), 1);
+}

@@ -12,7 +12,7 @@ use super::error::DatError;
 use super::memory::SharedMemory;
 use super::port_io::PortIo;
 use crate::config::Profile;
-use crate::engine::runtime::{Engine, EventSink};
+use crate::engine::runtime::Engine;
 use crate::mem::MrTable;
 use crate::transport::types::Mtu;
 use std::collections::HashMap;
@@ -91,12 +91,10 @@ fn devices() -> &'static Mutex<HashMap<String, Weak<Device>>> {
 }
 
 /// The device of `profile`: the one an IA of this process already has open on the same DPDK
-/// device (it must have the same IPv4 address), else a new one from `open`, which receives the
-/// async sink of the opening IA as the engine's own (see [`super::Ia::open`]).
+/// device (it must have the same IPv4 address), else a new one from `open`.
 pub(crate) fn shared(
     profile: &Profile,
-    async_sink: &Arc<EventSink>,
-    open: impl FnOnce(&Arc<EventSink>) -> Result<Device, DatError>,
+    open: impl FnOnce() -> Result<Device, DatError>,
 ) -> Result<Arc<Device>, DatError> {
     let key = profile.port.device_name();
     let mut devices = devices().lock().unwrap_or_else(|p| p.into_inner());
@@ -109,7 +107,7 @@ pub(crate) fn shared(
         }
         return Ok(dev);
     }
-    let dev = Arc::new(open(async_sink)?);
+    let dev = Arc::new(open()?);
     devices.insert(key, Arc::downgrade(&dev));
     Ok(dev)
 }

@@ -19,6 +19,8 @@ use std::sync::Arc;
 
 /// Events the async EVD holds.
 const ASYNC_EVD_SIZE: usize = 1024;
+/// Events the device's own, unread async sink holds (a bounded ring: the rest are dropped).
+const DEVICE_SINK_SIZE: usize = 16;
 
 /// How to open an IA on already-started port queues.
 #[derive(Clone, Debug)]
@@ -64,9 +66,8 @@ impl Ia {
     /// shard), e.g. an in-memory cable or a DPDK port. The IA has a device of its own; more IAs
     /// can share it with [`Ia::open_on_same_device`].
     pub fn open_with(config: IaConfig, ports: Vec<PortIo>) -> Result<Ia, DatError> {
-        let async_sink = EventSink::new(ASYNC_EVD_SIZE);
-        let dev = Self::device(config, ports, None, &async_sink)?;
-        Ok(Self::on_device(Arc::new(dev), async_sink))
+        let dev = Self::device(config, ports, None)?;
+        Ok(Self::on_device(Arc::new(dev)))
     }
 
     /// Opens an IA on the port of a profile (EAL initialised once per process): address, MTU,
@@ -75,22 +76,21 @@ impl Ia {
     /// Every IA of a process opened on the same DPDK device shares one device (port, engine,
     /// registered memory, CM): several IAs may be open at once, as with the OFA providers, and
     /// an IA can be opened again after all were closed (the port stays started for the process).
-    /// Events that concern no EP or SRQ (the neighbour layer's: an unanswered ARP, an address
-    /// conflict) go to the async EVD of the IA that opened the device.
+    /// Events that concern no EP, SRQ or EVD (the neighbour layer's: an unanswered ARP, an
+    /// address conflict) go to the async EVD of every IA open on the device.
     pub fn open(profile: &Profile) -> Result<Ia, DatError> {
-        let async_sink = EventSink::new(ASYNC_EVD_SIZE);
-        let dev = super::device::shared(profile, &async_sink, |sink| {
-            Self::profile_device(profile, sink)
-        })?;
-        Ok(Self::on_device(dev, async_sink))
+        let dev = super::device::shared(profile, || Self::profile_device(profile))?;
+        Ok(Self::on_device(dev))
     }
 
     /// Another IA on this IA's device (what a second [`Ia::open`] of the same profile gives).
     pub fn open_on_same_device(&self) -> Ia {
-        Self::on_device(self.inner.dev.clone(), EventSink::new(ASYNC_EVD_SIZE))
+        Self::on_device(self.inner.dev.clone())
     }
 
-    fn on_device(dev: Arc<Device>, async_sink: Arc<EventSink>) -> Ia {
+    fn on_device(dev: Arc<Device>) -> Ia {
+        let async_sink = EventSink::new(ASYNC_EVD_SIZE);
+        dev.engine.async_listeners().add(&async_sink);
         let inner = Arc::new(IaInner {
             dev,
             context: Default::default(),
@@ -100,7 +100,7 @@ impl Ia {
         Ia { inner, async_evd }
     }
 
-    fn profile_device(profile: &Profile, async_sink: &Arc<EventSink>) -> Result<Device, DatError> {
+    fn profile_device(profile: &Profile) -> Result<Device, DatError> {
         let pp = crate::dpdk::ProfilePort::open(profile)
             .map_err(|e| DatError::Internal(format!("port: {e}")))?;
         if !pp.wait_link_up(std::time::Duration::from_secs(10)) {
@@ -127,14 +127,13 @@ impl Ia {
             shards,
             engine,
         };
-        Self::device(config, ports, Some(pp), async_sink)
+        Self::device(config, ports, Some(pp))
     }
 
     fn device(
         config: IaConfig,
         ports: Vec<PortIo>,
         port: Option<crate::dpdk::ProfilePort>,
-        async_sink: &Arc<EventSink>,
     ) -> Result<Device, DatError> {
         let mem = Arc::new(MrTable::default());
         let pmtu = crate::config::roce_pmtu_for(config.mtu)
@@ -162,7 +161,14 @@ impl Ia {
             .map_err(|_| DatError::InvalidParameter("network configuration"))?;
             hosts.push(host);
         }
-        let engine = Engine::new(config.engine, hosts, ports, async_sink.clone())?;
+        // The engine's own async sink is the device's and nobody reads it: every IA gets the
+        // device's events as a listener (`on_device`), the rest are routed to their IA.
+        let engine = Engine::new(
+            config.engine,
+            hosts,
+            ports,
+            EventSink::new(DEVICE_SINK_SIZE),
+        )?;
         Ok(Device::new(engine, mem, config.ip, pmtu, seed, port))
     }
 

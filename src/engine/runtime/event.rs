@@ -139,6 +139,30 @@ impl core::fmt::Debug for EventSink {
     }
 }
 
+/// More async sinks that every event of the interface itself (one no QP, SRQ or EVD names:
+/// the neighbour layer's) is also pushed to: the async EVDs of the IAs sharing an engine. Held
+/// weakly: a closed IA's sink drops out.
+#[derive(Debug, Default)]
+pub struct AsyncListeners {
+    sinks: std::sync::Mutex<Vec<Weak<EventSink>>>,
+}
+
+impl AsyncListeners {
+    /// Adds `sink` (until it is dropped).
+    pub fn add(&self, sink: &Arc<EventSink>) {
+        let mut sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
+        sinks.retain(|w| w.strong_count() > 0);
+        sinks.push(Arc::downgrade(sink));
+    }
+
+    /// The live sinks.
+    pub fn live(&self) -> Vec<Arc<EventSink>> {
+        let mut sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
+        sinks.retain(|w| w.strong_count() > 0);
+        sinks.iter().filter_map(Weak::upgrade).collect()
+    }
+}
+
 /// Where the events of one QP go (DAT: the EP's request, receive and connection EVDs; `None`
 /// is DAT_HANDLE_NULL, "not interested").
 #[derive(Clone, Debug, Default)]

@@ -39,7 +39,9 @@ pub mod worker;
 
 pub use capture::capture_path;
 pub use command::{Command, EngineError, Reply};
-pub use event::{AsyncEvent, ConnEvent, ConnRequest, DtoCounters, Event, EventSink, QpRoute};
+pub use event::{
+    AsyncEvent, AsyncListeners, ConnEvent, ConnRequest, DtoCounters, Event, EventSink, QpRoute,
+};
 pub use shard_io::{PortRings, ShardIo, ShardIoStats};
 pub use steer::shard_of_qpn;
 pub use worker::{RuntimeStats, Worker, WorkerStats};
@@ -147,6 +149,7 @@ pub struct Engine<M: Memory, Io: FrameIo> {
     shared: Arc<Shared<M, Io>>,
     threads: Vec<JoinHandle<()>>,
     async_sink: Arc<EventSink>,
+    listeners: Arc<AsyncListeners>,
 }
 
 impl<M, Io> Engine<M, Io>
@@ -156,7 +159,8 @@ where
 {
     /// An engine with one shard per host. `ports` holds either one queue pair (shared: shard 0
     /// receives and forwards, the others relay their frames through it) or one per shard.
-    /// Events no EVD is named for (async errors, EVD overflows) go to `async_sink`.
+    /// Events no EVD is named for (async errors, EVD overflows) go to `async_sink`; those of
+    /// the interface itself also to every sink of [`Engine::async_listeners`].
     pub fn new(
         config: EngineConfig,
         hosts: Vec<Host<M>>,
@@ -172,6 +176,7 @@ where
                 "one port queue pair, or one per shard",
             ));
         }
+        let listeners = Arc::new(AsyncListeners::default());
         let rings = PortRings::new(
             n,
             config.forward_ring,
@@ -196,7 +201,8 @@ where
                     .capture_to(&path)
                     .map_err(|e| EngineError::Capture(format!("{}: {e}", path.display())))?;
             }
-            let worker = Worker::new(i, n, shard, commands.clone(), async_sink.clone());
+            let mut worker = Worker::new(i, n, shard, commands.clone(), async_sink.clone());
+            worker.async_listeners = listeners.clone();
             slots.push(Slot {
                 commands,
                 worker: Mutex::new(worker),
@@ -224,6 +230,7 @@ where
             shared,
             threads,
             async_sink,
+            listeners,
         })
     }
 }
@@ -286,6 +293,11 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
     /// The interface's async event ring.
     pub fn async_sink(&self) -> &Arc<EventSink> {
         &self.async_sink
+    }
+
+    /// The further sinks that get the interface's own async events (neighbour events).
+    pub fn async_listeners(&self) -> &Arc<AsyncListeners> {
+        &self.listeners
     }
 
     /// Inline mode: polls every shard once (those another thread is not polling); false when

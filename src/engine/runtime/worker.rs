@@ -99,6 +99,8 @@ pub struct Worker<M: Memory, Io: FrameIo> {
     async_sink: Arc<EventSink>,
     /// The async sink of each SRQ created with one (its IA's async EVD).
     srq_async: HashMap<u32, Arc<EventSink>>,
+    /// Further sinks of the interface's own async events (the engine's, shared).
+    pub async_listeners: Arc<super::event::AsyncListeners>,
     // Shard 0: the CM's tables.
     stand_ins: BTreeMap<u32, StandIn>,
     conn_qpn: HashMap<CmId, u32>,
@@ -129,6 +131,7 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             routes: HashMap::new(),
             async_sink,
             srq_async: HashMap::new(),
+            async_listeners: Default::default(),
             stand_ins: BTreeMap::new(),
             conn_qpn: HashMap::new(),
             requests: HashMap::new(),
@@ -479,6 +482,7 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 let now = self.shard.clock().now();
                 let _ = self.break_connection(now, qpn);
             }
+            CrossShard::Event(Event::Async(ev)) => self.push_async(ev),
             CrossShard::Event(other) => {
                 let sink = self.async_sink.clone();
                 self.push(&sink, other);
@@ -707,7 +711,7 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
 
     /// Pushes an asynchronous event to the async EVD of the IA it concerns: a QP's events to
     /// its route's `async_events`, an SRQ's to the sink it was created with, the rest (neighbour
-    /// events) to the engine's own async sink.
+    /// events) to every listener and the engine's own async sink.
     fn push_async(&mut self, ev: AsyncEvent) {
         let named = match &ev {
             AsyncEvent::PostFailed { qpn, .. }
@@ -721,7 +725,14 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             }
             _ => None,
         };
-        let sink = named.unwrap_or_else(|| self.async_sink.clone());
+        if let Some(sink) = named {
+            self.push(&sink, Event::Async(ev));
+            return;
+        }
+        for sink in self.async_listeners.live() {
+            self.push(&sink, Event::Async(ev.clone()));
+        }
+        let sink = self.async_sink.clone();
         self.push(&sink, Event::Async(ev));
     }
 
