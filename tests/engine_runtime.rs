@@ -90,6 +90,7 @@ fn route(s: &Side) -> QpRoute {
         conn: Some(s.events.clone()),
         counters: None,
         suppress_unsignaled: false,
+        async_events: None,
     }
 }
 

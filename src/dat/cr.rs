@@ -76,6 +76,15 @@ impl Cr {
         self
     }
 
+    /// A request that arrived on a PSP created with DAT_PSP_PROVIDER_FLAG, for which the
+    /// provider created `ep` (dat_psp_create(3DAT)): the EP is TENTATIVE_CONNECTION_PENDING
+    /// until the request is answered, and the request is accepted on it.
+    pub(crate) fn with_provider_ep(mut self, ep: Arc<EpInner>) -> Cr {
+        ep.set_state(EpState::TentativeConnectionPending);
+        self.reserved = Some(ep);
+        self
+    }
+
     /// dat_cr_query.
     pub fn query(&self) -> CrParam {
         CrParam {

@@ -161,8 +161,10 @@ impl EpInner {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn route(c: &EpCore) -> QpRoute {
+    /// Where the QP's events go: the EP's EVDs, and its IA's async EVD.
+    pub(crate) fn route(&self, c: &EpCore) -> QpRoute {
         QpRoute {
+            async_events: Some(self.ia.async_sink.clone()),
             request: c.request_evd.as_ref().map(|e| e.sink.clone()),
             recv: c.recv_evd.as_ref().map(|e| e.sink.clone()),
             conn: c.connect_evd.as_ref().map(|e| e.sink.clone()),
@@ -190,7 +192,7 @@ impl EpInner {
         let qpn = self
             .ia
             .engine
-            .create_qp(shard, self.qp_options(c), Self::route(c))?;
+            .create_qp(shard, self.qp_options(c), self.route(c))?;
         c.qpn = qpn;
         c.shard = shard;
         c.recv = self

@@ -16,7 +16,7 @@
 //! A parameter in a state that does not allow it is DAT_INVALID_STATE (EP state subtype).
 //! Nothing changes unless the whole call succeeds, and only masked parameters change.
 
-use super::ep::{attach_streams, check_attr, detach_streams, state_error, Ep, EpInner, EpState};
+use super::ep::{attach_streams, check_attr, detach_streams, state_error, Ep, EpState};
 use super::ep_attr::{EpAttr, EpParamMask};
 use super::error::{DatError, HandleKind};
 use super::evd::{Evd, EvdFlags};
@@ -238,7 +238,7 @@ impl Ep {
                 | EpParamMask::REQUEST_EVD_HANDLE
                 | EpParamMask::CONNECT_EVD_HANDLE,
         ) {
-            if let Err(e) = engine.set_route(c.qpn, EpInner::route(&next)) {
+            if let Err(e) = engine.set_route(c.qpn, inner.route(&next)) {
                 restore(&c, next.recv_evd.as_ref(), next.request_evd.as_ref());
                 return Err(e.into());
             }

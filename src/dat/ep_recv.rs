@@ -53,7 +53,7 @@ impl Ep {
                 hard: fired.hard,
             });
             // The async EVD is full: DAT reports an overflow there, nothing else to do.
-            let _ = engine.async_sink().queue.push(ev);
+            let _ = self.inner.ia.async_sink.queue.push(ev);
         }
         if fired.hard {
             engine.break_connection(qpn)?;

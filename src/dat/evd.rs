@@ -146,7 +146,9 @@ impl Evd {
         if size == 0 || flags.is_empty() {
             return Err(DatError::InvalidParameter("EVD size and flags"));
         }
-        Ok(Self::from_sink(&ia.inner, EventSink::new(size), flags))
+        // Its overflows are reported on the async EVD of its own IA.
+        let sink = EventSink::reporting_to(size, &ia.inner.async_sink);
+        Ok(Self::from_sink(&ia.inner, sink, flags))
     }
 
     pub(crate) fn from_sink(ia: &Arc<IaInner>, sink: Arc<EventSink>, flags: EvdFlags) -> Evd {

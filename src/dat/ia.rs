@@ -1,8 +1,9 @@
-//! The interface adapter (dat_ia_open / dat_ia_close): one port with its engine, its registered
-//! memory and its async EVD. Every other object holds the IA alive; a graceful close is refused
+//! The interface adapter (dat_ia_open / dat_ia_close): a port with its engine and registered
+//! memory (a [`Device`], shared by the IAs opened on the same port), and the IA's own async EVD
+//! and consumer context. Every other object holds its IA alive; a graceful close is refused
 //! (DAT_INVALID_STATE) while any of them is open.
 
-use super::ep::EpInner;
+use super::device::Device;
 use super::error::{DatError, Refused};
 use super::evd::{Evd, EvdFlags};
 use super::memory::SharedMemory;
@@ -12,15 +13,14 @@ use crate::engine::host::{Host, HostConfig};
 use crate::engine::runtime::{Engine, EngineConfig, EventSink};
 use crate::mem::MrTable;
 use crate::net::NetConfig;
-use crate::transport::types::Mtu;
 use crate::wire::ethernet::EthernetAddress;
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 
 /// Events the async EVD holds.
 const ASYNC_EVD_SIZE: usize = 1024;
+/// Events the device's own, unread async sink holds (a bounded ring: the rest are dropped).
+const DEVICE_SINK_SIZE: usize = 16;
 
 /// How to open an IA on already-started port queues.
 #[derive(Clone, Debug)]
@@ -35,45 +35,23 @@ pub struct IaConfig {
     pub engine: EngineConfig,
 }
 
-/// The shared state of an IA.
+/// The state of one open IA: the device it shares with the other IAs opened on the same port
+/// (engine, memory, EP tables; reached through `Deref`, so `ia.engine` is the device's), and
+/// what is its own: the consumer context and the async EVD's sink. Every object of the IA holds
+/// an `Arc` of it, which is the IA's object accounting for a graceful close.
 pub(crate) struct IaInner {
-    // Declared first: dropped (threads joined) before the port below.
-    pub engine: Engine<SharedMemory, PortIo>,
-    pub mem: Arc<MrTable>,
-    pub ip: Ipv4Addr,
-    pub pmtu: Mtu,
-    /// Live EPs by QPN, to attach events to their EP and move its state.
-    pub eps: Mutex<HashMap<u32, Weak<EpInner>>>,
-    next_psn: AtomicU32,
-    next_shard: AtomicUsize,
+    pub dev: Arc<Device>,
     pub context: super::context::ConsumerContext,
-    /// Reserved service points: connection qualifier -> the reserved EP (dat_rsp_create).
-    pub rsps: Mutex<HashMap<u16, Weak<EpInner>>>,
-    /// Where dat_psp_create_any starts looking for a free qualifier.
-    pub next_any_qual: AtomicU32,
-    _port: Option<crate::dpdk::ProfilePort>,
+    /// The async EVD of this IA: the asynchronous events of its EPs and SRQs, and the overflows
+    /// of its EVDs, are routed here.
+    pub async_sink: Arc<EventSink>,
 }
 
-impl IaInner {
-    /// A starting PSN for a new connection (24 bits, varied per connection).
-    pub fn next_psn(&self) -> u32 {
-        self.next_psn
-            .fetch_add(0x01_0203, Ordering::Relaxed)
-            .wrapping_mul(2_654_435_761)
-            & 0x00ff_ffff
-    }
+impl std::ops::Deref for IaInner {
+    type Target = Device;
 
-    /// The shard of a new EP (round robin).
-    pub fn next_shard(&self) -> usize {
-        self.next_shard.fetch_add(1, Ordering::Relaxed) % self.engine.shards()
-    }
-
-    pub fn lock_rsps(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Weak<EpInner>>> {
-        self.rsps.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn lock_eps(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Weak<EpInner>>> {
-        self.eps.lock().unwrap_or_else(|p| p.into_inner())
+    fn deref(&self) -> &Device {
+        &self.dev
     }
 }
 
@@ -85,14 +63,44 @@ pub struct Ia {
 
 impl Ia {
     /// Opens an IA on port queues the caller started (`ports`: one queue pair, or one per
-    /// shard), e.g. an in-memory cable or a DPDK port.
+    /// shard), e.g. an in-memory cable or a DPDK port. The IA has a device of its own; more IAs
+    /// can share it with [`Ia::open_on_same_device`].
     pub fn open_with(config: IaConfig, ports: Vec<PortIo>) -> Result<Ia, DatError> {
-        Self::open_inner(config, ports, None)
+        let dev = Self::device(config, ports, None)?;
+        Ok(Self::on_device(Arc::new(dev)))
     }
 
     /// Opens an IA on the port of a profile (EAL initialised once per process): address, MTU,
     /// progress mode, poll cores and idle pause come from the profile.
+    ///
+    /// Every IA of a process opened on the same DPDK device shares one device (port, engine,
+    /// registered memory, CM): several IAs may be open at once, as with the OFA providers, and
+    /// an IA can be opened again after all were closed (the port stays started for the process).
+    /// Events that concern no EP, SRQ or EVD (the neighbour layer's: an unanswered ARP, an
+    /// address conflict) go to the async EVD of every IA open on the device.
     pub fn open(profile: &Profile) -> Result<Ia, DatError> {
+        let dev = super::device::shared(profile, || Self::profile_device(profile))?;
+        Ok(Self::on_device(dev))
+    }
+
+    /// Another IA on this IA's device (what a second [`Ia::open`] of the same profile gives).
+    pub fn open_on_same_device(&self) -> Ia {
+        Self::on_device(self.inner.dev.clone())
+    }
+
+    fn on_device(dev: Arc<Device>) -> Ia {
+        let async_sink = EventSink::new(ASYNC_EVD_SIZE);
+        dev.engine.async_listeners().add(&async_sink);
+        let inner = Arc::new(IaInner {
+            dev,
+            context: Default::default(),
+            async_sink: async_sink.clone(),
+        });
+        let async_evd = Evd::from_sink(&inner, async_sink, EvdFlags::ASYNC);
+        Ia { inner, async_evd }
+    }
+
+    fn profile_device(profile: &Profile) -> Result<Device, DatError> {
         let pp = crate::dpdk::ProfilePort::open(profile)
             .map_err(|e| DatError::Internal(format!("port: {e}")))?;
         if !pp.wait_link_up(std::time::Duration::from_secs(10)) {
@@ -119,14 +127,14 @@ impl Ia {
             shards,
             engine,
         };
-        Self::open_inner(config, ports, Some(pp))
+        Self::device(config, ports, Some(pp))
     }
 
-    fn open_inner(
+    fn device(
         config: IaConfig,
         ports: Vec<PortIo>,
         port: Option<crate::dpdk::ProfilePort>,
-    ) -> Result<Ia, DatError> {
+    ) -> Result<Device, DatError> {
         let mem = Arc::new(MrTable::default());
         let pmtu = crate::config::roce_pmtu_for(config.mtu)
             .ok_or(DatError::InvalidParameter("MTU too small for RoCE"))?;
@@ -153,23 +161,15 @@ impl Ia {
             .map_err(|_| DatError::InvalidParameter("network configuration"))?;
             hosts.push(host);
         }
-        let async_sink = EventSink::new(ASYNC_EVD_SIZE);
-        let engine = Engine::new(config.engine, hosts, ports, async_sink.clone())?;
-        let inner = Arc::new(IaInner {
-            engine,
-            mem,
-            ip: config.ip,
-            pmtu,
-            eps: Mutex::new(HashMap::new()),
-            next_psn: AtomicU32::new(seed as u32),
-            next_shard: AtomicUsize::new(0),
-            context: Default::default(),
-            rsps: Mutex::new(HashMap::new()),
-            next_any_qual: AtomicU32::new(seed as u32),
-            _port: port,
-        });
-        let async_evd = Evd::from_sink(&inner, async_sink, EvdFlags::ASYNC);
-        Ok(Ia { inner, async_evd })
+        // The engine's own async sink is the device's and nobody reads it: every IA gets the
+        // device's events as a listener (`on_device`), the rest are routed to their IA.
+        let engine = Engine::new(
+            config.engine,
+            hosts,
+            ports,
+            EventSink::new(DEVICE_SINK_SIZE),
+        )?;
+        Ok(Device::new(engine, mem, config.ip, pmtu, seed, port))
     }
 
     /// The IA address (the port's IPv4 address).

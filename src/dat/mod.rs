@@ -10,6 +10,7 @@
 pub mod cno;
 pub mod context;
 pub mod cr;
+pub(crate) mod device;
 pub mod ep;
 pub mod ep_attr;
 pub mod ep_modify;

@@ -37,7 +37,9 @@ impl Srq {
         }
         let ia = pz.inner.ia.clone();
         let shard = ia.next_shard();
-        let srqn = ia.engine.create_srq(shard, max_recv_dtos)?;
+        let srqn =
+            ia.engine
+                .create_srq_routed(shard, max_recv_dtos, Some(ia.async_sink.clone()))?;
         Ok(Srq {
             inner: Arc::new(SrqInner {
                 ia,

@@ -27,6 +27,18 @@ pub struct TxQueue {
     pub(crate) _not_sync: NotSync,
 }
 
+impl Drop for RxQueue {
+    fn drop(&mut self) {
+        self.port.release(0, self.queue);
+    }
+}
+
+impl Drop for TxQueue {
+    fn drop(&mut self) {
+        self.port.release(1, self.queue);
+    }
+}
+
 impl RxQueue {
     /// Port id.
     pub fn port_id(&self) -> u16 {

@@ -5,8 +5,9 @@ use super::pinned_tx::{SlotPool, TX_OFFLOAD_MULTI_SEGS};
 use super::{DpdkError, Eal, Mbuf, Mempool, Port, PortConfig, RxQueue, TxQueue};
 use crate::config::{MemifRole, PortDriver, Profile};
 use crate::engine::io::{FrameIo, IoStats, PinnedFrame};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Makes TX pool names unique within the process (DPDK mempool names are global).
 static TX_POOL_SEQ: AtomicU32 = AtomicU32::new(0);
@@ -251,9 +252,13 @@ impl FrameIo for DpdkFrameIo {
 
 /// EAL initialised and the port of `profile` started with the profile's queues
 /// (`port.rx_queues` / `port.tx_queues`; net_af_packet also gets them as its `qpairs` device
-/// argument, net_tap and net_memif take the count from `rte_eth_dev_configure`). Dropping it closes
-/// the port and removes the EAL runtime directory of the profile's file prefix, so a process
-/// leaves nothing under /var/run/dpdk.
+/// argument, net_tap and net_memif take the count from `rte_eth_dev_configure`). Dropping it
+/// removes the EAL runtime directory of the profile's file prefix, so a process leaves nothing
+/// under /var/run/dpdk.
+///
+/// The port itself stays open for the life of the process, like EAL (see [`open_ports`]): a
+/// second `open` of the same device, concurrent or after the first was dropped, gets the same
+/// started port, and takes its queues again once their earlier handles are gone.
 pub struct ProfilePort {
     pub eal: &'static Eal,
     pub port: Port,
@@ -287,8 +292,24 @@ fn runtime_dirs(prefix: &str) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// The ports started by [`ProfilePort::open`] in this process, by device name.
+///
+/// They are never closed. A vdev's ethdev is released by `rte_eth_dev_close` while its device
+/// stays probed on the vdev bus, so opening it again would take `rte_dev_remove` plus
+/// `rte_dev_probe`: a new PACKET_MMAP socket and fanout group for net_af_packet (whose group id
+/// can collide), a re-created kernel interface for net_tap (its link goes down and loses its
+/// configuration), a new connection for net_memif. A DAT consumer that closes its IA and opens it
+/// again (dapltest does so between test cases), or opens it several times at once, must get the
+/// same port back instead; keeping it started costs only its RX rings. The OS reclaims it at
+/// exit, as it does EAL.
+fn open_ports() -> &'static Mutex<HashMap<String, Port>> {
+    static PORTS: OnceLock<Mutex<HashMap<String, Port>>> = OnceLock::new();
+    PORTS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
 impl ProfilePort {
-    /// Initialises EAL from the profile (once per process) and starts its port.
+    /// Initialises EAL from the profile (once per process) and starts its port, or returns the
+    /// port an earlier `open` of the same device started (which must have the same queues).
     pub fn open(profile: &Profile) -> Result<ProfilePort, DpdkError> {
         // A memif server killed earlier leaves its socket file behind, and a new server then
         // fails with "Address already in use": the server owns the path, so it removes it.
@@ -322,7 +343,26 @@ impl ProfilePort {
             mbufs_per_rx_queue: profile.port.mbuf_pool_size,
             ..PortConfig::default()
         };
-        let port = Port::open(eal, &profile.port.device_name(), &cfg)?;
+        let name = profile.port.device_name();
+        let mut ports = open_ports().lock().unwrap_or_else(|e| e.into_inner());
+        let port = match ports.get(&name) {
+            Some(port) => {
+                let want = (cfg.rx_queues, cfg.tx_queues);
+                if port.queue_counts() != want {
+                    return Err(DpdkError::InvalidArgument(format!(
+                        "{name} is already open with {:?} (rx, tx) queues, not {want:?}",
+                        port.queue_counts()
+                    )));
+                }
+                port.clone()
+            }
+            None => {
+                let port = Port::open(eal, &name, &cfg)?;
+                ports.insert(name, port.clone());
+                port
+            }
+        };
+        drop(ports);
         Ok(ProfilePort {
             eal,
             port,

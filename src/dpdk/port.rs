@@ -102,6 +102,18 @@ pub(crate) struct PortInner {
     rx_pools: Vec<Mempool>,
 }
 
+impl PortInner {
+    /// Gives queue `q` (`dir` 0: RX, 1: TX) back: its handle was dropped, so another may take
+    /// it (an IA opened again on a port kept open for the process).
+    pub(crate) fn release(&self, dir: usize, q: u16) {
+        let mut taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+        let list = if dir == 0 { &mut taken.0 } else { &mut taken.1 };
+        if let Some(t) = list.get_mut(usize::from(q)) {
+            *t = false;
+        }
+    }
+}
+
 impl Drop for PortInner {
     fn drop(&mut self) {
         // SAFETY: the port was started by `Port::open`; no queue handle is left (they hold this
@@ -274,7 +286,7 @@ impl Port {
         Ok(info.tx_offload_capa)
     }
 
-    /// Takes the receive handle of queue `q` (once).
+    /// Takes the receive handle of queue `q` (once while that handle lives).
     pub fn take_rx_queue(&self, q: u16) -> Result<RxQueue, DpdkError> {
         self.take(0, q)?;
         Ok(RxQueue {
@@ -284,7 +296,7 @@ impl Port {
         })
     }
 
-    /// Takes the transmit handle of queue `q` (once).
+    /// Takes the transmit handle of queue `q` (once while that handle lives).
     pub fn take_tx_queue(&self, q: u16) -> Result<TxQueue, DpdkError> {
         self.take(1, q)?;
         Ok(TxQueue {

@@ -409,3 +409,112 @@ pub fn assert_no_dpdk_runtime_dir(tag: &str) {
         );
     }
 }
+
+/// A DAT program started on side `side` with that side's dat.conf, its output collected by
+/// [`Running::finish`]. For programs that take the IA name themselves (`dapltest -D dr`), unlike
+/// [`run_pair`], which adds `-P dr` and `-h`.
+pub struct Running {
+    child: std::process::Child,
+    out: Option<std::thread::JoinHandle<Vec<u8>>>,
+    err: Option<std::thread::JoinHandle<Vec<u8>>>,
+}
+
+impl Drop for Running {
+    /// A test that fails while the program runs (a server waiting for clients) kills it.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Running {
+    pub fn start(
+        s: &Setup,
+        side: char,
+        program: &str,
+        args: &[&str],
+        progress: Progress,
+    ) -> Running {
+        let mut child = Command::new(program)
+            .env("DAT_OVERRIDE", s.conf(side))
+            .env("DPDK_ROCE_PROGRESS", progress.env())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {program} (dapl2-utils installed?): {e}"));
+        // Read both pipes while the program runs, so that a chatty one never blocks on them.
+        let drain = |mut r: Box<dyn std::io::Read + Send>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = r.read_to_end(&mut buf);
+                buf
+            })
+        };
+        let out = drain(Box::new(child.stdout.take().expect("piped stdout")));
+        let err = drain(Box::new(child.stderr.take().expect("piped stderr")));
+        Running {
+            child,
+            out: Some(out),
+            err: Some(err),
+        }
+    }
+
+    /// Whether the program is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for the program to exit, killing it after `limit` (a watchdog: no test hangs the
+    /// suite); returns its output with the exit status ([`output_text`]).
+    pub fn finish(mut self, limit: Duration) -> String {
+        let deadline = std::time::Instant::now() + limit;
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                _ => {
+                    let _ = self.child.kill();
+                    break self.child.wait().expect("wait for the killed program");
+                }
+            }
+        };
+        let join = |h: Option<std::thread::JoinHandle<Vec<u8>>>| {
+            h.and_then(|h| h.join().ok()).unwrap_or_default()
+        };
+        let stdout = join(self.out.take());
+        let stderr = join(self.err.take());
+        output_text(&Output {
+            status,
+            stdout,
+            stderr,
+        })
+    }
+}
+
+/// Runs one program on side `side` to its end (at most `limit`), again with fresh processes
+/// when net_af_packet's PACKET_FANOUT id collided (see [`run_pair`]).
+pub fn run_one_retrying(
+    s: &Setup,
+    side: char,
+    program: &str,
+    args: &[&str],
+    progress: Progress,
+    limit: Duration,
+) -> String {
+    for attempt in 0..3 {
+        for _ in 0..attempt {
+            let _ = Command::new("true").status();
+        }
+        let out = Running::start(s, side, program, args, progress).finish(limit);
+        if !out.contains(FANOUT_COLLISION) {
+            return out;
+        }
+        eprintln!("net_af_packet PACKET_FANOUT collision ({program}): retrying");
+    }
+    panic!("PACKET_FANOUT collision three times");
+}

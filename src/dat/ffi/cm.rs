@@ -6,9 +6,18 @@ use super::ep::ep_of;
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, CrObj, SpObj};
 use super::state::lock;
-use crate::dat::{DatError, EpState, Psp};
+use crate::dat::{DatError, EpState, Psp, Pz};
 use dat_sys as d;
 use std::sync::{Arc, Mutex};
+
+/// The CM port of a DAT connection qualifier. Service IDs are in the rdma_cm TCP port space,
+/// whose ports have 16 bits; a wider qualifier (DAT_CONN_QUAL is 64 bits: dapltest's limit test
+/// listens on 0xAffab1e + n) is carried by its low 16 bits, as the OFA uDAPL rdma_cm provider
+/// does (`SID_TO_PORT`). Both ends map the same way, and the PSP/RSP keeps the qualifier it was
+/// given for dat_psp_query / dat_rsp_query.
+pub(super) fn port_of(qual: d::DAT_CONN_QUAL) -> u16 {
+    (qual & 0xffff) as u16
+}
 
 /// Creates a PSP or RSP on `qual`.
 fn listen(
@@ -19,7 +28,7 @@ fn listen(
     ep: usize,
     kind: Kind,
 ) -> Result<Arc<Object>, u32> {
-    let port = u16::try_from(qual).map_err(|_| arg(2))?;
+    let port = port_of(qual);
     let evdo = handles::get_or(
         evd,
         Kind::Evd,
@@ -31,10 +40,16 @@ fn listen(
     if !Arc::ptr_eq(&evdo.ia, &ia.ia) || e.flags & d::DAT_EVD_CR_FLAG == 0 {
         return Err(err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_CR));
     }
-    let psp = {
+    let (psp, provider_pz) = {
         let g = ia.ia.ia();
         let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
-        Psp::create(ia_ref, port, &e.evd).map_err(|err| map(&err, 0))?
+        let provider_pz = if kind == Kind::Psp && flags == d::DAT_PSP_PROVIDER_FLAG {
+            Some(Pz::create(ia_ref).map_err(|err| map(&err, 0))?)
+        } else {
+            None
+        };
+        let psp = Psp::create(ia_ref, port, &e.evd).map_err(|err| map(&err, 0))?;
+        (psp, provider_pz)
     };
     let o = handles::insert(ia.ia.provider(), kind, ia.ia.clone(), |_| {
         Body::Sp(SpObj {
@@ -43,6 +58,7 @@ fn listen(
             evd: evdo.handle,
             flags,
             ep,
+            provider_pz,
         })
     });
     lock(&ia.ia.sps).insert(port, o.handle);
@@ -58,12 +74,10 @@ pub(super) extern "C" fn psp_create(
 ) -> d::DAT_RETURN {
     guard(|| {
         let ia = handles::get(ia, Kind::Ia)?;
+        // DAT_PSP_PROVIDER_FLAG: the provider creates an EP for each request (ia_query:
+        // ep_creator = DAT_PSP_CREATES_EP_IFASKED), see `provider_ep`.
         if flags != d::DAT_PSP_CONSUMER_FLAG && flags != d::DAT_PSP_PROVIDER_FLAG {
             return Err(arg(4));
-        }
-        if flags == d::DAT_PSP_PROVIDER_FLAG {
-            // ia_query: ep_creator = DAT_PSP_CREATES_EP_NEVER.
-            return Err(err(d::DAT_MODEL_NOT_SUPPORTED, 0));
         }
         nonnull(out, 5)?;
         let o = listen(&ia, qual, evd, flags, 0, Kind::Psp)?;
@@ -134,9 +148,8 @@ fn sp_free(h: d::DAT_HANDLE, kind: Kind) -> R {
     if let Body::Sp(s) = &o.body {
         drop(lock(&s.psp).take());
     }
-    if let Ok(port) = u16::try_from(q) {
-        lock(&o.ia.sps).retain(|p, h| !(*p == port && *h == o.handle));
-    }
+    let port = port_of(q);
+    lock(&o.ia.sps).retain(|p, h| !(*p == port && *h == o.handle));
     handles::remove(o.handle);
     Ok(())
 }
@@ -309,7 +322,15 @@ pub(super) extern "C" fn cr_reject(
         let data = pdata(size, p, 2)?;
         let taken = lock(&c.cr).take().ok_or(Kind::Cr.invalid())?;
         handles::remove(o.handle);
-        taken.reject(&data).map_err(|err| map(&err, 0))
+        let r = taken.reject(&data).map_err(|err| map(&err, 0));
+        if c.provider_ep {
+            // dat_psp_create(3DAT): the EP the provider created for a rejected request is the
+            // provider's to destroy.
+            if let Some(ep) = handles::remove(c.ep) {
+                super::ep::forget_ep(&ep);
+            }
+        }
+        r
     })
 }
 

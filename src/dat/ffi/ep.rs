@@ -5,7 +5,7 @@ use super::codes::{arg, err, guard, handle_arg, map, nonnull, put, R};
 use super::handles::{self, Kind, Object};
 use super::ia::{MAX_DTO_PER_EP, MAX_IOV, MAX_PRIVATE_DATA, MAX_RDMA_READ_PER_EP};
 use super::objects::{Body, EpAttrCopy, EpObj, EpView, Tag};
-use super::state::{lock, SockAddrIn, AF_INET};
+use super::state::{lock, IaState, SockAddrIn, AF_INET};
 use crate::dat::{Ep, EpAttr, EpParam, EpParamMask, EpState};
 use crate::dat::{LmrTriplet, RmrTriplet};
 use dat_sys as d;
@@ -255,6 +255,36 @@ fn create(
     });
     lock(&ia.ia.eps).insert(qpn, o.handle);
     put(out, attr_arg + 1, o.handle as d::DAT_EP_HANDLE)
+}
+
+/// The EP the provider creates for a request on a PSP with DAT_PSP_PROVIDER_FLAG
+/// (dat_psp_create(3DAT)): default attributes, no EVDs and no PZ the consumer knows (`pz` is the
+/// PSP's own); the consumer gives it its PZ and EVDs with dat_ep_modify, accepts on it (or
+/// rejects, and the provider destroys it), and frees it with dat_ep_free.
+pub(super) fn provider_ep(ia: &Arc<IaState>, pz: &crate::dat::Pz) -> Result<Arc<Object>, u32> {
+    let ep = {
+        let g = ia.ia();
+        let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
+        Ep::create(ia_ref, pz, None, None, None, None, None).map_err(|e| map(&e, 0))?
+    };
+    let qpn = ep.qpn();
+    let o = handles::insert(ia.provider(), Kind::Ep, ia.clone(), |_| {
+        Body::Ep(EpObj {
+            ep,
+            view: Mutex::new(EpView {
+                attr: default_attr(),
+                ..EpView::default()
+            }),
+            srq: 0,
+            remote: Mutex::new(SockAddrIn::default()),
+            remote_port: AtomicU64::new(0),
+            pdata: Mutex::new(Vec::new()),
+            tags: Mutex::new(HashMap::new()),
+            tagged: AtomicUsize::new(0),
+        })
+    });
+    lock(&ia.eps).insert(qpn, o.handle);
+    Ok(o)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -534,7 +564,7 @@ pub(super) extern "C" fn ep_connect(
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
         let ip = ipv4_of(remote, 2)?;
-        let port = u16::try_from(conn_qual).map_err(|_| arg(3))?;
+        let port = super::cm::port_of(conn_qual);
         let data = private_data(pdata_size, pdata, 5)?;
         if qos != d::DAT_QOS_BEST_EFFORT {
             return Err(arg(7));

@@ -152,13 +152,21 @@ fn copy_name(dst: &mut [c_char], s: &str) {
 pub(super) extern "C" fn ia_query(
     ia: d::DAT_IA_HANDLE,
     async_evd: *mut d::DAT_EVD_HANDLE,
-    _ia_mask: d::DAT_IA_ATTR_MASK,
+    ia_mask: d::DAT_IA_ATTR_MASK,
     ia_attr: *mut d::DAT_IA_ATTR,
-    _prov_mask: d::DAT_PROVIDER_ATTR_MASK,
+    prov_mask: d::DAT_PROVIDER_ATTR_MASK,
     prov_attr: *mut d::DAT_PROVIDER_ATTR,
 ) -> d::DAT_RETURN {
     guard(|| {
         let obj = handles::get(ia, Kind::Ia)?;
+        // dat_ia_query(3DAT): a mask asking for attributes needs somewhere to put them (dapltest
+        // fft queryinfo case 10 expects DAT_INVALID_PARAMETER); a zero mask may come with NULL.
+        if ia_mask != 0 && ia_attr.is_null() {
+            return Err(arg(4));
+        }
+        if prov_mask != 0 && prov_attr.is_null() {
+            return Err(arg(6));
+        }
         let st = &obj.ia;
         if !async_evd.is_null() {
             put(
@@ -222,7 +230,8 @@ pub(super) extern "C" fn ia_query(
             p.is_thread_safe = d::DAT_FALSE;
             p.max_private_data_size = MAX_PRIVATE_DATA;
             p.supports_multipath = d::DAT_FALSE;
-            p.ep_creator = d::DAT_PSP_CREATES_EP_NEVER;
+            // Consumer-created EPs, and provider-created ones for PSPs asking for them.
+            p.ep_creator = d::DAT_PSP_CREATES_EP_IFASKED;
             p.pz_support = d::DAT_PZ_UNIQUE;
             p.optimal_buffer_alignment = 64;
             p.srq_supported = d::DAT_TRUE;

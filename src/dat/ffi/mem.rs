@@ -122,10 +122,13 @@ pub(super) extern "C" fn lmr_create(
         nonnull(lmr_out, 8)?;
         // SAFETY: for DAT_MEM_TYPE_VIRTUAL the region description is `for_va`.
         let va = unsafe { region.for_va } as *mut u8;
-        let ptr = core::ptr::NonNull::new(va).ok_or(arg(3))?;
+        // dat_lmr_create(3DAT): DAT_LENGTH_ERROR when the length is beyond the provider's
+        // limits, which are 1..=isize::MAX bytes (dapltest's fft mem case 2 registers 0 bytes
+        // and expects exactly this).
         if length == 0 || length > isize::MAX as u64 {
-            return Err(arg(4));
+            return Err(err(d::DAT_LENGTH_ERROR, 0));
         }
+        let ptr = core::ptr::NonNull::new(va).ok_or(arg(3))?;
         // SAFETY: dat_lmr_create(3DAT): the consumer keeps the memory allocated and does not
         // move it until dat_lmr_free, and accesses it only through raw pointers (it is C code:
         // no Rust references exist to it); dat_lmr_free deregisters before returning, after

@@ -139,12 +139,18 @@ pub(crate) struct SpObj {
     pub flags: u32,
     /// RSP: its EP.
     pub ep: usize,
+    /// A PSP with DAT_PSP_PROVIDER_FLAG: the PZ of the EPs the provider creates for its
+    /// requests until the consumer gives them its own (dat_ep_modify); no handle names it.
+    pub provider_pz: Option<crate::dat::Pz>,
 }
 
 pub(crate) struct CrObj {
     pub cr: Mutex<Option<Cr>>,
     pub remote: SockAddrIn,
     pub remote_port: u64,
-    /// For an RSP: the EP reserved for it.
+    /// For an RSP: the EP reserved for it; for a PSP with DAT_PSP_PROVIDER_FLAG: the EP the
+    /// provider created for the request.
     pub ep: usize,
+    /// `ep` was created by the provider: freed when the request is rejected.
+    pub provider_ep: bool,
 }

@@ -167,10 +167,19 @@ fn a_panic_inside_an_entry_becomes_internal_error() {
 /// An IA over an in-memory cable (no peer), registered as a C handle of `p`.
 fn in_memory_ia(p: &'static d::DAT_PROVIDER) -> (d::DAT_IA_HANDLE, std::sync::Arc<IaState>) {
     let (io, _other) = crate::engine::io::ChannelIo::pair(256);
+    in_memory_ia_on(p, io, 1)
+}
+
+/// An IA on one end of an in-memory cable, with address 10.34.0.`host`.
+fn in_memory_ia_on(
+    p: &'static d::DAT_PROVIDER,
+    io: crate::engine::io::ChannelIo,
+    host: u8,
+) -> (d::DAT_IA_HANDLE, std::sync::Arc<IaState>) {
     let ia = crate::dat::Ia::open_with(
         crate::dat::IaConfig {
-            mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 0, 0x1a]),
-            ip: std::net::Ipv4Addr::new(10, 34, 0, 1),
+            mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 0, 0x10 + host]),
+            ip: std::net::Ipv4Addr::new(10, 34, 0, host),
             prefix_len: 24,
             mtu: 1500,
             shards: 1,
@@ -540,4 +549,158 @@ fn connect_timeout_is_microseconds_and_infinite_is_none() {
         super::ep::connect_timeout(0),
         Some(std::time::Duration::ZERO)
     );
+}
+
+/// The next event of `evd`, driving the IAs `drive` (inline progress) meanwhile.
+///
+/// # Safety
+/// `evd` is a live EVD handle of `p`.
+unsafe fn next_event(
+    p: &d::DAT_PROVIDER,
+    evd: d::DAT_EVD_HANDLE,
+    drive: &[&std::sync::Arc<IaState>],
+) -> d::DAT_EVENT {
+    let t0 = std::time::Instant::now();
+    loop {
+        for s in drive {
+            if let Some(ia) = s.ia().as_ref() {
+                ia.progress();
+            }
+        }
+        let mut ev = d::DAT_EVENT::default();
+        // SAFETY: the caller's EVD handle, a local event to fill in.
+        if unsafe { p.evd_dequeue_func.unwrap()(evd, &mut ev) } == d::DAT_SUCCESS {
+            return ev;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "no event"
+        );
+    }
+}
+
+#[test]
+fn a_psp_with_the_provider_flag_creates_the_ep_of_each_request() {
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (io_a, io_b) = crate::engine::io::ChannelIo::pair(256);
+    let (ia_a, sa) = in_memory_ia_on(p, io_a, 1);
+    let (ia_b, sb) = in_memory_ia_on(p, io_b, 2);
+    let null = core::ptr::null_mut();
+    let both = [&sa, &sb];
+    // SAFETY (all calls below): the entries are this provider's, with live handles and
+    // pointers to local storage, as a consumer would call them.
+    unsafe {
+        let evd = |ia, flags| {
+            let mut e = null;
+            ok(p.evd_create_func.unwrap()(ia, 16, null, flags, &mut e));
+            e
+        };
+        let pz = |ia| {
+            let mut z = null;
+            ok(p.pz_create_func.unwrap()(ia, &mut z));
+            z
+        };
+        let query = |ep| {
+            let mut q = d::DAT_EP_PARAM::default();
+            let r = p.ep_query_func.unwrap()(ep, 0, &mut q);
+            (r, q)
+        };
+        // B listens with DAT_PSP_PROVIDER_FLAG and says it creates EPs when asked.
+        let mut prov = d::DAT_PROVIDER_ATTR::default();
+        ok(p.ia_query_func.unwrap()(
+            ia_b,
+            null as _,
+            0,
+            null as _,
+            u64::MAX,
+            &mut prov,
+        ));
+        assert_eq!(prov.ep_creator, d::DAT_PSP_CREATES_EP_IFASKED);
+        let cr_evd = evd(ia_b, d::DAT_EVD_CR_FLAG);
+        let mut psp = null;
+        ok(p.psp_create_func.unwrap()(
+            ia_b,
+            45248,
+            cr_evd,
+            d::DAT_PSP_PROVIDER_FLAG,
+            &mut psp,
+        ));
+        let mut pp = d::DAT_PSP_PARAM::default();
+        ok(p.psp_query_func.unwrap()(psp, 0, &mut pp));
+        assert_eq!(
+            (pp.conn_qual, pp.psp_flags),
+            (45248, d::DAT_PSP_PROVIDER_FLAG)
+        );
+
+        // A connects twice: the first request is accepted, the second rejected.
+        let (pz_a, conn_a) = (pz(ia_a), evd(ia_a, d::DAT_EVD_CONNECTION_FLAG));
+        let dto_a = evd(ia_a, d::DAT_EVD_DTO_FLAG);
+        let peer = super::state::SockAddrIn::new(std::net::Ipv4Addr::new(10, 34, 0, 2));
+        let mut eps_a = [null, null];
+        for ep in eps_a.iter_mut() {
+            ok(p.ep_create_func.unwrap()(
+                ia_a,
+                pz_a,
+                dto_a,
+                dto_a,
+                conn_a,
+                core::ptr::null(),
+                ep,
+            ));
+        }
+        let request = |ep_a| {
+            ok(p.ep_connect_func.unwrap()(
+                ep_a,
+                peer.as_dat(),
+                45248,
+                d::DAT_TIMEOUT::MAX,
+                0,
+                null,
+                d::DAT_QOS_BEST_EFFORT,
+                d::DAT_CONNECT_DEFAULT_FLAG,
+            ));
+            let ev = next_event(p, cr_evd, &both);
+            assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+            let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+            let mut cp = d::DAT_CR_PARAM::default();
+            ok(p.cr_query_func.unwrap()(cr, 0, &mut cp));
+            assert!(!cp.local_ep_handle.is_null(), "the provider created an EP");
+            (cr, cp.local_ep_handle)
+        };
+
+        let (cr, ep_b) = request(eps_a[0]);
+        let (r, q) = query(ep_b);
+        ok(r);
+        assert_eq!(q.ep_state, d::DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
+        assert!(q.pz_handle.is_null() && q.connect_evd_handle.is_null());
+        assert_eq!(q.ia_handle, ia_b);
+        // The consumer gives it its PZ and EVDs, then accepts on it (NULL: the CR's EP).
+        let mut param = q;
+        param.pz_handle = pz(ia_b);
+        param.recv_evd_handle = evd(ia_b, d::DAT_EVD_DTO_FLAG);
+        param.request_evd_handle = param.recv_evd_handle;
+        param.connect_evd_handle = evd(ia_b, d::DAT_EVD_CONNECTION_FLAG);
+        ok(p.ep_modify_func.unwrap()(
+            ep_b,
+            0x80 | 0x100 | 0x200 | 0x400,
+            &param,
+        ));
+        assert_eq!(query(ep_b).1.pz_handle, param.pz_handle);
+        ok(p.cr_accept_func.unwrap()(cr, null, 0, null));
+        let ev = next_event(p, param.connect_evd_handle, &both);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_EVENT_ESTABLISHED);
+        assert_eq!(ev.event_data.connect_event_data.ep_handle, ep_b);
+        let ev = next_event(p, conn_a, &both);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_EVENT_ESTABLISHED);
+        assert_eq!(query(ep_b).1.ep_state, d::DAT_EP_STATE_CONNECTED);
+
+        // A rejected request's EP is destroyed by the provider.
+        let (cr, ep_b2) = request(eps_a[1]);
+        assert_ne!(ep_b2, ep_b);
+        ok(p.cr_reject_func.unwrap()(cr, 0, null));
+        assert_eq!(query(ep_b2).0, Kind::Ep.invalid());
+        let ev = next_event(p, conn_a, &both);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_EVENT_PEER_REJECTED);
+    }
+    drop((sa.take(), sb.take()));
 }

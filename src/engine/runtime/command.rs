@@ -69,6 +69,8 @@ pub enum Command<M: crate::transport::memory::Memory> {
     },
     CreateSrq {
         depth: u32,
+        /// Where the SRQ's asynchronous events go (`None`: the engine's async sink).
+        async_events: Option<Arc<EventSink>>,
         reply: Reply<u32>,
     },
     DestroySrq {

@@ -9,7 +9,7 @@ use crate::transport::types::{QpError, WorkCompletion};
 use crate::wire::cm_msg::RejReason;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// A connection event of one QP (DAT_CONNECTION_EVENT_*).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +96,9 @@ static NEXT_SINK_ID: AtomicU64 = AtomicU64::new(1);
 pub struct EventSink {
     id: u64,
     pub queue: EventQueue<Event>,
+    /// Where an overflow of this sink is reported: the async EVD of the IA the EVD belongs to
+    /// (several IAs may share one engine; `None`: the engine's own async sink).
+    overflow_to: Option<Weak<EventSink>>,
 }
 
 impl EventSink {
@@ -104,7 +107,23 @@ impl EventSink {
         Arc::new(EventSink {
             id: NEXT_SINK_ID.fetch_add(1, Ordering::Relaxed),
             queue: EventQueue::new(capacity),
+            overflow_to: None,
         })
+    }
+
+    /// A sink whose overflows are reported on `async_sink` (DAT_ASYNC_ERROR_EVD_OVERFLOW goes
+    /// to the async EVD of the EVD's own IA).
+    pub fn reporting_to(capacity: usize, async_sink: &Arc<EventSink>) -> Arc<EventSink> {
+        Arc::new(EventSink {
+            id: NEXT_SINK_ID.fetch_add(1, Ordering::Relaxed),
+            queue: EventQueue::new(capacity),
+            overflow_to: Some(Arc::downgrade(async_sink)),
+        })
+    }
+
+    /// The async sink this sink's overflows go to, if it names one that is still alive.
+    pub fn overflow_sink(&self) -> Option<Arc<EventSink>> {
+        self.overflow_to.as_ref().and_then(Weak::upgrade)
     }
 
     /// The sink's id (reported in overflow events).
@@ -122,6 +141,30 @@ impl core::fmt::Debug for EventSink {
     }
 }
 
+/// More async sinks that every event of the interface itself (one no QP, SRQ or EVD names:
+/// the neighbour layer's) is also pushed to: the async EVDs of the IAs sharing an engine. Held
+/// weakly: a closed IA's sink drops out.
+#[derive(Debug, Default)]
+pub struct AsyncListeners {
+    sinks: std::sync::Mutex<Vec<Weak<EventSink>>>,
+}
+
+impl AsyncListeners {
+    /// Adds `sink` (until it is dropped).
+    pub fn add(&self, sink: &Arc<EventSink>) {
+        let mut sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
+        sinks.retain(|w| w.strong_count() > 0);
+        sinks.push(Arc::downgrade(sink));
+    }
+
+    /// The live sinks.
+    pub fn live(&self) -> Vec<Arc<EventSink>> {
+        let mut sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
+        sinks.retain(|w| w.strong_count() > 0);
+        sinks.iter().filter_map(Weak::upgrade).collect()
+    }
+}
+
 /// Where the events of one QP go (DAT: the EP's request, receive and connection EVDs; `None`
 /// is DAT_HANDLE_NULL, "not interested").
 #[derive(Clone, Debug, Default)]
@@ -136,6 +179,9 @@ pub struct QpRoute {
     /// (DAT_COMPLETION_SUPPRESS_FLAG / UNSIGNALLED) is counted, freeing its queue slot, but
     /// delivers no event. Errors are always delivered.
     pub suppress_unsignaled: bool,
+    /// The async EVD of the QP's IA (post failures, watermarks, Last WQE Reached); `None`: the
+    /// engine's own async sink.
+    pub async_events: Option<Arc<EventSink>>,
 }
 
 /// Completions generated for one QP, by direction.

@@ -44,7 +44,9 @@ pub use capture::capture_path;
 /// VM's wake-up, about 40 µs), against a core spent spinning for nothing.
 pub const INLINE_IDLE_NAP: Duration = Duration::from_micros(50);
 pub use command::{Command, EngineError, Reply};
-pub use event::{AsyncEvent, ConnEvent, ConnRequest, DtoCounters, Event, EventSink, QpRoute};
+pub use event::{
+    AsyncEvent, AsyncListeners, ConnEvent, ConnRequest, DtoCounters, Event, EventSink, QpRoute,
+};
 pub use shard_io::{PortRings, ShardIo, ShardIoStats};
 pub use steer::shard_of_qpn;
 pub use worker::{RuntimeStats, Worker, WorkerStats};
@@ -152,6 +154,7 @@ pub struct Engine<M: Memory, Io: FrameIo> {
     shared: Arc<Shared<M, Io>>,
     threads: Vec<JoinHandle<()>>,
     async_sink: Arc<EventSink>,
+    listeners: Arc<AsyncListeners>,
 }
 
 impl<M, Io> Engine<M, Io>
@@ -161,7 +164,8 @@ where
 {
     /// An engine with one shard per host. `ports` holds either one queue pair (shared: shard 0
     /// receives and forwards, the others relay their frames through it) or one per shard.
-    /// Events no EVD is named for (async errors, EVD overflows) go to `async_sink`.
+    /// Events no EVD is named for (async errors, EVD overflows) go to `async_sink`; those of
+    /// the interface itself also to every sink of [`Engine::async_listeners`].
     pub fn new(
         config: EngineConfig,
         hosts: Vec<Host<M>>,
@@ -177,6 +181,7 @@ where
                 "one port queue pair, or one per shard",
             ));
         }
+        let listeners = Arc::new(AsyncListeners::default());
         let rings = PortRings::new(
             n,
             config.forward_ring,
@@ -201,7 +206,8 @@ where
                     .capture_to(&path)
                     .map_err(|e| EngineError::Capture(format!("{}: {e}", path.display())))?;
             }
-            let worker = Worker::new(i, n, shard, commands.clone(), async_sink.clone());
+            let mut worker = Worker::new(i, n, shard, commands.clone(), async_sink.clone());
+            worker.async_listeners = listeners.clone();
             slots.push(Slot {
                 commands,
                 worker: Mutex::new(worker),
@@ -229,6 +235,7 @@ where
             shared,
             threads,
             async_sink,
+            listeners,
         })
     }
 }
@@ -291,6 +298,11 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
     /// The interface's async event ring.
     pub fn async_sink(&self) -> &Arc<EventSink> {
         &self.async_sink
+    }
+
+    /// The further sinks that get the interface's own async events (neighbour events).
+    pub fn async_listeners(&self) -> &Arc<AsyncListeners> {
+        &self.listeners
     }
 
     /// Inline mode: polls every shard once (those another thread is not polling); false when
@@ -415,7 +427,22 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
 
     /// Creates an SRQ on `shard`.
     pub fn create_srq(&self, shard: usize, depth: u32) -> Result<u32, EngineError> {
-        self.call(shard, |reply| Command::CreateSrq { depth, reply })
+        self.create_srq_routed(shard, depth, None)
+    }
+
+    /// Creates an SRQ on `shard` whose asynchronous events (limit reached, refused posts) go to
+    /// `async_events` (the async EVD of the SRQ's IA) instead of the engine's async sink.
+    pub fn create_srq_routed(
+        &self,
+        shard: usize,
+        depth: u32,
+        async_events: Option<Arc<EventSink>>,
+    ) -> Result<u32, EngineError> {
+        self.call(shard, |reply| Command::CreateSrq {
+            depth,
+            async_events,
+            reply,
+        })
     }
 
     /// Destroys an SRQ no QP uses.

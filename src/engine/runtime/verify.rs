@@ -62,6 +62,7 @@ fn route<Io: FrameIo>(s: &Side<'_, Io>) -> QpRoute {
         conn: Some(s.events.clone()),
         counters: None,
         suppress_unsignaled: false,
+        async_events: None,
     }
 }
 

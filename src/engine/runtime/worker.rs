@@ -97,6 +97,10 @@ pub struct Worker<M: Memory, Io: FrameIo> {
     commands: Arc<ArrayQueue<Command<M>>>,
     routes: HashMap<u32, QpRoute>,
     async_sink: Arc<EventSink>,
+    /// The async sink of each SRQ created with one (its IA's async EVD).
+    srq_async: HashMap<u32, Arc<EventSink>>,
+    /// Further sinks of the interface's own async events (the engine's, shared).
+    pub async_listeners: Arc<super::event::AsyncListeners>,
     // Shard 0: the CM's tables.
     stand_ins: BTreeMap<u32, StandIn>,
     conn_qpn: HashMap<CmId, u32>,
@@ -126,6 +130,8 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             commands,
             routes: HashMap::new(),
             async_sink,
+            srq_async: HashMap::new(),
+            async_listeners: Default::default(),
             stand_ins: BTreeMap::new(),
             conn_qpn: HashMap::new(),
             requests: HashMap::new(),
@@ -285,12 +291,24 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 Self::reply(reply, r);
                 false
             }
-            Command::CreateSrq { depth, reply } => {
-                Self::reply(reply, host.create_srq(depth));
+            Command::CreateSrq {
+                depth,
+                async_events,
+                reply,
+            } => {
+                let srqn = host.create_srq(depth);
+                if let Some(sink) = async_events {
+                    self.srq_async.insert(srqn, sink);
+                }
+                Self::reply(reply, srqn);
                 false
             }
             Command::DestroySrq { srqn, reply } => {
-                Self::reply(reply, host.destroy_srq(srqn).map_err(EngineError::from));
+                let r = host.destroy_srq(srqn).map_err(EngineError::from);
+                if r.is_ok() {
+                    self.srq_async.remove(&srqn);
+                }
+                Self::reply(reply, r);
                 false
             }
             Command::Connect { params, reply } => {
@@ -464,6 +482,7 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 let now = self.shard.clock().now();
                 let _ = self.break_connection(now, qpn);
             }
+            CrossShard::Event(Event::Async(ev)) => self.push_async(ev),
             CrossShard::Event(other) => {
                 let sink = self.async_sink.clone();
                 self.push(&sink, other);
@@ -714,7 +733,29 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         self.push_async(AsyncEvent::PostFailed { qpn, error });
     }
 
+    /// Pushes an asynchronous event to the async EVD of the IA it concerns: a QP's events to
+    /// its route's `async_events`, an SRQ's to the sink it was created with, the rest (neighbour
+    /// events) to every listener and the engine's own async sink.
     fn push_async(&mut self, ev: AsyncEvent) {
+        let named = match &ev {
+            AsyncEvent::PostFailed { qpn, .. }
+            | AsyncEvent::QpTransitionFailed { qpn }
+            | AsyncEvent::EpWatermark { qpn, .. }
+            | AsyncEvent::LastWqeReached { qpn } => {
+                self.routes.get(qpn).and_then(|r| r.async_events.clone())
+            }
+            AsyncEvent::SrqLimit { srqn, .. } | AsyncEvent::SrqPostFailed { srqn, .. } => {
+                self.srq_async.get(srqn).cloned()
+            }
+            _ => None,
+        };
+        if let Some(sink) = named {
+            self.push(&sink, Event::Async(ev));
+            return;
+        }
+        for sink in self.async_listeners.live() {
+            self.push(&sink, Event::Async(ev.clone()));
+        }
         let sink = self.async_sink.clone();
         self.push(&sink, Event::Async(ev));
     }
@@ -724,9 +765,11 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
     fn push(&mut self, sink: &Arc<EventSink>, ev: Event) {
         if sink.queue.push(ev).is_err() {
             self.stats.evd_overflows += 1;
-            if !Arc::ptr_eq(sink, &self.async_sink) {
-                let _ = self
-                    .async_sink
+            let report = sink
+                .overflow_sink()
+                .unwrap_or_else(|| self.async_sink.clone());
+            if !Arc::ptr_eq(sink, &report) {
+                let _ = report
                     .queue
                     .push(Event::Async(AsyncEvent::EvdOverflow { evd: sink.id() }));
             }

@@ -1,0 +1,113 @@
+//! The device behind IAs: one port with its engine (shards, CM, neighbour layer), its registered
+//! memory, its EP and reserved-service-point tables. Every IA opened on a profile's device in a
+//! process shares it, as OFA providers share one verbs device among the opens of an IA name:
+//! each [`super::Ia`] adds only its own async EVD, consumer context and object accounting.
+//!
+//! The registry holds devices weakly: the last IA to close drops its device (engine threads
+//! joined, memory tables freed) and the next open builds a fresh one on the same DPDK port, which
+//! stays started for the process (`crate::dpdk::ProfilePort`).
+
+use super::ep::EpInner;
+use super::error::DatError;
+use super::memory::SharedMemory;
+use super::port_io::PortIo;
+use crate::config::Profile;
+use crate::engine::runtime::Engine;
+use crate::mem::MrTable;
+use crate::transport::types::Mtu;
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+
+/// One port with its engine, shared by the IAs opened on it.
+pub(crate) struct Device {
+    // Declared first: dropped (threads joined) before the port below.
+    pub engine: Engine<SharedMemory, PortIo>,
+    pub mem: Arc<MrTable>,
+    pub ip: Ipv4Addr,
+    pub pmtu: Mtu,
+    /// Live EPs of every IA of the device by QPN, to attach events to their EP and move its
+    /// state (QPNs are unique per device).
+    pub eps: Mutex<HashMap<u32, Weak<EpInner>>>,
+    next_psn: AtomicU32,
+    next_shard: AtomicUsize,
+    /// Reserved service points: connection qualifier -> the reserved EP (dat_rsp_create).
+    pub rsps: Mutex<HashMap<u16, Weak<EpInner>>>,
+    /// Where dat_psp_create_any starts looking for a free qualifier.
+    pub next_any_qual: AtomicU32,
+    pub(crate) _port: Option<crate::dpdk::ProfilePort>,
+}
+
+impl Device {
+    pub(crate) fn new(
+        engine: Engine<SharedMemory, PortIo>,
+        mem: Arc<MrTable>,
+        ip: Ipv4Addr,
+        pmtu: Mtu,
+        seed: u64,
+        port: Option<crate::dpdk::ProfilePort>,
+    ) -> Device {
+        Device {
+            engine,
+            mem,
+            ip,
+            pmtu,
+            eps: Mutex::new(HashMap::new()),
+            next_psn: AtomicU32::new(seed as u32),
+            next_shard: AtomicUsize::new(0),
+            rsps: Mutex::new(HashMap::new()),
+            next_any_qual: AtomicU32::new(seed as u32),
+            _port: port,
+        }
+    }
+
+    /// A starting PSN for a new connection (24 bits, varied per connection).
+    pub fn next_psn(&self) -> u32 {
+        self.next_psn
+            .fetch_add(0x01_0203, Ordering::Relaxed)
+            .wrapping_mul(2_654_435_761)
+            & 0x00ff_ffff
+    }
+
+    /// The shard of a new EP (round robin).
+    pub fn next_shard(&self) -> usize {
+        self.next_shard.fetch_add(1, Ordering::Relaxed) % self.engine.shards()
+    }
+
+    pub fn lock_rsps(&self) -> MutexGuard<'_, HashMap<u16, Weak<EpInner>>> {
+        self.rsps.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn lock_eps(&self) -> MutexGuard<'_, HashMap<u32, Weak<EpInner>>> {
+        self.eps.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The devices of profiles open in this process, by DPDK device name.
+fn devices() -> &'static Mutex<HashMap<String, Weak<Device>>> {
+    static DEVICES: OnceLock<Mutex<HashMap<String, Weak<Device>>>> = OnceLock::new();
+    DEVICES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The device of `profile`: the one an IA of this process already has open on the same DPDK
+/// device (it must have the same IPv4 address), else a new one from `open`.
+pub(crate) fn shared(
+    profile: &Profile,
+    open: impl FnOnce() -> Result<Device, DatError>,
+) -> Result<Arc<Device>, DatError> {
+    let key = profile.port.device_name();
+    let mut devices = devices().lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(dev) = devices.get(&key).and_then(Weak::upgrade) {
+        let ip = profile.roce.address.addr();
+        if dev.ip != ip {
+            return Err(DatError::InvalidParameter(
+                "the device is open with another IPv4 address",
+            ));
+        }
+        return Ok(dev);
+    }
+    let dev = Arc::new(open()?);
+    devices.insert(key, Arc::downgrade(&dev));
+    Ok(dev)
+}
