@@ -49,6 +49,11 @@ pub(crate) struct IaInner {
     pub context: super::context::ConsumerContext,
     /// Reserved service points: connection qualifier -> the reserved EP (dat_rsp_create).
     pub rsps: Mutex<HashMap<u16, Weak<EpInner>>>,
+    /// Bound RMRs of this IA by `rmr_context` (dat_ep_post_rdma_read_to_rmr resolves its
+    /// local RMR triplet here).
+    pub windows: Mutex<HashMap<u32, super::rmr::WindowSink>>,
+    /// Public service points: connection qualifier -> the PSP's EVD (dat_cr_handoff).
+    pub psps: Mutex<HashMap<u16, Weak<super::evd::EvdInner>>>,
     /// Where dat_psp_create_any starts looking for a free qualifier.
     pub next_any_qual: AtomicU32,
     _port: Option<crate::dpdk::ProfilePort>,
@@ -66,6 +71,14 @@ impl IaInner {
     /// The shard of a new EP (round robin).
     pub fn next_shard(&self) -> usize {
         self.next_shard.fetch_add(1, Ordering::Relaxed) % self.engine.shards()
+    }
+
+    pub fn lock_windows(&self) -> std::sync::MutexGuard<'_, HashMap<u32, super::rmr::WindowSink>> {
+        self.windows.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn lock_psps(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Weak<super::evd::EvdInner>>> {
+        self.psps.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn lock_rsps(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Weak<EpInner>>> {
@@ -165,6 +178,8 @@ impl Ia {
             next_shard: AtomicUsize::new(0),
             context: Default::default(),
             rsps: Mutex::new(HashMap::new()),
+            psps: Mutex::new(HashMap::new()),
+            windows: Mutex::new(HashMap::new()),
             next_any_qual: AtomicU32::new(seed as u32),
             _port: port,
         });

@@ -226,7 +226,7 @@ pub(super) extern "C" fn ia_query(
             p.pz_support = d::DAT_PZ_UNIQUE;
             p.optimal_buffer_alignment = 64;
             p.srq_supported = d::DAT_TRUE;
-            p.srq_watermarks_supported = 0;
+            p.srq_watermarks_supported = d::DAT_TRUE as i32;
             p.srq_ep_pz_difference_supported = d::DAT_FALSE;
             p.srq_info_supported = 0;
             p.ep_recv_info_supported = 0;
@@ -234,7 +234,7 @@ pub(super) extern "C" fn ia_query(
             p.dto_async_return_guaranteed = d::DAT_FALSE;
             p.rdma_write_for_rdma_read_req = d::DAT_FALSE;
             p.rdma_read_lmr_rmr_context_exposure = d::DAT_FALSE;
-            p.rmr_scope_supported = d::DAT_RMR_SCOPE_PZ;
+            p.rmr_scope_supported = d::DAT_RMR_SCOPE_ANY;
             p.is_signal_safe = d::DAT_FALSE;
             p.ha_supported = d::DAT_FALSE;
             p.num_provider_specific_attr = st.provider_attrs.count();
