@@ -157,7 +157,7 @@ pub(super) extern "C" fn srq_resize(srq: d::DAT_SRQ_HANDLE, size: d::DAT_COUNT) 
         }
         if size > MAX_DTO_PER_EP {
             // Above the IA's max_recv_per_srq.
-            return Err(d::DAT_INSUFFICIENT_RESOURCES);
+            return Err(err(d::DAT_INSUFFICIENT_RESOURCES, 0));
         }
         s.srq.resize(size as u32).map_err(|e| map(&e, 2))
     })
