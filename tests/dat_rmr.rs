@@ -368,3 +368,25 @@ fn dat_rmr_create_for_ep_binds_to_one_ep_at_a_time() {
     // A plain RMR has scope PZ.
     assert!(!Rmr::create(&s.a.pz).unwrap().query().scope_ep);
 }
+
+#[test]
+fn dat_ep_post_send_with_invalidate_of_an_lmr_context_is_refused_and_the_lmr_keeps_working() {
+    // Only RMRs (memory windows) can be invalidated remotely, never an LMR's own context
+    // (IBTA vol. 1 §10.6.7.2).
+    let s = setup(REMOTE_RW);
+    s.eb.post_recv(&[s.lb.triplet(0, 64)], 80).unwrap();
+    s.ea.post_send_with_invalidate(
+        &[s.la.triplet(0, 8)],
+        81,
+        CompletionFlags::DEFAULT,
+        s.lb.rmr_context(),
+    )
+    .unwrap();
+    let d = dto(&s.a.dto, &s.b.ia);
+    assert_eq!((d.cookie, d.status), (81, WcStatus::RemInvReqErr));
+    assert_eq!(
+        s.lb.query().unwrap().rmr_context,
+        Some(s.lb.rmr_context()),
+        "the LMR's key is still valid"
+    );
+}

@@ -25,6 +25,8 @@ const RKEY_VALID: u64 = 1 << 30;
 const COUNT_MASK: u64 = (1 << 30) - 1;
 // Marks provider-allocated regions in the slot's access word.
 const ALLOCATED: u32 = 1 << 31;
+/// `Slot::access` flag: a memory window (its R_Key can be invalidated remotely).
+const WINDOW: u32 = 1 << 30;
 
 fn gen_of(state: u64) -> u32 {
     (state >> 32) as u32
@@ -135,6 +137,7 @@ struct Meta {
     pd: u32,
     access: Access,
     allocated: bool,
+    window: bool,
     va: u64,
     len: u64,
     ptr: *mut u8,
@@ -551,9 +554,12 @@ impl MrTable {
         let gen = gen_of(s);
         let va = ptr.expose_provenance() as u64;
         let allocated = matches!(owner, Owner::Allocated { .. });
+        let window = matches!(owner, Owner::Window { .. });
         slot.pd.store(pz.0, Ordering::Relaxed);
         slot.access.store(
-            (access | Access::LOCAL_READ).bits() | if allocated { ALLOCATED } else { 0 },
+            (access | Access::LOCAL_READ).bits()
+                | if allocated { ALLOCATED } else { 0 }
+                | if window { WINDOW } else { 0 },
             Ordering::Relaxed,
         );
         slot.va.store(va, Ordering::Relaxed);
@@ -712,6 +718,7 @@ impl MrTable {
             pd: slot.pd.load(Ordering::Relaxed),
             access: Access::from_bits_truncate(a),
             allocated: a & ALLOCATED != 0,
+            window: a & WINDOW != 0,
             va: slot.va.load(Ordering::Relaxed),
             len: slot.len.load(Ordering::Relaxed),
             ptr: slot.ptr.load(Ordering::Relaxed),
@@ -789,14 +796,19 @@ impl MrTable {
         Ok(atomic_at(&m, off, op))
     }
 
-    /// Invalidates an R_Key (SEND with Invalidate, IBTA vol. 1 §9.4.1.1.1 / §10.6.6; RMR
-    /// unbind) without freeing the region: later remote accesses with it fail with
-    /// `InvalidKey`; accesses already checked may complete. Local access is unaffected.
+    /// Invalidates the R_Key of a memory window (SEND with Invalidate, IBTA vol. 1 §9.4.1.1.1
+    /// / §10.6.7.2: only a type 2 window's R_Key, never a region registered by Register
+    /// Memory Region, which is `AccessDenied`) without freeing it: later remote accesses with
+    /// it fail with `InvalidKey`; accesses already checked may complete. Local access is
+    /// unaffected.
     pub fn invalidate(&self, pd: u32, rkey: u32) -> Result<(), MemError> {
         let held = self.acquire(KeyKind::Remote, rkey)?;
         let m = self.meta(&held);
         if m.pd != pd {
             return Err(MemError::PdMismatch);
+        }
+        if !m.window {
+            return Err(MemError::AccessDenied);
         }
         let prev = self.slots[held.idx]
             .state

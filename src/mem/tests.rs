@@ -217,8 +217,20 @@ fn the_memory_trait_object_is_the_same_checked_table() {
     )
     .unwrap();
     assert_eq!(u64::from_ne_bytes(out), 8);
-    m.invalidate(pz.id(), r.rkey).unwrap();
-    assert_eq!(m.check(&w, Access::REMOTE_WRITE), Err(MemError::InvalidKey));
+    let win = t
+        .bind_window(r.lkey, pz.id(), r.addr, 8, Access::REMOTE_WRITE)
+        .unwrap();
+    let ww = mr(KeyKind::Remote, pz, win.rkey, r.addr, 8);
+    m.invalidate(pz.id(), win.rkey).unwrap();
+    assert_eq!(
+        m.check(&ww, Access::REMOTE_WRITE),
+        Err(MemError::InvalidKey)
+    );
+    assert_eq!(
+        m.check(&w, Access::REMOTE_WRITE),
+        Ok(()),
+        "the region's key lives"
+    );
 }
 
 #[test]
@@ -226,8 +238,16 @@ fn invalidate_kills_rkey_not_region() {
     let t = MrTable::new(4);
     let pz = t.create_pz();
     let other = t.create_pz();
+    let parent = t
+        .register_alloc(pz, 64, 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    // A registered region's R_Key cannot be invalidated remotely (IBTA vol. 1 §10.6.7.2).
+    assert_eq!(
+        t.invalidate(pz.id(), parent.rkey),
+        Err(MemError::AccessDenied)
+    );
     let r = t
-        .register_alloc(pz, 32, 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .bind_window(parent.lkey, pz.id(), parent.addr, 32, Access::REMOTE_WRITE)
         .unwrap();
     let m = &t;
     assert_eq!(m.invalidate(other.id(), r.rkey), Err(MemError::PdMismatch));
@@ -243,10 +263,15 @@ fn invalidate_kills_rkey_not_region() {
         t.check(&rem, Access::REMOTE_WRITE),
         Err(MemError::InvalidKey)
     );
-    let loc = mr(KeyKind::Local, pz, r.lkey, r.addr, 4);
-    assert_eq!(t.check(&loc, Access::LOCAL_WRITE), Ok(()));
     assert_eq!(t.query(r.lkey).unwrap().rkey, None);
+    assert!(
+        t.query(r.lkey).is_ok(),
+        "the window itself stays until deregistered"
+    );
+    let parent_rem = mr(KeyKind::Remote, pz, parent.rkey, parent.addr, 4);
+    assert_eq!(t.check(&parent_rem, Access::REMOTE_WRITE), Ok(()));
     t.deregister(r.lkey).unwrap();
+    t.deregister(parent.lkey).unwrap();
 }
 
 #[test]
