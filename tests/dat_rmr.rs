@@ -390,3 +390,42 @@ fn dat_ep_post_send_with_invalidate_of_an_lmr_context_is_refused_and_the_lmr_kee
         "the LMR's key is still valid"
     );
 }
+
+#[test]
+fn dat_rmr_create_for_ep_context_reaches_memory_only_over_its_eps_connection() {
+    let s = setup(REMOTE_RW);
+    // A second connection between the same IAs.
+    let (ea2, eb2) = (ep(&s.a), ep(&s.b));
+    connect(&s.a, &s.b, &ea2, &eb2);
+    let r = Rmr::create_for_ep(&s.b.pz).unwrap();
+    let key = r
+        .bind(&s.lb, s.lb.triplet(2048, 256), REMOTE_RW, &s.eb, 90)
+        .unwrap();
+    assert_eq!(dto(&s.b.dto, &s.a.ia).cookie, 90);
+    let target = window(&s, key, 2048, 8);
+    s.la.write(0, b"over eb!").unwrap();
+    // Over the connection of the EP it is bound through: works.
+    s.ea.post_rdma_write(&[s.la.triplet(0, 8)], &target, 91)
+        .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::Success);
+    assert_eq!(s.lb.read(2048, 8).unwrap(), b"over eb!");
+    // The other connection works with a scope-PZ context...
+    s.la.write(0, b"via eb2!").unwrap();
+    ea2.post_rdma_write(&[s.la.triplet(0, 8)], &window(&s, s.key, 1100, 8), 94)
+        .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::Success);
+    assert_eq!(s.lb.read(1100, 8).unwrap(), b"via eb2!");
+    // ...but not with this one: a remote access error, nothing written or read.
+    ea2.post_rdma_read(&[s.la.triplet(512, 8)], &target, 92)
+        .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::RemAccessErr);
+    assert_eq!(s.la.read(512, 8).unwrap(), vec![0; 8]);
+    assert_eq!(s.lb.read(2048, 8).unwrap(), b"over eb!");
+    // A plain (scope PZ) RMR's context works over either connection.
+    let (ea3, eb3) = (ep(&s.a), ep(&s.b));
+    connect(&s.a, &s.b, &ea3, &eb3);
+    ea3.post_rdma_write(&[s.la.triplet(0, 8)], &window(&s, s.key, 1024, 8), 93)
+        .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::Success);
+    assert_eq!(s.lb.read(1024, 8).unwrap(), b"via eb2!");
+}

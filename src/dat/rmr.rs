@@ -11,6 +11,8 @@
 //!
 //! An RMR made by [`Rmr::create_for_ep`] (dat_rmr_create_for_ep, DAT 2.0 scope EP: an IB
 //! type 2 memory window) is bound to at most one EP at a time: the EP it is bound through.
+//! Its context then reaches memory only through that EP's connection: the peer of another
+//! connection using it gets a remote access error.
 //!
 //! [`DtoEvent`]: super::evd::DtoEvent
 
@@ -193,12 +195,14 @@ impl Rmr {
             .pz
             .ia
             .mem
-            .bind_window(
+            .bind_window_on_qp(
                 triplet.lmr_context,
                 self.pz.pz.id(),
                 triplet.virtual_address,
                 triplet.segment_length,
                 access,
+                // Scope EP: a type 2 window of the EP's QP; scope PZ: any QP.
+                if self.for_ep { ep.qpn() } else { 0 },
             )
             .map_err(|e| match e {
                 MrError::InvalidParameter => DatError::InvalidArg {

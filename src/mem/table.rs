@@ -110,6 +110,8 @@ struct Slot {
     // (Acquire), never changed while LIVE or while the count is non-zero.
     pd: AtomicU32,
     access: AtomicU32,
+    /// A type 2 window's QP (0: usable on any QP).
+    qp: AtomicU32,
     va: AtomicU64,
     len: AtomicU64,
     ptr: AtomicPtr<u8>,
@@ -124,6 +126,7 @@ impl Slot {
             state: AtomicU64::new(0),
             pd: AtomicU32::new(0),
             access: AtomicU32::new(0),
+            qp: AtomicU32::new(0),
             va: AtomicU64::new(0),
             len: AtomicU64::new(0),
             ptr: AtomicPtr::new(core::ptr::null_mut()),
@@ -155,6 +158,8 @@ enum Owner {
     /// until the window is deregistered.
     Window {
         parent: PinToken,
+        /// A type 2 window's QP (0: any QP).
+        qpn: u32,
     },
 }
 
@@ -473,6 +478,21 @@ impl MrTable {
         len: u32,
         access: Access,
     ) -> Result<Region, MrError> {
+        self.bind_window_on_qp(lkey, pd, addr, len, access, 0)
+    }
+
+    /// [`bind_window`](Self::bind_window) for a type 2 window associated with QP `qpn` (IBTA
+    /// vol. 1 §10.6.7.2.1): its R_Key serves requests arriving on that QP only
+    /// ([`rkey_usable_on`](Self::rkey_usable_on)); `qpn` 0 means any QP.
+    pub fn bind_window_on_qp(
+        &self,
+        lkey: u32,
+        pd: u32,
+        addr: u64,
+        len: u32,
+        access: Access,
+        qpn: u32,
+    ) -> Result<Region, MrError> {
         let remote = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
         if !remote.contains(access) || len == 0 {
             return Err(MrError::InvalidParameter);
@@ -506,7 +526,7 @@ impl MrTable {
             len as usize,
             access,
             iova,
-            Owner::Window { parent },
+            Owner::Window { parent, qpn },
         )
     }
 
@@ -555,7 +575,12 @@ impl MrTable {
         let va = ptr.expose_provenance() as u64;
         let allocated = matches!(owner, Owner::Allocated { .. });
         let window = matches!(owner, Owner::Window { .. });
+        let qpn = match owner {
+            Owner::Window { qpn, .. } => qpn,
+            _ => 0,
+        };
         slot.pd.store(pz.0, Ordering::Relaxed);
+        slot.qp.store(qpn, Ordering::Relaxed);
         slot.access.store(
             (access | Access::LOCAL_READ).bits()
                 | if allocated { ALLOCATED } else { 0 }
@@ -819,6 +844,17 @@ impl MrTable {
         Ok(())
     }
 
+    /// Whether requests arriving on QP `qpn` may use `rkey`: false only when `rkey` is the live
+    /// R_Key of a window bound to another QP ([`bind_window_on_qp`](Self::bind_window_on_qp)).
+    pub fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
+        let Ok(held) = self.acquire(KeyKind::Remote, rkey) else {
+            return true;
+        };
+        // Published before LIVE (Release) and read under a count (Acquire), like the metadata.
+        let qp = self.slots[held.idx].qp.load(Ordering::Relaxed);
+        qp == 0 || qp == qpn
+    }
+
     /// Pins a checked range (same checks as an access needing `access`): the region cannot be
     /// freed until the guard (or its token) is released. An invalidated R_Key does not revoke
     /// existing pins.
@@ -947,7 +983,7 @@ impl MrTable {
                 unsafe { allocator.free(block) };
             }
             // The window is gone: its parent may be freed again.
-            Owner::Window { parent } => self.unpin(parent),
+            Owner::Window { parent, .. } => self.unpin(parent),
             Owner::Virtual => {}
         }
     }
@@ -1009,6 +1045,9 @@ impl Memory for MrTable {
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
         MrTable::invalidate(self, pd, rkey)
     }
+    fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
+        MrTable::rkey_usable_on(self, rkey, qpn)
+    }
 }
 
 /// The poll core's view: `let mut mem = &*table; qp.handle_packet(now, pkt, &mut mem, srq)`.
@@ -1028,6 +1067,9 @@ impl Memory for &MrTable {
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
         MrTable::invalidate(self, pd, rkey)
     }
+    fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
+        MrTable::rkey_usable_on(self, rkey, qpn)
+    }
 }
 
 /// A port's memory shared with consumer threads: the engine's `Host<Arc<MrTable>>`.
@@ -1046,6 +1088,9 @@ impl Memory for Arc<MrTable> {
     }
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
         MrTable::invalidate(self, pd, rkey)
+    }
+    fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
+        MrTable::rkey_usable_on(self, rkey, qpn)
     }
     fn pin_table(&self) -> Option<&Arc<MrTable>> {
         Some(self)

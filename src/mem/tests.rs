@@ -485,3 +485,29 @@ fn window_reaches_only_its_range_with_its_rights_and_pins_its_parent() {
     t.try_deregister(p.lkey).unwrap();
     assert_eq!(t.live_regions(), 0);
 }
+
+#[test]
+fn a_window_bound_on_a_qp_serves_only_that_qp() {
+    let t = MrTable::new(8);
+    let pz = t.create_pz();
+    let r = t
+        .register_alloc(pz, 64, 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let on_qp = t
+        .bind_window_on_qp(r.lkey, pz.id(), r.addr, 32, Access::REMOTE_WRITE, 0x42)
+        .unwrap();
+    let any = t
+        .bind_window(r.lkey, pz.id(), r.addr, 32, Access::REMOTE_WRITE)
+        .unwrap();
+    assert!(t.rkey_usable_on(on_qp.rkey, 0x42));
+    assert!(!t.rkey_usable_on(on_qp.rkey, 0x43));
+    assert!(t.rkey_usable_on(any.rkey, 0x43));
+    assert!(t.rkey_usable_on(r.rkey, 0x43), "regions serve any QP");
+    // A dead key is left to the access check (which refuses it).
+    t.deregister(on_qp.lkey).unwrap();
+    assert!(t.rkey_usable_on(on_qp.rkey, 0x43));
+    let m: &dyn crate::transport::memory::Memory = &&t;
+    assert!(m.rkey_usable_on(any.rkey, 7));
+    t.deregister(any.lkey).unwrap();
+    t.deregister(r.lkey).unwrap();
+}
