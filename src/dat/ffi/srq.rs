@@ -60,11 +60,13 @@ pub(super) extern "C" fn srq_create(
         });
         lock(&ia.ia.srqs).insert(id, o.handle);
         if a.low_watermark > 0 {
-            // The creation attribute arms the watermark like dat_srq_set_lw would.
-            srq_of(&o)?
-                .srq
-                .set_low_watermark(a.low_watermark as u32)
-                .map_err(|e| map(&e, 3))?;
+            // The creation attribute arms the watermark as dat_srq_set_lw would (nothing is
+            // posted yet: its one event follows at once), once events can name the handle.
+            if let Err(e) = srq_of(&o)?.srq.set_low_watermark(a.low_watermark as u32) {
+                lock(&ia.ia.srqs).remove(&id);
+                handles::remove(o.handle);
+                return Err(map(&e, 3));
+            }
         }
         put(out, 4, o.handle as d::DAT_SRQ_HANDLE)
     })

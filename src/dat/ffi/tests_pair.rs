@@ -482,5 +482,18 @@ fn srq_resize_and_set_lw_through_the_c_table() {
         ok(set_lw(srq, 2));
         assert!(t.quiet(t.a.1));
         ok(p.srq_free_func.unwrap()(srq));
+        // A low watermark given at creation is armed: nothing is posted, so it fires.
+        attr.low_watermark = 1;
+        let mut srq2 = core::ptr::null_mut();
+        ok(p.srq_create_func.unwrap()(
+            t.a.0, s.pz, &mut attr, &mut srq2,
+        ));
+        let ev = t.next(t.a.1);
+        let data = ev.event_data.asynch_error_event_data;
+        assert_eq!(data.dat_handle, srq2 as d::DAT_HANDLE);
+        assert_eq!(data.reason, d::DAT_SRQ_LOW_WATERMARK_EVENT as i32);
+        ok(p.srq_query_func.unwrap()(srq2, 0, &mut q));
+        assert_eq!((q.low_watermark, q.available_dto_count), (1, 0));
+        ok(p.srq_free_func.unwrap()(srq2));
     }
 }
