@@ -372,7 +372,7 @@ fn dat_rmr_create_for_ep_binds_to_one_ep_at_a_time() {
 #[test]
 fn dat_ep_post_send_with_invalidate_of_an_lmr_context_is_refused_and_the_lmr_keeps_working() {
     // Only RMRs (memory windows) can be invalidated remotely, never an LMR's own context
-    // (IBTA vol. 1 §10.6.7.2).
+    // (IBTA vol. 1 §10.6.7).
     let s = setup(REMOTE_RW);
     s.eb.post_recv(&[s.lb.triplet(0, 64)], 80).unwrap();
     s.ea.post_send_with_invalidate(

@@ -168,7 +168,7 @@ proptest! {
                             Err(MemError::PdMismatch)
                         } else {
                             // A registered region (not a memory window) cannot have its
-                            // R_Key invalidated (IBTA vol. 1 §10.6.7.2).
+                            // R_Key invalidated (IBTA vol. 1 §10.6.7).
                             Err(MemError::AccessDenied)
                         };
                         prop_assert_eq!(table.invalidate(pzs[pz].id(), m.region.rkey), want);

@@ -15,9 +15,9 @@ impl Ep {
     /// dat_ep_post_send_with_invalidate with `invalidate` = TRUE: a send whose arrival
     /// invalidates `rmr_context` at the peer (the peer's receive completion names it:
     /// [`DtoEvent::invalidated_rmr`](super::evd::DtoEvent::invalidated_rmr)). A context the peer
-    /// cannot invalidate (unknown, of another PZ, already dead) makes the peer answer with an
-    /// Invalid Request NAK: this send completes in error and the connection breaks (IBTA vol. 1
-    /// §9.7.5.2.2, §9.9.3.1.2).
+    /// cannot invalidate (unknown, of another PZ, already dead, or an LMR's own context: only
+    /// memory windows can be invalidated) makes the peer answer with an Invalid Request NAK:
+    /// this send completes in error and the connection breaks (IBTA vol. 1 §9.7.5.2.2).
     pub fn post_send_with_invalidate(
         &self,
         local: &[LmrTriplet],

@@ -82,7 +82,7 @@ impl Rmr {
     }
 
     /// dat_rmr_create_for_ep: an unbound RMR in `pz` of scope EP (DAT_RMR_SCOPE_EP, "bound to
-    /// at most one EP at a time"; an IB type 2 memory window, vol. 1 §10.6.7.2): a binding
+    /// at most one EP at a time"; an IB type 2 memory window, vol. 1 §10.6.7): a binding
     /// belongs to the EP it was bound through. While bound, binding or unbinding it through
     /// another EP is refused (DAT_INVALID_STATE), and only that EP may use its context as a
     /// dat_ep_post_rdma_read_to_rmr sink; after an unbind (or a peer's invalidation) any EP of

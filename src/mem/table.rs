@@ -482,7 +482,7 @@ impl MrTable {
     }
 
     /// [`bind_window`](Self::bind_window) for a type 2 window associated with QP `qpn` (IBTA
-    /// vol. 1 §10.6.7.2.1): its R_Key serves requests arriving on that QP only
+    /// vol. 1 §10.6.7): its R_Key serves requests arriving on that QP only
     /// ([`rkey_usable_on`](Self::rkey_usable_on)); `qpn` 0 means any QP.
     pub fn bind_window_on_qp(
         &self,
@@ -822,7 +822,7 @@ impl MrTable {
     }
 
     /// Invalidates the R_Key of a memory window (SEND with Invalidate, IBTA vol. 1 §9.4.1.1.1
-    /// / §10.6.7.2: only a type 2 window's R_Key, never a region registered by Register
+    /// / §10.6.7: only a type 2 window's R_Key, never a region registered by Register
     /// Memory Region, which is `AccessDenied`) without freeing it: later remote accesses with
     /// it fail with `InvalidKey`; accesses already checked may complete. Local access is
     /// unaffected.

@@ -241,7 +241,7 @@ fn invalidate_kills_rkey_not_region() {
     let parent = t
         .register_alloc(pz, 64, 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
         .unwrap();
-    // A registered region's R_Key cannot be invalidated remotely (IBTA vol. 1 §10.6.7.2).
+    // A registered region's R_Key cannot be invalidated remotely (IBTA vol. 1 §10.6.7).
     assert_eq!(
         t.invalidate(pz.id(), parent.rkey),
         Err(MemError::AccessDenied)

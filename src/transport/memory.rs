@@ -75,7 +75,7 @@ pub trait Memory {
     /// Invalidates a remote key (SEND with invalidate, IBTA vol. 1 §9.4.1.1.1).
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError>;
     /// Whether requests arriving on QP `qpn` may use `rkey`: false only for the R_Key of a
-    /// type 2 memory window associated with another QP (IBTA vol. 1 §10.6.7.2.1; DAT
+    /// type 2 memory window associated with another QP (IBTA vol. 1 §10.6.7; DAT
     /// `dat_rmr_create_for_ep`), whose accesses fail like any R_Key violation. An unknown key
     /// answers true: the access check itself refuses it. Default: every key on every QP.
     fn rkey_usable_on(&self, _rkey: u32, _qpn: u32) -> bool {
