@@ -6,7 +6,7 @@ mod dat_common;
 
 use dat_common::*;
 use dat_sys as sys;
-use dpdk_roce::dat::{DatError, Lmr, Pz, Rmr, RmrTriplet};
+use dpdk_roce::dat::{CompletionFlags, DatError, Lmr, Pz, Rmr, RmrTriplet};
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};
 
@@ -171,4 +171,261 @@ fn dat_rmr_bind_checks_pz_range_and_rights() {
     assert_eq!(r.query().rmr_context, None, "failed binds leave it unbound");
     r.context().set(77);
     assert_eq!(r.context().get(), 77);
+}
+
+// ---- dat_ep_post_send_with_invalidate --------------------------------------------------------
+
+#[test]
+fn dat_ep_post_send_with_invalidate_kills_the_peers_rmr_and_names_it_in_the_receive() {
+    let s = setup(REMOTE_RW);
+    s.eb.post_recv(&[s.lb.triplet(0, 64)], 40).unwrap();
+    s.la.write(0, b"done with your window").unwrap();
+    s.ea.post_send_with_invalidate(&[s.la.triplet(0, 21)], 41, CompletionFlags::DEFAULT, s.key)
+        .unwrap();
+    let d = dto(&s.a.dto, &s.b.ia);
+    assert_eq!(
+        (d.cookie, d.status, d.opcode),
+        (41, WcStatus::Success, WcOpcode::Send)
+    );
+    let r = dto(&s.b.dto, &s.a.ia);
+    assert_eq!(
+        (r.cookie, r.status, r.transferred_length, r.invalidated_rmr),
+        (40, WcStatus::Success, 21, Some(s.key))
+    );
+    assert_eq!(s.lb.read(0, 21).unwrap(), b"done with your window");
+    assert_eq!(s.rmr.query().rmr_context, None, "the RMR is unbound now");
+    // The key is dead: a write through it fails.
+    s.ea.post_rdma_write(&[s.la.triplet(0, 8)], &window(&s, s.key, 1024, 8), 42)
+        .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::RemAccessErr);
+}
+
+#[test]
+fn dat_ep_post_send_with_invalidate_of_an_unknown_context_is_an_invalid_request() {
+    let s = setup(REMOTE_RW);
+    // A context that was valid once: bound, then unbound (its generation is dead for good).
+    let gone = Rmr::create(&s.b.pz).unwrap();
+    let bogus = gone
+        .bind(&s.lb, s.lb.triplet(0, 64), REMOTE_RW, &s.eb, 52)
+        .unwrap();
+    gone.unbind(&s.eb, 53).unwrap();
+    assert_eq!(dto(&s.b.dto, &s.a.ia).cookie, 52);
+    assert_eq!(dto(&s.b.dto, &s.a.ia).cookie, 53);
+    s.eb.post_recv(&[s.lb.triplet(0, 64)], 50).unwrap();
+    s.ea.post_send_with_invalidate(&[s.la.triplet(0, 8)], 51, CompletionFlags::DEFAULT, bogus)
+        .unwrap();
+    let d = dto(&s.a.dto, &s.b.ia);
+    assert_eq!((d.cookie, d.status), (51, WcStatus::RemInvReqErr));
+    // The real window still works from B's side: its key was not touched.
+    assert_eq!(s.rmr.query().rmr_context, Some(s.key));
+}
+
+// ---- dat_ep_post_rdma_read_to_rmr -----------------------------------------------------------
+
+/// A's own RMR over 256 bytes at 512 of A's LMR, with `access`, bound through `ea`.
+fn a_sink(s: &Setup, access: Access) -> (Rmr, u32) {
+    let r = Rmr::create(&s.a.pz).unwrap();
+    let key = r
+        .bind(&s.la, s.la.triplet(512, 256), access, &s.ea, 60)
+        .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).opcode, WcOpcode::BindMw);
+    (r, key)
+}
+
+#[test]
+fn dat_ep_post_rdma_read_to_rmr_lands_in_the_rmrs_range_of_its_lmr() {
+    let s = setup(REMOTE_RW);
+    let (_r, key) = a_sink(&s, REMOTE_RW);
+    s.lb.write(1024, b"read into a window").unwrap();
+    let local = RmrTriplet {
+        rmr_context: key,
+        target_address: s.la.address() + 600,
+        segment_length: 18,
+    };
+    s.ea.post_rdma_read_to_rmr(
+        &local,
+        &window(&s, s.key, 1024, 18),
+        61,
+        CompletionFlags::DEFAULT,
+    )
+    .unwrap();
+    let d = dto(&s.a.dto, &s.b.ia);
+    assert_eq!(
+        (d.cookie, d.status, d.opcode, d.transferred_length),
+        (61, WcStatus::Success, WcOpcode::RdmaRead, 18)
+    );
+    assert_eq!(s.la.read(600, 18).unwrap(), b"read into a window");
+    assert_eq!(
+        s.la.read(582, 18).unwrap(),
+        vec![0; 18],
+        "nothing before it"
+    );
+}
+
+#[test]
+fn dat_ep_post_rdma_read_to_rmr_checks_range_rights_and_context() {
+    let s = setup(REMOTE_RW);
+    let (_r, key) = a_sink(&s, REMOTE_RW);
+    let remote = window(&s, s.key, 1024, 16);
+    let at = |off: u64, len: u32, key: u32| RmrTriplet {
+        rmr_context: key,
+        target_address: s.la.address() + off,
+        segment_length: len,
+    };
+    // Past the end of the RMR's range (512 + 256), inside the LMR.
+    assert!(matches!(
+        s.ea.post_rdma_read_to_rmr(&at(760, 16, key), &remote, 1, CompletionFlags::DEFAULT),
+        Err(DatError::LengthError(_))
+    ));
+    // Before its start.
+    assert!(matches!(
+        s.ea.post_rdma_read_to_rmr(&at(500, 16, key), &remote, 1, CompletionFlags::DEFAULT),
+        Err(DatError::LengthError(_))
+    ));
+    // Not a context of a bound RMR (the LMR's own context is not an RMR's).
+    assert!(matches!(
+        s.ea.post_rdma_read_to_rmr(
+            &at(512, 16, s.la.rmr_context()),
+            &remote,
+            1,
+            CompletionFlags::DEFAULT
+        ),
+        Err(DatError::InvalidArg { arg: 2, .. })
+    ));
+    // An RMR without remote write cannot be a read's sink.
+    let (_ro, ro_key) = a_sink(&s, Access::REMOTE_READ);
+    assert!(matches!(
+        s.ea.post_rdma_read_to_rmr(&at(512, 16, ro_key), &remote, 1, CompletionFlags::DEFAULT),
+        Err(DatError::PrivilegesViolation(_))
+    ));
+    // After an unbind the context resolves to nothing.
+    let (r2, key2) = a_sink(&s, REMOTE_RW);
+    r2.unbind(&s.ea, 62).unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).cookie, 62);
+    assert!(matches!(
+        s.ea.post_rdma_read_to_rmr(&at(512, 16, key2), &remote, 1, CompletionFlags::DEFAULT),
+        Err(DatError::InvalidArg { arg: 2, .. })
+    ));
+    // Nothing was posted by the refused calls.
+    assert!(drain(&s.a.dto, &s.a.ia, &s.b.ia, 10).is_empty());
+}
+
+// ---- dat_rmr_create_for_ep ------------------------------------------------------------------
+
+#[test]
+fn dat_rmr_create_for_ep_binds_to_one_ep_at_a_time() {
+    let s = setup(REMOTE_RW);
+    let r = Rmr::create_for_ep(&s.a.pz).unwrap();
+    assert!(r.is_for_ep());
+    assert!(r.query().scope_ep);
+    let key = r
+        .bind(&s.la, s.la.triplet(512, 256), REMOTE_RW, &s.ea, 70)
+        .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).cookie, 70);
+    assert_eq!(r.bound_ep(), Some(s.ea.qpn()));
+    // Another EP of the same PZ may neither rebind nor unbind it while it is bound.
+    let other = ep(&s.a);
+    assert!(matches!(
+        r.bind(&s.la, s.la.triplet(0, 64), REMOTE_RW, &other, 71),
+        Err(DatError::InvalidState(_))
+    ));
+    assert!(matches!(
+        r.unbind(&other, 72),
+        Err(DatError::InvalidState(_))
+    ));
+    assert_eq!(r.query().rmr_context, Some(key), "still bound as before");
+    // Only its EP may read into it.
+    let local = RmrTriplet {
+        rmr_context: key,
+        target_address: s.la.address() + 512,
+        segment_length: 8,
+    };
+    assert!(matches!(
+        other.post_rdma_read_to_rmr(
+            &local,
+            &window(&s, s.key, 1024, 8),
+            1,
+            CompletionFlags::DEFAULT
+        ),
+        Err(DatError::ProtectionViolation(_))
+    ));
+    s.lb.write(1024, b"scope ep").unwrap();
+    s.ea.post_rdma_read_to_rmr(
+        &local,
+        &window(&s, s.key, 1024, 8),
+        73,
+        CompletionFlags::DEFAULT,
+    )
+    .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::Success);
+    assert_eq!(s.la.read(512, 8).unwrap(), b"scope ep");
+    // Unbound through its EP, any EP may bind it again.
+    r.unbind(&s.ea, 74).unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).cookie, 74);
+    r.bind(&s.la, s.la.triplet(0, 64), REMOTE_RW, &other, 75)
+        .unwrap();
+    assert_eq!(r.bound_ep(), Some(other.qpn()));
+    // A plain RMR has scope PZ.
+    assert!(!Rmr::create(&s.a.pz).unwrap().query().scope_ep);
+}
+
+#[test]
+fn dat_ep_post_send_with_invalidate_of_an_lmr_context_is_refused_and_the_lmr_keeps_working() {
+    // Only RMRs (memory windows) can be invalidated remotely, never an LMR's own context
+    // (IBTA vol. 1 §10.6.7).
+    let s = setup(REMOTE_RW);
+    s.eb.post_recv(&[s.lb.triplet(0, 64)], 80).unwrap();
+    s.ea.post_send_with_invalidate(
+        &[s.la.triplet(0, 8)],
+        81,
+        CompletionFlags::DEFAULT,
+        s.lb.rmr_context(),
+    )
+    .unwrap();
+    let d = dto(&s.a.dto, &s.b.ia);
+    assert_eq!((d.cookie, d.status), (81, WcStatus::RemInvReqErr));
+    assert_eq!(
+        s.lb.query().unwrap().rmr_context,
+        Some(s.lb.rmr_context()),
+        "the LMR's key is still valid"
+    );
+}
+
+#[test]
+fn dat_rmr_create_for_ep_context_reaches_memory_only_over_its_eps_connection() {
+    let s = setup(REMOTE_RW);
+    // A second connection between the same IAs.
+    let (ea2, eb2) = (ep(&s.a), ep(&s.b));
+    connect(&s.a, &s.b, &ea2, &eb2);
+    let r = Rmr::create_for_ep(&s.b.pz).unwrap();
+    let key = r
+        .bind(&s.lb, s.lb.triplet(2048, 256), REMOTE_RW, &s.eb, 90)
+        .unwrap();
+    assert_eq!(dto(&s.b.dto, &s.a.ia).cookie, 90);
+    let target = window(&s, key, 2048, 8);
+    s.la.write(0, b"over eb!").unwrap();
+    // Over the connection of the EP it is bound through: works.
+    s.ea.post_rdma_write(&[s.la.triplet(0, 8)], &target, 91)
+        .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::Success);
+    assert_eq!(s.lb.read(2048, 8).unwrap(), b"over eb!");
+    // The other connection works with a scope-PZ context...
+    s.la.write(0, b"via eb2!").unwrap();
+    ea2.post_rdma_write(&[s.la.triplet(0, 8)], &window(&s, s.key, 1100, 8), 94)
+        .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::Success);
+    assert_eq!(s.lb.read(1100, 8).unwrap(), b"via eb2!");
+    // ...but not with this one: a remote access error, nothing written or read.
+    ea2.post_rdma_read(&[s.la.triplet(512, 8)], &target, 92)
+        .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::RemAccessErr);
+    assert_eq!(s.la.read(512, 8).unwrap(), vec![0; 8]);
+    assert_eq!(s.lb.read(2048, 8).unwrap(), b"over eb!");
+    // A plain (scope PZ) RMR's context works over either connection.
+    let (ea3, eb3) = (ep(&s.a), ep(&s.b));
+    connect(&s.a, &s.b, &ea3, &eb3);
+    ea3.post_rdma_write(&[s.la.triplet(0, 8)], &window(&s, s.key, 1024, 8), 93)
+        .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::Success);
+    assert_eq!(s.lb.read(1024, 8).unwrap(), b"via eb2!");
 }

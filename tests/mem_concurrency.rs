@@ -143,8 +143,30 @@ fn accesses_racing_with_deregistration_never_touch_freed_memory() {
             registered += 1;
         }
         if registered.is_multiple_of(3) {
+            // Invalidate the R_Key of a window over a live region while the core hammers the
+            // regions: the window's key dies, the region's does not.
             let r = live[live.len() / 2];
-            let _ = table.invalidate(pz.id(), r.rkey);
+            let w = table
+                .bind_window(r.lkey, pz.id(), r.addr, LEN as u32, Access::REMOTE_READ)
+                .unwrap();
+            assert_eq!(
+                table.invalidate(pz.id(), r.rkey),
+                Err(MemError::AccessDenied)
+            );
+            table.invalidate(pz.id(), w.rkey).unwrap();
+            let probe = |key| MemRef {
+                kind: KeyKind::Remote,
+                pd: pz.id(),
+                key,
+                addr: r.addr,
+                len: 8,
+            };
+            assert_eq!(
+                table.check(&probe(w.rkey), Access::REMOTE_READ),
+                Err(MemError::InvalidKey)
+            );
+            assert_eq!(table.check(&probe(r.rkey), Access::REMOTE_READ), Ok(()));
+            table.deregister(w.lkey).unwrap();
             invalidated += 1;
         }
         if live.len() >= 4 {

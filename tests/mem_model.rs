@@ -167,7 +167,9 @@ proptest! {
                         } else if pzs[pz] != m.region.pz {
                             Err(MemError::PdMismatch)
                         } else {
-                            Ok(())
+                            // A registered region (not a memory window) cannot have its
+                            // R_Key invalidated (IBTA vol. 1 §10.6.7).
+                            Err(MemError::AccessDenied)
                         };
                         prop_assert_eq!(table.invalidate(pzs[pz].id(), m.region.rkey), want);
                         if want.is_ok() {

@@ -173,7 +173,12 @@ fn rdma_write_read_atomic_and_send_with_invalidate_over_the_table() {
     assert_eq!(bytes(&h[0], &orig), 41u64.to_ne_bytes());
     assert_eq!(bytes(&h[1], &word)[8..], 42u64.to_ne_bytes());
 
-    // SEND with Invalidate kills the R_Key of `dst` on the receiver, not the region.
+    // SEND with Invalidate kills the R_Key of a memory window over `dst` on the receiver, not
+    // the window or its region (IBTA vol. 1 §9.4.1.1.1).
+    let win = h[1]
+        .mem
+        .bind_window(dst.lkey, h[1].pz.id(), dst.addr, 64, Access::REMOTE_READ)
+        .unwrap();
     let rbuf = region(&h[1], 64, 0);
     h[1].qp
         .post_recv(RecvWr {
@@ -184,26 +189,62 @@ fn rdma_write_read_atomic_and_send_with_invalidate_over_the_table() {
     send(
         &mut h[0],
         4,
-        SendOp::SendWithInv { rkey: dst.rkey },
+        SendOp::SendWithInv { rkey: win.rkey },
         vec![sge(&src, 0, 16)],
     );
     run(&mut h);
     let rc = completions(&mut h[1]);
     assert_eq!(rc[0].status, WcStatus::Success);
-    assert_eq!(rc[0].invalidated_rkey, Some(dst.rkey));
-    let probe = MemRef {
+    assert_eq!(rc[0].invalidated_rkey, Some(win.rkey));
+    let pd = h[1].pz.id();
+    let probe = |key| MemRef {
         kind: KeyKind::Remote,
-        pd: h[1].pz.id(),
-        key: dst.rkey,
+        pd,
+        key,
         addr: dst.addr,
         len: 1,
     };
     assert_eq!(
-        h[1].mem.check(&probe, Access::REMOTE_READ),
+        h[1].mem.check(&probe(win.rkey), Access::REMOTE_READ),
         Err(MemError::InvalidKey)
     );
-    assert_eq!(h[1].mem.query(dst.lkey).unwrap().rkey, None);
-    completions(&mut h[0]);
+    assert_eq!(h[1].mem.query(win.lkey).unwrap().rkey, None);
+    assert_eq!(
+        h[1].mem.check(&probe(dst.rkey), Access::REMOTE_READ),
+        Ok(()),
+        "the region's own key is untouched"
+    );
+    assert_eq!(completions(&mut h[0])[0].status, WcStatus::Success);
+
+    // A registered region's R_Key cannot be invalidated: Invalid Request NAK, the send
+    // completes in error at the requester and the receive in error at the responder.
+    h[1].qp
+        .post_recv(RecvWr {
+            wr_id: 10,
+            sgl: dpdk_roce::sgl![sge(&rbuf, 0, 64)],
+        })
+        .unwrap();
+    send(
+        &mut h[0],
+        5,
+        SendOp::SendWithInv { rkey: dst.rkey },
+        vec![sge(&src, 0, 16)],
+    );
+    run(&mut h);
+    let sc = completions(&mut h[0]);
+    assert_eq!((sc[0].wr_id, sc[0].status), (5, WcStatus::RemInvReqErr));
+    assert_eq!(
+        h[1].mem.check(&probe(dst.rkey), Access::REMOTE_READ),
+        Ok(()),
+        "still valid"
+    );
+    assert_ne!(
+        completions(&mut h[1])
+            .iter()
+            .find(|c| c.wr_id == 10)
+            .map(|c| c.status),
+        Some(WcStatus::Success)
+    );
 }
 
 #[test]

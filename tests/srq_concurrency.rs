@@ -161,3 +161,46 @@ fn recv_query_is_one_consistent_snapshot_under_concurrent_completion() {
     }
     assert_eq!(handle.recv_query(), RecvQuery::default());
 }
+
+/// Posts racing with shrinking resizes: the depth is never below the number posted, and no
+/// post is lost or accepted beyond the depth in force.
+#[test]
+fn resize_racing_posts_never_leaves_more_posted_than_the_depth() {
+    let srq = Arc::new(SharedSrq::new(1, 64, 1));
+    let stop = Arc::new(AtomicBool::new(false));
+    let posted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let poster = {
+        let (srq, stop, posted) = (srq.clone(), stop.clone(), posted.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                let w = RecvWr {
+                    wr_id: i,
+                    sgl: dpdk_roce::sgl![],
+                };
+                i += 1;
+                if srq.post_recv(w).is_ok() {
+                    posted.fetch_add(1, Ordering::SeqCst);
+                }
+                if i.is_multiple_of(3) {
+                    srq.take();
+                }
+            }
+        })
+    };
+    let mut round = 0u32;
+    while round < 20_000 || posted.load(Ordering::SeqCst) < 1_000 {
+        let depth = 1 + (round % 64);
+        if let Err(n) = srq.resize(depth) {
+            assert!(n > depth, "refused only when more are posted");
+        }
+        // Only this thread resizes, so both reads see the same depth.
+        assert!(srq.len() <= srq.depth(), "posted beyond the depth");
+        round += 1;
+    }
+    stop.store(true, Ordering::SeqCst);
+    poster.join().unwrap();
+    let left = srq.drain().len();
+    assert!(left <= srq.depth());
+    assert_eq!(srq.len(), 0);
+}

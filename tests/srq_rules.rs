@@ -398,3 +398,29 @@ fn the_transport_srq_is_a_recv_source() {
     assert_eq!(by_ref.take_recv(1).unwrap().wr_id, 7);
     assert!(by_ref.take_recv(1).is_none());
 }
+
+// ---- SRQ resize (DAT 2.0 dat_srq_resize) ---------------------------------------------------
+
+#[test]
+fn srq_resize_changes_the_depth_but_never_below_the_posted_count() {
+    let s = SharedSrq::new(3, 4, 1);
+    for i in 0..4 {
+        s.post_recv(wr(i)).unwrap();
+    }
+    assert_eq!(s.post_recv(wr(4)), Err(QpError::QueueFull));
+    assert_eq!(s.resize(3), Err(4), "4 posted");
+    assert_eq!(s.depth(), 4);
+    s.resize(6).unwrap();
+    assert_eq!(s.depth(), 6);
+    s.post_recv(wr(4)).unwrap();
+    s.post_recv(wr(5)).unwrap();
+    assert_eq!(s.post_recv(wr(6)), Err(QpError::QueueFull));
+    // Taking makes room to shrink.
+    assert_eq!(s.take().unwrap().wr_id, 0);
+    assert_eq!(s.take().unwrap().wr_id, 1);
+    s.resize(4).unwrap();
+    assert_eq!((s.depth(), s.len()), (4, 4));
+    assert_eq!(s.post_recv(wr(7)), Err(QpError::QueueFull));
+    let rest: Vec<u64> = s.drain().into_iter().map(|w| w.wr_id).collect();
+    assert_eq!(rest, vec![2, 3, 4, 5], "FIFO kept across resizes");
+}

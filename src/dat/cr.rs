@@ -1,13 +1,15 @@
 //! Connection requests (dat_cr_query / dat_cr_accept / dat_cr_reject): dequeued from a PSP's
 //! EVD; answered once, by accepting on an UNCONNECTED EP or rejecting, both with private data.
 //! A request dropped unanswered is rejected, so the peer is not left waiting.
+//! dat_cr_handoff ([`Cr::handoff`]) passes an unanswered request on to the PSP of another
+//! connection qualifier of the same IA.
 
 use super::context::ConsumerContext;
 use super::ep::{Ep, EpInner, EpState};
-use super::error::DatError;
+use super::error::{DatError, Refused};
 use super::ia::IaInner;
 use crate::cm::{AcceptParams, CmId};
-use crate::engine::runtime::ConnRequest;
+use crate::engine::runtime::{ConnRequest, Event};
 use crate::transport::memory::Access;
 use crate::wire::psn::Psn;
 use std::net::Ipv4Addr;
@@ -19,6 +21,7 @@ pub struct Cr {
     id: CmId,
     conn_qual: u16,
     remote_ip: Ipv4Addr,
+    remote_port: u16,
     remote_qpn: u32,
     private_data: Vec<u8>,
     answered: bool,
@@ -55,6 +58,7 @@ impl Cr {
             id: req.id,
             conn_qual: req.port,
             remote_ip: req.src_ip,
+            remote_port: req.src_port,
             remote_qpn: req.remote_qpn,
             private_data: req.private_data,
             answered: false,
@@ -178,6 +182,53 @@ impl Cr {
         self.ia.engine.reject(self.id, private_data.to_vec())?;
         self.unreserve();
         Ok(())
+    }
+
+    /// dat_cr_handoff (DAT 2.0): hands the request over to the PSP listening on `conn_qual` in
+    /// this IA. This `Cr` is consumed; a new connection-request event for the same request
+    /// (now naming `conn_qual`) is queued on that PSP's EVD, where it is accepted or rejected
+    /// like any other. Refused, the request left with the caller, with DAT_INVALID_PARAMETER
+    /// (argument 2) when no PSP of this IA listens on `conn_qual`, and DAT_QUEUE_FULL when
+    /// its EVD is full. A reserved EP (request on an RSP) returns to RESERVED.
+    pub fn handoff(mut self, conn_qual: u16) -> Result<(), Refused<Cr>> {
+        let evd = self
+            .ia
+            .lock_psps()
+            .get(&conn_qual)
+            .and_then(|w| w.upgrade());
+        let Some(evd) = evd else {
+            return Err(Refused {
+                object: self,
+                error: DatError::InvalidArg {
+                    arg: 2,
+                    what: "no PSP of this IA on the connection qualifier",
+                },
+            });
+        };
+        let req = ConnRequest {
+            id: self.id,
+            port: conn_qual,
+            src_ip: self.remote_ip,
+            src_port: self.remote_port,
+            remote_qpn: self.remote_qpn,
+            private_data: core::mem::take(&mut self.private_data),
+        };
+        match evd.sink.queue.try_push(Event::Request(req)) {
+            Ok(()) => {
+                self.answered = true;
+                self.unreserve();
+                Ok(())
+            }
+            Err(ev) => {
+                if let Event::Request(req) = ev {
+                    self.private_data = req.private_data;
+                }
+                Err(Refused {
+                    object: self,
+                    error: DatError::QueueFull,
+                })
+            }
+        }
     }
 
     fn unreserve(&self) {

@@ -34,6 +34,8 @@ pub(crate) struct Device {
     next_shard: AtomicUsize,
     /// Reserved service points: connection qualifier -> the reserved EP (dat_rsp_create).
     pub rsps: Mutex<HashMap<u16, Weak<EpInner>>>,
+    /// Public service points: connection qualifier -> the PSP's EVD (dat_cr_handoff).
+    pub psps: Mutex<HashMap<u16, Weak<super::evd::EvdInner>>>,
     /// Where dat_psp_create_any starts looking for a free qualifier.
     pub next_any_qual: AtomicU32,
     pub(crate) _port: Option<crate::dpdk::ProfilePort>,
@@ -57,6 +59,7 @@ impl Device {
             next_psn: AtomicU32::new(seed as u32),
             next_shard: AtomicUsize::new(0),
             rsps: Mutex::new(HashMap::new()),
+            psps: Mutex::new(HashMap::new()),
             next_any_qual: AtomicU32::new(seed as u32),
             _port: port,
         }
@@ -77,6 +80,10 @@ impl Device {
 
     pub fn lock_rsps(&self) -> MutexGuard<'_, HashMap<u16, Weak<EpInner>>> {
         self.rsps.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn lock_psps(&self) -> MutexGuard<'_, HashMap<u16, Weak<super::evd::EvdInner>>> {
+        self.psps.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn lock_eps(&self) -> MutexGuard<'_, HashMap<u32, Weak<EpInner>>> {

@@ -595,7 +595,7 @@ impl Ep {
         })
     }
 
-    fn post_request(
+    pub(super) fn post_request(
         &self,
         op: SendOp,
         local: &[LmrTriplet],

@@ -48,6 +48,9 @@ pub struct DtoEvent {
     pub opcode: WcOpcode,
     /// Immediate data of an RDMA write with immediate (DAT IB extension event).
     pub immediate: Option<u32>,
+    /// A receive of a send with invalidate: the `rmr_context` (R_Key) the sender invalidated
+    /// here (IBTA vol. 1 §9.4.1.1.1; dat_ep_post_send_with_invalidate).
+    pub invalidated_rmr: Option<u32>,
 }
 
 /// Kinds of connection events (DAT_CONNECTION_EVENT_*).
@@ -354,6 +357,7 @@ impl Evd {
                 transferred_length: wc.byte_len,
                 opcode: wc.opcode,
                 immediate: wc.imm_data,
+                invalidated_rmr: wc.invalidated_rkey,
             }),
             Event::Connection { qpn, event } => {
                 let (kind, private_data, reject_reason) = match event {

@@ -14,8 +14,9 @@ use crate::engine::runtime::{Engine, EngineConfig, EventSink};
 use crate::mem::MrTable;
 use crate::net::NetConfig;
 use crate::wire::ethernet::EthernetAddress;
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Events the async EVD holds.
 const ASYNC_EVD_SIZE: usize = 1024;
@@ -45,6 +46,9 @@ pub(crate) struct IaInner {
     /// The async EVD of this IA: the asynchronous events of its EPs and SRQs, and the overflows
     /// of its EVDs, are routed here.
     pub async_sink: Arc<EventSink>,
+    /// Bound RMRs of this IA by `rmr_context` (dat_ep_post_rdma_read_to_rmr resolves its
+    /// local RMR triplet here).
+    pub windows: Mutex<HashMap<u32, super::rmr::WindowSink>>,
 }
 
 impl std::ops::Deref for IaInner {
@@ -52,6 +56,12 @@ impl std::ops::Deref for IaInner {
 
     fn deref(&self) -> &Device {
         &self.dev
+    }
+}
+
+impl IaInner {
+    pub fn lock_windows(&self) -> MutexGuard<'_, HashMap<u32, super::rmr::WindowSink>> {
+        self.windows.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -95,6 +105,7 @@ impl Ia {
             dev,
             context: Default::default(),
             async_sink: async_sink.clone(),
+            windows: Mutex::new(HashMap::new()),
         });
         let async_evd = Evd::from_sink(&inner, async_sink, EvdFlags::ASYNC);
         Ia { inner, async_evd }

@@ -25,4 +25,7 @@ impl Memory for SharedMemory {
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
         self.0.invalidate(pd, rkey)
     }
+    fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
+        self.0.rkey_usable_on(rkey, qpn)
+    }
 }

@@ -25,6 +25,9 @@ impl Psp {
             return Err(DatError::InvalidParameter("EVD without CR flag"));
         }
         ia.inner.engine.listen(conn_qual, evd.inner.sink.clone())?;
+        ia.inner
+            .lock_psps()
+            .insert(conn_qual, Arc::downgrade(&evd.inner));
         Ok(Psp {
             evd: evd.inner.clone(),
             conn_qual,
@@ -70,6 +73,7 @@ impl Psp {
 
 impl Drop for Psp {
     fn drop(&mut self) {
+        self.evd.ia.lock_psps().remove(&self.conn_qual);
         let _ = self.evd.ia.engine.unlisten(self.conn_qual);
     }
 }

@@ -6,10 +6,18 @@
 //! the key: a peer's RDMA with it then fails with a remote access error. The bound LMR stays
 //! registered while the RMR is bound (its `free` is refused: DAT_INVALID_STATE).
 //!
+//! A peer's send with invalidate naming the `rmr_context` (IBTA vol. 1 §9.4.1.1.1) kills the
+//! key too; [`Rmr::query`] then reports the RMR unbound.
+//!
+//! An RMR made by [`Rmr::create_for_ep`] (dat_rmr_create_for_ep, DAT 2.0 scope EP: an IB
+//! type 2 memory window) is bound to at most one EP at a time: the EP it is bound through.
+//! Its context then reaches memory only through that EP's connection: the peer of another
+//! connection using it gets a remote access error.
+//!
 //! [`DtoEvent`]: super::evd::DtoEvent
 
 use super::context::ConsumerContext;
-use super::ep::Ep;
+use super::ep::{Ep, EpInner};
 use super::error::{DatError, HandleKind};
 use super::lmr::{Lmr, LmrTriplet, Registered};
 use super::pz::{Pz, PzInner};
@@ -17,13 +25,27 @@ use crate::engine::runtime::Event;
 use crate::mem::{MrError, Region};
 use crate::transport::memory::Access;
 use crate::transport::types::{WcOpcode, WcStatus, WorkCompletion};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+/// What a bound RMR's `rmr_context` resolves to for dat_ep_post_rdma_read_to_rmr: the bound
+/// range of its LMR, the RMR's rights and the EP it is confined to, if any.
+#[derive(Clone, Debug)]
+pub(crate) struct WindowSink {
+    /// The window's own L_Key (to see whether the R_Key is still valid).
+    pub window_lkey: u32,
+    pub pz_id: u32,
+    pub triplet: LmrTriplet,
+    pub access: Access,
+    pub ep: Option<Weak<EpInner>>,
+}
 
 struct Binding {
     lmr: Arc<Registered>,
     window: Region,
     triplet: LmrTriplet,
     access: Access,
+    /// Scope EP: the EP it was bound through.
+    ep: Option<Weak<EpInner>>,
 }
 
 /// What dat_rmr_query reports (DAT_RMR_PARAM).
@@ -35,6 +57,8 @@ pub struct RmrParam {
     pub access: Access,
     /// The R_Key while bound.
     pub rmr_context: Option<u32>,
+    /// Scope EP (dat_rmr_create_for_ep) rather than PZ.
+    pub scope_ep: bool,
 }
 
 /// A memory window.
@@ -42,6 +66,8 @@ pub struct Rmr {
     pz: Arc<PzInner>,
     bound: Mutex<Option<Binding>>,
     context: ConsumerContext,
+    /// dat_rmr_create_for_ep: scope EP (a binding belongs to the EP it was made through).
+    for_ep: bool,
 }
 
 impl Rmr {
@@ -51,7 +77,55 @@ impl Rmr {
             pz: pz.inner.clone(),
             bound: Mutex::new(None),
             context: ConsumerContext::default(),
+            for_ep: false,
         })
+    }
+
+    /// dat_rmr_create_for_ep: an unbound RMR in `pz` of scope EP (DAT_RMR_SCOPE_EP, "bound to
+    /// at most one EP at a time"; an IB type 2 memory window, vol. 1 §10.6.7): a binding
+    /// belongs to the EP it was bound through. While bound, binding or unbinding it through
+    /// another EP is refused (DAT_INVALID_STATE), and only that EP may use its context as a
+    /// dat_ep_post_rdma_read_to_rmr sink; after an unbind (or a peer's invalidation) any EP of
+    /// the PZ may bind it again.
+    pub fn create_for_ep(pz: &Pz) -> Result<Rmr, DatError> {
+        Ok(Rmr {
+            pz: pz.inner.clone(),
+            bound: Mutex::new(None),
+            context: ConsumerContext::default(),
+            for_ep: true,
+        })
+    }
+
+    /// True for an RMR of dat_rmr_create_for_ep (scope EP).
+    pub fn is_for_ep(&self) -> bool {
+        self.for_ep
+    }
+
+    /// The EP the current binding of an RMR of scope EP belongs to.
+    pub fn bound_ep(&self) -> Option<u32> {
+        let b = self.lock();
+        let ep = b.as_ref()?.ep.as_ref()?.upgrade()?;
+        let qpn = ep.lock().qpn;
+        Some(qpn)
+    }
+
+    /// For an RMR of scope EP bound (with a live key) through another EP than `ep`: the
+    /// refusal.
+    fn check_scope(&self, ep: &Ep) -> Result<(), DatError> {
+        let b = self.lock();
+        let Some(b) = b.as_ref() else {
+            return Ok(());
+        };
+        let Some(own) = &b.ep else {
+            return Ok(());
+        };
+        let live = matches!(self.pz.ia.mem.query(b.window.lkey), Ok(i) if i.rkey.is_some());
+        if live && !core::ptr::eq(own.as_ptr(), Arc::as_ptr(&ep.inner)) {
+            return Err(DatError::InvalidState(
+                "RMR of scope EP bound through another EP".into(),
+            ));
+        }
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Binding>> {
@@ -59,6 +133,7 @@ impl Rmr {
     }
 
     fn release(&self, b: Binding) {
+        self.pz.ia.lock_windows().remove(&b.window.rkey);
         // Waits for RDMA in flight through the window, then the key is dead.
         let _ = self.pz.ia.mem.deregister(b.window.lkey);
         drop(b.lmr);
@@ -109,6 +184,7 @@ impl Rmr {
                 what: "LMR of another PZ",
             });
         }
+        self.check_scope(ep)?;
         if triplet.lmr_context != lmr.lmr_context() {
             return Err(DatError::InvalidArg {
                 arg: 3,
@@ -119,12 +195,14 @@ impl Rmr {
             .pz
             .ia
             .mem
-            .bind_window(
+            .bind_window_on_qp(
                 triplet.lmr_context,
                 self.pz.pz.id(),
                 triplet.virtual_address,
                 triplet.segment_length,
                 access,
+                // Scope EP: a type 2 window of the EP's QP; scope PZ: any QP.
+                if self.for_ep { ep.qpn() } else { 0 },
             )
             .map_err(|e| match e {
                 MrError::InvalidParameter => DatError::InvalidArg {
@@ -142,12 +220,23 @@ impl Rmr {
             window,
             triplet,
             access,
+            ep: self.for_ep.then(|| Arc::downgrade(&ep.inner)),
         };
         if let Err(e) = self.complete(ep, cookie) {
             self.release(binding);
             return Err(e);
         }
         let rkey = binding.window.rkey;
+        self.pz.ia.lock_windows().insert(
+            rkey,
+            WindowSink {
+                window_lkey: binding.window.lkey,
+                pz_id: self.pz.pz.id(),
+                triplet,
+                access,
+                ep: binding.ep.clone(),
+            },
+        );
         let old = self.lock().replace(binding);
         if let Some(old) = old {
             self.release(old);
@@ -158,6 +247,7 @@ impl Rmr {
     /// dat_rmr_bind with DAT_HANDLE_NULL as LMR: unbinds (the key stops working); the
     /// completion goes to `ep`'s request EVD.
     pub fn unbind(&self, ep: &Ep, cookie: u64) -> Result<(), DatError> {
+        self.check_scope(ep)?;
         self.complete(ep, cookie)?;
         let old = self.lock().take();
         if let Some(old) = old {
@@ -166,14 +256,26 @@ impl Rmr {
         Ok(())
     }
 
-    /// dat_rmr_query.
+    /// dat_rmr_query. An RMR whose key a peer invalidated (send with invalidate) reports
+    /// itself unbound.
     pub fn query(&self) -> RmrParam {
-        let b = self.lock();
+        let mut b = self.lock();
+        let dead = b.as_ref().is_some_and(
+            |b| !matches!(self.pz.ia.mem.query(b.window.lkey), Ok(i) if i.rkey.is_some()),
+        );
+        if dead {
+            if let Some(old) = b.take() {
+                drop(b);
+                self.release(old);
+                b = self.lock();
+            }
+        }
         RmrParam {
             pz_id: self.pz.pz.id(),
             lmr_triplet: b.as_ref().map(|b| b.triplet),
             access: b.as_ref().map_or(Access::empty(), |b| b.access),
             rmr_context: b.as_ref().map(|b| b.window.rkey),
+            scope_ep: self.for_ep,
         }
     }
 

@@ -1,5 +1,13 @@
-//! Shared receive queues (dat_srq_create / dat_srq_post_recv / dat_srq_free): one pool of
-//! receive buffers for many EPs. An SRQ lives on one shard; its EPs are placed there.
+//! Shared receive queues (dat_srq_create / dat_srq_post_recv / dat_srq_resize /
+//! dat_srq_set_lw / dat_srq_query / dat_srq_free): one pool of receive buffers for many EPs. An
+//! SRQ lives on one shard; its EPs are placed there.
+//!
+//! The low watermark (DAT 2.0 `dat_srq_set_lw`) is the engine pool's SRQ limit (IBTA vol. 1
+//! §10.2.9.3): each setting arms it once; when fewer buffers than the watermark are posted (at
+//! once, or later when an EP takes one) one asynchronous event goes to the IA's async EVD
+//! ([`AsyncEvent::SrqLimit`](crate::engine::runtime::AsyncEvent::SrqLimit), naming this SRQ's
+//! shard and number: [`Srq::id`]); the C layer reports it as an SRQ asynchronous event with
+//! reason `DAT_SRQ_LOW_WATERMARK_EVENT`.
 
 use super::context::ConsumerContext;
 use super::error::{DatError, Refused};
@@ -16,6 +24,17 @@ pub(crate) struct SrqInner {
     pub srqn: u32,
     pub max_recv_iov: u32,
     pub context: ConsumerContext,
+}
+
+/// What [`Srq::query`] reports (DAT_SRQ_PARAM's counts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrqCounts {
+    /// The current maximum of posted receives (dat_srq_resize changes it).
+    pub max_recv_dtos: u32,
+    /// Receives posted and not yet taken by an EP (`available_dto_count`).
+    pub available: u32,
+    /// The armed low watermark, if any (it disarms when its event fires).
+    pub armed_low_watermark: Option<u32>,
 }
 
 impl Drop for SrqInner {
@@ -76,6 +95,59 @@ impl Srq {
             RecvWr { wr_id: cookie, sgl },
         )?;
         Ok(())
+    }
+
+    /// This SRQ's (shard, SRQ number): what its low-watermark events name.
+    pub fn id(&self) -> (usize, u32) {
+        (self.inner.shard, self.inner.srqn)
+    }
+
+    /// dat_srq_resize: the SRQ now holds at most `max_recv_dtos` posted receives. Refused with
+    /// DAT_INVALID_PARAMETER for 0 and DAT_INVALID_STATE when more receives than that are
+    /// posted now (DAT 2.0: an SRQ cannot shrink below its outstanding posted DTOs). Posts made
+    /// before this call by the same thread are counted (they travel the same ordered ring).
+    pub fn resize(&self, max_recv_dtos: u32) -> Result<(), DatError> {
+        if max_recv_dtos == 0 {
+            return Err(DatError::InvalidArg {
+                arg: 2,
+                what: "SRQ size 0",
+            });
+        }
+        let srqn = self.inner.srqn;
+        let r = self.inner.ia.engine.with_host(self.inner.shard, move |h| {
+            h.srq(srqn).map(|s| s.resize(max_recv_dtos))
+        })?;
+        match r {
+            None => Err(DatError::Internal(format!("SRQ {srqn} is gone"))),
+            Some(Ok(())) => Ok(()),
+            Some(Err(posted)) => Err(DatError::InvalidState(format!(
+                "{posted} receives posted, more than {max_recv_dtos}"
+            ))),
+        }
+    }
+
+    /// dat_srq_set_lw: arms the low watermark at `low_watermark` posted receives (0,
+    /// DAT_SRQ_LW_DEFAULT, disarms). One asynchronous event per setting, as soon as fewer
+    /// receives are posted (also during this call). Returns whether it fired during the call.
+    pub fn set_low_watermark(&self, low_watermark: u32) -> Result<bool, DatError> {
+        let srqn = self.inner.srqn;
+        let r = self.inner.ia.engine.with_host(self.inner.shard, move |h| {
+            h.arm_srq_limit(srqn, low_watermark)
+        })?;
+        Ok(r.map_err(crate::engine::runtime::EngineError::from)?)
+    }
+
+    /// dat_srq_query's counts, after the posts this thread made before the call.
+    pub fn query(&self) -> Result<SrqCounts, DatError> {
+        let srqn = self.inner.srqn;
+        let r = self.inner.ia.engine.with_host(self.inner.shard, move |h| {
+            h.srq(srqn).map(|s| SrqCounts {
+                max_recv_dtos: s.depth() as u32,
+                available: s.len() as u32,
+                armed_low_watermark: s.armed_limit(),
+            })
+        })?;
+        r.ok_or_else(|| DatError::Internal(format!("SRQ {srqn} is gone")))
     }
 
     /// Frees the SRQ; refused (DAT_INVALID_STATE) while EPs use it.

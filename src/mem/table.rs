@@ -25,6 +25,8 @@ const RKEY_VALID: u64 = 1 << 30;
 const COUNT_MASK: u64 = (1 << 30) - 1;
 // Marks provider-allocated regions in the slot's access word.
 const ALLOCATED: u32 = 1 << 31;
+/// `Slot::access` flag: a memory window (its R_Key can be invalidated remotely).
+const WINDOW: u32 = 1 << 30;
 
 fn gen_of(state: u64) -> u32 {
     (state >> 32) as u32
@@ -108,6 +110,8 @@ struct Slot {
     // (Acquire), never changed while LIVE or while the count is non-zero.
     pd: AtomicU32,
     access: AtomicU32,
+    /// A type 2 window's QP (0: usable on any QP).
+    qp: AtomicU32,
     va: AtomicU64,
     len: AtomicU64,
     ptr: AtomicPtr<u8>,
@@ -122,6 +126,7 @@ impl Slot {
             state: AtomicU64::new(0),
             pd: AtomicU32::new(0),
             access: AtomicU32::new(0),
+            qp: AtomicU32::new(0),
             va: AtomicU64::new(0),
             len: AtomicU64::new(0),
             ptr: AtomicPtr::new(core::ptr::null_mut()),
@@ -135,6 +140,7 @@ struct Meta {
     pd: u32,
     access: Access,
     allocated: bool,
+    window: bool,
     va: u64,
     len: u64,
     ptr: *mut u8,
@@ -152,6 +158,8 @@ enum Owner {
     /// until the window is deregistered.
     Window {
         parent: PinToken,
+        /// A type 2 window's QP (0: any QP).
+        qpn: u32,
     },
 }
 
@@ -470,6 +478,21 @@ impl MrTable {
         len: u32,
         access: Access,
     ) -> Result<Region, MrError> {
+        self.bind_window_on_qp(lkey, pd, addr, len, access, 0)
+    }
+
+    /// [`bind_window`](Self::bind_window) for a type 2 window associated with QP `qpn` (IBTA
+    /// vol. 1 §10.6.7): its R_Key serves requests arriving on that QP only
+    /// ([`rkey_usable_on`](Self::rkey_usable_on)); `qpn` 0 means any QP.
+    pub fn bind_window_on_qp(
+        &self,
+        lkey: u32,
+        pd: u32,
+        addr: u64,
+        len: u32,
+        access: Access,
+        qpn: u32,
+    ) -> Result<Region, MrError> {
         let remote = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
         if !remote.contains(access) || len == 0 {
             return Err(MrError::InvalidParameter);
@@ -503,7 +526,7 @@ impl MrTable {
             len as usize,
             access,
             iova,
-            Owner::Window { parent },
+            Owner::Window { parent, qpn },
         )
     }
 
@@ -551,9 +574,17 @@ impl MrTable {
         let gen = gen_of(s);
         let va = ptr.expose_provenance() as u64;
         let allocated = matches!(owner, Owner::Allocated { .. });
+        let window = matches!(owner, Owner::Window { .. });
+        let qpn = match owner {
+            Owner::Window { qpn, .. } => qpn,
+            _ => 0,
+        };
         slot.pd.store(pz.0, Ordering::Relaxed);
+        slot.qp.store(qpn, Ordering::Relaxed);
         slot.access.store(
-            (access | Access::LOCAL_READ).bits() | if allocated { ALLOCATED } else { 0 },
+            (access | Access::LOCAL_READ).bits()
+                | if allocated { ALLOCATED } else { 0 }
+                | if window { WINDOW } else { 0 },
             Ordering::Relaxed,
         );
         slot.va.store(va, Ordering::Relaxed);
@@ -712,6 +743,7 @@ impl MrTable {
             pd: slot.pd.load(Ordering::Relaxed),
             access: Access::from_bits_truncate(a),
             allocated: a & ALLOCATED != 0,
+            window: a & WINDOW != 0,
             va: slot.va.load(Ordering::Relaxed),
             len: slot.len.load(Ordering::Relaxed),
             ptr: slot.ptr.load(Ordering::Relaxed),
@@ -789,14 +821,19 @@ impl MrTable {
         Ok(atomic_at(&m, off, op))
     }
 
-    /// Invalidates an R_Key (SEND with Invalidate, IBTA vol. 1 §9.4.1.1.1 / §10.6.6; RMR
-    /// unbind) without freeing the region: later remote accesses with it fail with
-    /// `InvalidKey`; accesses already checked may complete. Local access is unaffected.
+    /// Invalidates the R_Key of a memory window (SEND with Invalidate, IBTA vol. 1 §9.4.1.1.1
+    /// / §10.6.7: only a type 2 window's R_Key, never a region registered by Register
+    /// Memory Region, which is `AccessDenied`) without freeing it: later remote accesses with
+    /// it fail with `InvalidKey`; accesses already checked may complete. Local access is
+    /// unaffected.
     pub fn invalidate(&self, pd: u32, rkey: u32) -> Result<(), MemError> {
         let held = self.acquire(KeyKind::Remote, rkey)?;
         let m = self.meta(&held);
         if m.pd != pd {
             return Err(MemError::PdMismatch);
+        }
+        if !m.window {
+            return Err(MemError::AccessDenied);
         }
         let prev = self.slots[held.idx]
             .state
@@ -805,6 +842,17 @@ impl MrTable {
             return Err(MemError::InvalidKey);
         }
         Ok(())
+    }
+
+    /// Whether requests arriving on QP `qpn` may use `rkey`: false only when `rkey` is the live
+    /// R_Key of a window bound to another QP ([`bind_window_on_qp`](Self::bind_window_on_qp)).
+    pub fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
+        let Ok(held) = self.acquire(KeyKind::Remote, rkey) else {
+            return true;
+        };
+        // Published before LIVE (Release) and read under a count (Acquire), like the metadata.
+        let qp = self.slots[held.idx].qp.load(Ordering::Relaxed);
+        qp == 0 || qp == qpn
     }
 
     /// Pins a checked range (same checks as an access needing `access`): the region cannot be
@@ -935,7 +983,7 @@ impl MrTable {
                 unsafe { allocator.free(block) };
             }
             // The window is gone: its parent may be freed again.
-            Owner::Window { parent } => self.unpin(parent),
+            Owner::Window { parent, .. } => self.unpin(parent),
             Owner::Virtual => {}
         }
     }
@@ -997,6 +1045,9 @@ impl Memory for MrTable {
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
         MrTable::invalidate(self, pd, rkey)
     }
+    fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
+        MrTable::rkey_usable_on(self, rkey, qpn)
+    }
 }
 
 /// The poll core's view: `let mut mem = &*table; qp.handle_packet(now, pkt, &mut mem, srq)`.
@@ -1016,6 +1067,9 @@ impl Memory for &MrTable {
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
         MrTable::invalidate(self, pd, rkey)
     }
+    fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
+        MrTable::rkey_usable_on(self, rkey, qpn)
+    }
 }
 
 /// A port's memory shared with consumer threads: the engine's `Host<Arc<MrTable>>`.
@@ -1034,6 +1088,9 @@ impl Memory for Arc<MrTable> {
     }
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
         MrTable::invalidate(self, pd, rkey)
+    }
+    fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
+        MrTable::rkey_usable_on(self, rkey, qpn)
     }
     fn pin_table(&self) -> Option<&Arc<MrTable>> {
         Some(self)

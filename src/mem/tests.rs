@@ -217,8 +217,20 @@ fn the_memory_trait_object_is_the_same_checked_table() {
     )
     .unwrap();
     assert_eq!(u64::from_ne_bytes(out), 8);
-    m.invalidate(pz.id(), r.rkey).unwrap();
-    assert_eq!(m.check(&w, Access::REMOTE_WRITE), Err(MemError::InvalidKey));
+    let win = t
+        .bind_window(r.lkey, pz.id(), r.addr, 8, Access::REMOTE_WRITE)
+        .unwrap();
+    let ww = mr(KeyKind::Remote, pz, win.rkey, r.addr, 8);
+    m.invalidate(pz.id(), win.rkey).unwrap();
+    assert_eq!(
+        m.check(&ww, Access::REMOTE_WRITE),
+        Err(MemError::InvalidKey)
+    );
+    assert_eq!(
+        m.check(&w, Access::REMOTE_WRITE),
+        Ok(()),
+        "the region's key lives"
+    );
 }
 
 #[test]
@@ -226,8 +238,16 @@ fn invalidate_kills_rkey_not_region() {
     let t = MrTable::new(4);
     let pz = t.create_pz();
     let other = t.create_pz();
+    let parent = t
+        .register_alloc(pz, 64, 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    // A registered region's R_Key cannot be invalidated remotely (IBTA vol. 1 §10.6.7).
+    assert_eq!(
+        t.invalidate(pz.id(), parent.rkey),
+        Err(MemError::AccessDenied)
+    );
     let r = t
-        .register_alloc(pz, 32, 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .bind_window(parent.lkey, pz.id(), parent.addr, 32, Access::REMOTE_WRITE)
         .unwrap();
     let m = &t;
     assert_eq!(m.invalidate(other.id(), r.rkey), Err(MemError::PdMismatch));
@@ -243,10 +263,15 @@ fn invalidate_kills_rkey_not_region() {
         t.check(&rem, Access::REMOTE_WRITE),
         Err(MemError::InvalidKey)
     );
-    let loc = mr(KeyKind::Local, pz, r.lkey, r.addr, 4);
-    assert_eq!(t.check(&loc, Access::LOCAL_WRITE), Ok(()));
     assert_eq!(t.query(r.lkey).unwrap().rkey, None);
+    assert!(
+        t.query(r.lkey).is_ok(),
+        "the window itself stays until deregistered"
+    );
+    let parent_rem = mr(KeyKind::Remote, pz, parent.rkey, parent.addr, 4);
+    assert_eq!(t.check(&parent_rem, Access::REMOTE_WRITE), Ok(()));
     t.deregister(r.lkey).unwrap();
+    t.deregister(parent.lkey).unwrap();
 }
 
 #[test]
@@ -459,4 +484,30 @@ fn window_reaches_only_its_range_with_its_rights_and_pins_its_parent() {
     );
     t.try_deregister(p.lkey).unwrap();
     assert_eq!(t.live_regions(), 0);
+}
+
+#[test]
+fn a_window_bound_on_a_qp_serves_only_that_qp() {
+    let t = MrTable::new(8);
+    let pz = t.create_pz();
+    let r = t
+        .register_alloc(pz, 64, 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let on_qp = t
+        .bind_window_on_qp(r.lkey, pz.id(), r.addr, 32, Access::REMOTE_WRITE, 0x42)
+        .unwrap();
+    let any = t
+        .bind_window(r.lkey, pz.id(), r.addr, 32, Access::REMOTE_WRITE)
+        .unwrap();
+    assert!(t.rkey_usable_on(on_qp.rkey, 0x42));
+    assert!(!t.rkey_usable_on(on_qp.rkey, 0x43));
+    assert!(t.rkey_usable_on(any.rkey, 0x43));
+    assert!(t.rkey_usable_on(r.rkey, 0x43), "regions serve any QP");
+    // A dead key is left to the access check (which refuses it).
+    t.deregister(on_qp.lkey).unwrap();
+    assert!(t.rkey_usable_on(on_qp.rkey, 0x43));
+    let m: &dyn crate::transport::memory::Memory = &&t;
+    assert!(m.rkey_usable_on(any.rkey, 7));
+    t.deregister(any.lkey).unwrap();
+    t.deregister(r.lkey).unwrap();
 }

@@ -2,9 +2,9 @@
 //! threads post to and QPs on any poll-mode core draw from, with the SRQ limit (low watermark)
 //! event (§10.2.9.3, §11.5.2.4; DAT `dat_srq_set_lw`).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crossbeam_queue::ArrayQueue;
+use crossbeam_queue::SegQueue;
 
 use crate::transport::types::{QpError, RecvWr, MAX_SGE};
 
@@ -39,11 +39,14 @@ pub(crate) fn arm(word: &AtomicU64, level: Option<u32>) {
 
 /// A shared receive queue as a bounded lock-free MPMC pool.
 ///
-/// Concurrency: the WQEs live in a `crossbeam_queue::ArrayQueue` (bounded, lock-free, FIFO per
-/// producer); `posted` counts WQEs posted and not yet taken. A post increments `posted` before it
-/// pushes and a take decrements after it pops, so `posted` is never below the queue's length and
-/// never underflows; while posts are in flight it may briefly overcount, which can only delay
-/// the limit event, never fire it early or twice.
+/// Concurrency: the WQEs live in a `crossbeam_queue::SegQueue` (lock-free, FIFO per producer);
+/// one atomic word holds the number of WQEs posted and not yet taken (low 32 bits) and the depth
+/// (high 32 bits). A post reserves a slot with a CAS that fails when the count has reached the
+/// depth, then pushes; a take decrements after it pops, so the count is never below the queue's
+/// length and never underflows; while posts are in flight it may briefly overcount, which can
+/// only delay the limit event, never fire it early or twice. A resize
+/// ([`resize`](Self::resize), `dat_srq_resize`) changes the depth with a CAS on the same word,
+/// so it can never shrink the depth below the WQEs posted, however it races with posts.
 ///
 /// Limit event (IBTA vol. 1 §10.2.9.3 / §11.5.2.4: "SRQ limit reached"; DAT `dat_srq_set_lw`):
 /// armed by [`arm_limit`](Self::arm_limit), fires once when the number of posted WQEs drops below
@@ -53,8 +56,9 @@ pub(crate) fn arm(word: &AtomicU64, level: Option<u32>) {
 pub struct SharedSrq {
     srqn: u32,
     max_sge: u32,
-    queue: ArrayQueue<RecvWr>,
-    posted: AtomicU32,
+    queue: SegQueue<RecvWr>,
+    /// Posted count (low 32 bits) and depth (high 32 bits).
+    posted: AtomicU64,
     limit: AtomicU64,
     limit_pending: AtomicBool,
     limit_fired: AtomicU64,
@@ -66,8 +70,8 @@ impl SharedSrq {
         SharedSrq {
             srqn,
             max_sge: max_sge.min(MAX_SGE as u32),
-            queue: ArrayQueue::new(depth.max(1) as usize),
-            posted: AtomicU32::new(0),
+            queue: SegQueue::new(),
+            posted: AtomicU64::new(u64::from(depth.max(1)) << 32),
             limit: AtomicU64::new(0),
             limit_pending: AtomicBool::new(false),
             limit_fired: AtomicU64::new(0),
@@ -81,25 +85,66 @@ impl SharedSrq {
 
     /// Maximum number of posted WQEs.
     pub fn depth(&self) -> usize {
-        self.queue.capacity()
+        (self.posted.load(Ordering::SeqCst) >> 32) as usize
     }
 
-    /// Posts a receive WQE (`dat_srq_post_recv`); any thread.
+    /// Changes the depth to `depth` (`dat_srq_resize`; >= 1). Refused with the number of WQEs
+    /// posted when that is more than `depth` (DAT 2.0 `dat_srq_resize`: an SRQ cannot shrink
+    /// below its outstanding posted receives, DAT_INVALID_STATE).
+    pub fn resize(&self, depth: u32) -> Result<(), u32> {
+        let depth = depth.max(1);
+        let mut w = self.posted.load(Ordering::SeqCst);
+        loop {
+            let posted = w as u32;
+            if posted > depth {
+                return Err(posted);
+            }
+            let new = (u64::from(depth) << 32) | u64::from(posted);
+            match self
+                .posted
+                .compare_exchange(w, new, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return Ok(()),
+                Err(x) => w = x,
+            }
+        }
+    }
+
+    /// Posts a receive WQE (`dat_srq_post_recv`); any thread. `QueueFull` when `depth` WQEs
+    /// are posted already.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), QpError> {
         if wr.sgl.len() > self.max_sge as usize {
             return Err(QpError::TooManySge);
         }
-        self.posted.fetch_add(1, Ordering::SeqCst);
-        if self.queue.push(wr).is_err() {
-            self.posted.fetch_sub(1, Ordering::SeqCst);
-            return Err(QpError::QueueFull);
+        let mut w = self.posted.load(Ordering::SeqCst);
+        loop {
+            if w as u32 >= (w >> 32) as u32 {
+                return Err(QpError::QueueFull);
+            }
+            match self
+                .posted
+                .compare_exchange(w, w + 1, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => break,
+                Err(x) => w = x,
+            }
         }
+        self.queue.push(wr);
         Ok(())
     }
 
     /// WQEs posted and not yet taken (may briefly include posts still in progress).
     pub fn len(&self) -> usize {
-        self.posted.load(Ordering::SeqCst) as usize
+        self.count() as usize
+    }
+
+    fn count(&self) -> u32 {
+        self.posted.load(Ordering::SeqCst) as u32
+    }
+
+    /// Removes one from the posted count (after a pop); the new count.
+    fn uncount(&self) -> u32 {
+        (self.posted.fetch_sub(1, Ordering::SeqCst) as u32).wrapping_sub(1)
     }
 
     /// True when no WQE is posted.
@@ -111,7 +156,7 @@ impl SharedSrq {
     /// during this call because fewer than `limit` WQEs are posted already.
     pub fn arm_limit(&self, limit: u32) -> bool {
         arm(&self.limit, (limit != 0).then_some(limit));
-        let n = self.posted.load(Ordering::SeqCst);
+        let n = self.count();
         self.fire_if_below(n)
     }
 
@@ -145,7 +190,7 @@ impl SharedSrq {
     /// poll-mode core. May fire the limit event.
     pub fn take(&self) -> Option<RecvWr> {
         let wr = self.queue.pop()?;
-        let n = self.posted.fetch_sub(1, Ordering::SeqCst) - 1;
+        let n = self.uncount();
         self.fire_if_below(n);
         Some(wr)
     }
@@ -154,7 +199,7 @@ impl SharedSrq {
     pub fn drain(&self) -> Vec<RecvWr> {
         let mut out = Vec::new();
         while let Some(wr) = self.queue.pop() {
-            self.posted.fetch_sub(1, Ordering::SeqCst);
+            self.uncount();
             out.push(wr);
         }
         out

@@ -74,6 +74,13 @@ pub trait Memory {
     fn atomic(&mut self, r: &MemRef, op: AtomicOp) -> Result<u64, MemError>;
     /// Invalidates a remote key (SEND with invalidate, IBTA vol. 1 §9.4.1.1.1).
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError>;
+    /// Whether requests arriving on QP `qpn` may use `rkey`: false only for the R_Key of a
+    /// type 2 memory window associated with another QP (IBTA vol. 1 §10.6.7; DAT
+    /// `dat_rmr_create_for_ep`), whose accesses fail like any R_Key violation. An unknown key
+    /// answers true: the access check itself refuses it. Default: every key on every QP.
+    fn rkey_usable_on(&self, _rkey: u32, _qpn: u32) -> bool {
+        true
+    }
     /// The shared region table behind this memory when its ranges can be pinned and handed to
     /// a NIC as external buffers (zero-copy transmit); `None` (the default) means payloads are
     /// copied out with [`read`](Self::read).

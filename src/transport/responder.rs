@@ -446,6 +446,7 @@ impl Qp {
                         len,
                     };
                     if !self.remote_ok(Access::REMOTE_WRITE)
+                        || !mem.rkey_usable_on(reth.rkey, self.config.qpn)
                         || mem.check(&r, Access::REMOTE_WRITE).is_err()
                     {
                         self.fatal(NakCode::RemoteAccessError, None);
@@ -534,7 +535,7 @@ impl Qp {
         if len == 0 {
             return Ok(());
         }
-        if !self.remote_ok(Access::REMOTE_READ) {
+        if !self.remote_ok(Access::REMOTE_READ) || !mem.rkey_usable_on(rkey, self.config.qpn) {
             return Err(MemError::AccessDenied);
         }
         let r = MemRef {
@@ -610,6 +611,10 @@ impl Qp {
         } else {
             AtomicOp::FetchAdd { add: ae.swap_add }
         };
+        if !mem.rkey_usable_on(ae.rkey, self.config.qpn) {
+            self.fatal(NakCode::RemoteAccessError, None);
+            return;
+        }
         let r = MemRef {
             kind: KeyKind::Remote,
             pd: self.config.pd,

@@ -334,14 +334,26 @@ pub(super) extern "C" fn cr_reject(
     })
 }
 
-/// dat_cr_handoff: handing a request to another service point is not offered (the OFA
-/// providers do not either); validated, then DAT_NOT_IMPLEMENTED.
-pub(super) extern "C" fn cr_handoff(
-    cr: d::DAT_CR_HANDLE,
-    _qual: d::DAT_CONN_QUAL,
-) -> d::DAT_RETURN {
+/// dat_cr_handoff (DAT 2.0): the request moves to the PSP of `qual` in the same IA (a new
+/// DAT_CONNECTION_REQUEST_EVENT on that PSP's EVD, with a new CR handle); this CR handle is
+/// gone. DAT_INVALID_PARAMETER when no PSP of the IA listens on `qual` (the CR stays valid).
+pub(super) extern "C" fn cr_handoff(cr: d::DAT_CR_HANDLE, qual: d::DAT_CONN_QUAL) -> d::DAT_RETURN {
     guard(|| {
-        let _ = handles::get(cr, Kind::Cr)?;
-        Err(d::DAT_NOT_IMPLEMENTED)
+        let o = handles::get(cr, Kind::Cr)?;
+        let c = cr_of(&o)?;
+        let qual = u16::try_from(qual).map_err(|_| arg(2))?;
+        let mut slot = lock(&c.cr);
+        let taken = slot.take().ok_or(Kind::Cr.invalid())?;
+        match taken.handoff(qual) {
+            Ok(()) => {
+                drop(slot);
+                handles::remove(o.handle);
+                Ok(())
+            }
+            Err(refused) => {
+                *slot = Some(refused.object);
+                Err(map(&refused.error, 0))
+            }
+        }
     })
 }

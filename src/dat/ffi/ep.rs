@@ -6,8 +6,8 @@ use super::handles::{self, Kind, Object};
 use super::ia::{MAX_DTO_PER_EP, MAX_IOV, MAX_PRIVATE_DATA, MAX_RDMA_READ_PER_EP};
 use super::objects::{Body, EpAttrCopy, EpObj, EpView, Tag};
 use super::state::{lock, IaState, SockAddrIn, AF_INET};
+use crate::dat::{CompletionFlags, LmrTriplet, RmrTriplet};
 use crate::dat::{Ep, EpAttr, EpParam, EpParamMask, EpState};
-use crate::dat::{LmrTriplet, RmrTriplet};
 use dat_sys as d;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -767,8 +767,9 @@ pub(super) extern "C" fn ep_post_send(
     })
 }
 
-/// dat_ep_post_send_with_invalidate: a send that invalidates a remote RMR needs RMRs (not in
-/// the Rust API yet); without invalidation it is a plain send.
+/// dat_ep_post_send_with_invalidate: with `invalidate` TRUE a send that invalidates the
+/// peer's `rmr_context` on arrival (SEND with Invalidate, IBTA vol. 1 §9.4.1.1.1); else a
+/// plain send.
 #[allow(clippy::too_many_arguments)]
 pub(super) extern "C" fn ep_post_send_with_invalidate(
     ep: d::DAT_EP_HANDLE,
@@ -777,14 +778,20 @@ pub(super) extern "C" fn ep_post_send_with_invalidate(
     cookie: d::DAT_DTO_COOKIE,
     flags: d::DAT_COMPLETION_FLAGS,
     invalidate: d::DAT_BOOLEAN,
-    _rmr_context: d::DAT_RMR_CONTEXT,
+    rmr_context: d::DAT_RMR_CONTEXT,
 ) -> d::DAT_RETURN {
     if invalidate == d::DAT_FALSE {
         return ep_post_send(ep, n, iov, cookie, flags);
     }
     guard(|| {
-        let _ = handles::get(ep, Kind::Ep)?;
-        Err(d::DAT_NOT_IMPLEMENTED)
+        let o = handles::get(ep, Kind::Ep)?;
+        let e = ep_of(&o)?;
+        let t = triplets(n, iov, e.attr().max_request_iov, 2)?;
+        // SAFETY: a cookie is 64 bits of consumer data in any variant.
+        let c = unsafe { cookie.as_64 };
+        post_request(e, c, flags, 5, None, |ep| {
+            ep.post_send_with_invalidate(&t, c, CompletionFlags::DEFAULT, rmr_context)
+        })
     })
 }
 
@@ -827,19 +834,25 @@ pub(super) extern "C" fn ep_post_rdma_read(
     })
 }
 
-/// dat_ep_post_rdma_read_to_rmr: reading into an RMR needs RMRs (not in the Rust API yet).
+/// dat_ep_post_rdma_read_to_rmr: an RDMA read whose local sink is a bound RMR of this IA
+/// (`local`: rmr_context, address, length).
 pub(super) extern "C" fn ep_post_rdma_read_to_rmr(
     ep: d::DAT_EP_HANDLE,
     local: *const d::DAT_RMR_TRIPLET,
-    _cookie: d::DAT_DTO_COOKIE,
+    cookie: d::DAT_DTO_COOKIE,
     remote: *const d::DAT_RMR_TRIPLET,
-    _flags: d::DAT_COMPLETION_FLAGS,
+    flags: d::DAT_COMPLETION_FLAGS,
 ) -> d::DAT_RETURN {
     guard(|| {
-        let _ = handles::get(ep, Kind::Ep)?;
-        rmr(local, 2)?;
-        rmr(remote, 4)?;
-        Err(d::DAT_NOT_IMPLEMENTED)
+        let o = handles::get(ep, Kind::Ep)?;
+        let e = ep_of(&o)?;
+        let l = rmr(local, 2)?;
+        let r = rmr(remote, 4)?;
+        // SAFETY: a cookie is 64 bits of consumer data.
+        let c = unsafe { cookie.as_64 };
+        post_request(e, c, flags, 5, None, |ep| {
+            ep.post_rdma_read_to_rmr(&l, &r, c, CompletionFlags::DEFAULT)
+        })
     })
 }
 

@@ -251,9 +251,17 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool 
             };
         }
         DatEvent::Async(a) => {
+            let mut reason = 0;
             let (number, handle) = match a {
                 AsyncEvent::EvdOverflow { .. } => {
                     (d::DAT_ASYNC_ERROR_EVD_OVERFLOW, evd.ia.handle())
+                }
+                AsyncEvent::SrqLimit { shard, srqn } => {
+                    reason = d::DAT_SRQ_LOW_WATERMARK_EVENT as i32;
+                    (
+                        d::DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR,
+                        evd.ia.srq_handle((shard, srqn)),
+                    )
                 }
                 AsyncEvent::EpWatermark { qpn, .. }
                 | AsyncEvent::QpTransitionFailed { qpn }
@@ -266,7 +274,7 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool 
             ev.event_number = number;
             ev.event_data.asynch_error_event_data = d::DAT_ASYNCH_ERROR_EVENT_DATA {
                 dat_handle: handle as d::DAT_HANDLE,
-                reason: 0,
+                reason,
             };
         }
     }

@@ -55,33 +55,45 @@ pub(super) extern "C" fn ia_open(
             err(d::DAT_INTERNAL_ERROR, 0)
         })?;
         let pmtu = profile.roce_pmtu().bytes();
-        let async_evd_obj = Evd {
-            inner: ia.async_evd().inner.clone(),
-        };
-        let state = Arc::new(IaState::new(
-            provider as usize,
-            &name,
-            &profile.name,
-            ia,
-            pmtu,
-        ));
-        let ia_obj = handles::insert(provider, Kind::Ia, state.clone(), |_| Body::Ia);
-        state.handle.store(ia_obj.handle, Ordering::Relaxed);
-        let evd = handles::insert(provider, Kind::Evd, state.clone(), |_| {
-            Body::Evd(EvdObj {
-                evd: async_evd_obj,
-                flags: d::DAT_EVD_ASYNC_FLAG,
-                cno: AtomicUsize::new(0),
-                enabled: AtomicBool::new(true),
-                waitable: AtomicBool::new(true),
-                is_async: true,
-                notified: AtomicBool::new(false),
-            })
-        });
-        state.async_evd.store(evd.handle, Ordering::Relaxed);
-        put(async_evd, 3, evd.handle as d::DAT_EVD_HANDLE)?;
-        put(ia_handle, 4, ia_obj.handle as d::DAT_IA_HANDLE)
+        let (ia_h, evd_h, _) = register(provider, &name, &profile.name, ia, pmtu);
+        put(async_evd, 3, evd_h as d::DAT_EVD_HANDLE)?;
+        put(ia_handle, 4, ia_h as d::DAT_IA_HANDLE)
     })
+}
+
+/// Registers an open IA as a handle of `provider`, with its async EVD; returns both handles.
+pub(super) fn register(
+    provider: *const d::DAT_PROVIDER,
+    name: &str,
+    profile_name: &str,
+    ia: Ia,
+    pmtu: u32,
+) -> (usize, usize, Arc<IaState>) {
+    let async_evd_obj = Evd {
+        inner: ia.async_evd().inner.clone(),
+    };
+    let state = Arc::new(IaState::new(
+        provider as usize,
+        name,
+        profile_name,
+        ia,
+        pmtu,
+    ));
+    let ia_obj = handles::insert(provider, Kind::Ia, state.clone(), |_| Body::Ia);
+    state.handle.store(ia_obj.handle, Ordering::Relaxed);
+    let evd = handles::insert(provider, Kind::Evd, state.clone(), |_| {
+        Body::Evd(EvdObj {
+            evd: async_evd_obj,
+            flags: d::DAT_EVD_ASYNC_FLAG,
+            cno: AtomicUsize::new(0),
+            enabled: AtomicBool::new(true),
+            waitable: AtomicBool::new(true),
+            is_async: true,
+            notified: AtomicBool::new(false),
+        })
+    });
+    state.async_evd.store(evd.handle, Ordering::Relaxed);
+    (ia_obj.handle, evd.handle, state)
 }
 
 /// Frees the objects of an IA in dependency order (DAT_CLOSE_ABRUPT_FLAG).
@@ -235,7 +247,7 @@ pub(super) extern "C" fn ia_query(
             p.pz_support = d::DAT_PZ_UNIQUE;
             p.optimal_buffer_alignment = 64;
             p.srq_supported = d::DAT_TRUE;
-            p.srq_watermarks_supported = 0;
+            p.srq_watermarks_supported = d::DAT_TRUE as i32;
             p.srq_ep_pz_difference_supported = d::DAT_FALSE;
             p.srq_info_supported = 0;
             p.ep_recv_info_supported = 0;
@@ -243,7 +255,7 @@ pub(super) extern "C" fn ia_query(
             p.dto_async_return_guaranteed = d::DAT_FALSE;
             p.rdma_write_for_rdma_read_req = d::DAT_FALSE;
             p.rdma_read_lmr_rmr_context_exposure = d::DAT_FALSE;
-            p.rmr_scope_supported = d::DAT_RMR_SCOPE_PZ;
+            p.rmr_scope_supported = d::DAT_RMR_SCOPE_ANY;
             p.is_signal_safe = d::DAT_FALSE;
             p.ha_supported = d::DAT_FALSE;
             p.num_provider_specific_attr = st.provider_attrs.count();

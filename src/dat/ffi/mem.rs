@@ -260,13 +260,29 @@ pub(super) extern "C" fn rmr_create(
     pz: d::DAT_PZ_HANDLE,
     out: *mut d::DAT_RMR_HANDLE,
 ) -> d::DAT_RETURN {
+    create_rmr(pz, out, Rmr::create)
+}
+
+/// dat_rmr_create_for_ep: an RMR of scope EP (bound to at most one EP at a time).
+pub(super) extern "C" fn rmr_create_for_ep(
+    pz: d::DAT_PZ_HANDLE,
+    out: *mut d::DAT_RMR_HANDLE,
+) -> d::DAT_RETURN {
+    create_rmr(pz, out, Rmr::create_for_ep)
+}
+
+fn create_rmr(
+    pz: d::DAT_PZ_HANDLE,
+    out: *mut d::DAT_RMR_HANDLE,
+    create: fn(&crate::dat::Pz) -> Result<Rmr, crate::dat::DatError>,
+) -> d::DAT_RETURN {
     guard(|| {
         let pzo = handles::get(pz, Kind::Pz)?;
         let Body::Pz(p) = &pzo.body else {
             return Err(Kind::Pz.invalid());
         };
         nonnull(out, 2)?;
-        let rmr = Rmr::create(p).map_err(|e| e.code())?;
+        let rmr = create(p).map_err(|e| e.code())?;
         let o = handles::insert(pzo.ia.provider(), Kind::Rmr, pzo.ia.clone(), |_| {
             Body::Rmr(RmrObj {
                 rmr: Mutex::new(Some(rmr)),
@@ -276,13 +292,6 @@ pub(super) extern "C" fn rmr_create(
         });
         put(out, 2, o.handle as d::DAT_RMR_HANDLE)
     })
-}
-
-pub(super) extern "C" fn rmr_create_for_ep(
-    pz: d::DAT_PZ_HANDLE,
-    out: *mut d::DAT_RMR_HANDLE,
-) -> d::DAT_RETURN {
-    rmr_create(pz, out)
 }
 
 fn rmr_of(o: &handles::Object) -> Result<&RmrObj, u32> {
@@ -327,7 +336,11 @@ pub(super) extern "C" fn rmr_query(
         }
         p.mem_priv = privs_of(q.access);
         p.rmr_context = q.rmr_context.unwrap_or(0);
-        p.rmr_scope = d::DAT_RMR_SCOPE_PZ;
+        p.rmr_scope = if q.scope_ep {
+            d::DAT_RMR_SCOPE_EP
+        } else {
+            d::DAT_RMR_SCOPE_PZ
+        };
         p.va_type = d::DAT_VA_TYPE_VA;
         put(param, 3, p)
     })

@@ -27,6 +27,8 @@ mod state;
 mod table;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pair;
 
 use dat_sys as d;
 use state::lock;

@@ -4,7 +4,7 @@
 use super::state::SockAddrIn;
 use crate::dat::{Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Srq};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize};
 use std::sync::Mutex;
 
 /// The body of a handle.
@@ -127,9 +127,9 @@ pub(crate) struct EpAttrCopy {
 pub(crate) struct SrqObj {
     pub srq: Srq,
     pub pz: usize,
-    pub max_recv_dtos: i32,
     pub max_recv_iov: i32,
-    pub low_watermark: i32,
+    /// The last low watermark set (creation attribute or dat_srq_set_lw).
+    pub low_watermark: AtomicI32,
 }
 
 pub(crate) struct SpObj {

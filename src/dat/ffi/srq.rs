@@ -9,6 +9,8 @@ use dat_sys as d;
 
 /// dat.h `DAT_VALUE_UNKNOWN` (((DAT_COUNT) ~0) - 1).
 const DAT_VALUE_UNKNOWN: i32 = -2;
+use super::state::lock;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 fn srq_of(o: &Object) -> Result<&SrqObj, u32> {
@@ -47,15 +49,25 @@ pub(super) extern "C" fn srq_create(
         };
         let srq = Srq::create(pz, a.max_recv_dtos as u32, a.max_recv_iov as u32)
             .map_err(|e| map(&e, 3))?;
+        let id = srq.id();
         let o = handles::insert(ia.ia.provider(), Kind::Srq, ia.ia.clone(), |_| {
             Body::Srq(SrqObj {
                 srq,
                 pz: pzo.handle,
-                max_recv_dtos: a.max_recv_dtos,
                 max_recv_iov: a.max_recv_iov,
-                low_watermark: a.low_watermark,
+                low_watermark: AtomicI32::new(a.low_watermark),
             })
         });
+        lock(&ia.ia.srqs).insert(id, o.handle);
+        if a.low_watermark > 0 {
+            // The creation attribute arms the watermark as dat_srq_set_lw would (nothing is
+            // posted yet: its one event follows at once), once events can name the handle.
+            if let Err(e) = srq_of(&o)?.srq.set_low_watermark(a.low_watermark as u32) {
+                lock(&ia.ia.srqs).remove(&id);
+                handles::remove(o.handle);
+                return Err(map(&e, 3));
+            }
+        }
         put(out, 4, o.handle as d::DAT_SRQ_HANDLE)
     })
 }
@@ -63,9 +75,11 @@ pub(super) extern "C" fn srq_create(
 pub(super) extern "C" fn srq_free(srq: d::DAT_SRQ_HANDLE) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(srq, Kind::Srq)?;
-        if Arc::strong_count(&srq_of(&o)?.srq.inner) > 1 {
+        let s = srq_of(&o)?;
+        if Arc::strong_count(&s.srq.inner) > 1 {
             return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_SRQ_IN_USE));
         }
+        lock(&o.ia.srqs).remove(&s.srq.id());
         handles::remove(o.handle);
         Ok(())
     })
@@ -113,6 +127,8 @@ pub(super) extern "C" fn srq_query(
     guard(|| {
         let o = handles::get(srq, Kind::Srq)?;
         let s = srq_of(&o)?;
+        nonnull(param, 3)?;
+        let c = s.srq.query().map_err(|e| map(&e, 1))?;
         put(
             param,
             3,
@@ -120,35 +136,47 @@ pub(super) extern "C" fn srq_query(
                 ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
                 srq_state: d::DAT_SRQ_STATE_OPERATIONAL,
                 pz_handle: s.pz as d::DAT_PZ_HANDLE,
-                max_recv_dtos: s.max_recv_dtos,
+                max_recv_dtos: c.max_recv_dtos as i32,
                 max_recv_iov: s.max_recv_iov,
-                low_watermark: s.low_watermark,
-                // Not tracked by the Rust SRQ yet (ia_query: srq_info_supported = 0).
-                available_dto_count: DAT_VALUE_UNKNOWN,
+                low_watermark: s.low_watermark.load(Ordering::SeqCst),
+                available_dto_count: c.available as i32,
+                // Receives taken by EPs and not completed are counted per EP
+                // (dat_ep_recv_query), not per SRQ (ia_query: srq_info_supported = 0).
                 outstanding_dto_count: DAT_VALUE_UNKNOWN,
             },
         )
     })
 }
 
-/// dat_srq_resize / dat_srq_set_lw: the Rust SRQ has neither yet (issue 4's src/dat work);
-/// validated, then DAT_NOT_IMPLEMENTED (ia_query: srq_watermarks_supported = 0).
+/// dat_srq_resize (DAT 2.0): the new maximum of posted receives; DAT_INVALID_STATE when more
+/// are posted now than `size` allows.
 pub(super) extern "C" fn srq_resize(srq: d::DAT_SRQ_HANDLE, size: d::DAT_COUNT) -> d::DAT_RETURN {
     guard(|| {
-        let _ = handles::get(srq, Kind::Srq)?;
-        if size <= 0 || size > MAX_DTO_PER_EP {
+        let o = handles::get(srq, Kind::Srq)?;
+        let s = srq_of(&o)?;
+        if size <= 0 {
             return Err(arg(2));
         }
-        Err(d::DAT_NOT_IMPLEMENTED)
+        if size > MAX_DTO_PER_EP {
+            // Above the IA's max_recv_per_srq.
+            return Err(err(d::DAT_INSUFFICIENT_RESOURCES, 0));
+        }
+        s.srq.resize(size as u32).map_err(|e| map(&e, 2))
     })
 }
 
+/// dat_srq_set_lw (DAT 2.0): arms the low watermark (DAT_SRQ_LW_DEFAULT, 0, disarms); one
+/// asynchronous event (SRQ handle, DAT_SRQ_LOW_WATERMARK_EVENT) per setting when fewer
+/// receives are posted.
 pub(super) extern "C" fn srq_set_lw(srq: d::DAT_SRQ_HANDLE, lw: d::DAT_COUNT) -> d::DAT_RETURN {
     guard(|| {
-        let _ = handles::get(srq, Kind::Srq)?;
+        let o = handles::get(srq, Kind::Srq)?;
+        let s = srq_of(&o)?;
         if lw < 0 {
             return Err(arg(2));
         }
-        Err(d::DAT_NOT_IMPLEMENTED)
+        s.low_watermark.store(lw, Ordering::SeqCst);
+        s.srq.set_low_watermark(lw as u32).map_err(|e| map(&e, 2))?;
+        Ok(())
     })
 }

@@ -92,6 +92,8 @@ pub(crate) struct IaState {
     pub async_evd: AtomicUsize,
     /// EP handles by QPN (events name their EP by QPN).
     pub eps: Mutex<HashMap<u32, usize>>,
+    /// SRQ handles by (shard, SRQ number) (low-watermark events name their SRQ so).
+    pub srqs: Mutex<HashMap<(usize, u32), usize>>,
     /// PSP/RSP handles by connection qualifier.
     pub sps: Mutex<HashMap<u16, usize>>,
     pub provider_attrs: NamedAttrs,
@@ -121,6 +123,7 @@ impl IaState {
             handle: AtomicUsize::new(0),
             async_evd: AtomicUsize::new(0),
             eps: Mutex::new(HashMap::new()),
+            srqs: Mutex::new(HashMap::new()),
             sps: Mutex::new(HashMap::new()),
             provider_attrs: attrs,
         }
@@ -142,6 +145,10 @@ impl IaState {
 
     pub fn ep_handle(&self, qpn: u32) -> usize {
         lock(&self.eps).get(&qpn).copied().unwrap_or(0)
+    }
+
+    pub fn srq_handle(&self, id: (usize, u32)) -> usize {
+        lock(&self.srqs).get(&id).copied().unwrap_or(0)
     }
 
     pub fn handle(&self) -> usize {

@@ -1,0 +1,499 @@
+//! The provider table called as libdat2 would, over two in-memory IAs joined by a cable
+//! (inline progress, driven by the test): the entries that map DAT 2.0 calls beyond the OFA
+//! providers' — dat_srq_resize / dat_srq_set_lw, dat_cr_handoff, dat_ep_post_send_with_invalidate,
+//! dat_ep_post_rdma_read_to_rmr, dat_rmr_create_for_ep.
+
+use super::codes::{arg, err};
+use super::state::{IaState, SockAddrIn};
+use super::table;
+use dat_sys as d;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+const IP_A: Ipv4Addr = Ipv4Addr::new(10, 35, 0, 1);
+const IP_B: Ipv4Addr = Ipv4Addr::new(10, 35, 0, 2);
+const QUAL: u64 = 45248;
+const OTHER_QUAL: u64 = 45249;
+
+fn ok(code: d::DAT_RETURN) {
+    assert_eq!(code, d::DAT_SUCCESS, "{code:#x}");
+}
+
+struct Ias {
+    p: &'static d::DAT_PROVIDER,
+    a: (d::DAT_IA_HANDLE, d::DAT_EVD_HANDLE, Arc<IaState>),
+    b: (d::DAT_IA_HANDLE, d::DAT_EVD_HANDLE, Arc<IaState>),
+}
+
+impl Ias {
+    fn drive(&self) {
+        for s in [&self.a.2, &self.b.2] {
+            if let Some(ia) = s.ia().as_ref() {
+                ia.progress();
+            }
+        }
+    }
+
+    /// The next event of `evd`, driving both IAs meanwhile (a hang guard, not a timing check).
+    fn next(&self, evd: d::DAT_EVD_HANDLE) -> d::DAT_EVENT {
+        let dequeue = self.p.evd_dequeue_func.unwrap();
+        for _ in 0..200_000 {
+            self.drive();
+            let mut ev = d::DAT_EVENT::default();
+            // SAFETY: a live EVD handle of this provider and local storage.
+            match unsafe { dequeue(evd, &mut ev) } {
+                d::DAT_SUCCESS => return ev,
+                d::DAT_QUEUE_EMPTY => {}
+                other => panic!("evd_dequeue: {other:#x}"),
+            }
+        }
+        panic!("no event arrived");
+    }
+
+    /// Nothing on `evd` after driving both IAs a while.
+    fn quiet(&self, evd: d::DAT_EVD_HANDLE) -> bool {
+        for _ in 0..50 {
+            self.drive();
+        }
+        let mut ev = d::DAT_EVENT::default();
+        // SAFETY: as in `next`.
+        unsafe { self.p.evd_dequeue_func.unwrap()(evd, &mut ev) == d::DAT_QUEUE_EMPTY }
+    }
+}
+
+impl Drop for Ias {
+    fn drop(&mut self) {
+        drop(self.a.2.take());
+        drop(self.b.2.take());
+    }
+}
+
+fn ias() -> Ias {
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(table::provider(c"dr-pair")));
+    let (io_a, io_b) = crate::engine::io::ChannelIo::pair(1024);
+    let open = |mac: u8, ip, io: crate::engine::io::ChannelIo| {
+        let ia = crate::dat::Ia::open_with(
+            crate::dat::IaConfig {
+                mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 2, mac]),
+                ip,
+                prefix_len: 24,
+                mtu: 1500,
+                shards: 1,
+                engine: crate::engine::runtime::EngineConfig {
+                    progress: crate::config::Progress::Inline,
+                    ..Default::default()
+                },
+            },
+            vec![Box::new(io)],
+        )
+        .expect("in-memory IA");
+        let (ia_h, evd_h, st) = super::ia::register(p, "dr-pair", "mem", ia, 1024);
+        (ia_h as d::DAT_IA_HANDLE, evd_h as d::DAT_EVD_HANDLE, st)
+    };
+    Ias {
+        p,
+        a: open(0xa, IP_A, io_a),
+        b: open(0xb, IP_B, io_b),
+    }
+}
+
+/// One side's objects: PZ, a DTO+bind EVD, a connection EVD, a CR EVD, an EP and a 4 KiB LMR.
+struct Side {
+    pz: d::DAT_PZ_HANDLE,
+    dto: d::DAT_EVD_HANDLE,
+    conn: d::DAT_EVD_HANDLE,
+    cr: d::DAT_EVD_HANDLE,
+    ep: d::DAT_EP_HANDLE,
+    lmr: d::DAT_LMR_HANDLE,
+    lkey: u32,
+    rkey: u32,
+    addr: u64,
+    buf: Vec<u8>,
+}
+
+const PRIVS: u32 = d::DAT_MEM_PRIV_LOCAL_WRITE_FLAG
+    | d::DAT_MEM_PRIV_REMOTE_READ_FLAG
+    | d::DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
+
+/// # Safety
+/// `ia` is a live IA handle of `p`.
+unsafe fn side(p: &d::DAT_PROVIDER, ia: d::DAT_IA_HANDLE) -> Side {
+    let null = core::ptr::null_mut();
+    let mut s = Side {
+        pz: null,
+        dto: null,
+        conn: null,
+        cr: null,
+        ep: null,
+        lmr: null,
+        lkey: 0,
+        rkey: 0,
+        addr: 0,
+        buf: vec![0u8; 4096],
+    };
+    // SAFETY: this provider's entries with a live IA handle and local out-pointers.
+    unsafe {
+        ok(p.pz_create_func.unwrap()(ia, &mut s.pz));
+        let dto = d::DAT_EVD_DTO_FLAG | d::DAT_EVD_RMR_BIND_FLAG;
+        ok(p.evd_create_func.unwrap()(ia, 64, null, dto, &mut s.dto));
+        let flag = d::DAT_EVD_CONNECTION_FLAG;
+        ok(p.evd_create_func.unwrap()(ia, 16, null, flag, &mut s.conn));
+        ok(p.evd_create_func.unwrap()(
+            ia,
+            16,
+            null,
+            d::DAT_EVD_CR_FLAG,
+            &mut s.cr,
+        ));
+        ok(p.ep_create_func.unwrap()(
+            ia,
+            s.pz,
+            s.dto,
+            s.dto,
+            s.conn,
+            core::ptr::null(),
+            &mut s.ep,
+        ));
+        let mut size = 0;
+        ok(p.lmr_create_func.unwrap()(
+            ia,
+            d::DAT_MEM_TYPE_VIRTUAL,
+            d::DAT_REGION_DESCRIPTION {
+                for_va: s.buf.as_mut_ptr() as _,
+            },
+            s.buf.len() as u64,
+            s.pz,
+            PRIVS,
+            d::DAT_VA_TYPE_VA,
+            &mut s.lmr,
+            &mut s.lkey,
+            &mut s.rkey,
+            &mut size,
+            &mut s.addr,
+        ));
+    }
+    s
+}
+
+impl Side {
+    fn triplet(&self, off: u64, len: u32) -> d::DAT_LMR_TRIPLET {
+        d::DAT_LMR_TRIPLET {
+            lmr_context: self.lkey,
+            virtual_address: self.addr + off,
+            segment_length: len,
+        }
+    }
+}
+
+fn rmr_triplet(context: u32, address: u64, len: u32) -> d::DAT_RMR_TRIPLET {
+    d::DAT_RMR_TRIPLET {
+        rmr_context: context,
+        virtual_address: address,
+        segment_length: len,
+    }
+}
+
+fn cookie(v: u64) -> d::DAT_DTO_COOKIE {
+    d::DAT_DTO_COOKIE { as_64: v }
+}
+
+/// A's EP connected to B's through B's PSP on QUAL, the request handed off to a second PSP.
+/// Returns the sides and B's two PSP handles.
+fn connected_via_handoff(t: &Ias) -> (Side, Side) {
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
+        let (mut psp, mut psp2, mut cr2) = (null, null, null);
+        let flags = d::DAT_PSP_CONSUMER_FLAG;
+        ok(p.psp_create_func.unwrap()(
+            t.b.0, QUAL, b.cr, flags, &mut psp,
+        ));
+        ok(p.evd_create_func.unwrap()(
+            t.b.0,
+            16,
+            null,
+            d::DAT_EVD_CR_FLAG,
+            &mut cr2,
+        ));
+        ok(p.psp_create_func.unwrap()(
+            t.b.0, OTHER_QUAL, cr2, flags, &mut psp2,
+        ));
+        let peer = SockAddrIn::new(IP_B);
+        let pdata = *b"handoff";
+        ok(p.ep_connect_func.unwrap()(
+            a.ep,
+            peer.as_dat(),
+            QUAL,
+            d::DAT_TIMEOUT::MAX,
+            pdata.len() as i32,
+            pdata.as_ptr() as _,
+            d::DAT_QOS_BEST_EFFORT,
+            d::DAT_CONNECT_DEFAULT_FLAG,
+        ));
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+        assert_eq!(ev.event_data.cr_arrival_event_data.conn_qual, QUAL);
+        let handoff = p.cr_handoff_func.unwrap();
+        // No PSP on that qualifier: argument 2, the CR stays valid.
+        assert_eq!(handoff(cr, OTHER_QUAL + 1), arg(2));
+        assert_eq!(handoff(cr, 1 << 20), arg(2), "not a 16-bit qualifier");
+        let mut param = d::DAT_CR_PARAM::default();
+        ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
+        ok(handoff(cr, OTHER_QUAL));
+        // The old handle is gone; nothing more on the original EVD.
+        assert_eq!(
+            p.cr_query_func.unwrap()(cr, 0, &mut param),
+            err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_CR)
+        );
+        assert!(t.quiet(b.cr));
+        let ev = t.next(cr2);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let data = ev.event_data.cr_arrival_event_data;
+        assert_eq!(data.conn_qual, OTHER_QUAL);
+        assert_eq!(data.sp_handle.psp_handle, psp2);
+        ok(p.cr_query_func.unwrap()(data.cr_handle, 0, &mut param));
+        let got = core::slice::from_raw_parts(param.private_data as *const u8, pdata.len());
+        assert_eq!(got, pdata);
+        ok(p.cr_accept_func.unwrap()(data.cr_handle, b.ep, 0, null));
+        for evd in [a.conn, b.conn] {
+            let ev = t.next(evd);
+            assert_eq!(ev.event_number, d::DAT_CONNECTION_EVENT_ESTABLISHED);
+        }
+        (a, b)
+    }
+}
+
+fn dto_of(ev: &d::DAT_EVENT) -> d::DAT_DTO_COMPLETION_EVENT_DATA {
+    assert_eq!(ev.event_number, d::DAT_DTO_COMPLETION_EVENT);
+    // SAFETY: the union variant of a DTO completion event.
+    unsafe { ev.event_data.dto_completion_event_data }
+}
+
+#[test]
+fn cr_handoff_send_with_invalidate_read_to_rmr_and_rmr_for_ep_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let (mut a, mut b) = connected_via_handoff(&t);
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage; the
+    // LMR buffers stay alive (owned by the sides) while registered.
+    unsafe {
+        // B: an RMR of scope EP over 256 bytes at 1024 of its LMR, bound through its EP.
+        let mut rmr = null;
+        ok(p.rmr_create_for_ep_func.unwrap()(b.pz, &mut rmr));
+        let mut q = d::DAT_RMR_PARAM::default();
+        ok(p.rmr_query_func.unwrap()(rmr, 0, &mut q));
+        assert_eq!(q.rmr_scope, d::DAT_RMR_SCOPE_EP);
+        let bind = p.rmr_bind_func.unwrap();
+        let rw = d::DAT_MEM_PRIV_REMOTE_READ_FLAG | d::DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
+        let mut ctx = 0;
+        let rc = d::DAT_RMR_COOKIE { as_64: 5 };
+        let window = b.triplet(1024, 256);
+        ok(bind(
+            rmr,
+            b.lmr,
+            &window,
+            rw,
+            d::DAT_VA_TYPE_VA,
+            b.ep,
+            rc,
+            0,
+            &mut ctx,
+        ));
+        assert_eq!(t.next(b.dto).event_number, d::DAT_RMR_BIND_COMPLETION_EVENT);
+        // Another EP of B's PZ may not unbind it.
+        let mut other = null;
+        ok(p.ep_create_func.unwrap()(
+            t.b.0,
+            b.pz,
+            b.dto,
+            b.dto,
+            b.conn,
+            core::ptr::null(),
+            &mut other,
+        ));
+        let mut ctx2 = 0;
+        assert_eq!(
+            bind(
+                rmr,
+                null,
+                core::ptr::null(),
+                0,
+                d::DAT_VA_TYPE_VA,
+                other,
+                rc,
+                0,
+                &mut ctx2
+            ),
+            err(d::DAT_INVALID_STATE, 0)
+        );
+
+        // A writes into the window, then sends with invalidate naming it.
+        a.buf[..4].copy_from_slice(b"inv!");
+        let mut recv = [b.triplet(0, 64)];
+        ok(p.ep_post_recv_func.unwrap()(
+            b.ep,
+            1,
+            recv.as_mut_ptr(),
+            cookie(30),
+            0,
+        ));
+        let mut send = [a.triplet(0, 4)];
+        let swi = p.ep_post_send_with_invalidate_func.unwrap();
+        ok(swi(
+            a.ep,
+            1,
+            send.as_mut_ptr(),
+            cookie(31),
+            0,
+            d::DAT_TRUE,
+            ctx,
+        ));
+        let s = dto_of(&t.next(a.dto));
+        assert_eq!((s.user_cookie.as_64, s.status), (31, d::DAT_DTO_SUCCESS));
+        let r = dto_of(&t.next(b.dto));
+        assert_eq!((r.user_cookie.as_64, r.status), (30, d::DAT_DTO_SUCCESS));
+        assert_eq!(r.transfered_length, 4);
+        assert_eq!(&b.buf[..4], b"inv!");
+        ok(p.rmr_query_func.unwrap()(rmr, 0, &mut q));
+        assert_eq!(q.rmr_context, 0, "invalidated by the peer");
+        // With invalidate FALSE it is a plain send.
+        ok(p.ep_post_recv_func.unwrap()(
+            b.ep,
+            1,
+            recv.as_mut_ptr(),
+            cookie(32),
+            0,
+        ));
+        ok(swi(
+            a.ep,
+            1,
+            send.as_mut_ptr(),
+            cookie(33),
+            0,
+            d::DAT_FALSE,
+            0xdead,
+        ));
+        assert_eq!(dto_of(&t.next(a.dto)).status, d::DAT_DTO_SUCCESS);
+        assert_eq!(dto_of(&t.next(b.dto)).user_cookie.as_64, 32);
+
+        // A reads B's LMR into an RMR of its own.
+        let mut sink = null;
+        ok(p.rmr_create_func.unwrap()(a.pz, &mut sink));
+        let mut sctx = 0;
+        let sw = d::DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
+        let range = a.triplet(2048, 512);
+        ok(bind(
+            sink,
+            a.lmr,
+            &range,
+            sw,
+            d::DAT_VA_TYPE_VA,
+            a.ep,
+            rc,
+            0,
+            &mut sctx,
+        ));
+        assert_eq!(t.next(a.dto).event_number, d::DAT_RMR_BIND_COMPLETION_EVENT);
+        let src = b.addr + 3000;
+        b.buf[3000..3012].copy_from_slice(b"from b's lmr");
+        let remote = rmr_triplet(b.rkey, src, 12);
+        let local = rmr_triplet(sctx, a.addr + 2100, 12);
+        let rtr = p.ep_post_rdma_read_to_rmr_func.unwrap();
+        assert_eq!(rtr(a.ep, core::ptr::null(), cookie(40), &remote, 0), arg(2));
+        assert_eq!(rtr(a.ep, &local, cookie(40), core::ptr::null(), 0), arg(4));
+        let outside = rmr_triplet(sctx, a.addr + 2550, 12);
+        assert_eq!(
+            rtr(a.ep, &outside, cookie(40), &remote, 0),
+            err(d::DAT_LENGTH_ERROR, 0)
+        );
+        ok(rtr(a.ep, &local, cookie(41), &remote, 0));
+        let d = dto_of(&t.next(a.dto));
+        assert_eq!(
+            (d.user_cookie.as_64, d.status, d.transfered_length),
+            (41, d::DAT_DTO_SUCCESS, 12)
+        );
+        assert_eq!(&a.buf[2100..2112], b"from b's lmr");
+        ok(p.rmr_free_func.unwrap()(sink));
+        ok(p.rmr_free_func.unwrap()(rmr));
+    }
+}
+
+#[test]
+fn srq_resize_and_set_lw_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let s = side(p, t.a.0);
+        let mut pr = d::DAT_PROVIDER_ATTR::default();
+        let mut async_evd = core::ptr::null_mut();
+        ok(p.ia_query_func.unwrap()(
+            t.a.0,
+            &mut async_evd,
+            0,
+            core::ptr::null_mut(),
+            0,
+            &mut pr,
+        ));
+        assert_eq!(async_evd, t.a.1);
+        assert_eq!(pr.srq_watermarks_supported, d::DAT_TRUE as i32);
+        let mut attr = d::DAT_SRQ_ATTR {
+            max_recv_dtos: 4,
+            max_recv_iov: 1,
+            low_watermark: 0,
+        };
+        let mut srq = core::ptr::null_mut();
+        ok(p.srq_create_func.unwrap()(t.a.0, s.pz, &mut attr, &mut srq));
+        for i in 0..3u64 {
+            let mut iov = [s.triplet(i * 64, 64)];
+            ok(p.srq_post_recv_func.unwrap()(
+                srq,
+                1,
+                iov.as_mut_ptr(),
+                cookie(i),
+            ));
+        }
+        let resize = p.srq_resize_func.unwrap();
+        assert_eq!(resize(srq, 2), err(d::DAT_INVALID_STATE, 0), "3 posted");
+        assert_eq!(resize(srq, 0), arg(2));
+        assert_eq!(resize(srq, i32::MAX), err(d::DAT_INSUFFICIENT_RESOURCES, 0));
+        ok(resize(srq, 8));
+        let mut q = d::DAT_SRQ_PARAM::default();
+        ok(p.srq_query_func.unwrap()(srq, 0, &mut q));
+        assert_eq!((q.max_recv_dtos, q.available_dto_count), (8, 3));
+        // The watermark above the posted count fires at once: one SRQ event on the async EVD.
+        let set_lw = p.srq_set_lw_func.unwrap();
+        assert_eq!(set_lw(srq, -1), arg(2));
+        assert!(t.quiet(t.a.1));
+        ok(set_lw(srq, 4));
+        let ev = t.next(t.a.1);
+        assert_eq!(ev.event_number, d::DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR);
+        let data = ev.event_data.asynch_error_event_data;
+        assert_eq!(data.dat_handle, srq as d::DAT_HANDLE);
+        assert_eq!(data.reason, d::DAT_SRQ_LOW_WATERMARK_EVENT as i32);
+        ok(p.srq_query_func.unwrap()(srq, 0, &mut q));
+        assert_eq!(q.low_watermark, 4);
+        assert!(t.quiet(t.a.1), "one event per setting");
+        // Below the posted count: no event.
+        ok(set_lw(srq, 2));
+        assert!(t.quiet(t.a.1));
+        ok(p.srq_free_func.unwrap()(srq));
+        // A low watermark given at creation is armed: nothing is posted, so it fires.
+        attr.low_watermark = 1;
+        let mut srq2 = core::ptr::null_mut();
+        ok(p.srq_create_func.unwrap()(
+            t.a.0, s.pz, &mut attr, &mut srq2,
+        ));
+        let ev = t.next(t.a.1);
+        let data = ev.event_data.asynch_error_event_data;
+        assert_eq!(data.dat_handle, srq2 as d::DAT_HANDLE);
+        assert_eq!(data.reason, d::DAT_SRQ_LOW_WATERMARK_EVENT as i32);
+        ok(p.srq_query_func.unwrap()(srq2, 0, &mut q));
+        assert_eq!((q.low_watermark, q.available_dto_count), (1, 0));
+        ok(p.srq_free_func.unwrap()(srq2));
+    }
+}
