@@ -6,7 +6,9 @@ mod dat_common;
 
 use dat_common::*;
 use dat_sys as sys;
-use dpdk_roce::dat::{CompletionFlags, DatError, Lmr, Pz, Rmr, RmrTriplet};
+use dpdk_roce::dat::{
+    CompletionFlags, ConnectionEventKind, DatError, EpState, Lmr, Pz, Rmr, RmrTriplet,
+};
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};
 
@@ -421,6 +423,11 @@ fn dat_rmr_create_for_ep_context_reaches_memory_only_over_its_eps_connection() {
     assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::RemAccessErr);
     assert_eq!(s.la.read(512, 8).unwrap(), vec![0; 8]);
     assert_eq!(s.lb.read(2048, 8).unwrap(), b"over eb!");
+    // The error broke that connection: BROKEN at A, DISCONNECTED (the DREQ) at B.
+    assert_eq!(conn(&s.a.conn, &s.b.ia), ConnectionEventKind::Broken);
+    assert_eq!(ea2.state(), EpState::Disconnected);
+    assert_eq!(conn(&s.b.conn, &s.a.ia), ConnectionEventKind::Disconnected);
+    assert_eq!(eb2.state(), EpState::Disconnected);
     // A plain (scope PZ) RMR's context works over either connection.
     let (ea3, eb3) = (ep(&s.a), ep(&s.b));
     connect(&s.a, &s.b, &ea3, &eb3);
