@@ -27,6 +27,7 @@
 
 use crate::cm::{AcceptParams, Cm, CmError, CmEvent, CmId, ConnectParams, QpControl, CM_QPN};
 use crate::mem::{MrTable, PinToken, Pz};
+use crate::net::HEADERS_LEN;
 use crate::net::{Inbound, Net, NetConfig, NetEvent, NetStats, Resolve};
 use crate::srq::{EpRecvAccount, EpRecvHandle, RecvSource, SharedSrq, SrqPort, WatermarkEvents};
 use crate::time::Instant;
@@ -43,7 +44,7 @@ use crate::wire::deth::{DethRepr, GSI_QKEY};
 use crate::wire::ethernet::EthernetAddress;
 use crate::wire::frame::pad_for;
 use crate::wire::frame::RoceFrame;
-use crate::wire::icrc::IcrcHasher;
+use crate::wire::icrc::{icrc_in_place, IcrcHasher, ICRC_LEN};
 use crate::wire::mad::MAD_LEN;
 use crate::wire::opcode::Opcode;
 use crate::wire::psn::Psn;
@@ -313,7 +314,6 @@ pub struct Host<M: Memory> {
     completions: VecDeque<WorkCompletion>,
     events: VecDeque<HostEvent>,
     stats: HostStats,
-    scratch: Vec<u8>,
 }
 
 impl<M: Memory> Host<M> {
@@ -341,7 +341,6 @@ impl<M: Memory> Host<M> {
             completions: VecDeque::new(),
             events: VecDeque::new(),
             stats: HostStats::default(),
-            scratch: Vec::new(),
         })
     }
 
@@ -1048,14 +1047,12 @@ impl<M: Memory> Host<M> {
                 }
                 continue;
             }
-            while let Some((tx, dest_qpn)) = self
-                .qps
-                .get_mut(&qpn)
-                .and_then(|e| Some((e.qp.poll_transmit(now)?, e.qp.attr().dest_qpn)))
-            {
-                if let Some(e) = self.qps.get(&qpn) {
-                    self.work.timer_changed(e);
-                }
+            while let Some(e) = self.qps.get_mut(&qpn) {
+                let dest_qpn = e.qp.attr().dest_qpn;
+                let Some(tx) = e.qp.poll_transmit(now) else {
+                    break;
+                };
+                self.work.timer_changed(e);
                 if let Some((p, min)) = pinned.as_mut() {
                     if tx.payload.len() >= *min && tx.payload.len() <= ZERO_PAYLOAD.len() {
                         if let Some(built) = self.build_pinned(now, dst, qpn, dest_qpn, &tx, out, p)
@@ -1068,17 +1065,8 @@ impl<M: Memory> Host<M> {
                         }
                     }
                 }
-                let mut payload = core::mem::take(&mut self.scratch);
-                payload.resize(tx.payload.len(), 0);
-                let built = match tx.payload.gather(&self.mem, &mut payload) {
-                    Ok(_) => self.build_frame(now, dst, qpn, dest_qpn, tx.headers, &payload, out),
-                    Err(_) => {
-                        self.stats.tx_payload_errors += 1;
-                        false
-                    }
-                };
-                self.scratch = payload;
-                if built {
+                let body = Body::Gather(&tx.payload);
+                if self.build_frame(now, dst, qpn, dest_qpn, &tx.headers, body, out) {
                     // It may have more: back to the end of the line.
                     self.work.tx_ready.push_back(qpn);
                     return Some(TxOut::Whole);
@@ -1105,17 +1093,8 @@ impl<M: Memory> Host<M> {
             .get_mut(&qpn)
             .and_then(|e| Some((e.qp.poll_transmit(now)?, e.qp.attr().dest_qpn)))
         {
-            let mut payload = core::mem::take(&mut self.scratch);
-            payload.resize(tx.payload.len(), 0);
-            let built = match tx.payload.gather(&self.mem, &mut payload) {
-                Ok(_) => self.build_frame(now, dst, qpn, dest_qpn, tx.headers, &payload, out),
-                Err(_) => {
-                    self.stats.tx_payload_errors += 1;
-                    false
-                }
-            };
-            self.scratch = payload;
-            if built {
+            let body = Body::Gather(&tx.payload);
+            if self.build_frame(now, dst, qpn, dest_qpn, &tx.headers, body, out) {
                 return true;
             }
         }
@@ -1215,10 +1194,14 @@ impl<M: Memory> Host<M> {
             qkey: GSI_QKEY,
             src_qp: CM_QPN,
         });
-        self.build_frame(now, dst, CM_QPN, CM_QPN, headers, mad, out)
+        self.build_frame(now, dst, CM_QPN, CM_QPN, &headers, Body::Bytes(mad), out)
     }
 
-    /// Builds the complete frame into `out`; false (and counted) when it cannot be built.
+    /// Builds the complete frame into `out`, in place: the payload read (or copied) into its
+    /// place, the Ethernet/IPv4/UDP headers from the destination's template, the RoCE headers,
+    /// the zero pad and the ICRC over the emitted bytes. The bytes are those of
+    /// `RoceFrame::new(frame_for(..), ..).emit(..)`. False (and counted) when it cannot be
+    /// built: payload unreadable, no peer MAC, or headers that do not emit.
     #[allow(clippy::too_many_arguments)]
     fn build_frame(
         &mut self,
@@ -1226,26 +1209,72 @@ impl<M: Memory> Host<M> {
         dst: Ipv4Addr,
         src_qpn: u32,
         dst_qpn: u32,
-        headers: RoceHeaders,
-        payload: &[u8],
+        headers: &RoceHeaders,
+        body: Body<'_>,
         out: &mut Vec<u8>,
     ) -> bool {
-        let Ok((eth, ip, udp)) = self.net.frame_for(now, dst, src_qpn, dst_qpn) else {
-            self.stats.tx_no_peer += 1;
-            return false;
+        let payload_len = match body {
+            Body::Bytes(b) => b.len(),
+            Body::Gather(p) => p.len(),
         };
-        match RoceFrame::build_into(eth, ip, udp, headers, payload, out) {
-            Ok(n) => {
-                out.truncate(n);
-                self.stats.tx_frames += 1;
-                true
-            }
-            Err(_) => {
-                self.stats.tx_build_errors += 1;
-                false
+        let pad = pad_for(payload_len);
+        let at_payload = HEADERS_LEN + headers.header_len();
+        let body_end = at_payload + payload_len + usize::from(pad);
+        let len = body_end + ICRC_LEN;
+        out.clear();
+        out.resize(len, 0);
+        let payload = &mut out[at_payload..at_payload + payload_len];
+        match body {
+            Body::Bytes(b) => payload.copy_from_slice(b),
+            Body::Gather(p) => {
+                if p.gather(&self.mem, payload).is_err() {
+                    self.stats.tx_payload_errors += 1;
+                    return false;
+                }
             }
         }
+        let roce_len = len - HEADERS_LEN;
+        match self.net.write_headers_any_len(
+            now,
+            dst,
+            src_qpn,
+            dst_qpn,
+            roce_len,
+            &mut out[..HEADERS_LEN],
+        ) {
+            Ok(_) => {}
+            Err(crate::net::NetError::TooLong { .. }) => {
+                self.stats.tx_build_errors += 1;
+                return false;
+            }
+            Err(_) => {
+                self.stats.tx_no_peer += 1;
+                return false;
+            }
+        }
+        let mut h = *headers;
+        h.bth.pad_count = pad;
+        if h.emit(&mut out[HEADERS_LEN..at_payload]).is_err() {
+            self.stats.tx_build_errors += 1;
+            return false;
+        }
+        let Ok(icrc) = icrc_in_place(&mut out[ETH_LEN..body_end]) else {
+            self.stats.tx_build_errors += 1;
+            return false;
+        };
+        out[body_end..].copy_from_slice(&icrc.to_le_bytes());
+        self.stats.tx_frames += 1;
+        true
     }
+}
+
+/// Where the payload of a frame being built comes from.
+#[derive(Clone, Copy)]
+enum Body<'a> {
+    /// These bytes (a CM MAD).
+    Bytes(&'a [u8]),
+    /// A QP packet's segments in registered memory, read through the checked accessor.
+    Gather(&'a crate::transport::transmit::Payload),
 }
 
 impl Host<crate::transport::vec_memory::VecMemory> {

@@ -12,7 +12,7 @@ use super::udp_port::udp_source_port;
 use crate::wire::ethernet::{self, EtherType, EthernetAddress, EthernetRepr};
 use crate::wire::ipv4::{self, ones_complement_sum, Ipv4Repr, IPPROTO_UDP};
 use crate::wire::udp::{self, UdpRepr};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 /// Length of the Ethernet, IPv4 and UDP headers of a RoCEv2 packet.
@@ -159,7 +159,8 @@ pub struct Encap {
     default_tc: TrafficClass,
     per_dest: BTreeMap<Ipv4Addr, TrafficClass>,
     per_qp: BTreeMap<u32, TrafficClass>,
-    templates: HashMap<Ipv4Addr, HeaderTemplate>,
+    /// Ordered map: cheaper per packet than a SipHash lookup for the few peers of a port.
+    templates: BTreeMap<Ipv4Addr, HeaderTemplate>,
     ident: u16,
 }
 
@@ -177,7 +178,7 @@ impl Encap {
             },
             per_dest: BTreeMap::new(),
             per_qp: BTreeMap::new(),
-            templates: HashMap::new(),
+            templates: BTreeMap::new(),
             ident: 0,
         }
     }
@@ -281,6 +282,22 @@ impl Encap {
         if ip_len > usize::from(self.mtu) {
             return Err(NetError::TooLong { len: roce_len });
         }
+        self.write_headers_any_len(dst_ip, dst_mac, src_qpn, dst_qpn, roce_len, buf)
+    }
+
+    /// [`write_headers`](Self::write_headers) without the MTU check: only the 16-bit IPv4
+    /// total length bounds the packet (`NetError::TooLong` beyond it), as for a frame built
+    /// from [`frame_for`](Self::frame_for)'s reprs, whose bytes these are (same identification
+    /// sequence). The transmit path's QPs bound their packets by the path MTU themselves.
+    pub fn write_headers_any_len(
+        &mut self,
+        dst_ip: Ipv4Addr,
+        dst_mac: EthernetAddress,
+        src_qpn: u32,
+        dst_qpn: u32,
+        roce_len: usize,
+        buf: &mut [u8],
+    ) -> Result<usize, NetError> {
         let tc = self.traffic_class(dst_ip, src_qpn);
         let ident = self.next_ident();
         let port = udp_source_port(src_qpn, dst_qpn);

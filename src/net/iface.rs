@@ -280,6 +280,23 @@ impl Net {
             .write_headers(dst_ip, mac, src_qpn, dst_qpn, roce_len, buf)
     }
 
+    /// [`write_headers`](Self::write_headers) without the MTU check, for the host's transmit
+    /// path: the same bytes as [`frame_for`](Self::frame_for)'s reprs emitted, from the
+    /// destination's template (see [`Encap::write_headers_any_len`]).
+    pub fn write_headers_any_len(
+        &mut self,
+        now: Instant,
+        dst_ip: Ipv4Addr,
+        src_qpn: u32,
+        dst_qpn: u32,
+        roce_len: usize,
+        buf: &mut [u8],
+    ) -> Result<usize, NetError> {
+        let mac = self.resolved(now, dst_ip)?;
+        self.encap
+            .write_headers_any_len(dst_ip, mac, src_qpn, dst_qpn, roce_len, buf)
+    }
+
     /// Sets the traffic class of packets to `ip`; see [`Encap::set_dest_traffic_class`].
     pub fn set_dest_traffic_class(&mut self, ip: Ipv4Addr, tc: TrafficClass) {
         self.encap.set_dest_traffic_class(ip, tc);

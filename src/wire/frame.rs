@@ -242,7 +242,8 @@ impl<'a> RoceFrame<'a> {
         if ip_p.protocol() != IPPROTO_UDP {
             return Err(FrameError::NotUdp(ip_p.protocol()));
         }
-        let ipv4 = Ipv4Repr::parse(&ip_p)?;
+        // Version, IHL, lengths, checksum and fragmentation were checked just above.
+        let ipv4 = Ipv4Repr::fields_of(&ip_p);
 
         // UDP.
         let l4 = &ip_bytes[hl..];

@@ -88,6 +88,41 @@ impl IcrcHasher {
     }
 }
 
+/// ICRC of a packet being built in `ip_to_pad` (the IPv4 header through the pad, as
+/// [`icrc_parts`] takes it), hashed in place with one call: the variant fields are set to all
+/// ones, hashed, and put back as they were. Same result as `icrc_parts(ip_to_pad, &[])`, without
+/// its stack copy.
+pub fn icrc_in_place(ip_to_pad: &mut [u8]) -> Result<u32> {
+    check_len("IPv4 header", ip_to_pad, ipv4::HEADER_LEN)?;
+    let ihl = usize::from(ip_to_pad[0] & 0x0f) * 4;
+    if ihl < ipv4::HEADER_LEN {
+        return Err(WireError::BadValue("IPv4 header length"));
+    }
+    check_len(
+        "IPv4/UDP/BTH headers",
+        ip_to_pad,
+        ihl + udp::HEADER_LEN + BTH_LEN,
+    )?;
+    let u = ihl + udp::field::CHECKSUM;
+    let b = ihl + udp::HEADER_LEN + super::bth::field::FECN_BECN;
+    let spots = [
+        ipv4::field::TOS,
+        ipv4::field::TTL,
+        ipv4::field::CHECKSUM,
+        ipv4::field::CHECKSUM + 1,
+        u,
+        u + 1,
+        b,
+    ];
+    let saved = spots.map(|i| core::mem::replace(&mut ip_to_pad[i], 0xff));
+    let mut crc = crc32fast::Hasher::new_with_initial_len(CRC_OF_EIGHT_FF, 8);
+    crc.update(ip_to_pad);
+    for (i, v) in spots.into_iter().zip(saved) {
+        ip_to_pad[i] = v;
+    }
+    Ok(crc.finalize())
+}
+
 /// ICRC over `ip_udp_bth_and_ext` (IPv4 header through the extension headers, or further) and
 /// then each of `payload_parts` in order (payload segments and pad).
 pub fn icrc_parts(ip_udp_bth_and_ext: &[u8], payload_parts: &[&[u8]]) -> Result<u32> {
@@ -179,6 +214,27 @@ mod tests {
             let (a, b) = ip.split_at(40);
             assert_eq!(icrc_parts(a, &[b]).unwrap(), want, "rest {rest_len} split");
         }
+    }
+
+    /// The in-place hash equals the copying one and leaves the bytes as they were.
+    #[test]
+    fn in_place_agrees_and_restores() {
+        let mut ip = FRAME16[14..58].to_vec();
+        for rest_len in [0, 3, INLINE_REST + 9] {
+            ip.truncate(44);
+            ip.extend((0..rest_len).map(|i| (i * 5) as u8));
+            let before = ip.clone();
+            assert_eq!(
+                icrc_in_place(&mut ip),
+                icrc_parts(&before, &[]),
+                "{rest_len}"
+            );
+            assert_eq!(ip, before);
+        }
+        assert_eq!(icrc_in_place(&mut ip[..39]).ok(), None);
+        let mut ihl4 = FRAME16[14..58].to_vec();
+        ihl4[0] = 0x44;
+        assert_eq!(icrc_in_place(&mut ihl4).ok(), None);
     }
 
     #[test]

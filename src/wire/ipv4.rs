@@ -225,7 +225,13 @@ impl Ipv4Repr {
         if packet.more_frags() || packet.frag_offset() != 0 {
             return Err(WireError::BadValue("IPv4 fragment"));
         }
-        Ok(Ipv4Repr {
+        Ok(Self::fields_of(packet))
+    }
+
+    /// The fields of a packet the caller has already validated as [`parse`](Self::parse)
+    /// does (`RoceFrame::parse` checks each in turn to name the failure): no check here.
+    pub(crate) fn fields_of<T: AsRef<[u8]>>(packet: &Packet<T>) -> Self {
+        Ipv4Repr {
             src_addr: packet.src_addr(),
             dst_addr: packet.dst_addr(),
             protocol: packet.protocol(),
@@ -234,7 +240,7 @@ impl Ipv4Repr {
             ident: packet.ident(),
             dont_frag: packet.dont_frag(),
             ttl: packet.ttl(),
-        })
+        }
     }
 
     /// Header length emitted (no options).
