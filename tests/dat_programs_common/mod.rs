@@ -171,9 +171,7 @@ impl Setup {
     pub fn end(&self, side: char) -> String {
         self.ends.end(side)
     }
-}
 
-impl Setup {
     /// net_tap: neither process left its tap behind (net_tap removes a tap when its process
     /// exits, also a process that ran alone and never had its tap joined).
     pub fn assert_no_tap_left(&self) {
