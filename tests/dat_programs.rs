@@ -193,3 +193,20 @@ fn tap_attach_fails_loudly_when_the_taps_never_appear() {
     let err = mirred.wait().expect_err("attach without taps");
     assert!(err.contains(&a) && err.contains("did not appear"), "{err}");
 }
+
+/// The runner polls the guard while a client starts: `try_wait` reports nothing while
+/// `attach` still waits for the taps, then its failure.
+#[test]
+fn tap_attach_is_polled_until_it_gives_up() {
+    let a = format!("dtpa{}a", std::process::id() % 100_000);
+    let b = format!("dtpa{}b", std::process::id() % 100_000);
+    let mut mirred = TapMirred::start_waiting(&a, &b, 5);
+    assert!(mirred.try_wait().is_none(), "attach gave up at once");
+    let err = loop {
+        if let Some(attached) = mirred.try_wait() {
+            break attached.expect_err("attach without taps");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(err.contains(&a) && err.contains("did not appear"), "{err}");
+}

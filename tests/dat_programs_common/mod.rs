@@ -171,6 +171,28 @@ impl Setup {
     pub fn end(&self, side: char) -> String {
         self.ends.end(side)
     }
+
+    /// net_tap: neither process left its tap behind (net_tap removes a tap when its process
+    /// exits, also a process that ran alone and never had its tap joined).
+    pub fn assert_no_tap_left(&self) {
+        assert_eq!(
+            self.link,
+            Link::Tap,
+            "only net_tap's processes create their interfaces"
+        );
+        for side in ['a', 'b'] {
+            let tap = self.end(side);
+            let shown = Command::new("ip")
+                .args(["link", "show", &tap])
+                .output()
+                .expect("run ip link show");
+            assert!(
+                !shown.status.success(),
+                "tap {tap} left behind:\n{}",
+                output_text(&shown)
+            );
+        }
+    }
 }
 
 impl Drop for Setup {
@@ -228,10 +250,21 @@ impl TapMirred {
     /// Waits for `attach`: Ok once both taps are joined, Err with its output when the taps
     /// never appeared (or tc failed).
     pub fn wait(&mut self) -> Result<(), String> {
-        let out = self
-            .attach
-            .take()
-            .expect("attach waited once")
+        let attach = self.attach.take().expect("attach waited once");
+        Self::result(attach)
+    }
+
+    /// [`TapMirred::wait`] if `attach` already ended, else None (it keeps waiting).
+    pub fn try_wait(&mut self) -> Option<Result<(), String>> {
+        let attach = self.attach.as_mut().expect("attach waited once");
+        match attach.try_wait().expect("poll tap-mirred.sh attach") {
+            None => None,
+            Some(_) => Some(Self::result(self.attach.take().expect("attach present"))),
+        }
+    }
+
+    fn result(attach: Child) -> Result<(), String> {
+        let out = attach
             .wait_with_output()
             .expect("wait for tap-mirred.sh attach");
         let text = output_text(&out);
@@ -467,6 +500,18 @@ impl Running {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// Whether the program exits by itself within `limit` (it keeps running otherwise).
+    pub fn exits_within(&mut self, limit: Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        while self.is_running() {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        true
+    }
+
     /// Waits for the program to exit, killing it after `limit` (a watchdog: no test hangs the
     /// suite); returns its output with the exit status ([`output_text`]).
     pub fn finish(mut self, limit: Duration) -> String {
@@ -496,7 +541,60 @@ impl Running {
     }
 }
 
-/// Runs one program on side `side` to its end (at most `limit`), again with fresh processes
+/// Runs one program on side `side` to its end (at most `limit`) and returns its output.
+///
+/// Over net_tap a process on side b is the client of a long-lived side-a server
+/// ([`Running::start`]): its first IA open creates a new tap b, which exists until it exits,
+/// so the two taps are joined anew for each client ([`TapMirred`] attached while it starts)
+/// and unjoined when it ended, also when this panics. A process on side a runs alone: its tap
+/// needs no join (it vanishes with the process). A client that ends before its tap could be
+/// joined (a functional suite that never talks to the server) returns its output, which the
+/// test judges; one still running with its taps never joined fails loudly.
+pub fn run_one(
+    s: &Setup,
+    side: char,
+    program: &str,
+    args: &[&str],
+    progress: Progress,
+    limit: Duration,
+) -> String {
+    if s.link() != Link::Tap || side != 'b' {
+        return Running::start(s, side, program, args, progress).finish(limit);
+    }
+    // Declared first, dropped last: `down` runs once the client is gone (Running's drop
+    // kills one still running when this panics).
+    let mut mirred = TapMirred::start(&s.end('a'), &s.end('b'));
+    let mut client = Running::start(s, side, program, args, progress);
+    // Until `attach` ended or the client exited, whichever comes first.
+    let attached = loop {
+        if let Some(attached) = mirred.try_wait() {
+            break attached;
+        }
+        if !client.is_running() {
+            return client.finish(Duration::ZERO);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if let Err(attach) = attached {
+        // A tap that vanished under `attach` belongs to a client that is exiting.
+        if client.exits_within(CLIENT_EXIT_GRACE) {
+            return client.finish(Duration::ZERO);
+        }
+        let out = client.finish(Duration::ZERO);
+        panic!(
+            "the taps {} / {} were never joined for {program}, which kept running:\n{attach}\n\
+             == {program} ==\n{out}",
+            s.end('a'),
+            s.end('b')
+        );
+    }
+    client.finish(limit)
+}
+
+/// How long [`run_one`] waits for a client whose taps could not be joined to exit by itself.
+const CLIENT_EXIT_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs one program on side `side` to its end ([`run_one`]), again with fresh processes
 /// when net_af_packet's PACKET_FANOUT id collided (see [`run_pair`]).
 pub fn run_one_retrying(
     s: &Setup,
@@ -510,7 +608,7 @@ pub fn run_one_retrying(
         for _ in 0..attempt {
             let _ = Command::new("true").status();
         }
-        let out = Running::start(s, side, program, args, progress).finish(limit);
+        let out = run_one(s, side, program, args, progress, limit);
         if !out.contains(FANOUT_COLLISION) {
             return out;
         }
