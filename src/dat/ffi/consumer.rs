@@ -661,27 +661,26 @@ pub fn ep_post_recv(
 
 /// dat_ep_post_rdma_write of `iov` to `remote`.
 pub fn ep_post_rdma_write(ep: Handle, iov: &[Segment], cookie: u64, remote: Remote) -> u32 {
-    let mut t = triplets(Some(iov));
-    let r = d::DAT_RMR_TRIPLET {
-        virtual_address: remote.addr,
-        segment_length: remote.len,
-        rmr_context: remote.rmr_context,
-    };
-    // SAFETY: see the module doc on handles; `t` holds `iov.len()` triplets, `r` is valid.
-    unsafe {
-        d::dat_ep_post_rdma_write(
-            ep.raw(),
-            t.len() as i32,
-            t.as_mut_ptr(),
-            d::DAT_DTO_COOKIE { as_64: cookie },
-            &r,
-            d::DAT_COMPLETION_DEFAULT_FLAG as _,
-        )
-    }
+    post_rdma(d::dat_ep_post_rdma_write, ep, iov, cookie, remote)
 }
 
 /// dat_ep_post_rdma_read of `remote` into `iov`.
 pub fn ep_post_rdma_read(ep: Handle, iov: &[Segment], cookie: u64, remote: Remote) -> u32 {
+    post_rdma(d::dat_ep_post_rdma_read, ep, iov, cookie, remote)
+}
+
+/// The C signature shared by dat_ep_post_rdma_write and dat_ep_post_rdma_read.
+type PostRdma = unsafe extern "C" fn(
+    d::DAT_EP_HANDLE,
+    d::DAT_COUNT,
+    *mut d::DAT_LMR_TRIPLET,
+    d::DAT_DTO_COOKIE,
+    *const d::DAT_RMR_TRIPLET,
+    d::DAT_COMPLETION_FLAGS,
+) -> d::DAT_RETURN;
+
+/// One RDMA post (`post` is dat_ep_post_rdma_write or _read) of `iov` against `remote`.
+fn post_rdma(post: PostRdma, ep: Handle, iov: &[Segment], cookie: u64, remote: Remote) -> u32 {
     let mut t = triplets(Some(iov));
     let r = d::DAT_RMR_TRIPLET {
         virtual_address: remote.addr,
@@ -690,7 +689,7 @@ pub fn ep_post_rdma_read(ep: Handle, iov: &[Segment], cookie: u64, remote: Remot
     };
     // SAFETY: see the module doc on handles; `t` holds `iov.len()` triplets, `r` is valid.
     unsafe {
-        d::dat_ep_post_rdma_read(
+        post(
             ep.raw(),
             t.len() as i32,
             t.as_mut_ptr(),
