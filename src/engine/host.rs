@@ -1252,12 +1252,12 @@ impl<M: Memory> Host<M> {
                 return false;
             }
         }
-        let mut h = *headers;
-        h.bth.pad_count = pad;
-        if h.emit(&mut out[HEADERS_LEN..at_payload]).is_err() {
+        // Emitted as the QP made them, then the pad count set in the BTH (no header copy).
+        if headers.emit(&mut out[HEADERS_LEN..at_payload]).is_err() {
             self.stats.tx_build_errors += 1;
             return false;
         }
+        crate::wire::bth::Packet::new_unchecked(&mut out[HEADERS_LEN..]).set_pad_count(pad);
         let Ok(icrc) = icrc_in_place(&mut out[ETH_LEN..body_end]) else {
             self.stats.tx_build_errors += 1;
             return false;

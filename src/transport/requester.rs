@@ -187,7 +187,7 @@ impl ReqState {
 
 /// The payload of bytes `off..off+len` of a message, as segments of its SGL.
 pub(super) fn sgl_payload(sgl: &[Sge], pd: u32, mut off: u64, len: u64) -> Payload {
-    let mut p = Payload::EMPTY;
+    let mut p = Payload::new();
     let mut left = len;
     for s in sgl {
         if left == 0 {
@@ -260,7 +260,7 @@ impl Qp {
         }
         let pd = self.config.pd;
         let mut h;
-        let mut payload = Payload::EMPTY;
+        let mut payload = Payload::new();
         let span; // PSNs this packet covers
         let whole_wqe; // the cursor moves to the next WQE after this packet
         match w.op {

@@ -723,7 +723,7 @@ impl Qp {
                 h.aeth = ack(unlimited, msn);
                 Transmit {
                     headers: h,
-                    payload: Payload::EMPTY,
+                    payload: Payload::new(),
                 }
             }
             Response::Nak { psn, syndrome, msn } => {
@@ -732,7 +732,7 @@ impl Qp {
                 h.aeth = ack(syndrome, msn);
                 Transmit {
                     headers: h,
-                    payload: Payload::EMPTY,
+                    payload: Payload::new(),
                 }
             }
             Response::Atomic { psn, orig, msn } => {
@@ -742,7 +742,7 @@ impl Qp {
                 h.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: orig });
                 Transmit {
                     headers: h,
-                    payload: Payload::EMPTY,
+                    payload: Payload::new(),
                 }
             }
             Response::Read {
@@ -769,7 +769,7 @@ impl Qp {
                 if op != Opcode::RC_READ_RESPONSE_MIDDLE {
                     h.aeth = ack(unlimited, self.resp.msn);
                 }
-                let mut payload = Payload::EMPTY;
+                let mut payload = Payload::new();
                 payload.push(MemRef {
                     kind: KeyKind::Remote,
                     pd: self.config.pd,

@@ -3,50 +3,38 @@
 //! puts the payload on the wire; no byte is copied inside the transport.
 
 use super::memory::{Access, KeyKind, MemError, MemRef, Memory};
-use super::types::MAX_SGE;
+use super::types::{INLINE_SGE, MAX_SGE};
 use crate::wire::roce::RoceHeaders;
 
 /// Most memory segments one packet's payload can span.
 pub const MAX_TX_SEGS: usize = MAX_SGE;
 
-/// A packet's payload as a list of registered-memory segments, in order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A packet's payload as a list of registered-memory segments, in order: up to
+/// [`INLINE_SGE`] inline (the packet moves from the QP to the frame builder as a small value;
+/// longer lists, up to [`MAX_TX_SEGS`], spill to the heap like the WR's [`SgList`]).
+///
+/// [`SgList`]: super::types::SgList
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Payload {
-    segs: [MemRef; MAX_TX_SEGS],
-    n: u8,
+    segs: smallvec::SmallVec<[MemRef; INLINE_SGE]>,
     len: u32,
-}
-
-impl Default for Payload {
-    fn default() -> Self {
-        Self::EMPTY
-    }
 }
 
 impl Payload {
     /// No payload.
-    pub const EMPTY: Payload = Payload {
-        segs: [MemRef {
-            kind: KeyKind::Local,
-            pd: 0,
-            key: 0,
-            addr: 0,
-            len: 0,
-        }; MAX_TX_SEGS],
-        n: 0,
-        len: 0,
-    };
+    pub fn new() -> Self {
+        Self::default()
+    }
 
     /// Appends a segment; zero-length segments are skipped. Returns false when full.
     pub fn push(&mut self, seg: MemRef) -> bool {
         if seg.len == 0 {
             return true;
         }
-        if self.n as usize == MAX_TX_SEGS {
+        if self.segs.len() == MAX_TX_SEGS {
             return false;
         }
-        self.segs[self.n as usize] = seg;
-        self.n += 1;
+        self.segs.push(seg);
         self.len += seg.len;
         true
     }
@@ -63,7 +51,7 @@ impl Payload {
 
     /// The segments in order.
     pub fn segments(&self) -> &[MemRef] {
-        &self.segs[..self.n as usize]
+        &self.segs
     }
 
     /// Copies the payload into `out[..self.len()]` through the checked memory accessor.
@@ -86,7 +74,7 @@ impl Payload {
 }
 
 /// One packet to send: headers (the opcode table decides which are present) and payload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transmit {
     pub headers: RoceHeaders,
     pub payload: Payload,

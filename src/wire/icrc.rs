@@ -22,6 +22,15 @@ const INLINE_REST: usize = 160;
 /// Annex A17.3.3): `crc32fast::hash(&[0xff; 8])`.
 const CRC_OF_EIGHT_FF: u32 = 0x2144_df1c;
 
+/// A CRC-32 hasher that has consumed the 8 bytes of 0xFF. crc32fast detects the CPU's
+/// features in every constructor; this detects them once and clones the state.
+fn seeded_crc() -> crc32fast::Hasher {
+    static SEEDED: std::sync::OnceLock<crc32fast::Hasher> = std::sync::OnceLock::new();
+    SEEDED
+        .get_or_init(|| crc32fast::Hasher::new_with_initial_len(CRC_OF_EIGHT_FF, 8))
+        .clone()
+}
+
 /// Incremental ICRC: feed the IPv4/UDP/BTH headers once with [`IcrcHasher::update_headers`],
 /// then any number of further slices (extension headers, payload segments, pad).
 #[derive(Clone, Debug)]
@@ -38,9 +47,7 @@ impl Default for IcrcHasher {
 impl IcrcHasher {
     /// A hasher that has consumed the 8 bytes of 0xFF.
     pub fn new() -> Self {
-        IcrcHasher {
-            crc: crc32fast::Hasher::new_with_initial_len(CRC_OF_EIGHT_FF, 8),
-        }
+        IcrcHasher { crc: seeded_crc() }
     }
 
     /// Feeds `bytes`, which must start with the IPv4 header (IHL taken from byte 0), the UDP
@@ -115,7 +122,7 @@ pub fn icrc_in_place(ip_to_pad: &mut [u8]) -> Result<u32> {
         b,
     ];
     let saved = spots.map(|i| core::mem::replace(&mut ip_to_pad[i], 0xff));
-    let mut crc = crc32fast::Hasher::new_with_initial_len(CRC_OF_EIGHT_FF, 8);
+    let mut crc = seeded_crc();
     crc.update(ip_to_pad);
     for (i, v) in spots.into_iter().zip(saved) {
         ip_to_pad[i] = v;
