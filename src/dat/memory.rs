@@ -28,4 +28,7 @@ impl Memory for SharedMemory {
     fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
         self.0.rkey_usable_on(rkey, qpn)
     }
+    fn remote_write_on(&mut self, r: &MemRef, qpn: u32, data: &[u8]) -> Result<(), MemError> {
+        self.0.remote_write_on(r, qpn, data)
+    }
 }

@@ -807,6 +807,23 @@ impl MrTable {
         Ok(())
     }
 
+    /// Checked remote write of `data` (`data.len()` = `r.len`) arriving on QP `qpn`: the
+    /// checks of [`rkey_usable_on`](Self::rkey_usable_on) (a window bound to another QP is
+    /// `AccessDenied`) and of [`write`](Self::write) with `REMOTE_WRITE`, under one count.
+    pub fn remote_write_on(&self, r: &MemRef, qpn: u32, data: &[u8]) -> Result<(), MemError> {
+        if data.len() != r.len as usize {
+            return Err(MemError::OutOfBounds);
+        }
+        let (held, m, off) = self.locate(r, Access::REMOTE_WRITE)?;
+        // As in `rkey_usable_on`: published before LIVE, read under the count just taken.
+        let qp = self.slots[held.idx].qp.load(Ordering::Relaxed);
+        if r.kind == KeyKind::Remote && qp != 0 && qp != qpn {
+            return Err(MemError::AccessDenied);
+        }
+        copy_in(&m, off, data);
+        Ok(())
+    }
+
     /// Checked atomic on the 8 bytes at `r.addr` (IBTA vol. 1 §9.4.5): `r.len` must be 8, the
     /// region must grant REMOTE_ATOMIC and the address must be 8-byte aligned. Atomics are
     /// atomic with respect to each other on every core (a hardware `lock cmpxchg`/`xadd`).
@@ -1048,6 +1065,9 @@ impl Memory for MrTable {
     fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
         MrTable::rkey_usable_on(self, rkey, qpn)
     }
+    fn remote_write_on(&mut self, r: &MemRef, qpn: u32, data: &[u8]) -> Result<(), MemError> {
+        MrTable::remote_write_on(self, r, qpn, data)
+    }
 }
 
 /// The poll core's view: `let mut mem = &*table; qp.handle_packet(now, pkt, &mut mem, srq)`.
@@ -1070,6 +1090,9 @@ impl Memory for &MrTable {
     fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
         MrTable::rkey_usable_on(self, rkey, qpn)
     }
+    fn remote_write_on(&mut self, r: &MemRef, qpn: u32, data: &[u8]) -> Result<(), MemError> {
+        MrTable::remote_write_on(self, r, qpn, data)
+    }
 }
 
 /// A port's memory shared with consumer threads: the engine's `Host<Arc<MrTable>>`.
@@ -1091,6 +1114,9 @@ impl Memory for Arc<MrTable> {
     }
     fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
         MrTable::rkey_usable_on(self, rkey, qpn)
+    }
+    fn remote_write_on(&mut self, r: &MemRef, qpn: u32, data: &[u8]) -> Result<(), MemError> {
+        MrTable::remote_write_on(self, r, qpn, data)
     }
     fn pin_table(&self) -> Option<&Arc<MrTable>> {
         Some(self)

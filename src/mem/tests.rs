@@ -511,3 +511,84 @@ fn a_window_bound_on_a_qp_serves_only_that_qp() {
     t.deregister(any.lkey).unwrap();
     t.deregister(r.lkey).unwrap();
 }
+
+#[test]
+fn a_remote_write_on_a_qp_checks_what_rkey_usable_on_and_write_check() {
+    let t = MrTable::new(8);
+    let pz = t.create_pz();
+    let r = t
+        .register_alloc(
+            pz,
+            64,
+            8,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        )
+        .unwrap();
+    let on_qp = t
+        .bind_window_on_qp(r.lkey, pz.id(), r.addr, 32, Access::REMOTE_WRITE, 0x42)
+        .unwrap();
+    let read_only = t
+        .bind_window(r.lkey, pz.id(), r.addr, 32, Access::REMOTE_READ)
+        .unwrap();
+    let at = |key: u32, addr: u64, len: u32| MemRef {
+        kind: KeyKind::Remote,
+        pd: pz.id(),
+        key,
+        addr,
+        len,
+    };
+    let mut m: &MrTable = &t;
+    let mem: &mut dyn crate::transport::memory::Memory = &mut m;
+    // The bound QP writes; another QP is refused and writes nothing.
+    mem.remote_write_on(&at(on_qp.rkey, r.addr, 4), 0x42, &[1, 2, 3, 4])
+        .unwrap();
+    assert_eq!(
+        mem.remote_write_on(&at(on_qp.rkey, r.addr + 4, 4), 0x43, &[9; 4]),
+        Err(MemError::AccessDenied)
+    );
+    // A region serves every QP; bounds, rights, PZ, length and dead keys are still checked.
+    mem.remote_write_on(&at(r.rkey, r.addr + 60, 4), 0x43, &[5, 6, 7, 8])
+        .unwrap();
+    assert_eq!(
+        mem.remote_write_on(&at(r.rkey, r.addr + 61, 4), 0x43, &[0; 4]),
+        Err(MemError::OutOfBounds)
+    );
+    assert_eq!(
+        mem.remote_write_on(&at(on_qp.rkey, r.addr + 30, 4), 0x42, &[0; 4]),
+        Err(MemError::OutOfBounds)
+    );
+    assert_eq!(
+        mem.remote_write_on(&at(read_only.rkey, r.addr, 4), 0x42, &[0; 4]),
+        Err(MemError::AccessDenied)
+    );
+    assert_eq!(
+        mem.remote_write_on(&at(r.rkey, r.addr, 3), 0x42, &[0; 4]),
+        Err(MemError::OutOfBounds)
+    );
+    let mut other_pz = at(r.rkey, r.addr, 4);
+    other_pz.pd = pz.id() + 1;
+    assert_eq!(
+        mem.remote_write_on(&other_pz, 0x42, &[0; 4]),
+        Err(MemError::PdMismatch)
+    );
+    assert_eq!(
+        mem.remote_write_on(&at(r.lkey, r.addr, 4), 0x42, &[0; 4]),
+        Err(MemError::InvalidKey)
+    );
+    t.deregister(on_qp.lkey).unwrap();
+    assert_eq!(
+        mem.remote_write_on(&at(on_qp.rkey, r.addr, 4), 0x42, &[0; 4]),
+        Err(MemError::InvalidKey)
+    );
+    let mut got = [0u8; 64];
+    t.read_local(r.lkey, r.addr, &mut got).unwrap();
+    assert_eq!(&got[..4], &[1, 2, 3, 4]);
+    assert_eq!(
+        &got[4..8],
+        &[0; 4],
+        "the refused write left memory as it was"
+    );
+    assert_eq!(&got[60..], &[5, 6, 7, 8]);
+    t.deregister(read_only.lkey).unwrap();
+    t.deregister(r.lkey).unwrap();
+}

@@ -81,6 +81,15 @@ pub trait Memory {
     fn rkey_usable_on(&self, _rkey: u32, _qpn: u32) -> bool {
         true
     }
+    /// A remote write arriving on QP `qpn`: [`rkey_usable_on`](Self::rkey_usable_on) and then
+    /// [`write`](Self::write) with `REMOTE_WRITE` (an unusable R_Key is `AccessDenied`).
+    /// Implementations may do both under one lookup of the region.
+    fn remote_write_on(&mut self, r: &MemRef, qpn: u32, data: &[u8]) -> Result<(), MemError> {
+        if !self.rkey_usable_on(r.key, qpn) {
+            return Err(MemError::AccessDenied);
+        }
+        self.write(r, Access::REMOTE_WRITE, data)
+    }
     /// The shared region table behind this memory when its ranges can be pinned and handed to
     /// a NIC as external buffers (zero-copy transmit); `None` (the default) means payloads are
     /// copied out with [`read`](Self::read).

@@ -34,7 +34,7 @@ use crate::wire::aeth::{AethRepr, NakCode, Syndrome, CREDITS_UNLIMITED};
 use crate::wire::atomic_ack_eth::AtomicAckEthRepr;
 use crate::wire::opcode::{OpFlags, Opcode};
 use crate::wire::psn::Psn;
-use crate::wire::roce::RocePacket;
+use crate::wire::roce::{RoceHeaders, RocePacket};
 
 /// Most responses (ACK/NAK, READ response streams, atomic ACKs) queued at once; beyond it new
 /// READ/atomic requests are dropped unexecuted and the requester retries.
@@ -445,9 +445,13 @@ impl Qp {
                         addr: reth.va,
                         len,
                     };
+                    // A WRITE Only without immediate is written below over exactly this
+                    // range with the same checks (`remote_write_on`, nothing else happens in
+                    // between): checking here too would only look the region up twice more.
                     if !self.remote_ok(Access::REMOTE_WRITE)
-                        || !mem.rkey_usable_on(reth.rkey, self.config.qpn)
-                        || mem.check(&r, Access::REMOTE_WRITE).is_err()
+                        || (!checked_by_write(f, h)
+                            && (!mem.rkey_usable_on(reth.rkey, self.config.qpn)
+                                || mem.check(&r, Access::REMOTE_WRITE).is_err()))
                     {
                         self.fatal(NakCode::RemoteAccessError, None);
                         return;
@@ -492,7 +496,12 @@ impl Qp {
                 addr: va.wrapping_add(u64::from(off)),
                 len: plen as u32,
             };
-            if mem.write(&r, Access::REMOTE_WRITE, pkt.payload).is_err() {
+            let written = if checked_by_write(f, h) {
+                mem.remote_write_on(&r, self.config.qpn, pkt.payload)
+            } else {
+                mem.write(&r, Access::REMOTE_WRITE, pkt.payload)
+            };
+            if written.is_err() {
                 if let Some(w) = recv {
                     self.recv_completion(
                         &w,
@@ -790,4 +799,11 @@ impl Qp {
         };
         Some(t)
     }
+}
+
+/// Whether a WRITE request's checks are all left to its single `Memory::remote_write_on`: a
+/// WRITE Only without immediate, whose one payload covers the whole RETH range and which
+/// consumes no receive WQE.
+fn checked_by_write(f: OpFlags, h: &RoceHeaders) -> bool {
+    f.contains(OpFlags::ONLY) && h.imm_dt.is_none()
 }
