@@ -823,6 +823,20 @@ pub(super) extern "C" fn ep_post_rdma_read(
     remote: *const d::DAT_RMR_TRIPLET,
     flags: d::DAT_COMPLETION_FLAGS,
 ) -> d::DAT_RETURN {
+    post_rdma(ep, n, iov, cookie, remote, flags, Ep::post_rdma_read)
+}
+
+/// What dat_ep_post_rdma_read and dat_ep_post_rdma_write share: the handle, IOV (argument 2),
+/// remote triplet (5) and flag (6) checks, then `op` through [`post_request`].
+fn post_rdma(
+    ep: d::DAT_EP_HANDLE,
+    n: d::DAT_COUNT,
+    iov: *mut d::DAT_LMR_TRIPLET,
+    cookie: d::DAT_DTO_COOKIE,
+    remote: *const d::DAT_RMR_TRIPLET,
+    flags: d::DAT_COMPLETION_FLAGS,
+    op: impl FnOnce(&Ep, &[LmrTriplet], &RmrTriplet, u64) -> Result<(), crate::dat::DatError>,
+) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
@@ -830,7 +844,7 @@ pub(super) extern "C" fn ep_post_rdma_read(
         let r = rmr(remote, 5)?;
         // SAFETY: a cookie is 64 bits of consumer data.
         let c = unsafe { cookie.as_64 };
-        post_request(e, c, flags, 6, None, |ep| ep.post_rdma_read(&t, &r, c))
+        post_request(e, c, flags, 6, None, |ep| op(ep, &t, &r, c))
     })
 }
 
@@ -864,15 +878,7 @@ pub(super) extern "C" fn ep_post_rdma_write(
     remote: *const d::DAT_RMR_TRIPLET,
     flags: d::DAT_COMPLETION_FLAGS,
 ) -> d::DAT_RETURN {
-    guard(|| {
-        let o = handles::get(ep, Kind::Ep)?;
-        let e = ep_of(&o)?;
-        let t = triplets(n, iov, e.attr().max_request_iov, 2)?;
-        let r = rmr(remote, 5)?;
-        // SAFETY: a cookie is 64 bits of consumer data.
-        let c = unsafe { cookie.as_64 };
-        post_request(e, c, flags, 6, None, |ep| ep.post_rdma_write(&t, &r, c))
-    })
+    post_rdma(ep, n, iov, cookie, remote, flags, Ep::post_rdma_write)
 }
 
 pub(super) extern "C" fn ep_get_status(
