@@ -165,6 +165,22 @@ impl Cm {
     }
 
     /// Move to time-wait: kept for `config.time_wait` to answer duplicates from `last`.
+    /// Gives up on connection `id`: a REJ with reason Timeout to the peer (IBTA vol. 1
+    /// §12.9.6), then TimeWait.
+    fn reject_timed_out(&mut self, now: Instant, id: u32, c: &mut Conn) {
+        let guid = self.ca_guid.to_be_bytes();
+        let rej = Self::rej(
+            id,
+            c.remote_comm_id,
+            MsgRef::Other,
+            RejReason::Timeout,
+            &guid,
+            &[],
+        );
+        c.last = Some(self.send(c.remote_ip, c.tid, &rej));
+        self.time_wait(now, c);
+    }
+
     fn time_wait(&self, now: Instant, c: &mut Conn) {
         c.state = State::TimeWait;
         c.timer = Some(now + cm_timeout(self.config.time_wait));
@@ -832,18 +848,8 @@ impl Cm {
             };
             if c.connect_deadline().is_some_and(|t| t <= now) {
                 // dat_ep_connect(3DAT): the connect timeout expired before the REP.
-                let guid = self.ca_guid.to_be_bytes();
-                let rej = Self::rej(
-                    id,
-                    c.remote_comm_id,
-                    MsgRef::Other,
-                    RejReason::Timeout,
-                    &guid,
-                    &[],
-                );
-                c.last = Some(self.send(c.remote_ip, c.tid, &rej));
                 c.deadline = None;
-                self.time_wait(now, &mut c);
+                self.reject_timed_out(now, id, &mut c);
                 self.conns.insert(id, c);
                 self.events.push_back(CmEvent::TimedOut { id: CmId(id) });
                 continue;
@@ -873,17 +879,7 @@ impl Cm {
                     if !c.active {
                         let _ = qpc.modify_qp(now, c.local_qpn, QpState::Error, &c.attr);
                     }
-                    let guid = self.ca_guid.to_be_bytes();
-                    let rej = Self::rej(
-                        id,
-                        c.remote_comm_id,
-                        MsgRef::Other,
-                        RejReason::Timeout,
-                        &guid,
-                        &[],
-                    );
-                    c.last = Some(self.send(c.remote_ip, c.tid, &rej));
-                    self.time_wait(now, &mut c);
+                    self.reject_timed_out(now, id, &mut c);
                     self.conns.insert(id, c);
                     self.events.push_back(CmEvent::Unreachable { id: CmId(id) });
                 }

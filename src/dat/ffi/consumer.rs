@@ -70,6 +70,16 @@ impl Forged {
     }
 }
 
+/// `slot` as an out-pointer when the caller asked for the value, else NULL (the bad-input
+/// cases pass NULL out-pointers on purpose).
+fn out_ptr<T>(wanted: bool, slot: &mut T) -> *mut T {
+    if wanted {
+        slot
+    } else {
+        core::ptr::null_mut()
+    }
+}
+
 /// The names of a DAT_RETURN (dat_strerror): major and minor.
 pub fn strerror(code: u32) -> (String, String) {
     let mut major: *const std::ffi::c_char = core::ptr::null();
@@ -99,16 +109,8 @@ pub fn ia_open(
     };
     let mut evd: d::DAT_EVD_HANDLE = core::ptr::null_mut();
     let mut h: d::DAT_IA_HANDLE = core::ptr::null_mut();
-    let evd_p = if async_evd.is_some() {
-        &mut evd as *mut _
-    } else {
-        core::ptr::null_mut()
-    };
-    let ia_p = if ia.is_some() {
-        &mut h as *mut _
-    } else {
-        core::ptr::null_mut()
-    };
+    let evd_p = out_ptr(async_evd.is_some(), &mut evd);
+    let ia_p = out_ptr(ia.is_some(), &mut h);
     // SAFETY: a C string and valid (or NULL) out-pointers.
     let rc = unsafe {
         d::dat_ia_openv(
@@ -144,11 +146,7 @@ pub fn ia_close(ia: Handle, abrupt: bool) -> u32 {
 /// dat_pz_create.
 pub fn pz_create(ia: Handle, pz: Option<&mut Handle>) -> u32 {
     let mut h: d::DAT_PZ_HANDLE = core::ptr::null_mut();
-    let p = if pz.is_some() {
-        &mut h as *mut _
-    } else {
-        core::ptr::null_mut()
-    };
+    let p = out_ptr(pz.is_some(), &mut h);
     // SAFETY: see the module doc on handles; `p` is valid or NULL.
     let rc = unsafe { d::dat_pz_create(ia.raw(), p) };
     if let Some(o) = pz {
@@ -166,11 +164,7 @@ pub fn pz_free(pz: Handle) -> u32 {
 /// dat_get_handle_type.
 pub fn get_handle_type(h: Handle, ty: Option<&mut u32>) -> u32 {
     let mut t: d::DAT_HANDLE_TYPE = 0;
-    let p = if ty.is_some() {
-        &mut t as *mut _
-    } else {
-        core::ptr::null_mut()
-    };
+    let p = out_ptr(ty.is_some(), &mut t);
     // SAFETY: see the module doc on handles; `p` is valid or NULL.
     let rc = unsafe { d::dat_get_handle_type(h.raw(), p) };
     if let Some(o) = ty {
@@ -182,11 +176,7 @@ pub fn get_handle_type(h: Handle, ty: Option<&mut u32>) -> u32 {
 /// dat_evd_create (`flags`: DAT_EVD_*_FLAG), no CNO.
 pub fn evd_create(ia: Handle, qlen: i32, flags: u32, evd: Option<&mut Handle>) -> u32 {
     let mut h: d::DAT_EVD_HANDLE = core::ptr::null_mut();
-    let p = if evd.is_some() {
-        &mut h as *mut _
-    } else {
-        core::ptr::null_mut()
-    };
+    let p = out_ptr(evd.is_some(), &mut h);
     // SAFETY: see the module doc on handles; `p` is valid or NULL.
     let rc = unsafe { d::dat_evd_create(ia.raw(), qlen, core::ptr::null_mut(), flags as _, p) };
     if let Some(o) = evd {
@@ -487,11 +477,7 @@ pub fn ep_create(
         None => core::ptr::null_mut(),
     };
     let mut h: d::DAT_EP_HANDLE = core::ptr::null_mut();
-    let p = if ep.is_some() {
-        &mut h as *mut _
-    } else {
-        core::ptr::null_mut()
-    };
+    let p = out_ptr(ep.is_some(), &mut h);
     // SAFETY: see the module doc on handles; `ap` and `p` are valid or NULL.
     let rc = unsafe {
         d::dat_ep_create(
@@ -703,11 +689,7 @@ fn post_rdma(post: PostRdma, ep: Handle, iov: &[Segment], cookie: u64, remote: R
 /// dat_psp_create (DAT_PSP_CONSUMER_FLAG) on `conn_qual`, CRs to `evd`.
 pub fn psp_create(ia: Handle, conn_qual: u64, evd: Handle, psp: Option<&mut Handle>) -> u32 {
     let mut h: d::DAT_PSP_HANDLE = core::ptr::null_mut();
-    let p = if psp.is_some() {
-        &mut h as *mut _
-    } else {
-        core::ptr::null_mut()
-    };
+    let p = out_ptr(psp.is_some(), &mut h);
     // SAFETY: see the module doc on handles; `p` valid or NULL.
     let rc =
         unsafe { d::dat_psp_create(ia.raw(), conn_qual, evd.raw(), d::DAT_PSP_CONSUMER_FLAG, p) };
