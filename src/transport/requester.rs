@@ -1,7 +1,9 @@
 //! The requester (IBTA vol. 1 §9.7.4 "requester side", Linux rxe `rxe_req.c`): turns send WQEs
 //! into request packets. Segmentation into FIRST/MIDDLE/LAST/ONLY by path MTU (§9.7.4.1.2),
 //! PSN assignment (§9.7.1: one PSN per packet, an RDMA READ consumes ceil(len/MTU), min 1),
-//! AckReq on the last packet of each message and every `ACK_REQ_EVERY` packets (§9.7.4.1.4),
+//! AckReq (§9.7.4.1.4, see `wants_ack`) on the last packet of each signaled message, on
+//! READ/atomic requests, every `ACK_REQ_EVERY` packets and when the queue or window fills; an
+//! idle requester with unrequested packets outstanding asks once more after `ACK_PROBE_DELAY`,
 //! a bounded window of outstanding PSNs, at most `max_rd_atomic` READs/atomics outstanding
 //! (§9.4.4 initiator depth), and fences (§10.8.3.3).
 //!
@@ -26,6 +28,11 @@ use super::window::SendWindow;
 
 /// Request an ACK at least every this many packets of a long message.
 pub const ACK_REQ_EVERY: u32 = 16;
+
+/// An idle requester whose last packets went without AckReq resends its last packet with AckReq
+/// after this long, so a responder that ACKs only on request (IBTA vol. 1 §9.7.5.1.2; Linux rxe)
+/// still retires them long before the local ACK timeout.
+pub const ACK_PROBE_DELAY: core::time::Duration = core::time::Duration::from_micros(50);
 
 /// Most PSNs in flight (sent and not acknowledged) before the requester waits. Far below the
 /// 2^23 half-ring so the responder always classifies PSNs correctly.
@@ -120,6 +127,8 @@ pub(super) struct ReqState {
     pub window: SendWindow,
     /// `una` when the window last heard of progress.
     pub window_una: Psn,
+    /// Packets sent since the last one with AckReq.
+    pub unrequested: u32,
 }
 
 impl ReqState {
@@ -138,6 +147,7 @@ impl ReqState {
             rd_outstanding: 0,
             window: SendWindow::default(),
             window_una: Psn::new(0),
+            unrequested: 0,
         }
     }
 
@@ -340,10 +350,18 @@ impl Qp {
                     }
                     h.bth.solicited = w.solicited;
                 }
-                h.bth.ack_req = last || (k + 1).is_multiple_of(ACK_REQ_EVERY);
+                h.bth.ack_req = last && w.signaled;
                 span = 1;
                 whole_wqe = last;
             }
+        }
+        h.bth.ack_req = h.bth.ack_req || self.wants_ack(psn, i);
+        if h.bth.ack_req {
+            self.req.unrequested = 0;
+            self.timers.stop(Timer::AckProbe);
+        } else {
+            self.req.unrequested += 1;
+            self.timers.set(Timer::AckProbe, now + ACK_PROBE_DELAY);
         }
         if whole_wqe {
             self.req.cur += 1;
@@ -367,6 +385,40 @@ impl Qp {
             headers: h,
             payload,
         })
+    }
+}
+
+impl Qp {
+    /// AckReq for a SEND/WRITE packet beyond a signaled message's end (IBTA vol. 1 §9.7.4.1.4
+    /// leaves the choice to the requester; an unsignaled message needs its ACK only to retire
+    /// it): after `ACK_REQ_EVERY - 1` packets without one, when the send queue is half full of
+    /// unretired WQEs or the PSN window half used, and on a resend of the last packet sent (a
+    /// go-back-N or an ACK probe must be answered).
+    fn wants_ack(&self, psn: Psn, wqe: usize) -> bool {
+        let half_sq = (self.config.sq_depth / 2).max(1) as usize;
+        self.req.unrequested + 1 >= ACK_REQ_EVERY
+            || wqe + 1 >= half_sq
+            || psn.distance_from(self.req.una) + 1 >= (self.req.window.limit() / 2).max(1)
+            || psn.next() == self.req.sent_hw
+    }
+
+    /// The ACK probe fired: the requester has been idle for `ACK_PROBE_DELAY` with packets
+    /// outstanding that asked for no ACK. Resend the last one, now with AckReq; the responder
+    /// treats it as a duplicate and only ACKs it (§9.7.5.1.1).
+    pub(super) fn on_ack_probe(&mut self) {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd)
+            || self.req.rnr_wait
+            || !self.req.una.before(self.req.sent_hw)
+        {
+            return;
+        }
+        let cursor_at_end = match self.req.sq.get(self.req.cur) {
+            Some(w) if w.started => w.first_psn.add(self.req.cur_pkt) == self.req.sent_hw,
+            _ => true,
+        };
+        if cursor_at_end {
+            self.req.rewind(self.req.sent_hw.sub(1));
+        }
     }
 }
 

@@ -16,9 +16,11 @@ pub enum Timer {
     /// Delayed ACK of the responder: a coalesced ACK held back so it can leave together with
     /// the next request of this QP (IBTA vol. 1 §9.7.5.1.2 lets a responder coalesce ACKs).
     AckDelay = 2,
+    /// ACK probe of the requester: idle with packets outstanding that asked for no ACK.
+    AckProbe = 3,
 }
 
-const N_TIMERS: usize = 3;
+const N_TIMERS: usize = 4;
 
 /// Deadlines by timer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -16,21 +16,6 @@ fn delayed_pair() -> Pair {
     p
 }
 
-/// Sends everything `side` has now (no delivery); returns the opcodes in order.
-fn drain(p: &mut Pair, side: usize) -> Vec<Pkt> {
-    let mut out = Vec::new();
-    while let Some(t) = p.s[side].qp.poll_transmit(p.now) {
-        let mut payload = vec![0u8; t.payload.len()];
-        t.payload.gather(&p.s[side].mem, &mut payload).unwrap();
-        out.push(Pkt {
-            from: side,
-            headers: t.headers,
-            payload,
-        });
-    }
-    out
-}
-
 #[test]
 fn ping_pong_ack_leaves_with_the_answer_in_one_burst() {
     let mut p = delayed_pair();
@@ -48,13 +33,13 @@ fn ping_pong_ack_leaves_with_the_answer_in_one_burst() {
             vec![sge(&a, 0, 8)],
         ),
     );
-    let ping = drain(&mut p, A);
+    let ping = p.drain(A);
     assert_eq!(ping.len(), 1);
     assert_eq!(ping[0].op(), Opcode::RC_WRITE_ONLY);
     p.deliver(&ping[0]);
     // B executed it; its ACK is held (nothing on the wire yet), with the delay armed.
     assert_eq!(p.bytes(B, &b), p.bytes(A, &a));
-    assert!(drain(&mut p, B).is_empty(), "a lone ACK waits");
+    assert!(p.drain(B).is_empty(), "a lone ACK waits");
     assert_eq!(p.s[B].qp.poll_timeout(), Some(p.now + DELAY));
     // B answers: WRITE back; the held ACK follows it in the same poll (one burst).
     p.post_send(
@@ -68,7 +53,7 @@ fn ping_pong_ack_leaves_with_the_answer_in_one_burst() {
             vec![sge(&b, 0, 8)],
         ),
     );
-    let pong = drain(&mut p, B);
+    let pong = p.drain(B);
     let ops: Vec<Opcode> = pong.iter().map(Pkt::op).collect();
     assert_eq!(ops, [Opcode::RC_WRITE_ONLY, Opcode::RC_ACK]);
     assert_eq!(
@@ -104,17 +89,17 @@ fn lone_ack_leaves_when_the_delay_passes() {
             vec![sge(&a, 0, 8)],
         ),
     );
-    let ping = drain(&mut p, A);
+    let ping = p.drain(A);
     p.deliver(&ping[0]);
-    assert!(drain(&mut p, B).is_empty());
+    assert!(p.drain(B).is_empty());
     // Just before the deadline: still held.
     p.now += DELAY - Duration::from_nanos(1);
     p.s[B].qp.handle_timeout(p.now);
-    assert!(drain(&mut p, B).is_empty());
+    assert!(p.drain(B).is_empty());
     // At the deadline: the ACK leaves alone, and no timer is left armed on B.
     p.now += Duration::from_nanos(1);
     p.s[B].qp.handle_timeout(p.now);
-    let ack = drain(&mut p, B);
+    let ack = p.drain(B);
     assert_eq!(ack.len(), 1);
     assert_eq!(ack[0].op(), Opcode::RC_ACK);
     assert_eq!(p.s[B].qp.poll_timeout(), None);
@@ -139,9 +124,9 @@ fn naks_and_read_responses_are_never_held() {
             vec![sge(&a, 0, 64)],
         ),
     );
-    let req = drain(&mut p, A);
+    let req = p.drain(A);
     p.deliver(&req[0]);
-    let resp = drain(&mut p, B);
+    let resp = p.drain(B);
     assert_eq!(resp.len(), 1);
     assert_eq!(resp[0].op(), Opcode::RC_READ_RESPONSE_ONLY);
     p.deliver(&resp[0]);
@@ -158,9 +143,9 @@ fn naks_and_read_responses_are_never_held() {
             vec![sge(&a, 0, 8)],
         ),
     );
-    let bad = drain(&mut p, A);
+    let bad = p.drain(A);
     p.deliver(&bad[0]);
-    let nak = drain(&mut p, B);
+    let nak = p.drain(B);
     assert_eq!(nak.len(), 1);
     assert_eq!(nak[0].op(), Opcode::RC_ACK);
     assert!(matches!(nak[0].syndrome(), Some(Syndrome::Nak(_))));
@@ -184,7 +169,7 @@ fn coalesced_acks_keep_the_first_deadline() {
                 vec![sge(&a, 0, 8)],
             ),
         );
-        for pkt in drain(&mut p, A) {
+        for pkt in p.drain(A) {
             p.deliver(&pkt);
         }
         p.now += Duration::from_micros(5);
@@ -193,7 +178,7 @@ fn coalesced_acks_keep_the_first_deadline() {
     assert_eq!(p.s[B].qp.poll_timeout(), Some(first_at + DELAY));
     p.now = first_at + DELAY;
     p.s[B].qp.handle_timeout(p.now);
-    let acks = drain(&mut p, B);
+    let acks = p.drain(B);
     assert_eq!(acks.len(), 1);
     assert_eq!(acks[0].psn(), 102, "the last PSN of the three writes");
     p.deliver(&acks[0]);
@@ -260,13 +245,13 @@ fn ack_queued_behind_a_read_response_leaves_right_after_it() {
             vec![sge(&a, 0, 8)],
         ),
     );
-    let reqs = drain(&mut p, A);
+    let reqs = p.drain(A);
     assert_eq!(reqs.len(), 2);
     for r in &reqs {
         p.deliver(r);
     }
     // B: the READ response, then the WRITE's ACK, at once (no timer is needed to free it).
-    let out = drain(&mut p, B);
+    let out = p.drain(B);
     let ops: Vec<Opcode> = out.iter().map(Pkt::op).collect();
     assert_eq!(ops, [Opcode::RC_READ_RESPONSE_ONLY, Opcode::RC_ACK]);
     assert_eq!(p.s[B].qp.poll_timeout(), None, "nothing left waiting on B");
@@ -294,15 +279,15 @@ fn held_ack_leaves_when_the_qp_is_moved_to_error() {
             vec![sge(&a, 0, 8)],
         ),
     );
-    let ping = drain(&mut p, A);
+    let ping = p.drain(A);
     p.deliver(&ping[0]);
-    assert!(drain(&mut p, B).is_empty(), "a lone ACK waits");
+    assert!(p.drain(B).is_empty(), "a lone ACK waits");
     let now = p.now;
     p.s[B]
         .qp
         .modify(now, QpState::Error, &QpAttr::default())
         .unwrap();
-    let out = drain(&mut p, B);
+    let out = p.drain(B);
     let ops: Vec<Opcode> = out.iter().map(Pkt::op).collect();
     assert_eq!(ops, [Opcode::RC_ACK], "the held ACK leaves after ERROR");
     assert_eq!(out[0].psn(), ping[0].psn());
@@ -311,7 +296,7 @@ fn held_ack_leaves_when_the_qp_is_moved_to_error() {
         .qp
         .modify(now, QpState::Error, &QpAttr::default())
         .unwrap();
-    assert!(drain(&mut p, B).is_empty());
+    assert!(p.drain(B).is_empty());
     p.deliver(&out[0]);
     let ca = p.completions(A);
     assert_eq!(ca.len(), 1);

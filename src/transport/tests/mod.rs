@@ -3,6 +3,7 @@
 //! Each test reads like a packet trace: what goes over the wire, what arrives, what completes.
 
 mod ack_delay;
+mod ack_req;
 mod basic;
 mod errors;
 mod loss;
@@ -283,6 +284,21 @@ impl Pair {
             self.deliver(&p);
         }
         n
+    }
+
+    /// Takes everything `side` wants to send now, in order, without delivering it.
+    pub fn drain(&mut self, side: usize) -> Vec<Pkt> {
+        let mut out = Vec::new();
+        while let Some(t) = self.s[side].qp.poll_transmit(self.now) {
+            let mut payload = vec![0u8; t.payload.len()];
+            t.payload.gather(&self.s[side].mem, &mut payload).unwrap();
+            out.push(Pkt {
+                from: side,
+                headers: t.headers,
+                payload,
+            });
+        }
+        out
     }
 
     /// Hands one packet to the QP it is addressed to.
