@@ -26,10 +26,10 @@ use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
 use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
 use dpdk_roce::engine::io::FrameIo;
 use dpdk_roce::engine::shard::Shard;
-use dpdk_roce::mem::{MrTable, Region};
+use dpdk_roce::mem::{MrTable, PinGuard, Region};
 use dpdk_roce::net::NetConfig;
 use dpdk_roce::perf::latency::{table_header, table_line, LatencySeries, Scale, RULE};
-use dpdk_roce::transport::memory::Access;
+use dpdk_roce::transport::memory::{Access, KeyKind, MemRef};
 use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus, WorkCompletion};
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use dpdk_roce::wire::psn::Psn;
@@ -389,12 +389,14 @@ fn server(
         rkey: peer_rkey,
         qpn,
     };
+    let table = shard.host.mr_table().clone();
+    let dst_view = pin_dst(&table, &bufs)?;
     for size in sizes(args) {
         let total = args.warmup + args.iters;
         match args.op {
             Op::Write => {
                 for i in 1..=total {
-                    wait_byte(shard, &bufs.dst, size, tag(i), timeout)?;
+                    wait_byte(shard, &dst_view, size, tag(i), timeout)?;
                     if args.verify {
                         verify_dst(shard, &bufs, size, i, "RDMA WRITE")?;
                     }
@@ -514,7 +516,7 @@ fn recv_wr(bufs: &Buffers, id: u64) -> RecvWr {
 
 fn wait_byte(
     shard: &mut BenchShard,
-    dst: &Region,
+    dst: &PinGuard<'_>,
     size: usize,
     v: u8,
     timeout: Duration,
@@ -523,10 +525,28 @@ fn wait_byte(
         while let Some(wc) = s.host.poll_completion() {
             check_wc(&wc)?;
         }
-        let mut b = [0u8];
-        read_region(s, dst, size - 1, &mut b)?;
-        Ok((b[0] == v).then_some(()))
+        let b = dst
+            .load(size - 1)
+            .map_err(|e| format!("reading the buffer: {e:?}"))?;
+        Ok((b == v).then_some(()))
     })
+}
+
+/// The destination buffer pinned for the run: the consumer polls its last byte directly, as
+/// `ib_write_lat` polls its buffer, instead of looking the key up on every spin.
+fn pin_dst<'t>(table: &'t MrTable, bufs: &Buffers) -> Result<PinGuard<'t>, String> {
+    table
+        .pin(
+            &MemRef {
+                kind: KeyKind::Local,
+                pd: bufs.pd,
+                key: bufs.dst.lkey,
+                addr: bufs.dst.addr,
+                len: MAX_SIZE as u32,
+            },
+            Access::empty(),
+        )
+        .map_err(|e| format!("pinning the buffer: {e:?}"))
 }
 
 fn wait_recv(
@@ -666,6 +686,8 @@ fn client(
         Scale::HalfRoundTrip
     };
     let mut series = Vec::new();
+    let table = shard.host.mr_table().clone();
+    let dst_view = pin_dst(&table, &bufs)?;
     for size in sizes(args) {
         let mut s = LatencySeries::new(size, scale);
         for i in 1..=args.warmup + args.iters {
@@ -673,7 +695,7 @@ fn client(
             match args.op {
                 Op::Write => {
                     post_write(shard, &bufs, &peer, size, i, args.verify)?;
-                    wait_byte(shard, &bufs.dst, size, tag(i), timeout)?;
+                    wait_byte(shard, &dst_view, size, tag(i), timeout)?;
                 }
                 Op::Send => {
                     post_send(shard, &bufs, &peer, size, i, args.verify)?;

@@ -108,6 +108,11 @@ impl Cm {
         self.transmits.pop_front()
     }
 
+    /// True when a MAD waits to be sent.
+    pub fn has_transmit(&self) -> bool {
+        !self.transmits.is_empty()
+    }
+
     /// The next consumer event.
     pub fn poll_event(&mut self) -> Option<CmEvent> {
         self.events.pop_front()

@@ -823,14 +823,16 @@ impl<M: Memory> Host<M> {
     /// Earliest timer of the neighbour layer, the CM and the QPs (for the QPs possibly a bit
     /// early: a lower bound, exact again after `handle_timeout` reaches it).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [
-            self.work.qp_deadline,
-            self.cm_deadline,
+        // Called on every turn of the poll loop: plain comparisons, no iterator adaptors.
+        let earliest = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, None) => x,
+            (None, y) => y,
+        };
+        earliest(
+            earliest(self.work.qp_deadline, self.cm_deadline),
             self.net.poll_timeout(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        )
     }
 
     /// Fires every timer due at `now`.
@@ -950,6 +952,17 @@ impl<M: Memory> Host<M> {
     /// the fast path): `out` holds the frame when this returns true.
     pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         self.poll_outgoing(now, out, None).is_some()
+    }
+
+    /// True when a frame may be waiting for `poll_transmit_*` (ARP, MADs, QPs touched since
+    /// they last ran dry); timers aside, which [`poll_timeout`](Self::poll_timeout) reports.
+    /// False means a transmit poll would find nothing.
+    pub fn has_output(&self) -> bool {
+        !self.work.tx_ready.is_empty()
+            || !self.work.before_cm.is_empty()
+            || !self.held_mads.is_empty()
+            || self.cm.has_transmit()
+            || self.net.has_transmit()
     }
 
     /// Like [`poll_transmit_into`](Self::poll_transmit_into), but a QP packet whose payload

@@ -22,6 +22,9 @@ pub struct ShardStats {
     pub tx_dropped: u64,
 }
 
+/// Idle turns of [`Shard::poll`] between two clock reads (for the timers).
+pub const CLOCK_EVERY_IDLE: u64 = 16;
+
 /// A host bound to a frame I/O queue.
 pub struct Shard<M: Memory, Io: FrameIo> {
     pub host: Host<M>,
@@ -89,17 +92,31 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
     /// One iteration of the loop. Returns true if it did any work.
     pub fn poll(&mut self) -> bool {
         self.stats.polls += 1;
-        let now = self.clock.now();
-        let stamp = Instant::from_nanos(now.as_nanos().saturating_add(self.capture_epoch_ns));
+        // The clock is read only when a frame arrives, output waits, or every
+        // `CLOCK_EVERY_IDLE` idle turns for the timers: a waiting consumer's spin stays short,
+        // and a timer fires at most that many (sub-microsecond) turns late.
+        let mut read_now: Option<Instant> = None;
+        let clock = &self.clock;
+        let epoch = self.capture_epoch_ns;
         let host = &mut self.host;
         let capture = &mut self.capture;
         let rx = self.io.rx_burst(&mut |frame| {
+            let now = *read_now.get_or_insert_with(|| clock.now());
             if let Some(c) = capture.as_mut() {
+                let stamp = Instant::from_nanos(now.as_nanos().saturating_add(epoch));
                 let _ = c.write(stamp, frame);
             }
             host.handle_frame(now, frame);
         });
         self.stats.rx_frames += rx as u64;
+        let now = match read_now {
+            Some(now) => now,
+            None if self.host.has_output() || self.stats.polls.is_multiple_of(CLOCK_EVERY_IDLE) => {
+                self.clock.now()
+            }
+            None => return false,
+        };
+        let stamp = Instant::from_nanos(now.as_nanos().saturating_add(self.capture_epoch_ns));
         if self.host.poll_timeout().is_some_and(|t| t <= now) {
             self.host.handle_timeout(now);
         }
@@ -161,5 +178,92 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             self.stats.busy_polls += 1;
         }
         busy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cm::ConnectParams;
+    use crate::engine::host::{HostConfig, QpOptions};
+    use crate::engine::io::ChannelIo;
+    use crate::mem::MrTable;
+    use crate::net::NetConfig;
+    use crate::wire::ethernet::EthernetAddress;
+    use crate::wire::psn::Psn;
+    use std::net::Ipv4Addr;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// ARP requests (EtherType 0x0806) that reached the far end of the cable.
+    fn arp_requests(wire: &mut ChannelIo) -> usize {
+        let mut n = 0;
+        wire.rx_burst(&mut |f| n += usize::from(f.len() >= 14 && f[12..14] == [0x08, 0x06]));
+        n
+    }
+
+    /// An idle shard reads the clock only every `CLOCK_EVERY_IDLE` turns, yet its timers
+    /// fire: a connection attempt to an unanswered address sends its ARP request at once
+    /// (output waiting) and the retries later with nothing else happening.
+    #[test]
+    fn idle_turns_skip_work_but_timers_still_fire() {
+        let (io, mut wire) = ChannelIo::pair(64);
+        let mut net = NetConfig::new(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            Ipv4Addr::new(10, 9, 0, 1),
+            24,
+        );
+        net.arp_retry_interval = Duration::from_millis(2);
+        net.arp_max_retries = 3;
+        let host = Host::new(
+            HostConfig {
+                net,
+                ca_guid: 1,
+                seed: 1,
+            },
+            Arc::new(MrTable::new(16)),
+        )
+        .unwrap();
+        let mut shard = Shard::new(host, io);
+        // Nothing to do: idle turns.
+        for _ in 0..3 * CLOCK_EVERY_IDLE {
+            assert!(!shard.poll());
+        }
+        assert!(!shard.host.has_output());
+        let now = shard.clock().now();
+        let pd = shard.host.mr_table().create_pz().id();
+        let qpn = shard
+            .host
+            .create_qp(
+                now,
+                QpOptions {
+                    pd,
+                    ..QpOptions::default()
+                },
+            )
+            .unwrap();
+        let peer = Ipv4Addr::new(10, 9, 0, 2);
+        shard
+            .host
+            .connect(now, ConnectParams::new(peer, 1, qpn, Psn::new(0)))
+            .unwrap();
+        assert!(shard.host.has_output(), "the connect left a MAD to send");
+        assert!(shard.poll());
+        assert_eq!(
+            arp_requests(&mut wire),
+            1,
+            "the first ARP request left at once"
+        );
+        // Only retries remain, on the timer: keep polling until one is seen (or 2 s pass).
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        let mut retries = 0;
+        while retries == 0 && std::time::Instant::now() < deadline {
+            shard.poll();
+            retries += arp_requests(&mut wire);
+        }
+        assert!(
+            retries >= 1,
+            "the ARP retry timer never fired on an idle shard"
+        );
     }
 }

@@ -228,6 +228,19 @@ impl PinGuard<'_> {
     pub fn iova(&self) -> Option<u64> {
         self.iova
     }
+    /// Byte `off` of the pinned range, read fresh from memory on every call (a volatile load):
+    /// for a consumer polling the last byte an RDMA WRITE lands in, as `ib_write_lat` does.
+    /// The pin keeps the region registered, so no key lookup or count is needed per read.
+    pub fn load(&self, off: usize) -> Result<u8, MemError> {
+        if off >= self.len {
+            return Err(MemError::OutOfBounds);
+        }
+        // SAFETY: the guard holds a count on the region (it cannot be freed or re-registered
+        // while the guard lives) and `off < len` was checked, so the byte lies inside the
+        // pinned range of a live registration, valid for reads (register_raw's contract / the
+        // Allocator contract).
+        Ok(unsafe { core::ptr::read_volatile(self.as_ptr().add(off)) })
+    }
     /// Keeps the pin past this guard's scope (e.g. in an mbuf's free-callback argument); give it
     /// back with [`MrTable::unpin`].
     pub fn into_token(self) -> PinToken {

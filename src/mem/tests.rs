@@ -592,3 +592,24 @@ fn a_remote_write_on_a_qp_checks_what_rkey_usable_on_and_write_check() {
     t.deregister(read_only.lkey).unwrap();
     t.deregister(r.lkey).unwrap();
 }
+
+#[test]
+fn a_pinned_range_loads_fresh_bytes_within_its_bounds() {
+    let t = MrTable::new(8);
+    let pz = t.create_pz();
+    let r = t.register_alloc(pz, 64, 64, Access::LOCAL_WRITE).unwrap();
+    t.write_local(r.lkey, r.addr + 16, &[7]).unwrap();
+    let g = t
+        .pin(
+            &mr(KeyKind::Local, pz, r.lkey, r.addr + 16, 8),
+            Access::empty(),
+        )
+        .unwrap();
+    assert_eq!(g.load(0), Ok(7));
+    // A later write (as an RDMA WRITE landing) is seen by the next load.
+    t.write_local(r.lkey, r.addr + 23, &[9]).unwrap();
+    assert_eq!(g.load(7), Ok(9));
+    // Outside the pinned 8 bytes, even though still inside the region: refused.
+    assert_eq!(g.load(8), Err(MemError::OutOfBounds));
+    assert_eq!(g.load(usize::MAX), Err(MemError::OutOfBounds));
+}

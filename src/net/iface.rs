@@ -227,6 +227,12 @@ impl Net {
         Some(ArpFrame::request(self.config.mac, self.config.ip, ip))
     }
 
+    /// True when an ARP reply or request waits to be sent (timers aside: see
+    /// [`poll_timeout`](Self::poll_timeout)).
+    pub fn has_transmit(&self) -> bool {
+        !self.replies.is_empty() || self.neighbours.has_request()
+    }
+
     /// The next resolution outcome or address conflict.
     pub fn poll_event(&mut self) -> Option<NetEvent> {
         self.neighbours.poll_event()

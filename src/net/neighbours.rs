@@ -308,6 +308,11 @@ impl Neighbours {
             .min()
     }
 
+    /// True when an ARP request waits to be sent.
+    pub(crate) fn has_request(&self) -> bool {
+        !self.requests.is_empty()
+    }
+
     /// The next address to send an ARP request for.
     pub(crate) fn poll_request(&mut self) -> Option<Ipv4Addr> {
         self.requests.pop_front()
