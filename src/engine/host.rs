@@ -235,6 +235,20 @@ impl Work {
         self.timer_changed(e);
     }
 
+    /// QP `qpn` handled a received packet: like [`touch`](Self::touch), but it is asked for
+    /// packets only if it has some (an RDMA WRITE without AckReq leaves nothing to send).
+    fn received(&mut self, qpn: u32, e: &mut QpEntry) {
+        if !e.cq_dirty {
+            e.cq_dirty = true;
+            self.cq_dirty.push(qpn);
+        }
+        if !e.tx_queued && e.qp.has_output() {
+            e.tx_queued = true;
+            self.tx_ready.push_back(qpn);
+        }
+        self.timer_changed(e);
+    }
+
     /// `e`'s timer may be earlier now.
     fn timer_changed(&mut self, e: &QpEntry) {
         if let Some(t) = e.qp.poll_timeout() {
@@ -913,11 +927,11 @@ impl<M: Memory> Host<M> {
             self.cm_ran();
             return;
         }
-        let Some(state) = self.qps.get(&dest).map(|e| e.qp.state()) else {
+        let Some(e) = self.qps.get_mut(&dest) else {
             self.stats.rx_unknown_qp += 1;
             return;
         };
-        if state == QpState::Rtr {
+        if e.qp.state() == QpState::Rtr {
             // A data packet before the RTU: the implicit RTU of IBTA §12.9.6.
             self.cm.implicit_rtu(
                 now,
@@ -937,7 +951,7 @@ impl<M: Memory> Host<M> {
             RecvAcct::Own(_) => None,
         };
         e.qp.handle_packet(now, &f.packet(), &mut self.mem, srq);
-        self.work.touch(dest, e);
+        self.work.received(dest, e);
     }
 
     /// The next frame to send, if any: ARP first, then CM MADs, then the QPs round robin. A QP

@@ -408,6 +408,13 @@ impl Qp {
         self.timers.next_deadline()
     }
 
+    /// False when [`poll_transmit`](Self::poll_transmit) has nothing for sure (no response
+    /// queued, no send WQE at or after the cursor), so a caller can skip asking. True only
+    /// means it may have a packet (e.g. a held ACK, a full window).
+    pub fn has_output(&self) -> bool {
+        !self.resp.queue.is_empty() || self.req.cur < self.req.sq.len()
+    }
+
     /// The next packet to send: responses first (they unblock the peer), then requests.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
         let t = match self.next_response() {

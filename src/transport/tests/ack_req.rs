@@ -65,8 +65,13 @@ fn idle_requester_probes_with_its_last_packet() {
     p.post_send(A, write(1, &a, &b, false));
     let ping = p.drain(A);
     assert_eq!(ack_reqs(&ping), [false]);
+    assert!(!p.s[A].qp.has_output(), "everything posted is sent");
     p.deliver(&ping[0]);
     assert_eq!(p.bytes(B, &b), original);
+    assert!(
+        !p.s[B].qp.has_output(),
+        "B owes nothing for an unrequested WRITE"
+    );
     assert!(p.drain(B).is_empty(), "no AckReq, no ACK");
     // A changes its source buffer; the probe resends what is there now.
     p.s[A].mem.bytes_mut(a.lkey).unwrap().fill(0xee);
@@ -84,6 +89,7 @@ fn idle_requester_probes_with_its_last_packet() {
     assert_eq!(probe[0].psn(), ping[0].psn());
     assert_eq!(ack_reqs(&probe), [true]);
     p.deliver(&probe[0]);
+    assert!(p.s[B].qp.has_output(), "B owes the ACK now");
     // B sees a duplicate: ACKed, not executed again.
     assert_eq!(p.s[B].qp.stats().duplicates, 1);
     assert_eq!(p.bytes(B, &b), original);
