@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The DPDK issue's latency targets as one measurement: RDMA WRITE ping-pong against the raw L2
+# echo floor of the same ports (`roce-lat --raw`), and on af_packet against kernel UDP sockets
+# (scripts/sockperf-baseline.sh), run in alternation so that the VM's slow and fast spells
+# (REFERENCE-dpdk.md: the VM steals time in bursts; a run's p50 can move by 2x) fall on every
+# variant alike. Each variant runs ROUNDS times; the script prints every run's p50/p99, the
+# median p50 and p99 of each variant, and the WRITE/raw ratio of the medians.
+#
+#   bash scripts/bench-compare.sh [af_packet|memif]        # default af_packet
+#   ROUNDS=7 ITERS=20000 SOCKPERF=1 bash scripts/bench-compare.sh af_packet
+#
+# Environment: ROUNDS (5), ITERS (10000), WARMUP (1000), SIZE (8), OP (write|send|read; the
+# RoCE variant), ROCE_LAT (target/release/roce-lat, built if missing), SOCKPERF=1 adds the
+# sockperf variant (af_packet only; 5 s per round, SOCKPERF_TIME to change).
+#
+# Changes made, undone on exit (also on failure or Ctrl-C): af_packet: the veth pair
+# rocev0a/rocev0b (scripts/veth.sh) if it was not there; memif: 512 hugepages and the hugetlbfs
+# mount (scripts/hugepages.sh) if none were reserved. What was there before is left as it was.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+link=${1:-af_packet}
+ROUNDS=${ROUNDS:-5} ITERS=${ITERS:-10000} WARMUP=${WARMUP:-1000} SIZE=${SIZE:-8} OP=${OP:-write}
+for n in "$ROUNDS" "$ITERS" "$WARMUP" "$SIZE"; do
+  [[ $n =~ ^[0-9]+$ ]] || { echo "bench-compare: ROUNDS, ITERS, WARMUP, SIZE must be numbers" >&2; exit 2; }
+done
+case $link in
+  af_packet) a=dpdk-config/af_packet-a.toml b=dpdk-config/af_packet-b.toml ip=10.77.0.1 ;;
+  memif) a=dpdk-config/memif-server.toml b=dpdk-config/memif-client.toml ip=10.77.3.1 ;;
+  *) echo "usage: $0 [af_packet|memif]" >&2; exit 2 ;;
+esac
+if [[ ${SOCKPERF:-0} == 1 && $link != af_packet ]]; then
+  echo "bench-compare: the sockperf baseline runs on a veth pair: use it with af_packet" >&2
+  exit 2
+fi
+
+lat=${ROCE_LAT:-target/release/roce-lat}
+if [[ ! -x $lat ]]; then
+  cargo build --release --bin roce-lat
+fi
+
+undo=()
+cleanup() {
+  for c in "${undo[@]}"; do bash -c "$c" >/dev/null 2>&1 || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+if [[ $link == af_packet ]] && ! ip link show dev rocev0a >/dev/null 2>&1; then
+  bash scripts/veth.sh up >/dev/null
+  undo+=("bash scripts/veth.sh down")
+fi
+if [[ $(cat /proc/sys/vm/nr_hugepages) -eq 0 ]]; then
+  bash scripts/hugepages.sh up 512 >/dev/null
+  undo+=("bash scripts/hugepages.sh down")
+fi
+
+# One run of a variant: prints "p50 p99" (microseconds) or fails.
+run_lat() {
+  local out line
+  out=$(bash scripts/run-pair.sh "$lat" "$a" "$b" --server-ip "$ip" --size "$SIZE" \
+    --iters "$ITERS" --warmup "$WARMUP" "$@" 2>&1) || { echo "$out" >&2; return 1; }
+  # perftest row: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+  line=$(echo "$out" | grep -A1 '#bytes' | tail -1)
+  awk '{ if (NF < 9) exit 1; print $5, $8 }' <<<"$line" || { echo "$out" >&2; return 1; }
+}
+run_sockperf() {
+  local out
+  out=$(bash scripts/sockperf-baseline.sh 2>&1) || { echo "$out" >&2; return 1; }
+  sed -n 's/.*half RTT.*p50 \([0-9.]*\) us, p99 \([0-9.]*\) us.*/\1 \2/p' <<<"$out" | tail -1
+}
+
+variants=(raw "$OP")
+[[ ${SOCKPERF:-0} == 1 ]] && variants+=(sockperf)
+declare -A p50s p99s
+for ((r = 1; r <= ROUNDS; r++)); do
+  for v in "${variants[@]}"; do
+    case $v in
+      raw) res=$(run_lat --raw) ;;
+      sockperf) res=$(run_sockperf) ;;
+      *) res=$(run_lat --op "$v") ;;
+    esac
+    read -r p50 p99 <<<"$res"
+    [[ -n ${p99:-} ]] || { echo "bench-compare: no result from the $v run" >&2; exit 1; }
+    p50s[$v]+="$p50 " p99s[$v]+="$p99 "
+    echo "round $r $v: p50 $p50 us, p99 $p99 us"
+  done
+done
+
+median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+echo
+echo "bench-compare: $link, $SIZE B, $ROUNDS rounds of $ITERS iterations (half round trip, us)"
+for v in "${variants[@]}"; do
+  m50=$(median <<<"${p50s[$v]}") m99=$(median <<<"${p99s[$v]}")
+  printf '  %-9s median p50 %6s  median p99 %6s   (p50s: %s)\n' "$v" "$m50" "$m99" "${p50s[$v]}"
+done
+ratio=$(awk -v w="$(median <<<"${p50s[$OP]}")" -v r="$(median <<<"${p50s[raw]}")" \
+  'BEGIN { printf "%.2f", w / r }')
+echo "  ratio ${OP}/raw of the median p50s: ${ratio}x"

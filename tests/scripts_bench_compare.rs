@@ -1,0 +1,94 @@
+//! scripts/bench-compare.sh: the raw floor and the RDMA WRITE ping-pong run in alternation; the
+//! script prints every run, each variant's medians and the WRITE/raw ratio, refuses bad
+//! arguments, and leaves the machine as it found it. No timing is asserted (bench/README.md has
+//! the figures). Runs over net_memif (no interface needed); needs root for hugepages.
+
+mod scripts_common;
+use scripts_common::*;
+
+const LAT: &str = env!("CARGO_BIN_EXE_roce-lat");
+
+fn hugepages() -> String {
+    std::fs::read_to_string("/proc/sys/vm/nr_hugepages")
+        .expect("nr_hugepages")
+        .trim()
+        .to_string()
+}
+
+/// The number after `key` in `line`.
+fn value(line: &str, key: &str) -> f64 {
+    line.split(key)
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.trim_end_matches('x').parse().ok())
+        .unwrap_or_else(|| panic!("no number after {key:?} in {line:?}"))
+}
+
+#[test]
+fn memif_rounds_print_medians_and_the_ratio() {
+    require_root();
+    let before = hugepages();
+    let env = [
+        ("ROCE_LAT", LAT),
+        ("ROUNDS", "2"),
+        ("ITERS", "200"),
+        ("WARMUP", "50"),
+    ];
+    let stdout = run_ok("bench-compare.sh", &["memif"], &env);
+    for r in [
+        "round 1 raw",
+        "round 1 write",
+        "round 2 raw",
+        "round 2 write",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(r)),
+            "no {r:?} line:\n{stdout}"
+        );
+    }
+    let median = |v: &str| {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(v) && l.contains("median p50"))
+            .unwrap_or_else(|| panic!("no median line for {v}:\n{stdout}"));
+        (value(line, "median p50"), value(line, "median p99"))
+    };
+    let (raw50, raw99) = median("raw");
+    let (w50, w99) = median("write");
+    assert!(raw50 > 0.0 && raw50 <= raw99, "{stdout}");
+    assert!(w50 > 0.0 && w50 <= w99, "{stdout}");
+    let ratio_line = stdout
+        .lines()
+        .find(|l| l.contains("ratio write/raw"))
+        .unwrap_or_else(|| panic!("no ratio line:\n{stdout}"));
+    let ratio = value(ratio_line, "median p50s:");
+    assert!(
+        (ratio - w50 / raw50).abs() < 0.01,
+        "ratio {ratio} is not {w50}/{raw50}"
+    );
+    assert_eq!(hugepages(), before, "hugepages left as they were");
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    require_root();
+    let out = run("bench-compare.sh", &["bogus"], &[("ROCE_LAT", LAT)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("usage"),
+        "{}",
+        text(&out)
+    );
+    let out = run(
+        "bench-compare.sh",
+        &["memif"],
+        &[("ROCE_LAT", LAT), ("SOCKPERF", "1")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = run(
+        "bench-compare.sh",
+        &["memif"],
+        &[("ROCE_LAT", LAT), ("ROUNDS", "two")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
