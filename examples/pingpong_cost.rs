@@ -5,7 +5,11 @@
 //! parse and check it on the other side, place the payload, see the byte, answer. The figure is
 //! the stack's share of a half round trip; the rest of the measured latency is the port's I/O.
 //!
-//!     cargo run --release --example pingpong_cost -- [iterations] [size] [ack-delay-us]
+//!     cargo run --release --example pingpong_cost -- [iterations] [size] [ack-delay-us] [idle-spins-per-iteration]
+//!
+//! Under `valgrind --tool=callgrind` (idle spins 0) the instruction count per round trip is a
+//! deterministic gauge for the VM's noisy spells: run it at N and 2N iterations and divide the
+//! difference by N.
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::engine::host::{Host, HostConfig, QpOptions, DEFAULT_ACK_DELAY};
@@ -114,8 +118,16 @@ fn main() {
     let ack_delay = args.next().map_or(DEFAULT_ACK_DELAY, |a| {
         Duration::from_micros(a.parse().expect("ack delay in us"))
     });
-    let t0 = std::time::Instant::now();
-    let clock = || Instant::from_nanos(t0.elapsed().as_nanos() as u64 + 1_000_000_000);
+    let idle_per_iter: u64 = args.next().map_or(4, |a| a.parse().expect("idle spins"));
+    // A virtual clock: each reading (one per round trip) is `STEP_NS` after the previous one,
+    // about a memif round trip, so timers (ACK delay, ACK probe) fire as in a real run however
+    // slowly this runs (e.g. under callgrind).
+    const STEP_NS: u64 = 1500;
+    let virtual_ns = std::cell::Cell::new(1_000_000_000u64);
+    let clock = || {
+        virtual_ns.set(virtual_ns.get() + STEP_NS);
+        Instant::from_nanos(virtual_ns.get())
+    };
     let mut a = side(1, size, ack_delay, clock());
     let mut b = side(2, size, ack_delay, clock());
     let mut buf = Vec::with_capacity(9216);
@@ -218,7 +230,7 @@ fn main() {
     // One spin of a waiting consumer with nothing arriving: the host's part of each turn of
     // roce-lat's wait loop (timers, transmit, completions, the polled byte), without the PMD's
     // rx_burst. It bounds how soon a landed frame is noticed.
-    let spins = iters * 4;
+    let spins = iters * idle_per_iter;
     let cpu0 = thread_cpu_ns();
     let mut polled = 0u64;
     for _ in 0..spins {
@@ -232,6 +244,6 @@ fn main() {
         while a.host.poll_completion().is_some() {}
         polled += u64::from(seen(&a, 0));
     }
-    let ns = (thread_cpu_ns() - cpu0) as f64 / spins as f64;
+    let ns = (thread_cpu_ns() - cpu0) as f64 / spins.max(1) as f64;
     println!("idle wait loop: {ns:.1} ns of stack CPU per spin ({polled} frames or hits)");
 }
