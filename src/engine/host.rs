@@ -236,9 +236,10 @@ impl Work {
     }
 
     /// QP `qpn` handled a received packet: like [`touch`](Self::touch), but it is asked for
-    /// packets only if it has some (an RDMA WRITE without AckReq leaves nothing to send).
+    /// packets and completions only if it has some (an RDMA WRITE without AckReq or immediate
+    /// leaves neither). A QP on an SRQ is always collected (its SRQ may have events).
     fn received(&mut self, qpn: u32, e: &mut QpEntry) {
-        if !e.cq_dirty {
+        if !e.cq_dirty && (e.qp.has_completion() || matches!(e.recv, RecvAcct::Srq(_))) {
             e.cq_dirty = true;
             self.cq_dirty.push(qpn);
         }

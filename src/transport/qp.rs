@@ -434,6 +434,11 @@ impl Qp {
         t
     }
 
+    /// True when [`poll_completion`](Self::poll_completion) has a completion.
+    pub fn has_completion(&self) -> bool {
+        !self.cq.is_empty()
+    }
+
     /// The next work completion, in posting order per queue.
     pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
         self.cq.pop_front()
