@@ -28,7 +28,7 @@
 use crate::cm::{AcceptParams, Cm, CmError, CmEvent, CmId, ConnectParams, QpControl, CM_QPN};
 use crate::mem::{MrTable, PinToken, Pz};
 use crate::net::HEADERS_LEN;
-use crate::net::{Inbound, Net, NetConfig, NetEvent, NetStats, Resolve};
+use crate::net::{Inbound, Net, NetConfig, NetEvent, NetStats, Resolve, Route};
 use crate::srq::{EpRecvAccount, EpRecvHandle, RecvSource, SharedSrq, SrqPort, WatermarkEvents};
 use crate::time::Instant;
 use crate::transport::memory::Access;
@@ -205,6 +205,8 @@ struct QpEntry {
     cq_dirty: bool,
     /// On `tx_ready` or `arp_wait`.
     tx_queued: bool,
+    /// The path of its packets, while `Net::route_valid` says it holds.
+    route: Option<Route>,
 }
 
 /// Which QPs did something since they were last looked at (see the module documentation).
@@ -469,6 +471,7 @@ impl<M: Memory> Host<M> {
                 recv,
                 cq_dirty: false,
                 tx_queued: false,
+                route: None,
             },
         );
         self.work.reserve(self.qps.len());
@@ -1063,7 +1066,10 @@ impl<M: Memory> Host<M> {
                 e.tx_queued = false;
                 continue;
             };
-            if self.net.lookup(dst).is_none() {
+            let routed = e.route.as_ref().is_some_and(|r| {
+                r.leads_to(dst, e.qp.attr().dest_qpn) && self.net.route_valid(r, now)
+            });
+            if !routed && self.net.lookup(dst).is_none() {
                 // Start (or keep) resolving; the QP's packets wait for the neighbour layer.
                 self.work.arp_wait.push(qpn);
                 let _ = self.net.resolve(now, dst);
@@ -1081,6 +1087,16 @@ impl<M: Memory> Host<M> {
                     break;
                 };
                 self.work.timer_changed(e);
+                // The QP's cached route, rebuilt when the neighbour layer says it is stale
+                // (a failure leaves none: `build_frame` then counts the packet as unroutable).
+                let fresh = e
+                    .route
+                    .as_ref()
+                    .is_some_and(|r| r.leads_to(dst, dest_qpn) && self.net.route_valid(r, now));
+                if !fresh {
+                    e.route = self.net.route(now, dst, qpn, dest_qpn).ok();
+                }
+                let route = e.route.clone();
                 if let Some((p, min)) = pinned.as_mut() {
                     if tx.payload.len() >= *min && tx.payload.len() <= ZERO_PAYLOAD.len() {
                         if let Some(built) = self.build_pinned(now, dst, qpn, dest_qpn, &tx, out, p)
@@ -1094,7 +1110,8 @@ impl<M: Memory> Host<M> {
                     }
                 }
                 let body = Body::Gather(&tx.payload);
-                if self.build_frame(now, dst, qpn, dest_qpn, &tx.headers, body, out) {
+                let to = To::Route(dst, route.as_ref());
+                if self.build_frame(now, to, qpn, dest_qpn, &tx.headers, body, out) {
                     // It may have more: back to the end of the line.
                     self.work.tx_ready.push_back(qpn);
                     return Some(TxOut::Whole);
@@ -1122,7 +1139,7 @@ impl<M: Memory> Host<M> {
             .and_then(|e| Some((e.qp.poll_transmit(now)?, e.qp.attr().dest_qpn)))
         {
             let body = Body::Gather(&tx.payload);
-            if self.build_frame(now, dst, qpn, dest_qpn, &tx.headers, body, out) {
+            if self.build_frame(now, To::Ip(dst), qpn, dest_qpn, &tx.headers, body, out) {
                 return true;
             }
         }
@@ -1222,7 +1239,15 @@ impl<M: Memory> Host<M> {
             qkey: GSI_QKEY,
             src_qp: CM_QPN,
         });
-        self.build_frame(now, dst, CM_QPN, CM_QPN, &headers, Body::Bytes(mad), out)
+        self.build_frame(
+            now,
+            To::Ip(dst),
+            CM_QPN,
+            CM_QPN,
+            &headers,
+            Body::Bytes(mad),
+            out,
+        )
     }
 
     /// Builds the complete frame into `out`, in place: the payload read (or copied) into its
@@ -1234,7 +1259,7 @@ impl<M: Memory> Host<M> {
     fn build_frame(
         &mut self,
         now: Instant,
-        dst: Ipv4Addr,
+        to: To<'_>,
         src_qpn: u32,
         dst_qpn: u32,
         headers: &RoceHeaders,
@@ -1262,14 +1287,21 @@ impl<M: Memory> Host<M> {
             }
         }
         let roce_len = len - HEADERS_LEN;
-        match self.net.write_headers_any_len(
-            now,
-            dst,
-            src_qpn,
-            dst_qpn,
-            roce_len,
-            &mut out[..HEADERS_LEN],
-        ) {
+        let written = match to {
+            To::Route(_, Some(route)) => {
+                self.net
+                    .write_route_headers(route, roce_len, &mut out[..HEADERS_LEN])
+            }
+            To::Route(dst, None) | To::Ip(dst) => self.net.write_headers_any_len(
+                now,
+                dst,
+                src_qpn,
+                dst_qpn,
+                roce_len,
+                &mut out[..HEADERS_LEN],
+            ),
+        };
+        match written {
             Ok(_) => {}
             Err(crate::net::NetError::TooLong { .. }) => {
                 self.stats.tx_build_errors += 1;
@@ -1294,6 +1326,16 @@ impl<M: Memory> Host<M> {
         self.stats.tx_frames += 1;
         true
     }
+}
+
+/// Where a frame being built goes.
+#[derive(Clone, Copy)]
+enum To<'a> {
+    /// To this address, looked up in the neighbour layer for this frame.
+    Ip(Ipv4Addr),
+    /// To this address along the sending QP's route, checked fresh by the caller (`None`: no
+    /// route could be built; the lookup then reports why).
+    Route(Ipv4Addr, Option<&'a Route>),
 }
 
 /// Where the payload of a frame being built comes from.

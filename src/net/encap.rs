@@ -162,6 +162,9 @@ pub struct Encap {
     /// Ordered map: cheaper per packet than a SipHash lookup for the few peers of a port.
     templates: BTreeMap<Ipv4Addr, HeaderTemplate>,
     ident: u16,
+    /// Counts changes of traffic classes and templates: a cached route stays valid while this
+    /// stays the same.
+    changes: u64,
 }
 
 impl Encap {
@@ -180,26 +183,31 @@ impl Encap {
             per_qp: BTreeMap::new(),
             templates: BTreeMap::new(),
             ident: 0,
+            changes: 0,
         }
     }
 
     /// Uses `tc` for packets to `ip` (unless the sending QP has its own).
     pub fn set_dest_traffic_class(&mut self, ip: Ipv4Addr, tc: TrafficClass) {
+        self.changes += 1;
         self.per_dest.insert(ip, tc);
     }
 
     /// Back to the default for `ip`.
     pub fn clear_dest_traffic_class(&mut self, ip: Ipv4Addr) {
+        self.changes += 1;
         self.per_dest.remove(&ip);
     }
 
     /// Uses `tc` for packets sent by local QP `qpn`.
     pub fn set_qp_traffic_class(&mut self, qpn: u32, tc: TrafficClass) {
+        self.changes += 1;
         self.per_qp.insert(qpn, tc);
     }
 
     /// Back to the destination's or the default class for `qpn`.
     pub fn clear_qp_traffic_class(&mut self, qpn: u32) {
+        self.changes += 1;
         self.per_qp.remove(&qpn);
     }
 
@@ -214,7 +222,18 @@ impl Encap {
 
     /// Drops the template of `ip` (its MAC is no longer valid).
     pub fn forget(&mut self, ip: Ipv4Addr) {
+        self.changes += 1;
         self.templates.remove(&ip);
+    }
+
+    /// The change counter (see `changes`).
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// The next IPv4 identification.
+    pub(super) fn take_ident(&mut self) -> u16 {
+        self.next_ident()
     }
 
     /// The template to `dst_ip` at `dst_mac`, built on first use and rebuilt if the MAC changed.

@@ -9,7 +9,9 @@ use super::encap::{Encap, TrafficClass};
 use super::error::NetError;
 use super::neighbours::{Neighbours, NetEvent, Resolve};
 use super::receive::receive_ipv4;
+use super::route::Route;
 use super::stats::{DropReason, NetStats};
+use super::udp_port::udp_source_port;
 use crate::time::Instant;
 use crate::wire::arp::{self, ArpOperation, ArpRepr};
 use crate::wire::ethernet::{self, EtherType, EthernetAddress, EthernetRepr};
@@ -37,6 +39,8 @@ pub struct Net {
     config: NetConfig,
     neighbours: Neighbours,
     encap: Encap,
+    /// Times `encap_mut` lent the encapsulator out (it may have changed).
+    encap_lent: u64,
     /// ARP replies waiting to be sent.
     replies: VecDeque<ArpFrame>,
     stats: NetStats,
@@ -49,6 +53,7 @@ impl Net {
         Ok(Net {
             neighbours: Neighbours::new(&config),
             encap: Encap::new(&config),
+            encap_lent: 0,
             replies: VecDeque::new(),
             stats: NetStats::default(),
             config,
@@ -68,9 +73,66 @@ impl Net {
         &self.encap
     }
 
-    /// The encapsulator, to set traffic classes per destination or per QP.
+    /// The encapsulator, to set traffic classes per destination or per QP. Cached routes are
+    /// rebuilt afterwards (see [`route_valid`](Self::route_valid)).
     pub fn encap_mut(&mut self) -> &mut Encap {
+        self.encap_lent += 1;
         &mut self.encap
+    }
+
+    /// Changes so far of everything a [`Route`] is built from.
+    fn generation(&self) -> u64 {
+        self.neighbours.changes() + self.encap.changes() + self.encap_lent
+    }
+
+    /// The route of packets from local QP `src_qpn` to QP `dst_qpn` at `dst_ip`, for the QP
+    /// to keep. Resolves like [`resolve`](Self::resolve): `NetError::Pending` while ARP is in
+    /// progress.
+    pub fn route(
+        &mut self,
+        now: Instant,
+        dst_ip: Ipv4Addr,
+        src_qpn: u32,
+        dst_qpn: u32,
+    ) -> Result<Route, NetError> {
+        let mac = self.resolved(now, dst_ip)?;
+        let ready_until = self
+            .neighbours
+            .ready_until(dst_ip)
+            .ok_or(NetError::Pending(dst_ip))?;
+        let tc = self.encap.traffic_class(dst_ip, src_qpn);
+        let template = *self.encap.template(dst_ip, mac);
+        Ok(Route {
+            dst_ip,
+            dst_qpn,
+            template,
+            tc,
+            src_port: udp_source_port(src_qpn, dst_qpn),
+            generation: self.generation(),
+            ready_until,
+        })
+    }
+
+    /// True while `route` still gives the headers
+    /// [`write_headers_any_len`](Self::write_headers_any_len) would write at `now`: nothing
+    /// in the neighbour cache or the encapsulation changed since it was built, and its
+    /// neighbour entry is not due for a refresh.
+    pub fn route_valid(&self, route: &Route, now: Instant) -> bool {
+        route.generation == self.generation() && route.ready_until.is_none_or(|t| now < t)
+    }
+
+    /// Writes the 42 Ethernet/IPv4/UDP header bytes of a RoCEv2 packet whose UDP payload is
+    /// `roce_len` bytes along `route` (checked with [`route_valid`](Self::route_valid)).
+    pub fn write_route_headers(
+        &mut self,
+        route: &Route,
+        roce_len: usize,
+        buf: &mut [u8],
+    ) -> Result<usize, NetError> {
+        let ident = self.encap.take_ident();
+        route
+            .template
+            .write(buf, route.tc, ident, route.src_port, roce_len)
     }
 
     /// Checks that `ip` is a peer we could reach: a unicast host of our subnet other than us.

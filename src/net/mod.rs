@@ -23,6 +23,7 @@ mod error;
 mod iface;
 mod neighbours;
 mod receive;
+mod route;
 mod stats;
 mod udp_port;
 
@@ -35,5 +36,6 @@ pub use encap::{Encap, HeaderTemplate, TrafficClass, HEADERS_LEN};
 pub use error::NetError;
 pub use iface::{Inbound, Net};
 pub use neighbours::{NetEvent, Resolve};
+pub use route::Route;
 pub use stats::{DropReason, NetStats};
 pub use udp_port::udp_source_port;

@@ -77,6 +77,9 @@ pub(crate) struct Neighbours {
     /// `poll_timeout`'s answer while no entry changed (`None`: recompute): the poll loop asks
     /// on every iteration, the table changes rarely.
     deadline: Cell<Option<Option<Instant>>>,
+    /// Counts changes to the table (any entry added, changed or removed): a route cached by a
+    /// sender stays valid while this stays the same.
+    changes: u64,
     /// Addresses to send an ARP request for, in order.
     requests: VecDeque<Ipv4Addr>,
     events: VecDeque<NetEvent>,
@@ -92,6 +95,7 @@ impl Neighbours {
         Neighbours {
             entries: BTreeMap::new(),
             deadline: Cell::new(None),
+            changes: 0,
             requests: VecDeque::new(),
             events: VecDeque::new(),
             retry_interval: config.arp_retry_interval,
@@ -106,6 +110,36 @@ impl Neighbours {
     pub(crate) fn lookup(&self, ip: Ipv4Addr) -> Option<EthernetAddress> {
         match self.entries.get(&ip)? {
             Entry::Reachable { mac, .. } | Entry::Static(mac) => Some(*mac),
+            Entry::Incomplete(_) | Entry::Failed { .. } => None,
+        }
+    }
+
+    /// An entry changed: the cached deadline and routes built from the table are stale.
+    fn changed(&mut self) {
+        self.deadline.set(None);
+        self.changes += 1;
+    }
+
+    /// The change counter (see `changes`).
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// How long `resolve(ip)` keeps answering `Ready` with the MAC [`lookup`](Self::lookup)
+    /// gives and no side effect, if nothing changes: `None` when it would not answer `Ready`,
+    /// `Some(None)` until the table changes, `Some(Some(t))` until `t` (a reachable entry's
+    /// refresh starts then).
+    pub(crate) fn ready_until(&self, ip: Ipv4Addr) -> Option<Option<Instant>> {
+        match self.entries.get(&ip)? {
+            Entry::Reachable {
+                confirmed,
+                refresh: None,
+                ..
+            } => Some(Some(*confirmed + self.ttl)),
+            Entry::Reachable {
+                refresh: Some(_), ..
+            }
+            | Entry::Static(_) => Some(None),
             Entry::Incomplete(_) | Entry::Failed { .. } => None,
         }
     }
@@ -134,7 +168,7 @@ impl Neighbours {
             }) => {
                 if refresh.is_none() && now >= confirmed + self.ttl {
                     let p = self.probe(now, ip);
-                    self.deadline.set(None);
+                    self.changed();
                     self.entries.insert(
                         ip,
                         Entry::Reachable {
@@ -155,7 +189,7 @@ impl Neighbours {
                     return Resolve::Failed(NetError::CacheFull(ip));
                 }
                 let p = self.probe(now, ip);
-                self.deadline.set(None);
+                self.changed();
                 self.entries.insert(ip, Entry::Incomplete(p));
                 Resolve::Pending
             }
@@ -179,7 +213,7 @@ impl Neighbours {
             .min();
         match victim {
             Some((_, _, k)) => {
-                self.deadline.set(None);
+                self.changed();
                 self.entries.remove(&k);
                 stats.cache_evictions += 1;
                 true
@@ -225,20 +259,20 @@ impl Neighbours {
                 }
             }
         }
-        self.deadline.set(None);
+        self.changed();
         self.entries.insert(ip, confirmed);
         true
     }
 
     /// Adds or replaces a static entry (never refreshed, never overwritten by ARP).
     pub(crate) fn insert_static(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
-        self.deadline.set(None);
+        self.changed();
         self.entries.insert(ip, Entry::Static(mac));
     }
 
     /// Forgets `ip`. Returns true if it was there.
     pub(crate) fn remove(&mut self, ip: Ipv4Addr) -> bool {
-        self.deadline.set(None);
+        self.changed();
         self.entries.remove(&ip).is_some()
     }
 
@@ -267,6 +301,7 @@ impl Neighbours {
             None
         };
         self.deadline.set(None);
+        self.changes += 1;
         self.entries.retain(|&ip, e| {
             let failed = match e {
                 Entry::Incomplete(p) => step(ip, p),

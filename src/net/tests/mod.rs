@@ -7,6 +7,7 @@ mod drops;
 mod encap;
 mod fuzz;
 mod resolve;
+mod route;
 mod tshark;
 
 use super::*;

@@ -1,0 +1,31 @@
+//! A sender's cached path to one peer QP: what `Net::write_headers_any_len` works out for every
+//! packet (the neighbour's MAC, its header template, the traffic class, the UDP source port of
+//! IBTA vol. 1 annex A17.3.2), kept by the sending QP and reused while the neighbour cache and
+//! the encapsulation settings it came from are unchanged and the neighbour entry needs no
+//! refresh. Each packet still takes its own IPv4 identification.
+
+use super::encap::{HeaderTemplate, TrafficClass};
+use crate::time::Instant;
+use std::net::Ipv4Addr;
+
+/// See the module documentation. Built by `Net::route`, checked by `Net::route_valid`, used by
+/// `Net::write_route_headers`.
+#[derive(Clone, Debug)]
+pub struct Route {
+    pub(super) dst_ip: Ipv4Addr,
+    pub(super) dst_qpn: u32,
+    pub(super) template: HeaderTemplate,
+    pub(super) tc: TrafficClass,
+    pub(super) src_port: u16,
+    /// `Net::generation` when built.
+    pub(super) generation: u64,
+    /// The neighbour entry's refresh time, if it has one.
+    pub(super) ready_until: Option<Instant>,
+}
+
+impl Route {
+    /// True if this route leads to QP `dst_qpn` at `dst_ip`.
+    pub fn leads_to(&self, dst_ip: Ipv4Addr, dst_qpn: u32) -> bool {
+        self.dst_ip == dst_ip && self.dst_qpn == dst_qpn
+    }
+}
