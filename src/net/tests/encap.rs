@@ -4,15 +4,6 @@ use super::*;
 use crate::wire::udp::ROCEV2_PORT;
 use std::collections::BTreeSet;
 
-fn resolved_net() -> Net {
-    let mut net = net();
-    net.resolve(ms(0), LINUX_IP);
-    net.handle_frame(ms(0), &linux_reply());
-    drain(&mut net, ms(0));
-    events(&mut net);
-    net
-}
-
 #[test]
 fn source_port_in_range_and_stable() {
     assert_eq!(udp_source_port(0x11, 0x12), udp_source_port(0x11, 0x12));

@@ -132,3 +132,13 @@ pub(super) fn drain(net: &mut Net, now: Instant) -> Vec<ArpFrame> {
 pub(super) fn events(net: &mut Net) -> Vec<NetEvent> {
     core::iter::from_fn(|| net.poll_event()).collect()
 }
+
+/// A net that learnt LINUX_IP from an ARP reply at `ms(0)` (reachable for the configured TTL).
+pub(super) fn resolved_net() -> Net {
+    let mut net = net();
+    net.resolve(ms(0), LINUX_IP);
+    net.handle_frame(ms(0), &linux_reply());
+    drain(&mut net, ms(0));
+    events(&mut net);
+    net
+}

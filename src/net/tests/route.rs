@@ -7,16 +7,6 @@ use crate::net::encap::TrafficClass;
 
 const OTHER_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x77]);
 
-/// A net that learnt LINUX_IP from an ARP reply at `ms(0)` (reachable, 30 s TTL).
-fn learnt_net() -> Net {
-    let mut net = net();
-    net.resolve(ms(0), LINUX_IP);
-    net.handle_frame(ms(0), &linux_reply());
-    drain(&mut net, ms(0));
-    events(&mut net);
-    net
-}
-
 /// The 42 header bytes of a 100-byte RoCE packet along `route`.
 fn route_headers(net: &mut Net, route: &Route) -> Vec<u8> {
     let mut b = vec![0u8; HEADERS_LEN];
@@ -27,7 +17,7 @@ fn route_headers(net: &mut Net, route: &Route) -> Vec<u8> {
 #[test]
 fn a_route_writes_what_the_per_packet_path_writes() {
     // Two nets in the same state: the first packet of each takes the same identification.
-    let (mut a, mut b) = (learnt_net(), learnt_net());
+    let (mut a, mut b) = (resolved_net(), resolved_net());
     for net in [&mut a, &mut b] {
         net.set_qp_traffic_class(0x11, TrafficClass::new(26, 2).unwrap());
     }
@@ -46,7 +36,7 @@ fn a_route_writes_what_the_per_packet_path_writes() {
 
 #[test]
 fn a_new_mac_from_arp_makes_the_route_stale() {
-    let mut net = learnt_net();
+    let mut net = resolved_net();
     let route = net.route(ms(1), LINUX_IP, 0x11, 0x12).unwrap();
     assert!(net.route_valid(&route, ms(2)));
     assert_eq!(route_headers(&mut net, &route)[..6], LINUX_MAC.0);
@@ -62,7 +52,7 @@ fn a_new_mac_from_arp_makes_the_route_stale() {
 
 #[test]
 fn a_route_ends_when_its_neighbour_needs_a_refresh() {
-    let mut net = learnt_net();
+    let mut net = resolved_net();
     let route = net.route(ms(1), LINUX_IP, 0x11, 0x12).unwrap();
     let ttl = config().arp_cache_ttl.as_millis() as u64;
     assert!(net.route_valid(&route, ms(ttl - 1)));
@@ -81,7 +71,7 @@ fn a_route_ends_when_its_neighbour_needs_a_refresh() {
 
 #[test]
 fn traffic_class_changes_and_removals_make_routes_stale() {
-    let mut net = learnt_net();
+    let mut net = resolved_net();
     let route = net.route(ms(1), LINUX_IP, 0x11, 0x12).unwrap();
     net.set_qp_traffic_class(0x11, TrafficClass::new(46, 1).unwrap());
     assert!(!net.route_valid(&route, ms(1)));

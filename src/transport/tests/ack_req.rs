@@ -25,6 +25,17 @@ fn ack_reqs(pkts: &[Pkt]) -> Vec<bool> {
     pkts.iter().map(|p| p.headers.bth.ack_req).collect()
 }
 
+/// Delivers A's `reqs` to B and returns B's answer: exactly one ACK.
+fn one_ack_for(p: &mut Pair, reqs: &[Pkt]) -> Pkt {
+    for r in reqs {
+        p.deliver(r);
+    }
+    let mut acks = p.drain(B);
+    assert_eq!(acks.len(), 1, "{acks:?}");
+    assert_eq!(acks[0].op(), Opcode::RC_ACK);
+    acks.remove(0)
+}
+
 #[test]
 fn unsignaled_writes_ask_every_sixteenth_packet() {
     let mut p = Pair::new();
@@ -38,16 +49,11 @@ fn unsignaled_writes_ask_every_sixteenth_packet() {
     assert_eq!(reqs.len(), n);
     let want: Vec<bool> = (0..n).map(|i| i + 1 == ACK_REQ_EVERY as usize).collect();
     assert_eq!(ack_reqs(&reqs), want);
-    for r in &reqs {
-        p.deliver(r);
-    }
-    assert_eq!(p.bytes(B, &b), p.bytes(A, &a));
     // B answers the one request with one ACK, for PSN 100 + 15.
-    let acks = p.drain(B);
-    assert_eq!(acks.len(), 1);
-    assert_eq!(acks[0].op(), Opcode::RC_ACK);
-    assert_eq!(acks[0].psn(), 100 + ACK_REQ_EVERY - 1);
-    p.deliver(&acks[0]);
+    let ack = one_ack_for(&mut p, &reqs);
+    assert_eq!(p.bytes(B, &b), p.bytes(A, &a));
+    assert_eq!(ack.psn(), 100 + ACK_REQ_EVERY - 1);
+    p.deliver(&ack);
     assert!(
         p.completions(A).is_empty(),
         "unsignaled WRITEs complete silently"
@@ -113,13 +119,9 @@ fn a_signaled_write_asks_and_retires_the_unsignaled_before_it() {
     p.post_send(A, write(3, &a, &b, true));
     let reqs = p.drain(A);
     assert_eq!(ack_reqs(&reqs), [false, false, true]);
-    for r in &reqs {
-        p.deliver(r);
-    }
-    let acks = p.drain(B);
-    assert_eq!(acks.len(), 1);
-    assert_eq!(acks[0].psn(), 102);
-    p.deliver(&acks[0]);
+    let ack = one_ack_for(&mut p, &reqs);
+    assert_eq!(ack.psn(), 102);
+    p.deliver(&ack);
     let wc = p.completions(A);
     assert_eq!(wc.len(), 1);
     assert_eq!((wc[0].wr_id, wc[0].status), (3, WcStatus::Success));
@@ -178,13 +180,9 @@ fn a_lost_unsignaled_write_is_resent_and_the_resend_asks() {
     let again = p.drain(A);
     assert_eq!(again.iter().map(Pkt::psn).collect::<Vec<_>>(), [101, 102]);
     assert_eq!(ack_reqs(&again), [false, true]);
-    for r in &again {
-        p.deliver(r);
-    }
-    let ack = p.drain(B);
-    assert_eq!(ack.len(), 1);
-    assert_eq!(ack[0].psn(), 102);
-    p.deliver(&ack[0]);
+    let ack = one_ack_for(&mut p, &again);
+    assert_eq!(ack.psn(), 102);
+    p.deliver(&ack);
     assert_eq!(p.s[A].qp.poll_timeout(), None);
     let whole = p.bytes(B, &b);
     let src = p.bytes(A, &a);
