@@ -26,7 +26,7 @@ use crate::wire::reth::RethRepr;
 
 use super::window::SendWindow;
 
-/// Request an ACK at least every this many packets of a long message.
+/// Request an ACK at least every this many packets, of one message or several unsignaled ones.
 pub const ACK_REQ_EVERY: u32 = 16;
 
 /// An idle requester whose last packets went without AckReq resends its last packet with AckReq
