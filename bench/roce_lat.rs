@@ -401,6 +401,7 @@ fn server(
                         verify_dst(shard, &bufs, size, i, "RDMA WRITE")?;
                     }
                     post_write(shard, &bufs, &peer, size, i, args.verify)?;
+                    shard.send_now();
                 }
             }
             Op::Send => {
@@ -410,6 +411,7 @@ fn server(
                         verify_dst(shard, &bufs, size, i, "SEND")?;
                     }
                     post_send(shard, &bufs, &peer, size, i, args.verify)?;
+                    shard.send_now();
                 }
             }
             Op::Read => {}
@@ -695,10 +697,12 @@ fn client(
             match args.op {
                 Op::Write => {
                     post_write(shard, &bufs, &peer, size, i, args.verify)?;
+                    shard.send_now();
                     wait_byte(shard, &dst_view, size, tag(i), timeout)?;
                 }
                 Op::Send => {
                     post_send(shard, &bufs, &peer, size, i, args.verify)?;
+                    shard.send_now();
                     wait_recv(shard, qpn, &bufs, timeout)?;
                 }
                 Op::Read => {

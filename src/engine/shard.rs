@@ -116,10 +116,31 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             }
             None => return false,
         };
-        let stamp = Instant::from_nanos(now.as_nanos().saturating_add(self.capture_epoch_ns));
         if self.host.poll_timeout().is_some_and(|t| t <= now) {
             self.host.handle_timeout(now);
         }
+        let tx = self.transmit(now);
+        let busy = rx > 0 || tx > 0;
+        if busy {
+            self.stats.busy_polls += 1;
+        }
+        busy
+    }
+
+    /// Sends what the host has to send now, without receiving first: for a consumer that has
+    /// just posted work and wants it on the wire before its next [`poll`](Self::poll) (the
+    /// doorbell of a hardware queue pair). Returns the frames sent.
+    pub fn send_now(&mut self) -> u64 {
+        if !self.host.has_output() {
+            return 0;
+        }
+        let now = self.clock.now();
+        self.transmit(now)
+    }
+
+    /// The transmit half of a turn: every frame the host has, then one flush.
+    fn transmit(&mut self, now: Instant) -> u64 {
+        let stamp = Instant::from_nanos(now.as_nanos().saturating_add(self.capture_epoch_ns));
         let mut tx = 0u64;
         // Zero-copy transmit when the I/O attaches payloads and the memory can pin them.
         let zero_copy = self
@@ -173,11 +194,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             self.io.flush();
         }
         self.stats.tx_frames += tx;
-        let busy = rx > 0 || tx > 0;
-        if busy {
-            self.stats.busy_polls += 1;
-        }
-        busy
+        tx
     }
 }
 
@@ -204,7 +221,7 @@ mod tests {
 
     /// An idle shard reads the clock only every `CLOCK_EVERY_IDLE` turns, yet its timers
     /// fire: a connection attempt to an unanswered address sends its ARP request at once
-    /// (output waiting) and the retries later with nothing else happening.
+    /// (`send_now`, output waiting) and the retries later with nothing else happening.
     #[test]
     fn idle_turns_skip_work_but_timers_still_fire() {
         let (io, mut wire) = ChannelIo::pair(64);
@@ -248,12 +265,15 @@ mod tests {
             .connect(now, ConnectParams::new(peer, 1, qpn, Psn::new(0)))
             .unwrap();
         assert!(shard.host.has_output(), "the connect left a MAD to send");
-        assert!(shard.poll());
+        // `send_now` puts it on the wire without a receive turn: the MAD waits for the MAC, so
+        // what leaves is the ARP request for the peer.
+        assert_eq!(shard.send_now(), 1);
         assert_eq!(
             arp_requests(&mut wire),
             1,
             "the first ARP request left at once"
         );
+        assert_eq!(shard.send_now(), 0, "nothing more to send until the retry");
         // Only retries remain, on the timer: keep polling until one is seen (or 2 s pass).
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
         let mut retries = 0;
