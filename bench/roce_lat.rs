@@ -390,7 +390,8 @@ fn server(
         qpn,
     };
     let table = shard.host.mr_table().clone();
-    let dst_view = pin_dst(&table, &bufs)?;
+    let dst_view = pin_buffer(&table, bufs.pd, &bufs.dst, Access::empty())?;
+    let src_view = pin_buffer(&table, bufs.pd, &bufs.src, Access::LOCAL_WRITE)?;
     for size in sizes(args) {
         let total = args.warmup + args.iters;
         match args.op {
@@ -400,7 +401,7 @@ fn server(
                     if args.verify {
                         verify_dst(shard, &bufs, size, i, "RDMA WRITE")?;
                     }
-                    post_write(shard, &bufs, &peer, size, i, args.verify)?;
+                    post_write(shard, &bufs, &src_view, &peer, size, i, args.verify)?;
                     shard.send_now();
                 }
             }
@@ -534,19 +535,25 @@ fn wait_byte(
     })
 }
 
-/// The destination buffer pinned for the run: the consumer polls its last byte directly, as
-/// `ib_write_lat` polls its buffer, instead of looking the key up on every spin.
-fn pin_dst<'t>(table: &'t MrTable, bufs: &Buffers) -> Result<PinGuard<'t>, String> {
+/// Buffer `r` pinned for the run: the consumer polls the last byte of its destination directly
+/// and stores the tag byte of its source directly, as `ib_write_lat` does with its buffers,
+/// instead of looking the key up on every access (`access`: `LOCAL_WRITE` to store).
+fn pin_buffer<'t>(
+    table: &'t MrTable,
+    pd: u32,
+    r: &Region,
+    access: Access,
+) -> Result<PinGuard<'t>, String> {
     table
         .pin(
             &MemRef {
                 kind: KeyKind::Local,
-                pd: bufs.pd,
-                key: bufs.dst.lkey,
-                addr: bufs.dst.addr,
+                pd,
+                key: r.lkey,
+                addr: r.addr,
                 len: MAX_SIZE as u32,
             },
-            Access::empty(),
+            access,
         )
         .map_err(|e| format!("pinning the buffer: {e:?}"))
 }
@@ -575,6 +582,7 @@ fn wait_recv(
 fn post_write(
     shard: &mut BenchShard,
     bufs: &Buffers,
+    src: &PinGuard<'_>,
     peer: &Peer,
     size: usize,
     i: usize,
@@ -586,7 +594,8 @@ fn post_write(
         fill_message(&mut b, i);
         write_region(shard, &bufs.src, 0, &b)?;
     } else {
-        write_region(shard, &bufs.src, size - 1, &[v])?;
+        src.store(size - 1, v)
+            .map_err(|e| format!("writing the buffer: {e:?}"))?;
     }
     let now = shard.clock().now();
     shard
@@ -689,14 +698,15 @@ fn client(
     };
     let mut series = Vec::new();
     let table = shard.host.mr_table().clone();
-    let dst_view = pin_dst(&table, &bufs)?;
+    let dst_view = pin_buffer(&table, bufs.pd, &bufs.dst, Access::empty())?;
+    let src_view = pin_buffer(&table, bufs.pd, &bufs.src, Access::LOCAL_WRITE)?;
     for size in sizes(args) {
         let mut s = LatencySeries::new(size, scale);
         for i in 1..=args.warmup + args.iters {
             let t0 = Instant::now();
             match args.op {
                 Op::Write => {
-                    post_write(shard, &bufs, &peer, size, i, args.verify)?;
+                    post_write(shard, &bufs, &src_view, &peer, size, i, args.verify)?;
                     shard.send_now();
                     wait_byte(shard, &dst_view, size, tag(i), timeout)?;
                 }

@@ -53,13 +53,28 @@ impl RxQueue {
     /// Receives up to `out.len()` packets into `out[..n]` and returns `n`. Mbufs still in `out`
     /// from an earlier burst are freed first, so a fixed `[None; N]` array can be reused.
     pub fn rx_burst(&mut self, out: &mut [Option<Mbuf>]) -> usize {
-        for slot in out.iter_mut() {
+        let len = out.len();
+        self.rx_burst_after(out, len)
+    }
+
+    /// Like [`rx_burst`](Self::rx_burst) for a caller that empties `out` after each burst: only
+    /// `out[..dirty]` may still hold mbufs (they are freed first), the rest must be `None`, so
+    /// an idle poll does not walk the whole array. An mbuf left beyond `dirty` against that
+    /// rule is leaked (overwritten, never freed), never used twice.
+    pub fn rx_burst_after(&mut self, out: &mut [Option<Mbuf>], dirty: usize) -> usize {
+        for slot in out.iter_mut().take(dirty) {
             *slot = None;
         }
+        debug_assert!(
+            out.iter().all(Option::is_none),
+            "rx slots beyond `dirty` in use"
+        );
         let nb = u16::try_from(out.len()).unwrap_or(u16::MAX);
         // SAFETY: the port is started and this handle is the only user of (port, queue); `out`
-        // holds `nb` null pointers (None has the layout of a null `*mut rte_mbuf`), into which
-        // the PMD writes `n` mbufs that become exclusively ours.
+        // holds `nb` entries the PMD may overwrite with mbufs that become exclusively ours: the
+        // first `dirty` were just set to None, the rest are None by the caller's contract (one
+        // left holding an mbuf is only leaked: the pointer is overwritten without a free, and
+        // nothing else refers to it).
         let n = unsafe {
             dpdk_sys::shim_rte_eth_rx_burst(
                 self.port.id,

@@ -32,6 +32,8 @@ pub struct DpdkFrameIo {
     tx: TxQueue,
     pool: Mempool,
     rx_slots: [Option<Mbuf>; BURST],
+    /// Slots of `rx_slots` that may still hold mbufs (see `RxQueue::rx_burst_after`).
+    rx_dirty: usize,
     tx_slots: [Option<Mbuf>; BURST],
     pending: usize,
     /// Frame bytes of a multi-segment receive, reassembled.
@@ -79,6 +81,7 @@ impl DpdkFrameIo {
             tx,
             pool,
             rx_slots: std::array::from_fn(|_| None),
+            rx_dirty: 0,
             tx_slots: std::array::from_fn(|_| None),
             pending: 0,
             scratch: Vec::new(),
@@ -153,7 +156,10 @@ impl DpdkFrameIo {
 
 impl FrameIo for DpdkFrameIo {
     fn rx_burst(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
-        let n = self.rx.rx_burst(&mut self.rx_slots);
+        // The slots are emptied below; only a burst cut short (a panicking callback) leaves
+        // some filled, and `rx_dirty` then makes the next burst free them.
+        let n = self.rx.rx_burst_after(&mut self.rx_slots, self.rx_dirty);
+        self.rx_dirty = n;
         for slot in self.rx_slots.iter_mut().take(n) {
             let Some(m) = slot.take() else { continue };
             if m.nb_segs() == 1 {
@@ -166,6 +172,7 @@ impl FrameIo for DpdkFrameIo {
                 f(&self.scratch);
             }
         }
+        self.rx_dirty = 0;
         self.stats.rx_frames += n as u64;
         n
     }

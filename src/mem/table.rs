@@ -199,6 +199,8 @@ pub struct PinGuard<'a> {
     addr: usize,
     len: usize,
     iova: Option<u64>,
+    /// Pinned by its owner for writing (`KeyKind::Local` with `LOCAL_WRITE` checked).
+    writable: bool,
 }
 
 impl core::fmt::Debug for PinGuard<'_> {
@@ -240,6 +242,24 @@ impl PinGuard<'_> {
         // pinned range of a live registration, valid for reads (register_raw's contract / the
         // Allocator contract).
         Ok(unsafe { core::ptr::read_volatile(self.as_ptr().add(off)) })
+    }
+    /// Writes `v` at byte `off` of the pinned range (a volatile store): the owner's own write,
+    /// as [`MrTable::write_local`], for a range pinned by L_Key with `LOCAL_WRITE` (else
+    /// `AccessDenied`). No key lookup or count per write.
+    pub fn store(&self, off: usize, v: u8) -> Result<(), MemError> {
+        if !self.writable {
+            return Err(MemError::AccessDenied);
+        }
+        if off >= self.len {
+            return Err(MemError::OutOfBounds);
+        }
+        let ptr = core::ptr::with_exposed_provenance_mut::<u8>(self.addr);
+        // SAFETY: as in `load`, the byte lies inside the pinned range of a live registration
+        // (the guard's count keeps it registered and `off < len` was checked); the region was
+        // pinned by its owner with LOCAL_WRITE checked, and registered memory is valid for
+        // writes (register_raw's contract / the Allocator contract), as `write_local` uses it.
+        unsafe { core::ptr::write_volatile(ptr.add(off), v) };
+        Ok(())
     }
     /// Keeps the pin past this guard's scope (e.g. in an mbuf's free-callback argument); give it
     /// back with [`MrTable::unpin`].
@@ -531,6 +551,7 @@ impl MrTable {
             addr: ptr.addr(),
             len: len as usize,
             iova,
+            writable: false,
         }
         .into_token();
         self.install(
@@ -895,6 +916,7 @@ impl MrTable {
             addr: m.ptr.addr() + off,
             len: r.len as usize,
             iova: m.iova.map(|i| i + off as u64),
+            writable: r.kind == KeyKind::Local && access.contains(Access::LOCAL_WRITE),
         })
     }
 

@@ -594,7 +594,7 @@ fn a_remote_write_on_a_qp_checks_what_rkey_usable_on_and_write_check() {
 }
 
 #[test]
-fn a_pinned_range_loads_fresh_bytes_within_its_bounds() {
+fn a_pinned_range_loads_and_stores_within_its_bounds_and_rights() {
     let t = MrTable::new(8);
     let pz = t.create_pz();
     let r = t.register_alloc(pz, 64, 64, Access::LOCAL_WRITE).unwrap();
@@ -612,4 +612,28 @@ fn a_pinned_range_loads_fresh_bytes_within_its_bounds() {
     // Outside the pinned 8 bytes, even though still inside the region: refused.
     assert_eq!(g.load(8), Err(MemError::OutOfBounds));
     assert_eq!(g.load(usize::MAX), Err(MemError::OutOfBounds));
+    // This pin did not ask for LOCAL_WRITE: no stores through it.
+    assert_eq!(g.store(0, 1), Err(MemError::AccessDenied));
+    drop(g);
+    // A writable pin stores within its bounds, seen by the checked read.
+    let w = t
+        .pin(
+            &mr(KeyKind::Local, pz, r.lkey, r.addr + 32, 4),
+            Access::LOCAL_WRITE,
+        )
+        .unwrap();
+    w.store(3, 0x5a).unwrap();
+    let mut b = [0u8];
+    t.read_local(r.lkey, r.addr + 35, &mut b).unwrap();
+    assert_eq!(b[0], 0x5a);
+    assert_eq!(w.store(4, 1), Err(MemError::OutOfBounds));
+    drop(w);
+    // A region without LOCAL_WRITE cannot be pinned for writing at all.
+    let ro = t.register_alloc(pz, 64, 64, Access::empty()).unwrap();
+    assert!(t
+        .pin(
+            &mr(KeyKind::Local, pz, ro.lkey, ro.addr, 4),
+            Access::LOCAL_WRITE
+        )
+        .is_err());
 }
