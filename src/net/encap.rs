@@ -231,11 +231,6 @@ impl Encap {
         self.changes
     }
 
-    /// The next IPv4 identification.
-    pub(super) fn take_ident(&mut self) -> u16 {
-        self.next_ident()
-    }
-
     /// The template to `dst_ip` at `dst_mac`, built on first use and rebuilt if the MAC changed.
     pub fn template(&mut self, dst_ip: Ipv4Addr, dst_mac: EthernetAddress) -> &HeaderTemplate {
         let (src_mac, src_ip, ttl) = (self.src_mac, self.src_ip, self.ttl);
@@ -249,7 +244,8 @@ impl Encap {
         t
     }
 
-    fn next_ident(&mut self) -> u16 {
+    /// The next IPv4 identification.
+    pub(super) fn next_ident(&mut self) -> u16 {
         self.ident = self.ident.wrapping_add(1);
         self.ident
     }

@@ -129,7 +129,7 @@ impl Net {
         roce_len: usize,
         buf: &mut [u8],
     ) -> Result<usize, NetError> {
-        let ident = self.encap.take_ident();
+        let ident = self.encap.next_ident();
         route
             .template
             .write(buf, route.tc, ident, route.src_port, roce_len)
