@@ -100,7 +100,8 @@ fn side(n: u8, size: usize, ack_delay: Duration, now: Instant) -> Side {
 
 /// Hands every frame `from` has to send to `to`.
 fn shuttle(from: &mut Side, to: &mut Side, now: Instant, buf: &mut Vec<u8>) {
-    while from.host.poll_transmit_into(now, buf) {
+    // As `Shard::transmit`: no transmit poll once the host says it has nothing.
+    while from.host.has_output() && from.host.poll_transmit_into(now, buf) {
         from.frames += 1;
         to.host.handle_frame(now, buf);
     }
@@ -238,7 +239,7 @@ fn main() {
         if a.host.poll_timeout().is_some_and(|t| t <= now) {
             a.host.handle_timeout(now);
         }
-        while a.host.poll_transmit_into(now, &mut buf) {
+        while a.host.has_output() && a.host.poll_transmit_into(now, &mut buf) {
             polled += 1;
         }
         while a.host.poll_completion().is_some() {}

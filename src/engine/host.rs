@@ -207,6 +207,8 @@ struct QpEntry {
     tx_queued: bool,
     /// The path of its packets, while `Net::route_valid` says it holds.
     route: Option<Route>,
+    /// Peer IP once connected (or connecting).
+    peer: Option<Ipv4Addr>,
 }
 
 /// Which QPs did something since they were last looked at (see the module documentation).
@@ -319,8 +321,6 @@ pub struct Host<M: Memory> {
     cm_deadline: Option<Instant>,
     /// SRQs whose limit flag may have been set since the last check.
     srq_check: Vec<u32>,
-    /// Peer IP of each connected (or connecting) QP.
-    peer_ip: BTreeMap<u32, Ipv4Addr>,
     /// CM connection of each QP.
     conn_of_qp: BTreeMap<u32, CmId>,
     /// Remote IP of each pending connection request.
@@ -348,7 +348,6 @@ impl<M: Memory> Host<M> {
             cm_ran: false,
             cm_deadline: None,
             srq_check: Vec::new(),
-            peer_ip: BTreeMap::new(),
             conn_of_qp: BTreeMap::new(),
             request_src: BTreeMap::new(),
             // QPNs 0 and 1 are special; start somewhere recognisable in captures.
@@ -472,6 +471,7 @@ impl<M: Memory> Host<M> {
                 cq_dirty: false,
                 tx_queued: false,
                 route: None,
+                peer: None,
             },
         );
         self.work.reserve(self.qps.len());
@@ -495,10 +495,8 @@ impl<M: Memory> Host<M> {
 
     /// Sets the peer address of a QP whose connection another shard's CM made.
     pub fn set_peer(&mut self, qpn: u32, ip: Ipv4Addr) -> Result<(), HostError> {
-        if !self.qps.contains_key(&qpn) {
-            return Err(HostError::UnknownQp);
-        }
-        self.peer_ip.insert(qpn, ip);
+        let e = self.qps.get_mut(&qpn).ok_or(HostError::UnknownQp)?;
+        e.peer = Some(ip);
         Ok(())
     }
 
@@ -610,7 +608,6 @@ impl<M: Memory> Host<M> {
     /// `ibv_destroy_qp` does.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), HostError> {
         self.qps.remove(&qpn).ok_or(HostError::UnknownQp)?;
-        self.peer_ip.remove(&qpn);
         self.conn_of_qp.remove(&qpn);
         Ok(())
     }
@@ -663,7 +660,9 @@ impl<M: Memory> Host<M> {
         let r = self.cm.connect(now, params);
         self.cm_ran();
         let id = r?;
-        self.peer_ip.insert(qpn, ip);
+        if let Some(e) = self.qps.get_mut(&qpn) {
+            e.peer = Some(ip);
+        }
         self.conn_of_qp.insert(qpn, id);
         Ok(id)
     }
@@ -693,8 +692,8 @@ impl<M: Memory> Host<M> {
         self.cm_ran();
         r?;
         self.request_src.remove(&id);
-        if let Some(ip) = src {
-            self.peer_ip.insert(qpn, ip);
+        if let (Some(ip), Some(e)) = (src, self.qps.get_mut(&qpn)) {
+            e.peer = Some(ip);
         }
         self.conn_of_qp.insert(qpn, id);
         Ok(())
@@ -1061,7 +1060,7 @@ impl<M: Memory> Host<M> {
             let Some(e) = self.qps.get_mut(&qpn) else {
                 continue;
             };
-            let Some(&dst) = self.peer_ip.get(&qpn) else {
+            let Some(dst) = e.peer else {
                 // Not connected: nothing can be sent; `connect`/`accept` touch it again.
                 e.tx_queued = false;
                 continue;
@@ -1086,6 +1085,12 @@ impl<M: Memory> Host<M> {
                 let Some(tx) = e.qp.poll_transmit(now) else {
                     break;
                 };
+                // A QP with nothing more leaves the line now, so the caller's next
+                // `has_output` is false and no empty transmit poll follows this frame.
+                let more = e.qp.has_output();
+                if !more {
+                    e.tx_queued = false;
+                }
                 self.work.timer_changed(e);
                 // The QP's cached route, rebuilt when the neighbour layer says it is stale
                 // (a failure leaves none: `build_frame` then counts the packet as unroutable).
@@ -1102,7 +1107,9 @@ impl<M: Memory> Host<M> {
                         if let Some(built) = self.build_pinned(now, dst, qpn, dest_qpn, &tx, out, p)
                         {
                             if built {
-                                self.work.tx_ready.push_back(qpn);
+                                if more {
+                                    self.work.tx_ready.push_back(qpn);
+                                }
                                 return Some(TxOut::Pinned);
                             }
                             continue;
@@ -1113,7 +1120,9 @@ impl<M: Memory> Host<M> {
                 let to = To::Route(dst, route.as_ref());
                 if self.build_frame(now, to, qpn, dest_qpn, &tx.headers, body, out) {
                     // It may have more: back to the end of the line.
-                    self.work.tx_ready.push_back(qpn);
+                    if more {
+                        self.work.tx_ready.push_back(qpn);
+                    }
                     return Some(TxOut::Whole);
                 }
             }
@@ -1127,7 +1136,7 @@ impl<M: Memory> Host<M> {
     /// The next packet of QP `qpn` (moved to ERROR by the CM: only its last acknowledgements
     /// remain) as a whole frame in `out`; false when it has none (or cannot send any).
     fn qp_frame_before_cm(&mut self, now: Instant, qpn: u32, out: &mut Vec<u8>) -> bool {
-        let Some(&dst) = self.peer_ip.get(&qpn) else {
+        let Some(dst) = self.qps.get(&qpn).and_then(|e| e.peer) else {
             return false;
         };
         if self.net.lookup(dst).is_none() {

@@ -786,39 +786,61 @@ impl MrTable {
     }
 
     /// Byte offset of `addr..addr+len` inside a region of `m`, overflow-safe.
-    fn offset(m: &Meta, addr: u64, len: u64) -> Result<usize, MemError> {
-        let start = addr.checked_sub(m.va).ok_or(MemError::OutOfBounds)?;
+    #[inline(always)]
+    fn offset(va: u64, region_len: u64, addr: u64, len: u64) -> Result<usize, MemError> {
+        let start = addr.checked_sub(va).ok_or(MemError::OutOfBounds)?;
         let end = start.checked_add(len).ok_or(MemError::OutOfBounds)?;
-        if end > m.len {
+        if end > region_len {
             return Err(MemError::OutOfBounds);
         }
         Ok(start as usize)
     }
 
     /// The full check of IBTA vol. 1 §10.6.3 / §10.6.4 (key, PZ, bounds, rights), in the order
-    /// the transport's `VecMemory` uses, holding a count on success.
-    fn locate(&self, r: &MemRef, access: Access) -> Result<(Held<'_>, Meta, usize), MemError> {
+    /// the transport's `VecMemory` uses, holding a count on success: the count, the region's
+    /// base pointer and the offset of `r.addr` in it. Only the fields the checks need are
+    /// loaded (the data path's form; [`locate`](Self::locate) adds the rest).
+    #[inline(always)]
+    fn locate_ptr(
+        &self,
+        r: &MemRef,
+        access: Access,
+    ) -> Result<(Held<'_>, *mut u8, usize), MemError> {
         let held = self.acquire(r.kind, r.key)?;
-        let m = self.meta(&held);
-        if m.pd != r.pd {
+        let slot = &self.slots[held.idx];
+        // Published before LIVE (Release) and read under the count just taken (Acquire).
+        if slot.pd.load(Ordering::Relaxed) != r.pd {
             return Err(MemError::PdMismatch);
         }
-        let off = Self::offset(&m, r.addr, u64::from(r.len))?;
+        let off = Self::offset(
+            slot.va.load(Ordering::Relaxed),
+            slot.len.load(Ordering::Relaxed),
+            r.addr,
+            u64::from(r.len),
+        )?;
         let mut need = access;
         need.remove(Access::LOCAL_READ);
         let allowed = match r.kind {
             KeyKind::Local => Access::LOCAL_WRITE,
             KeyKind::Remote => Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC,
         };
-        if !allowed.contains(need) || !m.access.contains(need) {
+        let granted = Access::from_bits_truncate(slot.access.load(Ordering::Relaxed));
+        if !allowed.contains(need) || !granted.contains(need) {
             return Err(MemError::AccessDenied);
         }
+        Ok((held, slot.ptr.load(Ordering::Relaxed), off))
+    }
+
+    /// [`locate_ptr`](Self::locate_ptr) with the region's whole metadata.
+    fn locate(&self, r: &MemRef, access: Access) -> Result<(Held<'_>, Meta, usize), MemError> {
+        let (held, _, off) = self.locate_ptr(r, access)?;
+        let m = self.meta(&held);
         Ok((held, m, off))
     }
 
     /// Checks `r` for `access` without touching memory.
     pub fn check(&self, r: &MemRef, access: Access) -> Result<(), MemError> {
-        self.locate(r, access).map(|_| ())
+        self.locate_ptr(r, access).map(|_| ())
     }
 
     /// Checked read of `out.len()` (= `r.len`) bytes at `r.addr`.
@@ -826,8 +848,8 @@ impl MrTable {
         if out.len() != r.len as usize {
             return Err(MemError::OutOfBounds);
         }
-        let (_held, m, off) = self.locate(r, access)?;
-        copy_out(&m, off, out);
+        let (_held, base, off) = self.locate_ptr(r, access)?;
+        copy_out(base, off, out);
         Ok(())
     }
 
@@ -836,8 +858,8 @@ impl MrTable {
         if data.len() != r.len as usize {
             return Err(MemError::OutOfBounds);
         }
-        let (_held, m, off) = self.locate(r, access)?;
-        copy_in(&m, off, data);
+        let (_held, base, off) = self.locate_ptr(r, access)?;
+        copy_in(base, off, data);
         Ok(())
     }
 
@@ -848,13 +870,13 @@ impl MrTable {
         if data.len() != r.len as usize {
             return Err(MemError::OutOfBounds);
         }
-        let (held, m, off) = self.locate(r, Access::REMOTE_WRITE)?;
+        let (held, base, off) = self.locate_ptr(r, Access::REMOTE_WRITE)?;
         // As in `rkey_usable_on`: published before LIVE, read under the count just taken.
         let qp = self.slots[held.idx].qp.load(Ordering::Relaxed);
         if r.kind == KeyKind::Remote && qp != 0 && qp != qpn {
             return Err(MemError::AccessDenied);
         }
-        copy_in(&m, off, data);
+        copy_in(base, off, data);
         Ok(())
     }
 
@@ -985,8 +1007,8 @@ impl MrTable {
     pub fn read_local(&self, lkey: u32, addr: u64, out: &mut [u8]) -> Result<(), MemError> {
         let held = self.acquire(KeyKind::Local, lkey)?;
         let m = self.meta(&held);
-        let off = Self::offset(&m, addr, out.len() as u64)?;
-        copy_out(&m, off, out);
+        let off = Self::offset(m.va, m.len, addr, out.len() as u64)?;
+        copy_out(m.ptr, off, out);
         Ok(())
     }
 
@@ -995,8 +1017,8 @@ impl MrTable {
     pub fn write_local(&self, lkey: u32, addr: u64, data: &[u8]) -> Result<(), MemError> {
         let held = self.acquire(KeyKind::Local, lkey)?;
         let m = self.meta(&held);
-        let off = Self::offset(&m, addr, data.len() as u64)?;
-        copy_in(&m, off, data);
+        let off = Self::offset(m.va, m.len, addr, data.len() as u64)?;
+        copy_in(m.ptr, off, data);
         Ok(())
     }
 
@@ -1041,20 +1063,20 @@ impl MrTable {
     }
 }
 
-/// Copies region bytes `off..off + out.len()` into `out`.
-fn copy_out(m: &Meta, off: usize, out: &mut [u8]) {
+/// Copies bytes `off..off + out.len()` of the region at `base` into `out`.
+fn copy_out(base: *mut u8, off: usize, out: &mut [u8]) {
     if out.is_empty() {
         return;
     }
     // SAFETY: the caller holds a count on the region (it cannot be freed), and `off + out.len()
-    // <= m.len` was checked, so the source range lies inside a live registration that is valid
+    // <= region length` was checked, so the source range lies inside a live registration that is valid
     // for reads (register_raw's contract / the Allocator contract). `out` is a distinct Rust
     // buffer, so the ranges do not overlap.
-    unsafe { core::ptr::copy_nonoverlapping(m.ptr.add(off), out.as_mut_ptr(), out.len()) };
+    unsafe { core::ptr::copy_nonoverlapping(base.add(off), out.as_mut_ptr(), out.len()) };
 }
 
-/// Copies `data` into region bytes `off..off + data.len()`.
-fn copy_in(m: &Meta, off: usize, data: &[u8]) {
+/// Copies `data` into bytes `off..off + data.len()` of the region at `base`.
+fn copy_in(base: *mut u8, off: usize, data: &[u8]) {
     if data.is_empty() {
         return;
     }
@@ -1062,7 +1084,7 @@ fn copy_in(m: &Meta, off: usize, data: &[u8]) {
     // writes; no Rust reference to registered memory exists (register_raw's contract; provider
     // memory is only reached through these accessors), so writing through the raw pointer
     // invalidates no reference.
-    unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), m.ptr.add(off), data.len()) };
+    unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), base.add(off), data.len()) };
 }
 
 /// Executes `op` on the 8-byte word at region offset `off` and returns the original value.
