@@ -934,7 +934,7 @@ impl<M: Memory> Host<M> {
             self.stats.rx_unknown_qp += 1;
             return;
         };
-        if e.qp.state() == QpState::Rtr {
+        let e = if e.qp.state() == QpState::Rtr {
             // A data packet before the RTU: the implicit RTU of IBTA §12.9.6.
             self.cm.implicit_rtu(
                 now,
@@ -945,9 +945,12 @@ impl<M: Memory> Host<M> {
                 },
             );
             self.cm_ran();
-        }
-        let Some(e) = self.qps.get_mut(&dest) else {
-            return;
+            let Some(e) = self.qps.get_mut(&dest) else {
+                return;
+            };
+            e
+        } else {
+            e
         };
         let srq: Option<&mut dyn RecvSource> = match &mut e.recv {
             RecvAcct::Srq(p) => Some(p),

@@ -173,6 +173,7 @@ impl Net {
         r
     }
 
+    #[inline]
     fn receive<'a>(&mut self, now: Instant, frame: &'a [u8]) -> Inbound<'a> {
         let Ok(eth) = ethernet::Packet::new_checked(frame) else {
             return Inbound::Dropped(DropReason::Runt);

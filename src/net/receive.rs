@@ -16,6 +16,7 @@ const IPPROTO_ICMP: u8 = 1;
 
 /// Parses an IPv4 frame (EtherType and destination MAC already checked). The fast path is a
 /// single `RoceFrame::parse`; only rejected frames are looked at again to name the reason.
+#[inline]
 pub(crate) fn receive_ipv4(frame: &[u8], our_ip: Ipv4Addr) -> Result<RoceFrame<'_>, DropReason> {
     match RoceFrame::parse(frame) {
         Ok(f) if f.ipv4.dst_addr == our_ip => Ok(f),
