@@ -239,10 +239,11 @@ impl Work {
         self.timer_changed(e);
     }
 
-    /// QP `qpn` handled a received packet: like [`touch`](Self::touch), but it is asked for
-    /// packets and completions only if it has some (an RDMA WRITE without AckReq or immediate
-    /// leaves neither). A QP on an SRQ is always collected (its SRQ may have events).
-    fn received(&mut self, qpn: u32, e: &mut QpEntry) {
+    /// QP `qpn` handled a received packet or took a send post: like [`touch`](Self::touch),
+    /// but it is asked for packets and completions only if it has some (an RDMA WRITE without
+    /// AckReq or immediate leaves neither; a send posted to a QP that cannot send yet leaves
+    /// no packet). A QP on an SRQ is always collected (its SRQ may have events).
+    fn ran(&mut self, qpn: u32, e: &mut QpEntry) {
         if !e.cq_dirty && (e.qp.has_completion() || matches!(e.recv, RecvAcct::Srq(_))) {
             e.cq_dirty = true;
             self.cq_dirty.push(qpn);
@@ -616,7 +617,7 @@ impl<M: Memory> Host<M> {
     pub fn post_send(&mut self, now: Instant, qpn: u32, wr: SendWr) -> Result<(), HostError> {
         let e = self.qps.get_mut(&qpn).ok_or(HostError::UnknownQp)?;
         let r = e.qp.post_send(now, wr, &self.mem);
-        self.work.touch(qpn, e);
+        self.work.ran(qpn, e);
         Ok(r?)
     }
 
@@ -957,7 +958,7 @@ impl<M: Memory> Host<M> {
             RecvAcct::Own(_) => None,
         };
         e.qp.handle_packet(now, &f.packet(), &mut self.mem, srq);
-        self.work.received(dest, e);
+        self.work.ran(dest, e);
     }
 
     /// The next frame to send, if any: ARP first, then CM MADs, then the QPs round robin. A QP
@@ -1083,9 +1084,13 @@ impl<M: Memory> Host<M> {
                 }
                 continue;
             }
-            while let Some(e) = self.qps.get_mut(&qpn) {
+            // The entry looked up above serves the first frame; it is looked up again only
+            // after a packet that could not be built.
+            let mut e = e;
+            loop {
                 let dest_qpn = e.qp.attr().dest_qpn;
                 let Some(tx) = e.qp.poll_transmit(now) else {
+                    e.tx_queued = false;
                     break;
                 };
                 // A QP with nothing more leaves the line now, so the caller's next
@@ -1105,32 +1110,36 @@ impl<M: Memory> Host<M> {
                     e.route = self.net.route(now, dst, qpn, dest_qpn).ok();
                 }
                 let route = e.route.clone();
-                if let Some((p, min)) = pinned.as_mut() {
-                    if tx.payload.len() >= *min && tx.payload.len() <= ZERO_PAYLOAD.len() {
-                        if let Some(built) = self.build_pinned(now, dst, qpn, dest_qpn, &tx, out, p)
-                        {
-                            if built {
-                                if more {
-                                    self.work.tx_ready.push_back(qpn);
-                                }
-                                return Some(TxOut::Pinned);
-                            }
-                            continue;
-                        }
+                let pinned_built = match pinned.as_mut() {
+                    Some((p, min))
+                        if tx.payload.len() >= *min && tx.payload.len() <= ZERO_PAYLOAD.len() =>
+                    {
+                        self.build_pinned(now, dst, qpn, dest_qpn, &tx, out, p)
                     }
-                }
-                let body = Body::Gather(&tx.payload);
-                let to = To::Route(dst, route.as_ref());
-                if self.build_frame(now, to, qpn, dest_qpn, &tx.headers, body, out) {
+                    _ => None,
+                };
+                let out_kind = match pinned_built {
+                    Some(true) => Some(TxOut::Pinned),
+                    Some(false) => None,
+                    None => {
+                        let body = Body::Gather(&tx.payload);
+                        let to = To::Route(dst, route.as_ref());
+                        self.build_frame(now, to, qpn, dest_qpn, &tx.headers, body, out)
+                            .then_some(TxOut::Whole)
+                    }
+                };
+                if let Some(kind) = out_kind {
                     // It may have more: back to the end of the line.
                     if more {
                         self.work.tx_ready.push_back(qpn);
                     }
-                    return Some(TxOut::Whole);
+                    return Some(kind);
                 }
-            }
-            if let Some(e) = self.qps.get_mut(&qpn) {
-                e.tx_queued = false;
+                // Dropped and counted: its next packet, if any.
+                let Some(again) = self.qps.get_mut(&qpn) else {
+                    break;
+                };
+                e = again;
             }
         }
         None
