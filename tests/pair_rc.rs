@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 use dpdk_roce::cm::CmEvent;
-use dpdk_roce::sim::endpoint::QpOptions;
+use dpdk_roce::sim::endpoint::{EndpointError, QpOptions};
 use dpdk_roce::sim::link::LinkConfig;
 use dpdk_roce::sim::pair::{ConnSpec, Pair};
 use dpdk_roce::sim::workload::{run_workload, WorkloadKind, WorkloadReport, WorkloadSpec};
@@ -631,4 +631,73 @@ fn a_connect_to_an_unresolvable_address_is_unreachable_when_arp_fails() {
         "failed with the ARP, not after the CM's retries"
     );
     assert_eq!(pair.a.cm().connection_count(), 0, "nothing left in the CM");
+}
+
+/// The transmit line (`Host::has_output`): a QP leaves it with its last frame, so a poll loop
+/// that asks `has_output` first makes no empty transmit poll; a send refused before the QP can
+/// send does not put it on the line.
+#[test]
+fn a_qp_leaves_the_transmit_line_with_its_last_frame() {
+    let mut pair = Pair::new(LinkConfig::clean());
+    let conn = pair.connect(&ConnSpec::default()).unwrap();
+    let src = pair.a.register(1, 64, Access::LOCAL_WRITE);
+    let dst = pair
+        .b
+        .register(1, 64, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+    let write = |id: u64| SendWr {
+        wr_id: id,
+        op: SendOp::Write {
+            remote_addr: dst.addr,
+            rkey: dst.rkey,
+        },
+        sgl: dpdk_roce::sgl![Sge {
+            addr: src.addr,
+            len: 8,
+            lkey: src.lkey,
+        }],
+        signaled: id == 2,
+        fence: false,
+        solicited: false,
+    };
+    pair.run_idle(Duration::from_millis(1)).unwrap();
+    assert!(!pair.a.has_output(), "an idle connected host has nothing");
+    let now = pair.now();
+    let mut out = Vec::new();
+    pair.a.post_send(now, conn.qpn_a, write(1)).unwrap();
+    assert!(pair.a.has_output());
+    assert!(pair.a.poll_transmit_into(now, &mut out), "the WRITE");
+    assert!(!pair.a.has_output(), "its only frame is out: off the line");
+    pair.a.post_send(now, conn.qpn_a, write(2)).unwrap();
+    pair.a.post_send(now, conn.qpn_a, write(3)).unwrap();
+    assert!(pair.a.poll_transmit_into(now, &mut out), "WRITE 2");
+    assert!(pair.a.has_output(), "WRITE 3 still waits");
+    assert!(pair.a.poll_transmit_into(now, &mut out), "WRITE 3");
+    assert!(!pair.a.has_output());
+    assert!(!pair.a.poll_transmit_into(now, &mut out));
+
+    // A QP that cannot send yet (INIT) refuses the post and stays off the line.
+    let qpn = pair
+        .a
+        .create_qp(
+            now,
+            QpOptions {
+                pd: 1,
+                ..QpOptions::default()
+            },
+        )
+        .unwrap();
+    let refused = pair.a.post_send(now, qpn, write(4));
+    assert!(
+        matches!(
+            refused,
+            Err(EndpointError::Qp(
+                dpdk_roce::transport::types::QpError::InvalidState
+            ))
+        ),
+        "{refused:?}"
+    );
+    assert!(
+        !pair.a.has_output(),
+        "a refused post puts nothing on the line"
+    );
 }
