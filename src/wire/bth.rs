@@ -191,6 +191,26 @@ impl BthRepr {
         })
     }
 
+    /// Reads every field from exactly the 12 header bytes (see [`parse`](Self::parse)).
+    #[inline]
+    pub fn from_bytes(b: &[u8; BTH_LEN]) -> Self {
+        let flags = b[field::FLAGS];
+        let fecn_becn = b[field::FECN_BECN];
+        BthRepr {
+            opcode: Opcode(b[field::OPCODE]),
+            solicited: flags & field::SE_BIT != 0,
+            mig_req: flags & field::MIG_BIT != 0,
+            pad_count: (flags >> field::PAD_SHIFT) & 0x03,
+            tver: flags & field::TVER_MASK,
+            pkey: u16::from_be_bytes([b[field::PKEY], b[field::PKEY + 1]]),
+            fecn: fecn_becn & field::FECN_BIT != 0,
+            becn: fecn_becn & field::BECN_BIT != 0,
+            dest_qp: u32::from_be_bytes([0, b[field::DEST_QP], b[6], b[7]]),
+            ack_req: b[field::ACK_REQ] & field::ACKREQ_BIT != 0,
+            psn: Psn::new(u32::from_be_bytes([0, b[field::PSN], b[10], b[11]])),
+        }
+    }
+
     pub const fn buffer_len(&self) -> usize {
         BTH_LEN
     }
