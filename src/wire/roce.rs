@@ -258,61 +258,60 @@ impl RoceHeaders {
     /// of `buf`; returns the number of bytes written. Fails if the opcode is unknown, the
     /// present headers do not match it, or `buf` is too small.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
-        self.check()?;
-        let len = self.header_len();
+        let op = self.bth.opcode;
+        let info = op.info().ok_or(WireError::UnknownOpcode(op.0))?;
+        if info.flags & EXT_MASK != self.present() {
+            return Err(WireError::HeadersMismatch(op.0));
+        }
+        let len = info.header_len;
         check_room(buf, len)?;
-        let (head, mut rest) = buf.split_at_mut(BTH_LEN);
-        self.bth.emit(&mut bth::Packet::new_unchecked(head))?;
-        // Moves the cursor past `n` bytes and returns them.
-        fn take<'b>(rest: &mut &'b mut [u8], n: usize) -> &'b mut [u8] {
-            let (a, b) = core::mem::take(rest).split_at_mut(n);
+        let too_small = WireError::BufferTooSmall {
+            need: len,
+            have: buf.len(),
+        };
+        let (head, mut rest) = buf.split_first_chunk_mut::<BTH_LEN>().ok_or(too_small)?;
+        self.bth.write_to(head);
+        // Takes the next `N` bytes (room for all of them was checked above).
+        fn take<'b, const N: usize>(
+            rest: &mut &'b mut [u8],
+            too_small: WireError,
+        ) -> Result<&'b mut [u8; N]> {
+            let (a, b) = core::mem::take(rest)
+                .split_first_chunk_mut::<N>()
+                .ok_or(too_small)?;
             *rest = b;
-            a
+            Ok(a)
         }
         if let Some(d) = &self.deth {
-            d.emit(&mut deth::Packet::new_unchecked(take(
-                &mut rest,
-                deth::DETH_LEN,
-            )))?;
+            let b = take::<{ deth::DETH_LEN }>(&mut rest, too_small)?;
+            d.emit(&mut deth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(r) = &self.reth {
-            r.emit(&mut reth::Packet::new_unchecked(take(
-                &mut rest,
-                reth::RETH_LEN,
-            )))?;
+            let b = take::<{ reth::RETH_LEN }>(&mut rest, too_small)?;
+            r.emit(&mut reth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(a) = &self.atomic_eth {
-            a.emit(&mut atomic_eth::Packet::new_unchecked(take(
-                &mut rest,
-                atomic_eth::ATOMIC_ETH_LEN,
-            )))?;
+            let b = take::<{ atomic_eth::ATOMIC_ETH_LEN }>(&mut rest, too_small)?;
+            a.emit(&mut atomic_eth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(a) = &self.aeth {
-            a.emit(&mut aeth::Packet::new_unchecked(take(
-                &mut rest,
-                aeth::AETH_LEN,
-            )))?;
+            let b = take::<{ aeth::AETH_LEN }>(&mut rest, too_small)?;
+            a.emit(&mut aeth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(a) = &self.atomic_ack_eth {
-            a.emit(&mut atomic_ack_eth::Packet::new_unchecked(take(
-                &mut rest,
-                atomic_ack_eth::ATOMIC_ACK_ETH_LEN,
-            )))?;
+            let b = take::<{ atomic_ack_eth::ATOMIC_ACK_ETH_LEN }>(&mut rest, too_small)?;
+            a.emit(&mut atomic_ack_eth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(imm) = self.imm_dt {
-            ImmDtRepr { imm }.emit(&mut immdt::Packet::new_unchecked(take(
-                &mut rest,
-                immdt::IMMDT_LEN,
-            )))?;
+            let b = take::<{ immdt::IMMDT_LEN }>(&mut rest, too_small)?;
+            ImmDtRepr { imm }.emit(&mut immdt::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(rkey) = self.ieth {
-            IethRepr { rkey }.emit(&mut ieth::Packet::new_unchecked(take(
-                &mut rest,
-                ieth::IETH_LEN,
-            )))?;
+            let b = take::<{ ieth::IETH_LEN }>(&mut rest, too_small)?;
+            IethRepr { rkey }.emit(&mut ieth::Packet::new_unchecked(&mut b[..]))?;
         }
-        if self.bth.opcode.flags().contains(OpFlags::CNP) {
-            take(&mut rest, CNP_RESERVED_LEN).fill(0);
+        if info.flags.contains(OpFlags::CNP) {
+            *take::<CNP_RESERVED_LEN>(&mut rest, too_small)? = [0; CNP_RESERVED_LEN];
         }
         Ok(len)
     }
