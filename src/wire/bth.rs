@@ -192,7 +192,7 @@ impl BthRepr {
     }
 
     /// Reads every field from exactly the 12 header bytes (see [`parse`](Self::parse)).
-    #[inline]
+    #[inline(always)]
     pub fn from_bytes(b: &[u8; BTH_LEN]) -> Self {
         let flags = b[field::FLAGS];
         let fecn_becn = b[field::FECN_BECN];

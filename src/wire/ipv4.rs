@@ -53,7 +53,7 @@ fn fold(mut sum: u64) -> u16 {
 
 /// True when the header checksum of an IPv4 header without options is correct: its five
 /// 32-bit words sum to all ones (RFC 1071).
-#[inline]
+#[inline(always)]
 pub fn header_checksum_ok(h: &[u8; HEADER_LEN]) -> bool {
     let w = |i: usize| u64::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
     fold(w(0) + w(4) + w(8) + w(12) + w(16)) == 0xffff

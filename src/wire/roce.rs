@@ -201,6 +201,7 @@ impl RoceHeaders {
     /// The headers of `bytes`, which start with the BTH already read as `bth` whose opcode has
     /// the table entry `info`: reads the extension headers `info` names (IBTA vol. 1 §9.3
     /// order). Fails only if `bytes` is shorter than `info.header_len`.
+    #[inline]
     pub(crate) fn parse_extensions(bth: BthRepr, info: &OpcodeInfo, bytes: &[u8]) -> Result<Self> {
         check_len("RoCE extension headers", bytes, info.header_len)?;
         let mut rest = bytes
