@@ -191,6 +191,55 @@ impl BthRepr {
         })
     }
 
+    /// Reads every field from exactly the 12 header bytes (see [`parse`](Self::parse)).
+    #[inline(always)]
+    pub fn from_bytes(b: &[u8; BTH_LEN]) -> Self {
+        let flags = b[field::FLAGS];
+        let fecn_becn = b[field::FECN_BECN];
+        BthRepr {
+            opcode: Opcode(b[field::OPCODE]),
+            solicited: flags & field::SE_BIT != 0,
+            mig_req: flags & field::MIG_BIT != 0,
+            pad_count: (flags >> field::PAD_SHIFT) & 0x03,
+            tver: flags & field::TVER_MASK,
+            pkey: u16::from_be_bytes([b[field::PKEY], b[field::PKEY + 1]]),
+            fecn: fecn_becn & field::FECN_BIT != 0,
+            becn: fecn_becn & field::BECN_BIT != 0,
+            dest_qp: u32::from_be_bytes([0, b[field::DEST_QP], b[6], b[7]]),
+            ack_req: b[field::ACK_REQ] & field::ACKREQ_BIT != 0,
+            psn: Psn::new(u32::from_be_bytes([0, b[field::PSN], b[10], b[11]])),
+        }
+    }
+
+    /// Writes all 12 bytes, as [`emit`](Self::emit) does.
+    #[inline]
+    pub fn write_to(&self, b: &mut [u8; BTH_LEN]) {
+        let flags = if self.solicited { field::SE_BIT } else { 0 }
+            | if self.mig_req { field::MIG_BIT } else { 0 }
+            | ((self.pad_count & 0x03) << field::PAD_SHIFT)
+            | (self.tver & field::TVER_MASK);
+        let fecn_becn = if self.fecn { field::FECN_BIT } else { 0 }
+            | if self.becn { field::BECN_BIT } else { 0 };
+        let [_, q0, q1, q2] = self.dest_qp.to_be_bytes();
+        let [_, p0, p1, p2] = self.psn.value().to_be_bytes();
+        let [k0, k1] = self.pkey.to_be_bytes();
+        let ack = if self.ack_req { field::ACKREQ_BIT } else { 0 };
+        *b = [
+            self.opcode.0,
+            flags,
+            k0,
+            k1,
+            fecn_becn,
+            q0,
+            q1,
+            q2,
+            ack,
+            p0,
+            p1,
+            p2,
+        ];
+    }
+
     pub const fn buffer_len(&self) -> usize {
         BTH_LEN
     }
@@ -198,13 +247,9 @@ impl BthRepr {
     /// Writes all 12 bytes (reserved bits zero; fields truncated to their widths).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) -> Result<()> {
         check_room(packet.buffer.as_ref(), BTH_LEN)?;
-        packet.set_opcode(self.opcode);
-        packet.set_flags(self.solicited, self.mig_req, self.pad_count, self.tver);
-        packet.set_pkey(self.pkey);
-        packet.set_fecn_becn(self.fecn, self.becn);
-        packet.set_dest_qp(self.dest_qp);
-        packet.set_ack_req(self.ack_req);
-        packet.set_psn(self.psn);
+        if let Some(b) = packet.buffer.as_mut().first_chunk_mut::<BTH_LEN>() {
+            self.write_to(b);
+        }
         Ok(())
     }
 }

@@ -107,16 +107,21 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.buffer
     }
 
+    #[inline]
     pub fn dst_addr(&self) -> EthernetAddress {
-        let d = self.buffer.as_ref();
-        EthernetAddress([d[0], d[1], d[2], d[3], d[4], d[5]])
+        let mut a = [0u8; 6];
+        a.copy_from_slice(&self.buffer.as_ref()[field::DESTINATION]);
+        EthernetAddress(a)
     }
 
+    #[inline]
     pub fn src_addr(&self) -> EthernetAddress {
-        let d = self.buffer.as_ref();
-        EthernetAddress([d[6], d[7], d[8], d[9], d[10], d[11]])
+        let mut a = [0u8; 6];
+        a.copy_from_slice(&self.buffer.as_ref()[field::SOURCE]);
+        EthernetAddress(a)
     }
 
+    #[inline]
     pub fn ethertype(&self) -> EtherType {
         EtherType(get_u16(self.buffer.as_ref(), field::ETHERTYPE))
     }

@@ -2,13 +2,15 @@
 //! BTH | extension headers | payload | pad (BTH PadCnt) | ICRC. IP total length and UDP length
 //! include the ICRC. Ethernet padding after the IP packet is tolerated and ignored.
 
-use super::ethernet::{self, EtherType, EthernetRepr};
+use super::bth::BthRepr;
+use super::ethernet::{self, EtherType, EthernetAddress, EthernetRepr};
 use super::icrc::{IcrcHasher, ICRC_LEN};
 use super::ipv4::{self, Ipv4Repr, IPPROTO_UDP};
 use super::opcode::OpFlags;
 use super::roce::{RoceHeaders, RocePacket};
 use super::udp::{self, UdpRepr, ROCEV2_PORT};
 use super::{bth, WireError};
+use std::net::Ipv4Addr;
 
 const ETH_LEN: usize = ethernet::HEADER_LEN;
 const IP_LEN: usize = ipv4::HEADER_LEN;
@@ -203,82 +205,121 @@ impl<'a> RoceFrame<'a> {
     /// [`parse`](Self::parse) for RoCEv2 carried to another UDP destination port (captures of
     /// setups that moved it); anything else is checked the same way.
     pub fn parse_on_port(frame: &'a [u8], port: u16) -> Result<Self, FrameError> {
+        // Each header's fixed part is read from one fixed-size array, once.
         // Ethernet.
-        let eth_p = ethernet::Packet::new_checked(frame).map_err(|_| truncated("Ethernet"))?;
-        let eth = EthernetRepr::parse(&eth_p)?;
-        if eth.ethertype != EtherType::IPV4 {
-            return Err(FrameError::NotIpv4(eth.ethertype.0));
+        let Some((eth_h, l3)) = frame.split_first_chunk::<ETH_LEN>() else {
+            return Err(truncated("Ethernet"));
+        };
+        let [d0, d1, d2, d3, d4, d5, s0, s1, s2, s3, s4, s5, t0, t1] = *eth_h;
+        let ethertype = u16::from_be_bytes([t0, t1]);
+        if ethertype != EtherType::IPV4.0 {
+            return Err(FrameError::NotIpv4(ethertype));
         }
-        let l3 = &frame[ETH_LEN..];
+        let eth = EthernetRepr {
+            src_addr: EthernetAddress([s0, s1, s2, s3, s4, s5]),
+            dst_addr: EthernetAddress([d0, d1, d2, d3, d4, d5]),
+            ethertype: EtherType::IPV4,
+        };
 
         // IPv4.
-        if l3.len() < IP_LEN {
+        let Some(ip_h) = l3.first_chunk::<IP_LEN>() else {
             return Err(truncated("IPv4 header"));
+        };
+        let version = ip_h[ipv4::field::VER_IHL] >> 4;
+        if version != 4 {
+            return Err(FrameError::BadIpVersion(version));
         }
-        let ip_p = ipv4::Packet::new_unchecked(l3);
-        if ip_p.version() != 4 {
-            return Err(FrameError::BadIpVersion(ip_p.version()));
-        }
-        let hl = ip_p.header_len();
+        let hl = usize::from(ip_h[ipv4::field::VER_IHL] & 0x0f) * 4;
         if hl < IP_LEN {
             return Err(FrameError::BadIpHeaderLen(hl));
         }
         if l3.len() < hl {
             return Err(truncated("IPv4 options"));
         }
-        let total_field = ip_p.total_len();
+        let total_field = u16::from_be_bytes([ip_h[2], ip_h[3]]);
         let total = usize::from(total_field);
         if total < hl || total > l3.len() {
             return Err(FrameError::BadIpTotalLen(total_field));
         }
-        let ip_bytes = &l3[..total];
-        let ip_p = ipv4::Packet::new_unchecked(ip_bytes);
-        if !ip_p.verify_checksum() {
+        let (ip_head, l4) = l3[..total].split_at(hl);
+        let checksum_ok = if hl == IP_LEN {
+            ipv4::header_checksum_ok(ip_h)
+        } else {
+            ipv4::ones_complement_sum(ip_head, 0) == 0xffff
+        };
+        if !checksum_ok {
             return Err(FrameError::BadIpChecksum);
         }
-        if ip_p.more_frags() || ip_p.frag_offset() != 0 {
+        let flg_off = u16::from_be_bytes([ip_h[6], ip_h[7]]);
+        // MF or a fragment offset.
+        if flg_off & 0x3fff != 0 {
             return Err(FrameError::IpFragment);
         }
-        if ip_p.protocol() != IPPROTO_UDP {
-            return Err(FrameError::NotUdp(ip_p.protocol()));
+        let protocol = ip_h[ipv4::field::PROTOCOL];
+        if protocol != IPPROTO_UDP {
+            return Err(FrameError::NotUdp(protocol));
         }
-        // Version, IHL, lengths, checksum and fragmentation were checked just above.
-        let ipv4 = Ipv4Repr::fields_of(&ip_p);
+        let tos = ip_h[ipv4::field::TOS];
+        let ipv4 = Ipv4Repr {
+            src_addr: Ipv4Addr::new(ip_h[12], ip_h[13], ip_h[14], ip_h[15]),
+            dst_addr: Ipv4Addr::new(ip_h[16], ip_h[17], ip_h[18], ip_h[19]),
+            protocol,
+            dscp: tos >> 2,
+            ecn: tos & 0x03,
+            ident: u16::from_be_bytes([ip_h[4], ip_h[5]]),
+            dont_frag: flg_off & 0x4000 != 0,
+            ttl: ip_h[ipv4::field::TTL],
+        };
 
         // UDP.
-        let l4 = &ip_bytes[hl..];
-        let udp_p = udp::Packet::new_checked(l4).map_err(|_| truncated("UDP header"))?;
-        if usize::from(udp_p.len()) != l4.len() {
-            return Err(FrameError::BadUdpLength(udp_p.len()));
+        let Some((udp_h, ib)) = l4.split_first_chunk::<UDP_LEN>() else {
+            return Err(truncated("UDP header"));
+        };
+        let [p0, p1, q0, q1, l0, l1, c0, c1] = *udp_h;
+        let udp_len = u16::from_be_bytes([l0, l1]);
+        if usize::from(udp_len) != l4.len() {
+            return Err(FrameError::BadUdpLength(udp_len));
         }
-        if udp_p.dst_port() != port {
-            return Err(FrameError::NotRoce(udp_p.dst_port()));
+        let dst_port = u16::from_be_bytes([q0, q1]);
+        if dst_port != port {
+            return Err(FrameError::NotRoce(dst_port));
         }
-        if !udp_p.verify_checksum(ipv4.src_addr, ipv4.dst_addr) {
+        let udp_checksum = u16::from_be_bytes([c0, c1]);
+        // Zero: not computed, as RoCEv2 sends.
+        if udp_checksum != 0
+            && !udp::Packet::new_unchecked(l4).verify_checksum(ipv4.src_addr, ipv4.dst_addr)
+        {
             return Err(FrameError::BadUdpChecksum);
         }
-        let udp = UdpRepr::parse(&udp_p)?;
+        let udp = UdpRepr {
+            src_port: u16::from_be_bytes([p0, p1]),
+            dst_port,
+            checksum: udp_checksum,
+        };
 
         // BTH and extension headers.
-        let ib = &l4[UDP_LEN..];
         if ib.len() < bth::BTH_LEN + ICRC_LEN {
             return Err(truncated("BTH"));
         }
-        let bth_p = bth::Packet::new_unchecked(ib);
-        if bth_p.tver() != 0 {
-            return Err(FrameError::BadTver(bth_p.tver()));
-        }
-        let op = bth_p.opcode();
-        let info = op.info().ok_or(FrameError::UnknownOpcode(op.0))?;
         let body_len = ib.len() - ICRC_LEN;
+        let (body, t) = ib.split_at(body_len);
+        let Some(bth_h) = body.first_chunk::<{ bth::BTH_LEN }>() else {
+            return Err(truncated("BTH"));
+        };
+        let bth = BthRepr::from_bytes(bth_h);
+        if bth.tver != 0 {
+            return Err(FrameError::BadTver(bth.tver));
+        }
+        let op = bth.opcode;
+        let info = op.info().ok_or(FrameError::UnknownOpcode(op.0))?;
         if info.header_len > body_len {
             return Err(truncated("RoCE extension headers"));
         }
-        let (headers, hdr_len) = RoceHeaders::parse(&ib[..body_len])?;
+        let headers = RoceHeaders::parse_extensions(bth, info, body)?;
 
         // Payload, pad, ICRC.
-        let data = &ib[hdr_len..body_len];
-        let pad = headers.bth.pad_count;
+        let data = body.get(info.header_len..).unwrap_or_default();
+        let pad = bth.pad_count;
         if usize::from(pad) > data.len() {
             return Err(FrameError::BadPadCnt {
                 pad,
@@ -292,10 +333,12 @@ impl<'a> RoceFrame<'a> {
             });
         }
         let payload = &data[..data.len() - usize::from(pad)];
-        let t = &ib[body_len..];
-        let found = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
+        let found = match *t {
+            [a, b, c, d] => u32::from_le_bytes([a, b, c, d]),
+            _ => return Err(truncated("ICRC")),
+        };
         let mut h = IcrcHasher::new();
-        h.update_headers(&ip_bytes[..total - ICRC_LEN])?;
+        h.update_headers(&l3[..total - ICRC_LEN])?;
         let expected = h.finalize();
         if expected != found {
             return Err(FrameError::BadIcrc { expected, found });
@@ -308,7 +351,7 @@ impl<'a> RoceFrame<'a> {
             payload,
             pad,
             icrc: found,
-            bth_resv: ib[bth::field::FECN_BECN] & 0x3f,
+            bth_resv: bth_h[bth::field::FECN_BECN] & 0x3f,
         })
     }
 

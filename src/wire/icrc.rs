@@ -18,6 +18,24 @@ const MAX_MASKED: usize = 60 + udp::HEADER_LEN + BTH_LEN;
 /// Bytes after the BTH that `update_headers` hashes together with the masked headers.
 const INLINE_REST: usize = 160;
 
+/// IPv4 (no options), UDP and BTH headers: the masked prefix of a packet without IP options.
+const PLAIN_HEAD: usize = ipv4::HEADER_LEN + udp::HEADER_LEN + BTH_LEN;
+
+/// Packets without IP options up to this long are hashed from one fixed stack copy.
+const SHORT_COPY: usize = 128;
+
+/// The ICRC's variant bytes of a packet without IP options (all below `PLAIN_HEAD`): IPv4 TOS,
+/// TTL, header checksum, UDP checksum, BTH byte 4.
+const PLAIN_SPOTS: [usize; 7] = [
+    ipv4::field::TOS,
+    ipv4::field::TTL,
+    ipv4::field::CHECKSUM,
+    ipv4::field::CHECKSUM + 1,
+    ipv4::HEADER_LEN + udp::field::CHECKSUM,
+    ipv4::HEADER_LEN + udp::field::CHECKSUM + 1,
+    ipv4::HEADER_LEN + udp::HEADER_LEN + super::bth::field::FECN_BECN,
+];
+
 /// CRC-32 state after the 8 bytes of 0xFF that stand for the masked LRH (RoCEv2, IBTA
 /// Annex A17.3.3): `crc32fast::hash(&[0xff; 8])`.
 const CRC_OF_EIGHT_FF: u32 = 0x2144_df1c;
@@ -61,9 +79,19 @@ impl IcrcHasher {
         }
         let n = ihl + udp::HEADER_LEN + BTH_LEN;
         check_len("IPv4/UDP/BTH headers", bytes, n)?;
-        let (head, rest) = bytes.split_at(n);
         // Short frames (ACKs, small requests) are hashed in one call over one stack copy:
-        // crc32fast's per-call cost dominates at these lengths.
+        // crc32fast's per-call cost dominates at these lengths. Without IP options (the usual
+        // case) the masked spots sit at fixed offsets and the copy is a small fixed array.
+        if ihl == ipv4::HEADER_LEN && bytes.len() <= SHORT_COPY {
+            let mut buf = [0u8; SHORT_COPY];
+            buf[..bytes.len()].copy_from_slice(bytes);
+            for i in PLAIN_SPOTS {
+                buf[i] = 0xff;
+            }
+            self.crc.update(&buf[..bytes.len()]);
+            return Ok(());
+        }
+        let (head, rest) = bytes.split_at(n);
         let mut buf = [0u8; MAX_MASKED + INLINE_REST];
         let whole = rest.len() <= INLINE_REST;
         let m = &mut buf[..if whole { n + rest.len() } else { n }];
@@ -110,6 +138,21 @@ pub fn icrc_in_place(ip_to_pad: &mut [u8]) -> Result<u32> {
         ip_to_pad,
         ihl + udp::HEADER_LEN + BTH_LEN,
     )?;
+    // Without IP options the spots are at fixed offsets: keep the whole prefix and put it back.
+    if ihl == ipv4::HEADER_LEN {
+        if let Some(head) = ip_to_pad.first_chunk_mut::<PLAIN_HEAD>() {
+            let saved = *head;
+            for i in PLAIN_SPOTS {
+                head[i] = 0xff;
+            }
+            let mut crc = seeded_crc();
+            crc.update(ip_to_pad);
+            if let Some(head) = ip_to_pad.first_chunk_mut::<PLAIN_HEAD>() {
+                *head = saved;
+            }
+            return Ok(crc.finalize());
+        }
+    }
     let u = ihl + udp::field::CHECKSUM;
     let b = ihl + udp::HEADER_LEN + super::bth::field::FECN_BECN;
     let spots = [
@@ -208,7 +251,17 @@ mod tests {
     #[test]
     fn long_and_short_rests_agree_with_the_masked_crc() {
         let head = &FRAME16[14..14 + 40];
-        for rest_len in [0, 1, INLINE_REST - 1, INLINE_REST, INLINE_REST + 1, 1500] {
+        for rest_len in [
+            0,
+            1,
+            SHORT_COPY - PLAIN_HEAD - 1,
+            SHORT_COPY - PLAIN_HEAD,
+            SHORT_COPY - PLAIN_HEAD + 1,
+            INLINE_REST - 1,
+            INLINE_REST,
+            INLINE_REST + 1,
+            1500,
+        ] {
             let mut ip = head.to_vec();
             ip.extend((0..rest_len).map(|i| (i * 7) as u8));
             let mut masked = vec![0xffu8; 8];
@@ -242,6 +295,30 @@ mod tests {
         let mut ihl4 = FRAME16[14..58].to_vec();
         ihl4[0] = 0x44;
         assert_eq!(icrc_in_place(&mut ihl4).ok(), None);
+    }
+
+    /// With IP options (IHL 6) the masked spots move by 4 bytes; every path agrees with a plain
+    /// CRC over the masked bytes.
+    #[test]
+    fn ip_options_move_the_masked_spots() {
+        let mut ip = FRAME16[14..14 + 20].to_vec();
+        ip[0] = 0x46;
+        ip.extend_from_slice(&[1, 1, 1, 0]);
+        ip.extend_from_slice(&FRAME16[14 + 20..58]);
+        for rest_len in [0, 5, 200] {
+            ip.truncate(48);
+            ip.extend((0..rest_len).map(|i| (i * 3) as u8));
+            let mut masked = vec![0xffu8; 8];
+            masked.extend_from_slice(&ip);
+            for i in [1, 8, 10, 11, 30, 31, 36] {
+                masked[8 + i] = 0xff;
+            }
+            let want = crc32fast::hash(&masked);
+            assert_eq!(icrc_parts(&ip, &[]), Ok(want), "{rest_len}");
+            let before = ip.clone();
+            assert_eq!(icrc_in_place(&mut ip), Ok(want), "{rest_len}");
+            assert_eq!(ip, before);
+        }
     }
 
     #[test]

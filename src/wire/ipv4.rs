@@ -26,18 +26,37 @@ pub mod field {
 }
 
 /// RFC 1071 one's-complement sum of `data` (odd length padded with a zero byte), not inverted.
-pub fn ones_complement_sum(data: &[u8], mut acc: u32) -> u16 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc += u32::from(u16::from_be_bytes([c[0], c[1]]));
+/// Sums big-endian 32-bit words into a 64-bit accumulator and folds at the end (RFC 1071
+/// §2(B): the sum is independent of the word size).
+pub fn ones_complement_sum(data: &[u8], acc: u32) -> u16 {
+    let mut sum = u64::from(acc);
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        sum += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
     }
-    if let [last] = chunks.remainder() {
-        acc += u32::from(*last) << 8;
+    match *words.remainder() {
+        [a] => sum += u64::from(a) << 8,
+        [a, b] => sum += u64::from(u16::from_be_bytes([a, b])),
+        [a, b, c] => sum += u64::from(u16::from_be_bytes([a, b])) + (u64::from(c) << 8),
+        _ => {}
     }
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
+    fold(sum)
+}
+
+/// Folds a 64-bit one's-complement accumulator to 16 bits (end-around carries).
+fn fold(mut sum: u64) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
     }
-    acc as u16
+    sum as u16
+}
+
+/// True when the header checksum of an IPv4 header without options is correct: its five
+/// 32-bit words sum to all ones (RFC 1071).
+#[inline(always)]
+pub fn header_checksum_ok(h: &[u8; HEADER_LEN]) -> bool {
+    let w = |i: usize| u64::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+    fold(w(0) + w(4) + w(8) + w(12) + w(16)) == 0xffff
 }
 
 /// A view of an IPv4 packet.
@@ -229,7 +248,7 @@ impl Ipv4Repr {
     }
 
     /// The fields of a packet the caller has already validated as [`parse`](Self::parse)
-    /// does (`RoceFrame::parse` checks each in turn to name the failure): no check here.
+    /// does: no check here.
     pub(crate) fn fields_of<T: AsRef<[u8]>>(packet: &Packet<T>) -> Self {
         Ipv4Repr {
             src_addr: packet.src_addr(),
@@ -324,6 +343,42 @@ mod tests {
             .is_err());
         for n in 0..20 {
             assert!(Packet::new_checked(&b[..n]).is_err());
+        }
+    }
+
+    /// The 32-bit-word sum equals the RFC 1071 16-bit-word sum for every length and tail.
+    #[test]
+    fn word_sum_matches_sixteen_bit_sum() {
+        fn reference(data: &[u8], acc: u32) -> u16 {
+            let mut acc = u64::from(acc);
+            for c in data.chunks(2) {
+                acc += u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+            }
+            while acc > 0xffff {
+                acc = (acc & 0xffff) + (acc >> 16);
+            }
+            acc as u16
+        }
+        let data: Vec<u8> = (0..70u32).map(|i| (i * 97 + 13) as u8 | 0x80).collect();
+        for n in 0..data.len() {
+            for acc in [0, 1, 0xffff, 0x1_2345, u32::MAX >> 1] {
+                assert_eq!(
+                    ones_complement_sum(&data[..n], acc),
+                    reference(&data[..n], acc),
+                    "{n} {acc}"
+                );
+            }
+        }
+        assert_eq!(ones_complement_sum(&[0; 7], 0), 0);
+        assert_eq!(ones_complement_sum(&[0xff; 8], 0), 0xffff);
+        assert_eq!(ones_complement_sum(&[0xff; 9], 0), 0xff00);
+        let mut b = packet_bytes();
+        assert!(header_checksum_ok(&HDR));
+        for i in 0..20 {
+            b[..20].copy_from_slice(&HDR);
+            b[i] ^= 0x10;
+            let h: [u8; 20] = b[..20].try_into().unwrap();
+            assert!(!header_checksum_ok(&h), "byte {i}");
         }
     }
 

@@ -11,7 +11,7 @@ use super::bth::{self, BthRepr, BTH_LEN};
 use super::deth::{self, DethRepr};
 use super::ieth::{self, IethRepr};
 use super::immdt::{self, ImmDtRepr};
-use super::opcode::OpFlags;
+use super::opcode::{OpFlags, OpcodeInfo};
 use super::reth::{self, RethRepr};
 use super::{check_len, check_room, Result, WireError};
 
@@ -194,118 +194,125 @@ impl RoceHeaders {
             .opcode
             .info()
             .ok_or(WireError::UnknownOpcode(bth.opcode.0))?;
+        let h = Self::parse_extensions(bth, info, bytes)?;
+        Ok((h, info.header_len))
+    }
+
+    /// The headers of `bytes`, which start with the BTH already read as `bth` whose opcode has
+    /// the table entry `info`: reads the extension headers `info` names (IBTA vol. 1 §9.3
+    /// order). Fails only if `bytes` is shorter than `info.header_len`.
+    #[inline]
+    pub(crate) fn parse_extensions(bth: BthRepr, info: &OpcodeInfo, bytes: &[u8]) -> Result<Self> {
         check_len("RoCE extension headers", bytes, info.header_len)?;
+        let mut rest = bytes
+            .get(BTH_LEN..info.header_len)
+            .ok_or(WireError::BadValue("opcode table header length"))?;
+        // Takes the next `N` bytes (their presence was checked above).
+        fn take<'b, const N: usize>(rest: &mut &'b [u8]) -> Result<&'b [u8; N]> {
+            let (a, b) = rest
+                .split_first_chunk::<N>()
+                .ok_or(WireError::BadValue("opcode table header length"))?;
+            *rest = b;
+            Ok(a)
+        }
         let f = info.flags;
         let mut h = RoceHeaders::new(bth);
-        let mut at = BTH_LEN;
-        // Each step takes the sub-slice at `at` (length checked above) and advances.
-        let mut next = |len: usize| -> Result<&[u8]> {
-            let s = bytes.get(at..at + len).ok_or(WireError::Truncated {
-                what: "RoCE extension headers",
-                need: at + len,
-                have: bytes.len(),
-            })?;
-            at += len;
-            Ok(s)
-        };
         if f.contains(OpFlags::DETH) {
-            h.deth = Some(DethRepr::parse(&deth::Packet::new_checked(next(
-                deth::DETH_LEN,
-            )?)?)?);
+            let b = take::<{ deth::DETH_LEN }>(&mut rest)?;
+            h.deth = Some(DethRepr::parse(&deth::Packet::new_unchecked(&b[..]))?);
         }
         if f.contains(OpFlags::RETH) {
-            h.reth = Some(RethRepr::parse(&reth::Packet::new_checked(next(
-                reth::RETH_LEN,
-            )?)?)?);
+            let b = take::<{ reth::RETH_LEN }>(&mut rest)?;
+            h.reth = Some(RethRepr::parse(&reth::Packet::new_unchecked(&b[..]))?);
         }
         if f.contains(OpFlags::ATOMIC_ETH) {
-            h.atomic_eth = Some(AtomicEthRepr::parse(&atomic_eth::Packet::new_checked(
-                next(atomic_eth::ATOMIC_ETH_LEN)?,
-            )?)?);
+            let b = take::<{ atomic_eth::ATOMIC_ETH_LEN }>(&mut rest)?;
+            h.atomic_eth = Some(AtomicEthRepr::parse(&atomic_eth::Packet::new_unchecked(
+                &b[..],
+            ))?);
         }
         if f.contains(OpFlags::AETH) {
-            h.aeth = Some(AethRepr::parse(&aeth::Packet::new_checked(next(
-                aeth::AETH_LEN,
-            )?)?)?);
+            let b = take::<{ aeth::AETH_LEN }>(&mut rest)?;
+            h.aeth = Some(AethRepr::parse(&aeth::Packet::new_unchecked(&b[..]))?);
         }
         if f.contains(OpFlags::ATOMIC_ACK_ETH) {
+            let b = take::<{ atomic_ack_eth::ATOMIC_ACK_ETH_LEN }>(&mut rest)?;
             h.atomic_ack_eth = Some(AtomicAckEthRepr::parse(
-                &atomic_ack_eth::Packet::new_checked(next(atomic_ack_eth::ATOMIC_ACK_ETH_LEN)?)?,
+                &atomic_ack_eth::Packet::new_unchecked(&b[..]),
             )?);
         }
         if f.contains(OpFlags::IMMDT) {
-            let r = ImmDtRepr::parse(&immdt::Packet::new_checked(next(immdt::IMMDT_LEN)?)?)?;
-            h.imm_dt = Some(r.imm);
+            let b = take::<{ immdt::IMMDT_LEN }>(&mut rest)?;
+            h.imm_dt = Some(ImmDtRepr::parse(&immdt::Packet::new_unchecked(&b[..]))?.imm);
         }
         if f.contains(OpFlags::IETH) {
-            let r = IethRepr::parse(&ieth::Packet::new_checked(next(ieth::IETH_LEN)?)?)?;
-            h.ieth = Some(r.rkey);
+            let b = take::<{ ieth::IETH_LEN }>(&mut rest)?;
+            h.ieth = Some(IethRepr::parse(&ieth::Packet::new_unchecked(&b[..]))?.rkey);
         }
         if f.contains(OpFlags::CNP) {
-            next(CNP_RESERVED_LEN)?;
+            take::<CNP_RESERVED_LEN>(&mut rest)?;
         }
-        Ok((h, info.header_len))
+        Ok(h)
     }
 
     /// Writes the BTH (as given, including `pad_count`) and the extension headers to the start
     /// of `buf`; returns the number of bytes written. Fails if the opcode is unknown, the
     /// present headers do not match it, or `buf` is too small.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
-        self.check()?;
-        let len = self.header_len();
+        let op = self.bth.opcode;
+        let info = op.info().ok_or(WireError::UnknownOpcode(op.0))?;
+        if info.flags & EXT_MASK != self.present() {
+            return Err(WireError::HeadersMismatch(op.0));
+        }
+        let len = info.header_len;
         check_room(buf, len)?;
-        let (head, mut rest) = buf.split_at_mut(BTH_LEN);
-        self.bth.emit(&mut bth::Packet::new_unchecked(head))?;
-        // Moves the cursor past `n` bytes and returns them.
-        fn take<'b>(rest: &mut &'b mut [u8], n: usize) -> &'b mut [u8] {
-            let (a, b) = core::mem::take(rest).split_at_mut(n);
+        let too_small = WireError::BufferTooSmall {
+            need: len,
+            have: buf.len(),
+        };
+        let (head, mut rest) = buf.split_first_chunk_mut::<BTH_LEN>().ok_or(too_small)?;
+        self.bth.write_to(head);
+        // Takes the next `N` bytes (room for all of them was checked above).
+        fn take<'b, const N: usize>(
+            rest: &mut &'b mut [u8],
+            too_small: WireError,
+        ) -> Result<&'b mut [u8; N]> {
+            let (a, b) = core::mem::take(rest)
+                .split_first_chunk_mut::<N>()
+                .ok_or(too_small)?;
             *rest = b;
-            a
+            Ok(a)
         }
         if let Some(d) = &self.deth {
-            d.emit(&mut deth::Packet::new_unchecked(take(
-                &mut rest,
-                deth::DETH_LEN,
-            )))?;
+            let b = take::<{ deth::DETH_LEN }>(&mut rest, too_small)?;
+            d.emit(&mut deth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(r) = &self.reth {
-            r.emit(&mut reth::Packet::new_unchecked(take(
-                &mut rest,
-                reth::RETH_LEN,
-            )))?;
+            let b = take::<{ reth::RETH_LEN }>(&mut rest, too_small)?;
+            r.emit(&mut reth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(a) = &self.atomic_eth {
-            a.emit(&mut atomic_eth::Packet::new_unchecked(take(
-                &mut rest,
-                atomic_eth::ATOMIC_ETH_LEN,
-            )))?;
+            let b = take::<{ atomic_eth::ATOMIC_ETH_LEN }>(&mut rest, too_small)?;
+            a.emit(&mut atomic_eth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(a) = &self.aeth {
-            a.emit(&mut aeth::Packet::new_unchecked(take(
-                &mut rest,
-                aeth::AETH_LEN,
-            )))?;
+            let b = take::<{ aeth::AETH_LEN }>(&mut rest, too_small)?;
+            a.emit(&mut aeth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(a) = &self.atomic_ack_eth {
-            a.emit(&mut atomic_ack_eth::Packet::new_unchecked(take(
-                &mut rest,
-                atomic_ack_eth::ATOMIC_ACK_ETH_LEN,
-            )))?;
+            let b = take::<{ atomic_ack_eth::ATOMIC_ACK_ETH_LEN }>(&mut rest, too_small)?;
+            a.emit(&mut atomic_ack_eth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(imm) = self.imm_dt {
-            ImmDtRepr { imm }.emit(&mut immdt::Packet::new_unchecked(take(
-                &mut rest,
-                immdt::IMMDT_LEN,
-            )))?;
+            let b = take::<{ immdt::IMMDT_LEN }>(&mut rest, too_small)?;
+            ImmDtRepr { imm }.emit(&mut immdt::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(rkey) = self.ieth {
-            IethRepr { rkey }.emit(&mut ieth::Packet::new_unchecked(take(
-                &mut rest,
-                ieth::IETH_LEN,
-            )))?;
+            let b = take::<{ ieth::IETH_LEN }>(&mut rest, too_small)?;
+            IethRepr { rkey }.emit(&mut ieth::Packet::new_unchecked(&mut b[..]))?;
         }
-        if self.bth.opcode.flags().contains(OpFlags::CNP) {
-            take(&mut rest, CNP_RESERVED_LEN).fill(0);
+        if info.flags.contains(OpFlags::CNP) {
+            *take::<CNP_RESERVED_LEN>(&mut rest, too_small)? = [0; CNP_RESERVED_LEN];
         }
         Ok(len)
     }
