@@ -417,19 +417,19 @@ impl Qp {
 
     /// The next packet to send: responses first (they unblock the peer), then requests.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let t = match self.next_response() {
-            Some(t) => Some(t),
-            None => {
-                let t = self.next_request(now);
-                if t.is_some() && !self.resp.queue.is_empty() {
-                    // A held ACK leaves right behind this request, in the same burst.
-                    self.resp.ack_due = true;
-                }
-                t
-            }
-        };
+        // Each branch hands its callee's value straight back (no copy of the packet here).
+        let t = self.next_response();
         if t.is_some() {
             self.stats.packets_sent += 1;
+            return t;
+        }
+        let t = self.next_request(now);
+        if t.is_some() {
+            self.stats.packets_sent += 1;
+            if !self.resp.queue.is_empty() {
+                // A held ACK leaves right behind this request, in the same burst.
+                self.resp.ack_due = true;
+            }
         }
         t
     }
@@ -450,28 +450,7 @@ impl Qp {
         opcode: crate::wire::opcode::Opcode,
         psn: crate::wire::psn::Psn,
     ) -> RoceHeaders {
-        RoceHeaders {
-            bth: crate::wire::bth::BthRepr {
-                opcode,
-                solicited: false,
-                mig_req: false,
-                pad_count: 0,
-                tver: 0,
-                pkey: self.attr.pkey,
-                fecn: false,
-                becn: false,
-                dest_qp: self.attr.dest_qpn,
-                ack_req: false,
-                psn,
-            },
-            reth: None,
-            aeth: None,
-            deth: None,
-            imm_dt: None,
-            ieth: None,
-            atomic_eth: None,
-            atomic_ack_eth: None,
-        }
+        peer_headers(self.attr.pkey, self.attr.dest_qpn, opcode, psn)
     }
 
     /// Moves to ERROR (IBTA vol. 1 §10.3.1): every outstanding send and receive WR completes
@@ -501,6 +480,39 @@ impl Qp {
             self.cq.push_back(flush_status(&w, qpn));
         }
         self.resp.on_error(keep);
+    }
+}
+
+/// A BTH-complete header set for a packet to QP `dest_qp` with P_Key `pkey` (no extension
+/// headers yet).
+#[inline]
+pub(super) fn peer_headers(
+    pkey: u16,
+    dest_qp: u32,
+    opcode: crate::wire::opcode::Opcode,
+    psn: crate::wire::psn::Psn,
+) -> RoceHeaders {
+    RoceHeaders {
+        bth: crate::wire::bth::BthRepr {
+            opcode,
+            solicited: false,
+            mig_req: false,
+            pad_count: 0,
+            tver: 0,
+            pkey,
+            fecn: false,
+            becn: false,
+            dest_qp,
+            ack_req: false,
+            psn,
+        },
+        reth: None,
+        aeth: None,
+        deth: None,
+        imm_dt: None,
+        ieth: None,
+        atomic_eth: None,
+        atomic_ack_eth: None,
     }
 }
 

@@ -26,6 +26,16 @@ impl Payload {
         Self::default()
     }
 
+    /// The payload of one segment (none when it is empty).
+    #[inline]
+    pub fn one(seg: MemRef) -> Self {
+        let mut segs = smallvec::SmallVec::new();
+        if seg.len != 0 {
+            segs.push(seg);
+        }
+        Payload { segs, len: seg.len }
+    }
+
     /// Appends a segment; zero-length segments are skipped. Returns false when full.
     pub fn push(&mut self, seg: MemRef) -> bool {
         if seg.len == 0 {
