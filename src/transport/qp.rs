@@ -411,12 +411,24 @@ impl Qp {
     /// False when [`poll_transmit`](Self::poll_transmit) has nothing for sure (no response
     /// queued, no send WQE at or after the cursor), so a caller can skip asking. True only
     /// means it may have a packet (e.g. a held ACK, a full window).
+    #[inline]
     pub fn has_output(&self) -> bool {
         !self.resp.queue.is_empty() || self.req.cur < self.req.sq.len()
     }
 
     /// The next packet to send: responses first (they unblock the peer), then requests.
+    #[inline]
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        if !self.has_output() {
+            // The last call of a transmit loop: nothing queued, nothing at the cursor.
+            return None;
+        }
+        self.next_packet(now)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) with something queued.
+    #[inline(never)]
+    fn next_packet(&mut self, now: Instant) -> Option<Transmit> {
         // Each branch hands its callee's value straight back (no copy of the packet here).
         let t = self.next_response();
         if t.is_some() {
