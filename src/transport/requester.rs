@@ -409,6 +409,7 @@ impl Qp {
     /// it): after `ACK_REQ_EVERY - 1` packets without one, when the send queue is half full of
     /// unretired WQEs or the PSN window half used, and on a resend of the last packet sent (a
     /// go-back-N or an ACK probe must be answered).
+    #[inline(always)]
     fn wants_ack(&self, psn: Psn, wqe: usize) -> bool {
         let half_sq = (self.config.sq_depth / 2).max(1) as usize;
         self.req.unrequested + 1 >= ACK_REQ_EVERY
@@ -438,6 +439,7 @@ impl Qp {
 }
 
 /// The opcode of a SEND/WRITE packet by its position in the message (IBTA vol. 1 §9.2 table 38).
+#[inline(always)]
 fn segment_opcode(op: &SendOp, first: bool, last: bool) -> Opcode {
     match (op, first, last) {
         (SendOp::Send, true, true) => Opcode::RC_SEND_ONLY,
