@@ -179,6 +179,7 @@ fn npsn_of(len: u32, mtu: u32) -> u32 {
 
 impl Qp {
     /// A request packet for this QP's responder.
+    #[inline(always)]
     pub(super) fn handle_request(
         &mut self,
         _now: Instant,
@@ -259,6 +260,7 @@ impl Qp {
 
     /// Arms the ACK delay for a queued ACK (once: later ACKs coalesce into it and leave no
     /// later than the first one's deadline).
+    #[inline(always)]
     pub(super) fn arm_ack_delay(&mut self, now: Instant) {
         if self.ack_delay.is_zero() || self.timers.is_set(Timer::AckDelay) {
             return;
@@ -411,6 +413,7 @@ impl Qp {
         self.attr.access.contains(need)
     }
 
+    #[inline(always)]
     fn recv_write(
         &mut self,
         pkt: &RocePacket<'_>,
