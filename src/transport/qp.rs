@@ -81,6 +81,8 @@ pub struct Qp {
     pub(super) rq: VecDeque<RecvWqe>,
     /// How long the responder may hold a lone ACK (0: send at once). See `set_ack_delay`.
     pub(super) ack_delay: core::time::Duration,
+    /// `ack_delay` in nanoseconds (saturated): what the per-packet timer arithmetic uses.
+    pub(super) ack_delay_ns: u64,
 }
 
 fn check_attr(a: &QpAttr) -> Result<(), QpError> {
@@ -112,6 +114,7 @@ impl Qp {
             stats: QpStats::default(),
             timers: TimerTable::default(),
             ack_delay: core::time::Duration::ZERO,
+            ack_delay_ns: 0,
         }
     }
 
@@ -158,6 +161,7 @@ impl Qp {
     /// READ responses are never held.
     pub fn set_ack_delay(&mut self, delay: core::time::Duration) {
         self.ack_delay = delay;
+        self.ack_delay_ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
     }
 
     /// The ACK delay in effect.

@@ -262,11 +262,12 @@ impl Qp {
     /// later than the first one's deadline).
     #[inline(always)]
     pub(super) fn arm_ack_delay(&mut self, now: Instant) {
-        if self.ack_delay.is_zero() || self.timers.is_set(Timer::AckDelay) {
+        if self.ack_delay_ns == 0 || self.timers.is_set(Timer::AckDelay) {
             return;
         }
         if matches!(self.resp.queue.front(), Some(Response::Ack { .. })) {
-            self.timers.set(Timer::AckDelay, now + self.ack_delay);
+            let at = Instant::from_nanos(now.as_nanos().saturating_add(self.ack_delay_ns));
+            self.timers.set(Timer::AckDelay, at);
         }
     }
 
@@ -274,7 +275,7 @@ impl Qp {
     /// ACK whose delay timer is armed waits, so none is ever held without a deadline (e.g. an
     /// ACK queued behind a READ response stream leaves right after it).
     fn ack_held(&self) -> bool {
-        !self.ack_delay.is_zero()
+        self.ack_delay_ns != 0
             && !self.resp.ack_due
             && self.timers.is_set(Timer::AckDelay)
             && self.resp.queue.len() == 1
