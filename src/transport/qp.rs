@@ -81,6 +81,8 @@ pub struct Qp {
     pub(super) rq: VecDeque<RecvWqe>,
     /// How long the responder may hold a lone ACK (0: send at once). See `set_ack_delay`.
     pub(super) ack_delay: core::time::Duration,
+    /// `ack_delay` in nanoseconds (saturated): what the per-packet timer arithmetic uses.
+    pub(super) ack_delay_ns: u64,
 }
 
 fn check_attr(a: &QpAttr) -> Result<(), QpError> {
@@ -112,6 +114,7 @@ impl Qp {
             stats: QpStats::default(),
             timers: TimerTable::default(),
             ack_delay: core::time::Duration::ZERO,
+            ack_delay_ns: 0,
         }
     }
 
@@ -158,6 +161,7 @@ impl Qp {
     /// READ responses are never held.
     pub fn set_ack_delay(&mut self, delay: core::time::Duration) {
         self.ack_delay = delay;
+        self.ack_delay_ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
     }
 
     /// The ACK delay in effect.
@@ -411,25 +415,37 @@ impl Qp {
     /// False when [`poll_transmit`](Self::poll_transmit) has nothing for sure (no response
     /// queued, no send WQE at or after the cursor), so a caller can skip asking. True only
     /// means it may have a packet (e.g. a held ACK, a full window).
+    #[inline]
     pub fn has_output(&self) -> bool {
         !self.resp.queue.is_empty() || self.req.cur < self.req.sq.len()
     }
 
     /// The next packet to send: responses first (they unblock the peer), then requests.
+    #[inline]
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let t = match self.next_response() {
-            Some(t) => Some(t),
-            None => {
-                let t = self.next_request(now);
-                if t.is_some() && !self.resp.queue.is_empty() {
-                    // A held ACK leaves right behind this request, in the same burst.
-                    self.resp.ack_due = true;
-                }
-                t
-            }
-        };
+        if !self.has_output() {
+            // The last call of a transmit loop: nothing queued, nothing at the cursor.
+            return None;
+        }
+        self.next_packet(now)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) with something queued.
+    #[inline(never)]
+    fn next_packet(&mut self, now: Instant) -> Option<Transmit> {
+        // Each branch hands its callee's value straight back (no copy of the packet here).
+        let t = self.next_response();
         if t.is_some() {
             self.stats.packets_sent += 1;
+            return t;
+        }
+        let t = self.next_request(now);
+        if t.is_some() {
+            self.stats.packets_sent += 1;
+            if !self.resp.queue.is_empty() {
+                // A held ACK leaves right behind this request, in the same burst.
+                self.resp.ack_due = true;
+            }
         }
         t
     }
@@ -450,28 +466,7 @@ impl Qp {
         opcode: crate::wire::opcode::Opcode,
         psn: crate::wire::psn::Psn,
     ) -> RoceHeaders {
-        RoceHeaders {
-            bth: crate::wire::bth::BthRepr {
-                opcode,
-                solicited: false,
-                mig_req: false,
-                pad_count: 0,
-                tver: 0,
-                pkey: self.attr.pkey,
-                fecn: false,
-                becn: false,
-                dest_qp: self.attr.dest_qpn,
-                ack_req: false,
-                psn,
-            },
-            reth: None,
-            aeth: None,
-            deth: None,
-            imm_dt: None,
-            ieth: None,
-            atomic_eth: None,
-            atomic_ack_eth: None,
-        }
+        peer_headers(self.attr.pkey, self.attr.dest_qpn, opcode, psn)
     }
 
     /// Moves to ERROR (IBTA vol. 1 §10.3.1): every outstanding send and receive WR completes
@@ -501,6 +496,39 @@ impl Qp {
             self.cq.push_back(flush_status(&w, qpn));
         }
         self.resp.on_error(keep);
+    }
+}
+
+/// A BTH-complete header set for a packet to QP `dest_qp` with P_Key `pkey` (no extension
+/// headers yet).
+#[inline]
+pub(super) fn peer_headers(
+    pkey: u16,
+    dest_qp: u32,
+    opcode: crate::wire::opcode::Opcode,
+    psn: crate::wire::psn::Psn,
+) -> RoceHeaders {
+    RoceHeaders {
+        bth: crate::wire::bth::BthRepr {
+            opcode,
+            solicited: false,
+            mig_req: false,
+            pad_count: 0,
+            tver: 0,
+            pkey,
+            fecn: false,
+            becn: false,
+            dest_qp,
+            ack_req: false,
+            psn,
+        },
+        reth: None,
+        aeth: None,
+        deth: None,
+        imm_dt: None,
+        ieth: None,
+        atomic_eth: None,
+        atomic_ack_eth: None,
     }
 }
 

@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 
 use super::memory::{KeyKind, MemRef};
-use super::qp::Qp;
+use super::qp::{peer_headers, Qp};
 use super::timers::{ack_timeout_duration, Timer};
 use super::transmit::{Payload, Transmit};
 use super::types::{Mtu, QpState, SendOp, SendWr, Sge, WcStatus};
@@ -229,7 +229,8 @@ impl Qp {
             return None;
         }
         let i = self.req.cur;
-        let w = self.req.sq.get(i)?;
+        // One lookup of the WQE (a fence check, rare, looks it up again).
+        let mut w = self.req.sq.get_mut(i)?;
         if !w.started {
             if self.state == QpState::Sqd {
                 return None;
@@ -242,8 +243,11 @@ impl Qp {
                 return None;
             }
             let rd = is_rd_atomic(&w.op);
-            if w.fence && self.req.sq.iter().take(i).any(|e| is_rd_atomic(&e.op)) {
-                return None;
+            if w.fence {
+                if self.req.sq.iter().take(i).any(|e| is_rd_atomic(&e.op)) {
+                    return None;
+                }
+                w = self.req.sq.get_mut(i)?;
             }
             if rd && self.req.rd_outstanding >= u32::from(self.attr.max_rd_atomic.max(1)) {
                 return None;
@@ -254,7 +258,6 @@ impl Qp {
                 return None;
             }
             let first = self.req.next_psn;
-            let w = &mut self.req.sq[i];
             w.first_psn = first;
             w.started = true;
             self.req.next_psn = first.add(w.npsn);
@@ -262,7 +265,9 @@ impl Qp {
                 self.req.rd_outstanding += 1;
             }
         }
-        let w = &self.req.sq[i];
+        let w = &*w;
+        let (pkey, dest_qpn) = (self.attr.pkey, self.attr.dest_qpn);
+        let headers = |op, psn| peer_headers(pkey, dest_qpn, op, psn);
         let k = self.req.cur_pkt;
         let psn = w.first_psn.add(k);
         if psn.distance_from(self.req.una) >= self.req.window.limit() {
@@ -276,7 +281,7 @@ impl Qp {
         match w.op {
             SendOp::Read { remote_addr, rkey } => {
                 let off = u64::from(k) * u64::from(w.mtu);
-                h = self.headers(Opcode::RC_READ_REQUEST, psn);
+                h = headers(Opcode::RC_READ_REQUEST, psn);
                 h.reth = Some(RethRepr {
                     va: remote_addr.wrapping_add(off),
                     rkey,
@@ -292,7 +297,7 @@ impl Qp {
                 compare,
                 swap,
             } => {
-                h = self.headers(Opcode::RC_COMPARE_SWAP, psn);
+                h = headers(Opcode::RC_COMPARE_SWAP, psn);
                 h.atomic_eth = Some(AtomicEthRepr {
                     va: remote_addr,
                     rkey,
@@ -308,7 +313,7 @@ impl Qp {
                 rkey,
                 add,
             } => {
-                h = self.headers(Opcode::RC_FETCH_ADD, psn);
+                h = headers(Opcode::RC_FETCH_ADD, psn);
                 h.atomic_eth = Some(AtomicEthRepr {
                     va: remote_addr,
                     rkey,
@@ -324,9 +329,19 @@ impl Qp {
                 let last = k + 1 == w.npsn;
                 let off = u64::from(k) * u64::from(w.mtu);
                 let plen = u64::from(w.len).saturating_sub(off).min(u64::from(w.mtu));
-                payload = sgl_payload(&w.sgl, pd, off, plen);
+                payload = match &w.sgl[..] {
+                    // One SGE (the common case): the payload is one slice of it.
+                    [s] => Payload::one(MemRef {
+                        kind: KeyKind::Local,
+                        pd,
+                        key: s.lkey,
+                        addr: s.addr.saturating_add(off),
+                        len: plen as u32,
+                    }),
+                    sgl => sgl_payload(sgl, pd, off, plen),
+                };
                 let op = segment_opcode(&w.op, first, last);
-                h = self.headers(op, psn);
+                h = headers(op, psn);
                 match w.op {
                     SendOp::Write { remote_addr, rkey }
                     | SendOp::WriteWithImm {
@@ -394,6 +409,7 @@ impl Qp {
     /// it): after `ACK_REQ_EVERY - 1` packets without one, when the send queue is half full of
     /// unretired WQEs or the PSN window half used, and on a resend of the last packet sent (a
     /// go-back-N or an ACK probe must be answered).
+    #[inline(always)]
     fn wants_ack(&self, psn: Psn, wqe: usize) -> bool {
         let half_sq = (self.config.sq_depth / 2).max(1) as usize;
         self.req.unrequested + 1 >= ACK_REQ_EVERY
@@ -423,6 +439,7 @@ impl Qp {
 }
 
 /// The opcode of a SEND/WRITE packet by its position in the message (IBTA vol. 1 §9.2 table 38).
+#[inline(always)]
 fn segment_opcode(op: &SendOp, first: bool, last: bool) -> Opcode {
     match (op, first, last) {
         (SendOp::Send, true, true) => Opcode::RC_SEND_ONLY,

@@ -179,6 +179,7 @@ fn npsn_of(len: u32, mtu: u32) -> u32 {
 
 impl Qp {
     /// A request packet for this QP's responder.
+    #[inline(always)]
     pub(super) fn handle_request(
         &mut self,
         _now: Instant,
@@ -259,12 +260,14 @@ impl Qp {
 
     /// Arms the ACK delay for a queued ACK (once: later ACKs coalesce into it and leave no
     /// later than the first one's deadline).
+    #[inline(always)]
     pub(super) fn arm_ack_delay(&mut self, now: Instant) {
-        if self.ack_delay.is_zero() || self.timers.is_set(Timer::AckDelay) {
+        if self.ack_delay_ns == 0 || self.timers.is_set(Timer::AckDelay) {
             return;
         }
         if matches!(self.resp.queue.front(), Some(Response::Ack { .. })) {
-            self.timers.set(Timer::AckDelay, now + self.ack_delay);
+            let at = Instant::from_nanos(now.as_nanos().saturating_add(self.ack_delay_ns));
+            self.timers.set(Timer::AckDelay, at);
         }
     }
 
@@ -272,7 +275,7 @@ impl Qp {
     /// ACK whose delay timer is armed waits, so none is ever held without a deadline (e.g. an
     /// ACK queued behind a READ response stream leaves right after it).
     fn ack_held(&self) -> bool {
-        !self.ack_delay.is_zero()
+        self.ack_delay_ns != 0
             && !self.resp.ack_due
             && self.timers.is_set(Timer::AckDelay)
             && self.resp.queue.len() == 1
@@ -411,6 +414,7 @@ impl Qp {
         self.attr.access.contains(need)
     }
 
+    #[inline(always)]
     fn recv_write(
         &mut self,
         pkt: &RocePacket<'_>,

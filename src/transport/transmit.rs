@@ -26,6 +26,16 @@ impl Payload {
         Self::default()
     }
 
+    /// The payload of one segment (none when it is empty).
+    #[inline]
+    pub fn one(seg: MemRef) -> Self {
+        let mut segs = smallvec::SmallVec::new();
+        if seg.len != 0 {
+            segs.push(seg);
+        }
+        Payload { segs, len: seg.len }
+    }
+
     /// Appends a segment; zero-length segments are skipped. Returns false when full.
     pub fn push(&mut self, seg: MemRef) -> bool {
         if seg.len == 0 {
@@ -59,17 +69,28 @@ impl Payload {
         if out.len() < self.len() {
             return Err(MemError::OutOfBounds);
         }
+        if let [seg] = self.segments() {
+            // One segment (the common case): one read.
+            let n = seg.len as usize;
+            mem.read(seg, seg_access(seg.kind), &mut out[..n])?;
+            return Ok(n);
+        }
         let mut off = 0;
         for seg in self.segments() {
-            let access = match seg.kind {
-                KeyKind::Local => Access::empty(),
-                KeyKind::Remote => Access::REMOTE_READ,
-            };
             let n = seg.len as usize;
-            mem.read(seg, access, &mut out[off..off + n])?;
+            mem.read(seg, seg_access(seg.kind), &mut out[off..off + n])?;
             off += n;
         }
         Ok(off)
+    }
+}
+
+/// The right a payload read needs: a local key reads its own memory, a remote key (a READ
+/// response) needs REMOTE_READ.
+fn seg_access(kind: KeyKind) -> Access {
+    match kind {
+        KeyKind::Local => Access::empty(),
+        KeyKind::Remote => Access::REMOTE_READ,
     }
 }
 
