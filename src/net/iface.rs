@@ -162,6 +162,7 @@ impl Net {
     }
 
     /// Handles one received Ethernet frame (without FCS; Ethernet padding allowed).
+    #[inline]
     pub fn handle_frame<'a>(&mut self, now: Instant, frame: &'a [u8]) -> Inbound<'a> {
         self.stats.rx_frames += 1;
         let r = self.receive(now, frame);
@@ -302,6 +303,7 @@ impl Net {
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.neighbours.poll_timeout()
     }

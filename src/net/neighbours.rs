@@ -320,6 +320,7 @@ impl Neighbours {
 
     /// When `handle_timeout` next has work: the earliest retry, failure, or end of a failed
     /// entry's hold.
+    #[inline]
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         if let Some(d) = self.deadline.get() {
             return d;

@@ -22,51 +22,67 @@ pub enum Timer {
 
 const N_TIMERS: usize = 4;
 
-/// Deadlines by timer.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Deadlines by timer, in nanoseconds; `DISARMED` for a timer that is not armed. Plain
+/// integers keep the earliest deadline, asked for after every packet, at three `min`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimerTable {
-    deadlines: [Option<Instant>; N_TIMERS],
+    deadlines: [u64; N_TIMERS],
+}
+
+/// The deadline of a disarmed timer (no armed deadline reaches it: `set` stops one short).
+const DISARMED: u64 = u64::MAX;
+
+impl Default for TimerTable {
+    fn default() -> Self {
+        TimerTable {
+            deadlines: [DISARMED; N_TIMERS],
+        }
+    }
 }
 
 impl TimerTable {
     /// Arms (or re-arms) `t` to fire at `at`.
     pub fn set(&mut self, t: Timer, at: Instant) {
-        self.deadlines[t as usize] = Some(at);
+        self.deadlines[t as usize] = at.0.min(DISARMED - 1);
     }
 
     /// Disarms `t`.
     pub fn stop(&mut self, t: Timer) {
-        self.deadlines[t as usize] = None;
+        self.deadlines[t as usize] = DISARMED;
     }
 
     /// Deadline of `t`, if armed.
     pub fn get(&self, t: Timer) -> Option<Instant> {
-        self.deadlines[t as usize]
+        let at = self.deadlines[t as usize];
+        (at != DISARMED).then_some(Instant(at))
     }
 
     /// True when `t` is armed.
     pub fn is_set(&self, t: Timer) -> bool {
-        self.deadlines[t as usize].is_some()
+        self.deadlines[t as usize] != DISARMED
     }
 
     /// Disarms everything.
     pub fn clear(&mut self) {
-        self.deadlines = [None; N_TIMERS];
+        self.deadlines = [DISARMED; N_TIMERS];
     }
 
     /// The earliest armed deadline.
+    #[inline]
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.iter().flatten().copied().min()
+        let [a, b, c, d] = self.deadlines;
+        let at = a.min(b).min(c.min(d));
+        (at != DISARMED).then_some(Instant(at))
     }
 
     /// If `t` is armed and its deadline is `<= now`, disarms it and returns true.
     pub fn expire(&mut self, t: Timer, now: Instant) -> bool {
-        match self.deadlines[t as usize] {
-            Some(at) if at <= now => {
-                self.deadlines[t as usize] = None;
-                true
-            }
-            _ => false,
+        let at = self.deadlines[t as usize];
+        if at != DISARMED && at <= now.0 {
+            self.deadlines[t as usize] = DISARMED;
+            true
+        } else {
+            false
         }
     }
 }
@@ -108,6 +124,17 @@ mod tests {
             ack_timeout_duration(14),
             Some(Duration::from_nanos(4096 * 16384))
         );
+    }
+
+    #[test]
+    fn a_deadline_at_the_end_of_time_stays_armed() {
+        let mut t = TimerTable::default();
+        assert!(!t.is_set(Timer::AckProbe));
+        t.set(Timer::AckProbe, Instant(u64::MAX));
+        assert!(t.is_set(Timer::AckProbe));
+        assert_eq!(t.next_deadline(), Some(Instant(u64::MAX - 1)));
+        assert!(t.expire(Timer::AckProbe, Instant(u64::MAX)));
+        assert_eq!(t.next_deadline(), None);
     }
 
     #[test]
