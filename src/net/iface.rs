@@ -297,6 +297,12 @@ impl Net {
         !self.replies.is_empty() || self.neighbours.has_request()
     }
 
+    /// True when [`poll_event`](Self::poll_event) has an event.
+    #[inline]
+    pub fn has_event(&self) -> bool {
+        self.neighbours.has_event()
+    }
+
     /// The next resolution outcome or address conflict.
     pub fn poll_event(&mut self) -> Option<NetEvent> {
         self.neighbours.poll_event()

@@ -358,6 +358,12 @@ impl Neighbours {
         self.events.push_back(e);
     }
 
+    /// True when [`poll_event`](Self::poll_event) has an event.
+    #[inline]
+    pub(crate) fn has_event(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     pub(crate) fn poll_event(&mut self) -> Option<NetEvent> {
         self.events.pop_front()
     }
