@@ -701,3 +701,62 @@ fn a_qp_leaves_the_transmit_line_with_its_last_frame() {
         "a refused post puts nothing on the line"
     );
 }
+
+/// A send whose SGE fails the L_Key check at post time is taken (the post succeeds) and
+/// completes with a local protection error when the QP reaches it (IBTA vol. 1 §10.6.3.1,
+/// §11.6.2); the QP goes to ERROR and the WRs behind it flush. The error completion is
+/// produced by the transmit path, not by the post: it must still reach the consumer.
+#[test]
+fn a_send_with_a_bad_lkey_completes_with_a_protection_error() {
+    let mut pair = Pair::new(LinkConfig::clean());
+    let conn = pair.connect(&ConnSpec::default()).unwrap();
+    let src = pair.a.register(1, 64, Access::LOCAL_WRITE);
+    let dst = pair
+        .b
+        .register(1, 64, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+    pair.run_idle(Duration::from_millis(1)).unwrap();
+    let now = pair.now();
+    for (id, lkey, len) in [
+        (1, src.lkey ^ 0x100, 8),
+        (2, src.lkey, 8),
+        (3, src.lkey, 65),
+    ] {
+        pair.a
+            .post_send(
+                now,
+                conn.qpn_a,
+                SendWr {
+                    wr_id: id,
+                    op: SendOp::Write {
+                        remote_addr: dst.addr,
+                        rkey: dst.rkey,
+                    },
+                    sgl: dpdk_roce::sgl![Sge {
+                        addr: src.addr,
+                        len,
+                        lkey,
+                    }],
+                    signaled: true,
+                    fence: false,
+                    solicited: false,
+                },
+            )
+            .unwrap();
+    }
+    let mut wcs = Vec::new();
+    pair.run_until(Duration::from_secs(1), |p| {
+        wcs.extend(std::iter::from_fn(|| p.a.poll_completion()));
+        wcs.len() == 3
+    })
+    .unwrap_or_else(|e| panic!("{e}: completions so far {wcs:?}"));
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(
+        got,
+        [
+            (1, WcStatus::LocProtErr),
+            (2, WcStatus::WrFlushErr),
+            (3, WcStatus::WrFlushErr)
+        ]
+    );
+    assert_eq!(pair.a.qp(conn.qpn_a).unwrap().state(), QpState::Error);
+}

@@ -255,6 +255,16 @@ impl Work {
         self.timer_changed(e);
     }
 
+    /// QP `qpn` was asked for a packet: that can complete WRs without one (a WQE that failed
+    /// its L_Key check at post time completes in error when the QP reaches it), and those
+    /// completions must be collected.
+    fn polled(&mut self, qpn: u32, e: &mut QpEntry) {
+        if !e.cq_dirty && e.qp.has_completion() {
+            e.cq_dirty = true;
+            self.cq_dirty.push(qpn);
+        }
+    }
+
     /// `e`'s timer may be earlier now.
     fn timer_changed(&mut self, e: &QpEntry) {
         if let Some(t) = e.qp.poll_timeout() {
@@ -1098,7 +1108,9 @@ impl<M: Memory> Host<M> {
             let mut e = e;
             loop {
                 let dest_qpn = e.qp.attr().dest_qpn;
-                let Some(tx) = e.qp.poll_transmit(now) else {
+                let polled = e.qp.poll_transmit(now);
+                self.work.polled(qpn, e);
+                let Some(tx) = polled else {
                     e.tx_queued = false;
                     break;
                 };
@@ -1163,11 +1175,11 @@ impl<M: Memory> Host<M> {
         if self.net.lookup(dst).is_none() {
             return false;
         }
-        while let Some((tx, dest_qpn)) = self
-            .qps
-            .get_mut(&qpn)
-            .and_then(|e| Some((e.qp.poll_transmit(now)?, e.qp.attr().dest_qpn)))
-        {
+        while let Some((tx, dest_qpn)) = self.qps.get_mut(&qpn).and_then(|e| {
+            let polled = e.qp.poll_transmit(now);
+            self.work.polled(qpn, e);
+            Some((polled?, e.qp.attr().dest_qpn))
+        }) {
             let body = Body::Gather(&tx.payload);
             if self.build_frame(now, To::Ip(dst), qpn, dest_qpn, &tx.headers, body, out) {
                 return true;
