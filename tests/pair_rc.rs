@@ -11,6 +11,7 @@ use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{
     Mtu, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
+use dpdk_roce::transport::vec_memory::Region;
 use dpdk_roce::wire::psn::Psn;
 
 const SIZES: [usize; 7] = [0, 1, 1023, 1024, 1025, 65536, 1 << 20];
@@ -633,6 +634,25 @@ fn a_connect_to_an_unresolvable_address_is_unreachable_when_arp_fails() {
     assert_eq!(pair.a.cm().connection_count(), 0, "nothing left in the CM");
 }
 
+/// An RDMA WRITE of `len` bytes from `src` (under `lkey`) to the start of `dst`.
+fn write_wr(id: u64, src: &Region, lkey: u32, len: u32, dst: &Region, signaled: bool) -> SendWr {
+    SendWr {
+        wr_id: id,
+        op: SendOp::Write {
+            remote_addr: dst.addr,
+            rkey: dst.rkey,
+        },
+        sgl: dpdk_roce::sgl![Sge {
+            addr: src.addr,
+            len,
+            lkey,
+        }],
+        signaled,
+        fence: false,
+        solicited: false,
+    }
+}
+
 /// The transmit line (`Host::has_output`): a QP leaves it with its last frame, so a poll loop
 /// that asks `has_output` first makes no empty transmit poll; a send refused before the QP can
 /// send does not put it on the line.
@@ -644,21 +664,7 @@ fn a_qp_leaves_the_transmit_line_with_its_last_frame() {
     let dst = pair
         .b
         .register(1, 64, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
-    let write = |id: u64| SendWr {
-        wr_id: id,
-        op: SendOp::Write {
-            remote_addr: dst.addr,
-            rkey: dst.rkey,
-        },
-        sgl: dpdk_roce::sgl![Sge {
-            addr: src.addr,
-            len: 8,
-            lkey: src.lkey,
-        }],
-        signaled: id == 2,
-        fence: false,
-        solicited: false,
-    };
+    let write = |id: u64| write_wr(id, &src, src.lkey, 8, &dst, id == 2);
     pair.run_idle(Duration::from_millis(1)).unwrap();
     assert!(!pair.a.has_output(), "an idle connected host has nothing");
     let now = pair.now();
@@ -721,27 +727,8 @@ fn a_send_with_a_bad_lkey_completes_with_a_protection_error() {
         (2, src.lkey, 8),
         (3, src.lkey, 65),
     ] {
-        pair.a
-            .post_send(
-                now,
-                conn.qpn_a,
-                SendWr {
-                    wr_id: id,
-                    op: SendOp::Write {
-                        remote_addr: dst.addr,
-                        rkey: dst.rkey,
-                    },
-                    sgl: dpdk_roce::sgl![Sge {
-                        addr: src.addr,
-                        len,
-                        lkey,
-                    }],
-                    signaled: true,
-                    fence: false,
-                    solicited: false,
-                },
-            )
-            .unwrap();
+        let wr = write_wr(id, &src, lkey, len, &dst, true);
+        pair.a.post_send(now, conn.qpn_a, wr).unwrap();
     }
     let mut wcs = Vec::new();
     pair.run_until(Duration::from_secs(1), |p| {

@@ -508,28 +508,10 @@ pub(super) fn peer_headers(
     opcode: crate::wire::opcode::Opcode,
     psn: crate::wire::psn::Psn,
 ) -> RoceHeaders {
-    RoceHeaders {
-        bth: crate::wire::bth::BthRepr {
-            opcode,
-            solicited: false,
-            mig_req: false,
-            pad_count: 0,
-            tver: 0,
-            pkey,
-            fecn: false,
-            becn: false,
-            dest_qp,
-            ack_req: false,
-            psn,
-        },
-        reth: None,
-        aeth: None,
-        deth: None,
-        imm_dt: None,
-        ieth: None,
-        atomic_eth: None,
-        atomic_ack_eth: None,
-    }
+    RoceHeaders::new(crate::wire::bth::BthRepr {
+        pkey,
+        ..crate::wire::bth::BthRepr::new(opcode, dest_qp, psn)
+    })
 }
 
 /// The completion opcode of a send WR.
