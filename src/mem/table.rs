@@ -785,7 +785,7 @@ impl MrTable {
         }
     }
 
-    /// Byte offset of `addr..addr+len` inside a region of `m`, overflow-safe.
+    /// Byte offset of `addr..addr+len` inside the region `va..va+region_len`, overflow-safe.
     #[inline(always)]
     fn offset(va: u64, region_len: u64, addr: u64, len: u64) -> Result<usize, MemError> {
         let start = addr.checked_sub(va).ok_or(MemError::OutOfBounds)?;
