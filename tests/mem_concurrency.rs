@@ -284,3 +284,94 @@ fn registration_from_many_threads_gives_unique_live_keys() {
     assert_eq!(all.len(), n, "a key was issued twice");
     assert_eq!(table.live_regions(), 0);
 }
+
+/// `MrTable::check` takes no count: it reads the slot's metadata between two reads of its state.
+/// One slot is freed and re-registered over and over, alternating two zones, lengths and
+/// rights, while another thread checks the key of the registration it last saw (with that
+/// registration's own zone, last bytes and rights) and keys already freed: a check is `Ok` or
+/// `InvalidKey`, never an error that would come from another registration's metadata, and a
+/// freed key is always `InvalidKey`.
+#[test]
+fn checks_racing_with_reregistration_see_one_registration() {
+    let table = Arc::new(MrTable::new(1));
+    let (pz_a, pz_b) = (table.create_pz(), table.create_pz());
+    let current: Arc<Mutex<Option<(Region, Access)>>> = Arc::new(Mutex::new(None));
+    let freed: Arc<Mutex<Vec<Region>>> = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let checker = {
+        let (table, current, freed, stop) =
+            (table.clone(), current.clone(), freed.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (mut ok, mut gone, mut stale) = (0u64, 0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let seen = *current.lock().unwrap();
+                if let Some((r, rights)) = seen {
+                    let want = if rights.contains(Access::REMOTE_WRITE) {
+                        Access::REMOTE_WRITE
+                    } else {
+                        Access::REMOTE_READ
+                    };
+                    let m = MemRef {
+                        kind: KeyKind::Remote,
+                        pd: r.pz.0,
+                        key: r.rkey,
+                        addr: r.addr + r.len - 8,
+                        len: 8,
+                    };
+                    for _ in 0..64 {
+                        match table.check(&m, want) {
+                            Ok(()) => ok += 1,
+                            Err(MemError::InvalidKey) => gone += 1,
+                            Err(e) => panic!("check of a live registration's own range: {e:?}"),
+                        }
+                    }
+                }
+                let old = freed.lock().unwrap().last().copied();
+                if let Some(r) = old {
+                    let m = MemRef {
+                        kind: KeyKind::Local,
+                        pd: r.pz.0,
+                        key: r.lkey,
+                        addr: r.addr,
+                        len: 1,
+                    };
+                    assert_eq!(
+                        table.check(&m, Access::LOCAL_READ),
+                        Err(MemError::InvalidKey)
+                    );
+                    stale += 1;
+                }
+            }
+            (ok, gone, stale)
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut rounds = 0u32;
+    while Instant::now() < deadline || rounds < 2000 {
+        let (pz, len, rights) = if rounds % 2 == 0 {
+            (pz_a, 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        } else {
+            (pz_b, 4096, Access::REMOTE_READ)
+        };
+        let r = table.register_alloc(pz, len, 8, rights).unwrap();
+        *current.lock().unwrap() = Some((r, rights));
+        std::thread::yield_now();
+        table.deregister(r.lkey).unwrap();
+        freed.lock().unwrap().push(r);
+        rounds += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (ok, gone, stale) = checker.join().unwrap();
+    assert!(
+        ok > 0,
+        "no check ever saw a live registration ({gone} saw it freed)"
+    );
+    assert!(stale > 0, "no freed key was ever checked");
+    let keys: std::collections::HashSet<u32> =
+        freed.lock().unwrap().iter().map(|r| r.lkey).collect();
+    assert_eq!(
+        keys.len(),
+        rounds as usize,
+        "one slot, a new key every time"
+    );
+}

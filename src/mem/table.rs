@@ -3,7 +3,7 @@
 //! [`crate::mem`] for the concurrency design.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use thiserror::Error;
@@ -30,6 +30,13 @@ const WINDOW: u32 = 1 << 30;
 
 fn gen_of(state: u64) -> u32 {
     (state >> 32) as u32
+}
+
+/// The slot state `s` lets a key of generation `gen` and kind `kind` in: same generation,
+/// live, and for an R_Key not invalidated.
+#[inline(always)]
+fn key_live(s: u64, kind: KeyKind, gen: u32) -> bool {
+    gen_of(s) == gen && s & LIVE != 0 && (kind == KeyKind::Local || s & RKEY_VALID != 0)
 }
 
 static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
@@ -752,11 +759,7 @@ impl MrTable {
         let slot = &self.slots[idx];
         let mut s = slot.state.load(Ordering::Acquire);
         loop {
-            if gen_of(s) != gen
-                || s & LIVE == 0
-                || (kind == KeyKind::Remote && s & RKEY_VALID == 0)
-                || s & COUNT_MASK == COUNT_MASK
-            {
+            if !key_live(s, kind, gen) || s & COUNT_MASK == COUNT_MASK {
                 return Err(MemError::InvalidKey);
             }
             match slot
@@ -809,6 +812,14 @@ impl MrTable {
         let held = self.acquire(r.kind, r.key)?;
         let slot = &self.slots[held.idx];
         // Published before LIVE (Release) and read under the count just taken (Acquire).
+        let off = Self::checks(slot, r, access)?;
+        Ok((held, slot.ptr.load(Ordering::Relaxed), off))
+    }
+
+    /// The PZ, bounds and rights checks of [`locate_ptr`](Self::locate_ptr) on a slot whose
+    /// key matched: the offset of `r.addr` in the region.
+    #[inline(always)]
+    fn checks(slot: &Slot, r: &MemRef, access: Access) -> Result<usize, MemError> {
         if slot.pd.load(Ordering::Relaxed) != r.pd {
             return Err(MemError::PdMismatch);
         }
@@ -828,7 +839,7 @@ impl MrTable {
         if !allowed.contains(need) || !granted.contains(need) {
             return Err(MemError::AccessDenied);
         }
-        Ok((held, slot.ptr.load(Ordering::Relaxed), off))
+        Ok(off)
     }
 
     /// [`locate_ptr`](Self::locate_ptr) with the region's whole metadata.
@@ -838,9 +849,31 @@ impl MrTable {
         Ok((held, m, off))
     }
 
-    /// Checks `r` for `access` without touching memory.
+    /// Checks `r` for `access` without touching memory, as of one instant: the same checks and
+    /// errors as an access, without taking a count (no memory is touched, so none is needed).
+    /// The slot's state is read before and after its metadata (a sequence lock): if the region
+    /// was freed or re-registered in between, the key no longer names it and the check is
+    /// `InvalidKey`, as an access starting then would be.
     pub fn check(&self, r: &MemRef, access: Access) -> Result<(), MemError> {
-        self.locate_ptr(r, access).map(|_| ())
+        if (r.key & RKEY_BIT != 0) != (r.kind == KeyKind::Remote) {
+            return Err(MemError::InvalidKey);
+        }
+        let (idx, gen) = self.decode(r.key).ok_or(MemError::InvalidKey)?;
+        let slot = &self.slots[idx];
+        let before = slot.state.load(Ordering::Acquire);
+        if !key_live(before, r.kind, gen) {
+            return Err(MemError::InvalidKey);
+        }
+        // Metadata is written only while the slot is not LIVE, before LIVE is published
+        // (Release): read after `before` (Acquire), it is the live registration's unless the
+        // state changed, which the second read (ordered after them by the fence) shows.
+        let checked = Self::checks(slot, r, access);
+        fence(Ordering::Acquire);
+        let after = slot.state.load(Ordering::Relaxed);
+        if (after ^ before) & !(COUNT_MASK | RKEY_VALID) != 0 {
+            return Err(MemError::InvalidKey);
+        }
+        checked.map(|_| ())
     }
 
     /// Checked read of `out.len()` (= `r.len`) bytes at `r.addr`.
