@@ -348,7 +348,7 @@ fn checks_racing_with_reregistration_see_one_registration() {
     let deadline = Instant::now() + Duration::from_secs(2);
     let mut rounds = 0u32;
     while Instant::now() < deadline || rounds < 2000 {
-        let (pz, len, rights) = if rounds % 2 == 0 {
+        let (pz, len, rights) = if rounds.is_multiple_of(2) {
             (pz_a, 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
         } else {
             (pz_b, 4096, Access::REMOTE_READ)
