@@ -1130,12 +1130,17 @@ impl<M: Memory> Host<M> {
                 if !fresh {
                     e.route = self.net.route(now, dst, qpn, dest_qpn).ok();
                 }
-                let route = e.route.clone();
+                // Built from the host's other parts while the entry (its route) stays borrowed.
+                let mut b = FrameBuilder {
+                    mem: &self.mem,
+                    net: &mut self.net,
+                    stats: &mut self.stats,
+                };
                 let pinned_built = match pinned.as_mut() {
                     Some((p, min))
                         if tx.payload.len() >= *min && tx.payload.len() <= ZERO_PAYLOAD.len() =>
                     {
-                        self.build_pinned(now, dst, qpn, dest_qpn, &tx, out, p)
+                        b.build_pinned(now, dst, qpn, dest_qpn, &tx, out, p)
                     }
                     _ => None,
                 };
@@ -1144,8 +1149,8 @@ impl<M: Memory> Host<M> {
                     Some(false) => None,
                     None => {
                         let body = Body::Gather(&tx.payload);
-                        let to = To::Route(dst, route.as_ref());
-                        self.build_frame(now, to, qpn, dest_qpn, &tx.headers, body, out)
+                        let to = To::Route(dst, e.route.as_ref());
+                        b.build_frame(now, to, qpn, dest_qpn, &tx.headers, body, out)
                             .then_some(TxOut::Whole)
                     }
                 };
@@ -1181,13 +1186,59 @@ impl<M: Memory> Host<M> {
             Some((polled?, e.qp.attr().dest_qpn))
         }) {
             let body = Body::Gather(&tx.payload);
-            if self.build_frame(now, To::Ip(dst), qpn, dest_qpn, &tx.headers, body, out) {
+            if self.frame_builder().build_frame(
+                now,
+                To::Ip(dst),
+                qpn,
+                dest_qpn,
+                &tx.headers,
+                body,
+                out,
+            ) {
                 return true;
             }
         }
         false
     }
 
+    fn mad_frame(&mut self, now: Instant, dst: Ipv4Addr, mad: &[u8], out: &mut Vec<u8>) -> bool {
+        let bth = BthRepr::new(Opcode::UD_SEND_ONLY, CM_QPN, self.gsi_psn);
+        debug_assert_eq!(bth.pkey, DEFAULT_PKEY);
+        self.gsi_psn = self.gsi_psn.next();
+        let headers = RoceHeaders::new(bth).with_deth(DethRepr {
+            qkey: GSI_QKEY,
+            src_qp: CM_QPN,
+        });
+        self.frame_builder().build_frame(
+            now,
+            To::Ip(dst),
+            CM_QPN,
+            CM_QPN,
+            &headers,
+            Body::Bytes(mad),
+            out,
+        )
+    }
+
+    /// The parts of the host a frame is built from (see [`FrameBuilder`]).
+    fn frame_builder(&mut self) -> FrameBuilder<'_, M> {
+        FrameBuilder {
+            mem: &self.mem,
+            net: &mut self.net,
+            stats: &mut self.stats,
+        }
+    }
+}
+
+/// The parts of a [`Host`] a frame is built from, borrowed apart from its QP table: the
+/// transmit path builds a QP's frame while that QP's entry (its cached route) stays borrowed.
+struct FrameBuilder<'h, M> {
+    mem: &'h M,
+    net: &'h mut Net,
+    stats: &'h mut HostStats,
+}
+
+impl<M: Memory> FrameBuilder<'_, M> {
     /// Builds a pinned frame (see `poll_transmit_pinned`); `None` when the memory cannot pin
     /// (build a whole frame instead), `Some(false)` when the packet was dropped and counted.
     #[allow(clippy::too_many_arguments)]
@@ -1273,25 +1324,6 @@ impl<M: Memory> Host<M> {
         Some(true)
     }
 
-    fn mad_frame(&mut self, now: Instant, dst: Ipv4Addr, mad: &[u8], out: &mut Vec<u8>) -> bool {
-        let bth = BthRepr::new(Opcode::UD_SEND_ONLY, CM_QPN, self.gsi_psn);
-        debug_assert_eq!(bth.pkey, DEFAULT_PKEY);
-        self.gsi_psn = self.gsi_psn.next();
-        let headers = RoceHeaders::new(bth).with_deth(DethRepr {
-            qkey: GSI_QKEY,
-            src_qp: CM_QPN,
-        });
-        self.build_frame(
-            now,
-            To::Ip(dst),
-            CM_QPN,
-            CM_QPN,
-            &headers,
-            Body::Bytes(mad),
-            out,
-        )
-    }
-
     /// Builds the complete frame into `out`, in place: the payload read (or copied) into its
     /// place, the Ethernet/IPv4/UDP headers from the destination's template, the RoCE headers,
     /// the zero pad and the ICRC over the emitted bytes. The bytes are those of
@@ -1322,7 +1354,7 @@ impl<M: Memory> Host<M> {
         match body {
             Body::Bytes(b) => payload.copy_from_slice(b),
             Body::Gather(p) => {
-                if p.gather(&self.mem, payload).is_err() {
+                if p.gather(self.mem, payload).is_err() {
                     self.stats.tx_payload_errors += 1;
                     return false;
                 }
