@@ -1136,79 +1136,51 @@ fn atomic_at(m: &Meta, off: usize, op: AtomicOp) -> u64 {
     }
 }
 
-impl Memory for MrTable {
-    fn check(&self, r: &MemRef, access: Access) -> Result<(), MemError> {
-        MrTable::check(self, r, access)
-    }
-    fn read(&self, r: &MemRef, access: Access, out: &mut [u8]) -> Result<(), MemError> {
-        MrTable::read(self, r, access, out)
-    }
-    fn write(&mut self, r: &MemRef, access: Access, data: &[u8]) -> Result<(), MemError> {
-        MrTable::write(self, r, access, data)
-    }
-    fn atomic(&mut self, r: &MemRef, op: AtomicOp) -> Result<u64, MemError> {
-        MrTable::atomic(self, r, op)
-    }
-    fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
-        MrTable::invalidate(self, pd, rkey)
-    }
-    fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
-        MrTable::rkey_usable_on(self, rkey, qpn)
-    }
-    fn remote_write_on(&mut self, r: &MemRef, qpn: u32, data: &[u8]) -> Result<(), MemError> {
-        MrTable::remote_write_on(self, r, qpn, data)
-    }
+/// `Memory` for a table reached through `$t`, every method the checked table method of the same
+/// name; `$extra` adds methods (the `Arc` form lends its table for pinning).
+macro_rules! memory_via_table {
+    ($t:ty $(, $extra:item)*) => {
+        impl Memory for $t {
+            fn check(&self, r: &MemRef, access: Access) -> Result<(), MemError> {
+                MrTable::check(self, r, access)
+            }
+            fn read(&self, r: &MemRef, access: Access, out: &mut [u8]) -> Result<(), MemError> {
+                MrTable::read(self, r, access, out)
+            }
+            fn write(&mut self, r: &MemRef, access: Access, data: &[u8]) -> Result<(), MemError> {
+                MrTable::write(self, r, access, data)
+            }
+            fn atomic(&mut self, r: &MemRef, op: AtomicOp) -> Result<u64, MemError> {
+                MrTable::atomic(self, r, op)
+            }
+            fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
+                MrTable::invalidate(self, pd, rkey)
+            }
+            fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
+                MrTable::rkey_usable_on(self, rkey, qpn)
+            }
+            fn remote_write_on(
+                &mut self,
+                r: &MemRef,
+                qpn: u32,
+                data: &[u8],
+            ) -> Result<(), MemError> {
+                MrTable::remote_write_on(self, r, qpn, data)
+            }
+            $($extra)*
+        }
+    };
 }
 
-/// The poll core's view: `let mut mem = &*table; qp.handle_packet(now, pkt, &mut mem, srq)`.
-impl Memory for &MrTable {
-    fn check(&self, r: &MemRef, access: Access) -> Result<(), MemError> {
-        MrTable::check(self, r, access)
-    }
-    fn read(&self, r: &MemRef, access: Access, out: &mut [u8]) -> Result<(), MemError> {
-        MrTable::read(self, r, access, out)
-    }
-    fn write(&mut self, r: &MemRef, access: Access, data: &[u8]) -> Result<(), MemError> {
-        MrTable::write(self, r, access, data)
-    }
-    fn atomic(&mut self, r: &MemRef, op: AtomicOp) -> Result<u64, MemError> {
-        MrTable::atomic(self, r, op)
-    }
-    fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
-        MrTable::invalidate(self, pd, rkey)
-    }
-    fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
-        MrTable::rkey_usable_on(self, rkey, qpn)
-    }
-    fn remote_write_on(&mut self, r: &MemRef, qpn: u32, data: &[u8]) -> Result<(), MemError> {
-        MrTable::remote_write_on(self, r, qpn, data)
-    }
-}
+memory_via_table!(MrTable);
 
-/// A port's memory shared with consumer threads: the engine's `Host<Arc<MrTable>>`.
-impl Memory for Arc<MrTable> {
-    fn check(&self, r: &MemRef, access: Access) -> Result<(), MemError> {
-        MrTable::check(self, r, access)
-    }
-    fn read(&self, r: &MemRef, access: Access, out: &mut [u8]) -> Result<(), MemError> {
-        MrTable::read(self, r, access, out)
-    }
-    fn write(&mut self, r: &MemRef, access: Access, data: &[u8]) -> Result<(), MemError> {
-        MrTable::write(self, r, access, data)
-    }
-    fn atomic(&mut self, r: &MemRef, op: AtomicOp) -> Result<u64, MemError> {
-        MrTable::atomic(self, r, op)
-    }
-    fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
-        MrTable::invalidate(self, pd, rkey)
-    }
-    fn rkey_usable_on(&self, rkey: u32, qpn: u32) -> bool {
-        MrTable::rkey_usable_on(self, rkey, qpn)
-    }
-    fn remote_write_on(&mut self, r: &MemRef, qpn: u32, data: &[u8]) -> Result<(), MemError> {
-        MrTable::remote_write_on(self, r, qpn, data)
-    }
+// The poll core's view: `let mut mem = &*table; qp.handle_packet(now, pkt, &mut mem, srq)`.
+memory_via_table!(&MrTable);
+
+// A port's memory shared with consumer threads: the engine's `Host<Arc<MrTable>>`.
+memory_via_table!(
+    Arc<MrTable>,
     fn pin_table(&self) -> Option<&Arc<MrTable>> {
         Some(self)
     }
-}
+);
