@@ -167,6 +167,34 @@ fn drain(pair: &mut Pair, a: bool) -> Vec<WorkCompletion> {
     std::iter::from_fn(|| ep.poll_completion()).collect()
 }
 
+/// A signaled, unfenced work request `op` gathering the first `len` bytes of `src`.
+fn signaled_wr(id: u64, op: SendOp, src: &Region, len: u32) -> SendWr {
+    SendWr {
+        wr_id: id,
+        op,
+        sgl: dpdk_roce::sgl![Sge {
+            addr: src.addr,
+            len,
+            lkey: src.lkey,
+        }],
+        signaled: true,
+        fence: false,
+        solicited: false,
+    }
+}
+
+/// Runs the pair until side A has `n` completions (at most `limit` of virtual time) and
+/// returns them in order; fails with the completions so far.
+fn a_completions(pair: &mut Pair, n: usize, limit: Duration) -> Vec<WorkCompletion> {
+    let mut wcs = Vec::new();
+    pair.run_until(limit, |p| {
+        wcs.extend(std::iter::from_fn(|| p.a.poll_completion()));
+        wcs.len() >= n
+    })
+    .unwrap_or_else(|e| panic!("{e}: completions so far {wcs:?}"));
+    wcs
+}
+
 #[test]
 fn rnr_when_the_receiver_posts_late_then_success() {
     let mut pair = Pair::new(LinkConfig::clean());
@@ -184,22 +212,7 @@ fn rnr_when_the_receiver_posts_late_then_success() {
         .copy_from_slice(&[7u8; 64]);
     let now = pair.now();
     pair.a
-        .post_send(
-            now,
-            conn.qpn_a,
-            SendWr {
-                wr_id: 1,
-                op: SendOp::Send,
-                sgl: dpdk_roce::sgl![Sge {
-                    addr: src.addr,
-                    len: 64,
-                    lkey: src.lkey,
-                }],
-                signaled: true,
-                fence: false,
-                solicited: false,
-            },
-        )
+        .post_send(now, conn.qpn_a, signaled_wr(1, SendOp::Send, &src, 64))
         .unwrap();
     pair.run_until(Duration::from_millis(5), |p| {
         p.b.qp(conn.qpn_b).unwrap().stats().rnr_naks_sent >= 2
@@ -253,30 +266,10 @@ fn rnr_retry_exhausted_when_the_receiver_never_posts() {
     let now = pair.now();
     for id in 1..=3 {
         pair.a
-            .post_send(
-                now,
-                conn.qpn_a,
-                SendWr {
-                    wr_id: id,
-                    op: SendOp::Send,
-                    sgl: dpdk_roce::sgl![Sge {
-                        addr: src.addr,
-                        len: 16,
-                        lkey: src.lkey,
-                    }],
-                    signaled: true,
-                    fence: false,
-                    solicited: false,
-                },
-            )
+            .post_send(now, conn.qpn_a, signaled_wr(id, SendOp::Send, &src, 16))
             .unwrap();
     }
-    let mut wcs = Vec::new();
-    pair.run_until(Duration::from_secs(5), |p| {
-        wcs.extend(std::iter::from_fn(|| p.a.poll_completion()));
-        wcs.len() == 3
-    })
-    .unwrap();
+    let wcs = a_completions(&mut pair, 3, Duration::from_secs(5));
     assert_eq!(wcs[0].status, WcStatus::RnrRetryExcErr);
     assert_eq!(wcs[0].wr_id, 1);
     assert!(wcs[1..].iter().all(|w| w.status == WcStatus::WrFlushErr));
@@ -312,30 +305,11 @@ fn retry_exceeded_when_the_peer_vanishes() {
             .post_send(
                 now,
                 conn.qpn_a,
-                SendWr {
-                    wr_id: id,
-                    op: SendOp::Write {
-                        remote_addr: dst.addr,
-                        rkey: dst.rkey,
-                    },
-                    sgl: dpdk_roce::sgl![Sge {
-                        addr: src.addr,
-                        len: 4096,
-                        lkey: src.lkey,
-                    }],
-                    signaled: true,
-                    fence: false,
-                    solicited: false,
-                },
+                write_wr(id, &src, src.lkey, 4096, &dst, true),
             )
             .unwrap();
     }
-    let mut wcs = Vec::new();
-    pair.run_until(Duration::from_secs(10), |p| {
-        wcs.extend(std::iter::from_fn(|| p.a.poll_completion()));
-        wcs.len() == 4
-    })
-    .unwrap();
+    let wcs = a_completions(&mut pair, 4, Duration::from_secs(10));
     assert_eq!((wcs[0].wr_id, wcs[0].status), (0, WcStatus::RetryExcErr));
     for (i, w) in wcs.iter().enumerate().skip(1) {
         assert_eq!((w.wr_id, w.status), (i as u64, WcStatus::WrFlushErr));
@@ -369,30 +343,19 @@ fn remote_access_errors_complete_with_rem_access_err() {
                 .post_send(
                     now,
                     conn.qpn_a,
-                    SendWr {
-                        wr_id: id,
-                        op: SendOp::Write {
+                    signaled_wr(
+                        id,
+                        SendOp::Write {
                             remote_addr: addr,
                             rkey,
                         },
-                        sgl: dpdk_roce::sgl![Sge {
-                            addr: src.addr,
-                            len: 128,
-                            lkey: src.lkey,
-                        }],
-                        signaled: true,
-                        fence: false,
-                        solicited: false,
-                    },
+                        &src,
+                        128,
+                    ),
                 )
                 .unwrap();
         }
-        let mut wcs = Vec::new();
-        pair.run_until(Duration::from_secs(1), |p| {
-            wcs.extend(std::iter::from_fn(|| p.a.poll_completion()));
-            wcs.len() == 2
-        })
-        .unwrap();
+        let wcs = a_completions(&mut pair, 2, Duration::from_secs(1));
         assert_eq!(wcs[0].status, WcStatus::RemAccessErr, "case {case}");
         assert_eq!(wcs[1].status, WcStatus::WrFlushErr, "case {case}");
         assert_eq!(
@@ -636,20 +599,13 @@ fn a_connect_to_an_unresolvable_address_is_unreachable_when_arp_fails() {
 
 /// An RDMA WRITE of `len` bytes from `src` (under `lkey`) to the start of `dst`.
 fn write_wr(id: u64, src: &Region, lkey: u32, len: u32, dst: &Region, signaled: bool) -> SendWr {
+    let op = SendOp::Write {
+        remote_addr: dst.addr,
+        rkey: dst.rkey,
+    };
     SendWr {
-        wr_id: id,
-        op: SendOp::Write {
-            remote_addr: dst.addr,
-            rkey: dst.rkey,
-        },
-        sgl: dpdk_roce::sgl![Sge {
-            addr: src.addr,
-            len,
-            lkey,
-        }],
         signaled,
-        fence: false,
-        solicited: false,
+        ..signaled_wr(id, op, &Region { lkey, ..*src }, len)
     }
 }
 
@@ -730,12 +686,7 @@ fn a_send_with_a_bad_lkey_completes_with_a_protection_error() {
         let wr = write_wr(id, &src, lkey, len, &dst, true);
         pair.a.post_send(now, conn.qpn_a, wr).unwrap();
     }
-    let mut wcs = Vec::new();
-    pair.run_until(Duration::from_secs(1), |p| {
-        wcs.extend(std::iter::from_fn(|| p.a.poll_completion()));
-        wcs.len() == 3
-    })
-    .unwrap_or_else(|e| panic!("{e}: completions so far {wcs:?}"));
+    let wcs = a_completions(&mut pair, 3, Duration::from_secs(1));
     let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
     assert_eq!(
         got,
