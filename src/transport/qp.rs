@@ -533,14 +533,27 @@ fn pkey_match(a: u16, b: u16) -> bool {
 
 /// Exactly the extension headers the opcode table names are present, and opcodes without a
 /// payload carry none.
+#[inline]
 fn headers_match(h: &RoceHeaders, payload: &[u8]) -> bool {
     let f = h.bth.opcode.flags();
-    h.reth.is_some() == f.contains(OpFlags::RETH)
-        && h.aeth.is_some() == f.contains(OpFlags::AETH)
-        && h.deth.is_some() == f.contains(OpFlags::DETH)
-        && h.imm_dt.is_some() == f.contains(OpFlags::IMMDT)
-        && h.ieth.is_some() == f.contains(OpFlags::IETH)
-        && h.atomic_eth.is_some() == f.contains(OpFlags::ATOMIC_ETH)
-        && h.atomic_ack_eth.is_some() == f.contains(OpFlags::ATOMIC_ACK_ETH)
+    // The present headers as the opcode table's flags, compared with its row in one step.
+    let has = |present: bool, flag: OpFlags| if present { flag } else { OpFlags::empty() };
+    let present = has(h.reth.is_some(), OpFlags::RETH)
+        | has(h.aeth.is_some(), OpFlags::AETH)
+        | has(h.deth.is_some(), OpFlags::DETH)
+        | has(h.imm_dt.is_some(), OpFlags::IMMDT)
+        | has(h.ieth.is_some(), OpFlags::IETH)
+        | has(h.atomic_eth.is_some(), OpFlags::ATOMIC_ETH)
+        | has(h.atomic_ack_eth.is_some(), OpFlags::ATOMIC_ACK_ETH);
+    f.intersection(EXTENSION_HEADERS) == present
         && (f.contains(OpFlags::PAYLOAD) || payload.is_empty())
 }
+
+/// The opcode-table flags that name extension headers.
+const EXTENSION_HEADERS: OpFlags = OpFlags::RETH
+    .union(OpFlags::AETH)
+    .union(OpFlags::DETH)
+    .union(OpFlags::IMMDT)
+    .union(OpFlags::IETH)
+    .union(OpFlags::ATOMIC_ETH)
+    .union(OpFlags::ATOMIC_ACK_ETH);

@@ -429,6 +429,7 @@ impl Qp {
             return;
         }
         let pd = self.config.pd;
+        let by_write = checked_by_write(f, h);
         let (va, rkey, len, off) = match (h.reth, &self.resp.in_msg) {
             (Some(reth), InMsg::None) => {
                 let len = reth.dma_len;
@@ -442,20 +443,20 @@ impl Qp {
                     return;
                 }
                 if len > 0 {
-                    let r = MemRef {
+                    // A WRITE Only without immediate is written below over exactly this
+                    // range with the same checks (`remote_write_on`, nothing else happens in
+                    // between): checking here too would only look the region up twice more.
+                    let r = || MemRef {
                         kind: KeyKind::Remote,
                         pd,
                         key: reth.rkey,
                         addr: reth.va,
                         len,
                     };
-                    // A WRITE Only without immediate is written below over exactly this
-                    // range with the same checks (`remote_write_on`, nothing else happens in
-                    // between): checking here too would only look the region up twice more.
                     if !self.remote_ok(Access::REMOTE_WRITE)
-                        || (!checked_by_write(f, h)
+                        || (!by_write
                             && (!mem.rkey_usable_on(reth.rkey, self.config.qpn)
-                                || mem.check(&r, Access::REMOTE_WRITE).is_err()))
+                                || mem.check(&r(), Access::REMOTE_WRITE).is_err()))
                     {
                         self.fatal(NakCode::RemoteAccessError, None);
                         return;
@@ -500,7 +501,7 @@ impl Qp {
                 addr: va.wrapping_add(u64::from(off)),
                 len: plen as u32,
             };
-            let written = if checked_by_write(f, h) {
+            let written = if by_write {
                 mem.remote_write_on(&r, self.config.qpn, pkt.payload)
             } else {
                 mem.write(&r, Access::REMOTE_WRITE, pkt.payload)
@@ -808,6 +809,7 @@ impl Qp {
 /// Whether a WRITE request's checks are all left to its single `Memory::remote_write_on`: a
 /// WRITE Only without immediate, whose one payload covers the whole RETH range and which
 /// consumes no receive WQE.
+#[inline(always)]
 fn checked_by_write(f: OpFlags, h: &RoceHeaders) -> bool {
     f.contains(OpFlags::ONLY) && h.imm_dt.is_none()
 }

@@ -311,6 +311,104 @@ fn pkey_mismatch_dropped_silently() {
     assert_eq!(p.s[B].qp.state(), QpState::Rts);
 }
 
+/// A request whose extension headers differ from its opcode's row in the table (one extra, one
+/// missing), or that carries a payload its opcode has none of, is dropped silently: no NAK,
+/// no byte written, no completion, the PSN not consumed (the in-order request after it runs).
+#[test]
+fn headers_not_matching_the_opcode_dropped_silently() {
+    use crate::wire::aeth::AethRepr;
+    use crate::wire::atomic_ack_eth::AtomicAckEthRepr;
+    use crate::wire::deth::DethRepr;
+    let mut p = Pair::new();
+    let dst = p.zeroed(B, 64);
+    let reth = RethRepr {
+        va: dst.addr,
+        rkey: dst.rkey,
+        dma_len: 3,
+    };
+    let write = || {
+        let mut h = req(Opcode::RC_WRITE_ONLY, 100);
+        h.reth = Some(reth);
+        h
+    };
+    let cases: Vec<(RoceHeaders, Vec<u8>)> = vec![
+        (req(Opcode::RC_WRITE_ONLY, 100), vec![1, 2, 3]),
+        (
+            RoceHeaders {
+                aeth: Some(AethRepr {
+                    syndrome: Syndrome::Ack { credits: 0 },
+                    msn: 0,
+                }),
+                ..write()
+            },
+            vec![1, 2, 3],
+        ),
+        (
+            RoceHeaders {
+                deth: Some(DethRepr { qkey: 1, src_qp: 2 }),
+                ..write()
+            },
+            vec![1, 2, 3],
+        ),
+        (
+            RoceHeaders {
+                imm_dt: Some(7),
+                ..write()
+            },
+            vec![1, 2, 3],
+        ),
+        (
+            RoceHeaders {
+                ieth: Some(7),
+                ..write()
+            },
+            vec![1, 2, 3],
+        ),
+        (
+            RoceHeaders {
+                atomic_eth: Some(AtomicEthRepr {
+                    va: dst.addr,
+                    rkey: dst.rkey,
+                    swap_add: 1,
+                    compare: 0,
+                }),
+                ..write()
+            },
+            vec![1, 2, 3],
+        ),
+        (
+            RoceHeaders {
+                atomic_ack_eth: Some(AtomicAckEthRepr { orig_data: 1 }),
+                ..write()
+            },
+            vec![1, 2, 3],
+        ),
+        (
+            RoceHeaders {
+                reth: Some(RethRepr { dma_len: 0, ..reth }),
+                ..req(Opcode::RC_READ_REQUEST, 100)
+            },
+            vec![1, 2, 3],
+        ),
+    ];
+    let n = cases.len() as u64;
+    for (i, (h, payload)) in cases.into_iter().enumerate() {
+        inject(&mut p, h, &payload);
+        assert!(p.s[B].qp.poll_transmit(p.now).is_none(), "case {i}");
+        assert_eq!(p.s[B].qp.stats().dropped, i as u64 + 1, "case {i}");
+        assert_eq!(p.s[B].qp.state(), QpState::Rts, "case {i}");
+    }
+    assert!(p.bytes(B, &dst).iter().all(|&b| b == 0));
+    assert!(p.completions(B).is_empty());
+    // The headers the table names pass: the same PSN now executes.
+    inject(&mut p, write(), &[1, 2, 3]);
+    assert_eq!(p.s[B].qp.stats().dropped, n);
+    assert_eq!(&p.bytes(B, &dst)[..3], &[1, 2, 3]);
+    let t = p.s[B].qp.poll_transmit(p.now).expect("an ACK");
+    assert_eq!(t.headers.bth.opcode, Opcode::RC_ACK);
+    assert_eq!(t.headers.bth.psn.value(), 100);
+}
+
 #[test]
 fn out_of_sequence_naks_once_then_drops() {
     let mut p = Pair::new();
