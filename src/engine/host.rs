@@ -915,7 +915,9 @@ impl<M: Memory> Host<M> {
     /// A frame received from the wire. ARP is answered and learnt from, RoCEv2 for us goes to
     /// the CM (QP1) or the destination QP, everything else is counted and dropped.
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
-        let f = match self.net.handle_frame(now, frame) {
+        // Matched in place: the parsed frame is not moved out of the `Inbound`.
+        let inbound = self.net.handle_frame(now, frame);
+        let f = match &inbound {
             Inbound::Roce(f) => f,
             Inbound::Consumed => {
                 // ARP: a MAC may have become known.
@@ -925,7 +927,7 @@ impl<M: Memory> Host<M> {
             }
             Inbound::Dropped(_) => return,
         };
-        self.handle_roce(now, &f);
+        self.handle_roce(now, f);
         self.collect();
     }
 
@@ -1110,7 +1112,7 @@ impl<M: Memory> Host<M> {
                 let dest_qpn = e.qp.attr().dest_qpn;
                 let polled = e.qp.poll_transmit(now);
                 self.work.polled(qpn, e);
-                let Some(tx) = polled else {
+                let Some(tx) = polled.as_ref() else {
                     e.tx_queued = false;
                     break;
                 };
@@ -1140,7 +1142,7 @@ impl<M: Memory> Host<M> {
                     Some((p, min))
                         if tx.payload.len() >= *min && tx.payload.len() <= ZERO_PAYLOAD.len() =>
                     {
-                        b.build_pinned(now, dst, qpn, dest_qpn, &tx, out, p)
+                        b.build_pinned(now, dst, qpn, dest_qpn, tx, out, p)
                     }
                     _ => None,
                 };
