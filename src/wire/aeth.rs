@@ -254,6 +254,12 @@ impl AethRepr {
     pub const fn buffer_len(&self) -> usize {
         AETH_LEN
     }
+    /// Writes all 4 bytes, as [`emit`](Self::emit) does.
+    #[inline]
+    pub fn write_to(&self, b: &mut [u8; AETH_LEN]) {
+        let [_, m0, m1, m2] = self.msn.to_be_bytes();
+        *b = [self.syndrome.to_byte(), m0, m1, m2];
+    }
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) -> Result<()> {
         check_room(packet.buffer.as_ref(), AETH_LEN)?;
         packet.set_syndrome(self.syndrome);
@@ -334,6 +340,9 @@ mod tests {
             .emit(&mut Packet::new_unchecked(&mut out[..]))
             .unwrap();
         assert_eq!(out, [0x62, 0x12, 0x34, 0x56]);
+        let mut fixed = [0xa5u8; AETH_LEN];
+        AethRepr::nak(NakCode::RemoteAccessError, 0x123456).write_to(&mut fixed);
+        assert_eq!(fixed, out);
         assert!(Packet::new_checked(&b[..3]).is_err());
     }
 }

@@ -73,6 +73,15 @@ impl RethRepr {
     pub const fn buffer_len(&self) -> usize {
         RETH_LEN
     }
+    /// Writes all 16 bytes, as [`emit`](Self::emit) does.
+    #[inline]
+    pub fn write_to(&self, b: &mut [u8; RETH_LEN]) {
+        let (va, rest) = b.split_at_mut(field::RKEY);
+        let (rkey, dma_len) = rest.split_at_mut(field::DMA_LEN - field::RKEY);
+        va.copy_from_slice(&self.va.to_be_bytes());
+        rkey.copy_from_slice(&self.rkey.to_be_bytes());
+        dma_len.copy_from_slice(&self.dma_len.to_be_bytes());
+    }
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) -> Result<()> {
         check_room(packet.buffer.as_ref(), RETH_LEN)?;
         packet.set_va(self.va);
@@ -100,5 +109,8 @@ mod tests {
         assert_eq!(out, b);
         assert!(Packet::new_checked(&b[..15]).is_err());
         assert!(r.emit(&mut Packet::new_unchecked(&mut out[..15])).is_err());
+        let mut fixed = [0xa5u8; RETH_LEN];
+        r.write_to(&mut fixed);
+        assert_eq!(fixed, b);
     }
 }

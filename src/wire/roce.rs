@@ -201,7 +201,7 @@ impl RoceHeaders {
     /// The headers of `bytes`, which start with the BTH already read as `bth` whose opcode has
     /// the table entry `info`: reads the extension headers `info` names (IBTA vol. 1 §9.3
     /// order). Fails only if `bytes` is shorter than `info.header_len`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn parse_extensions(bth: BthRepr, info: &OpcodeInfo, bytes: &[u8]) -> Result<Self> {
         check_len("RoCE extension headers", bytes, info.header_len)?;
         let mut rest = bytes
@@ -288,16 +288,14 @@ impl RoceHeaders {
             d.emit(&mut deth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(r) = &self.reth {
-            let b = take::<{ reth::RETH_LEN }>(&mut rest, too_small)?;
-            r.emit(&mut reth::Packet::new_unchecked(&mut b[..]))?;
+            r.write_to(take::<{ reth::RETH_LEN }>(&mut rest, too_small)?);
         }
         if let Some(a) = &self.atomic_eth {
             let b = take::<{ atomic_eth::ATOMIC_ETH_LEN }>(&mut rest, too_small)?;
             a.emit(&mut atomic_eth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(a) = &self.aeth {
-            let b = take::<{ aeth::AETH_LEN }>(&mut rest, too_small)?;
-            a.emit(&mut aeth::Packet::new_unchecked(&mut b[..]))?;
+            a.write_to(take::<{ aeth::AETH_LEN }>(&mut rest, too_small)?);
         }
         if let Some(a) = &self.atomic_ack_eth {
             let b = take::<{ atomic_ack_eth::ATOMIC_ACK_ETH_LEN }>(&mut rest, too_small)?;
