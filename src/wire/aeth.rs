@@ -244,6 +244,15 @@ impl AethRepr {
         }
     }
 
+    /// Reads both fields from exactly the 4 header bytes, as [`parse`](Self::parse) does.
+    #[inline(always)]
+    pub fn from_bytes(b: &[u8; AETH_LEN]) -> Self {
+        let [s, m0, m1, m2] = *b;
+        AethRepr {
+            syndrome: Syndrome::from_byte(s),
+            msn: u32::from_be_bytes([0, m0, m1, m2]),
+        }
+    }
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self> {
         check_len("AETH", packet.buffer.as_ref(), AETH_LEN)?;
         Ok(AethRepr {
@@ -340,6 +349,7 @@ mod tests {
             .emit(&mut Packet::new_unchecked(&mut out[..]))
             .unwrap();
         assert_eq!(out, [0x62, 0x12, 0x34, 0x56]);
+        assert_eq!(AethRepr::from_bytes(&b), r);
         let mut fixed = [0xa5u8; AETH_LEN];
         AethRepr::nak(NakCode::RemoteAccessError, 0x123456).write_to(&mut fixed);
         assert_eq!(fixed, out);

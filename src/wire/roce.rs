@@ -222,8 +222,7 @@ impl RoceHeaders {
             h.deth = Some(DethRepr::parse(&deth::Packet::new_unchecked(&b[..]))?);
         }
         if f.contains(OpFlags::RETH) {
-            let b = take::<{ reth::RETH_LEN }>(&mut rest)?;
-            h.reth = Some(RethRepr::parse(&reth::Packet::new_unchecked(&b[..]))?);
+            h.reth = Some(RethRepr::from_bytes(take::<{ reth::RETH_LEN }>(&mut rest)?));
         }
         if f.contains(OpFlags::ATOMIC_ETH) {
             let b = take::<{ atomic_eth::ATOMIC_ETH_LEN }>(&mut rest)?;
@@ -232,8 +231,7 @@ impl RoceHeaders {
             ))?);
         }
         if f.contains(OpFlags::AETH) {
-            let b = take::<{ aeth::AETH_LEN }>(&mut rest)?;
-            h.aeth = Some(AethRepr::parse(&aeth::Packet::new_unchecked(&b[..]))?);
+            h.aeth = Some(AethRepr::from_bytes(take::<{ aeth::AETH_LEN }>(&mut rest)?));
         }
         if f.contains(OpFlags::ATOMIC_ACK_ETH) {
             let b = take::<{ atomic_ack_eth::ATOMIC_ACK_ETH_LEN }>(&mut rest)?;
