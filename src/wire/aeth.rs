@@ -244,6 +244,15 @@ impl AethRepr {
         }
     }
 
+    /// Reads both fields from exactly the 4 header bytes, as [`parse`](Self::parse) does.
+    #[inline(always)]
+    pub fn from_bytes(b: &[u8; AETH_LEN]) -> Self {
+        let [s, m0, m1, m2] = *b;
+        AethRepr {
+            syndrome: Syndrome::from_byte(s),
+            msn: u32::from_be_bytes([0, m0, m1, m2]),
+        }
+    }
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self> {
         check_len("AETH", packet.buffer.as_ref(), AETH_LEN)?;
         Ok(AethRepr {
@@ -253,6 +262,12 @@ impl AethRepr {
     }
     pub const fn buffer_len(&self) -> usize {
         AETH_LEN
+    }
+    /// Writes all 4 bytes, as [`emit`](Self::emit) does.
+    #[inline]
+    pub fn write_to(&self, b: &mut [u8; AETH_LEN]) {
+        let [_, m0, m1, m2] = self.msn.to_be_bytes();
+        *b = [self.syndrome.to_byte(), m0, m1, m2];
     }
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) -> Result<()> {
         check_room(packet.buffer.as_ref(), AETH_LEN)?;
@@ -334,6 +349,10 @@ mod tests {
             .emit(&mut Packet::new_unchecked(&mut out[..]))
             .unwrap();
         assert_eq!(out, [0x62, 0x12, 0x34, 0x56]);
+        assert_eq!(AethRepr::from_bytes(&b), r);
+        let mut fixed = [0xa5u8; AETH_LEN];
+        AethRepr::nak(NakCode::RemoteAccessError, 0x123456).write_to(&mut fixed);
+        assert_eq!(fixed, out);
         assert!(Packet::new_checked(&b[..3]).is_err());
     }
 }

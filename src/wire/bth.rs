@@ -220,24 +220,16 @@ impl BthRepr {
             | (self.tver & field::TVER_MASK);
         let fecn_becn = if self.fecn { field::FECN_BIT } else { 0 }
             | if self.becn { field::BECN_BIT } else { 0 };
-        let [_, q0, q1, q2] = self.dest_qp.to_be_bytes();
-        let [_, p0, p1, p2] = self.psn.value().to_be_bytes();
-        let [k0, k1] = self.pkey.to_be_bytes();
         let ack = if self.ack_req { field::ACKREQ_BIT } else { 0 };
-        *b = [
-            self.opcode.0,
-            flags,
-            k0,
-            k1,
-            fecn_becn,
-            q0,
-            q1,
-            q2,
-            ack,
-            p0,
-            p1,
-            p2,
-        ];
+        // Three big-endian words: opcode/flags/P_Key, FECN-BECN/QP, AckReq/PSN.
+        let w0 = u32::from(self.opcode.0) << 24 | u32::from(flags) << 16 | u32::from(self.pkey);
+        let w1 = u32::from(fecn_becn) << 24 | (self.dest_qp & 0x00ff_ffff);
+        let w2 = u32::from(ack) << 24 | (self.psn.value() & 0x00ff_ffff);
+        let (a, rest) = b.split_at_mut(4);
+        let (c, d) = rest.split_at_mut(4);
+        a.copy_from_slice(&w0.to_be_bytes());
+        c.copy_from_slice(&w1.to_be_bytes());
+        d.copy_from_slice(&w2.to_be_bytes());
     }
 
     pub const fn buffer_len(&self) -> usize {
@@ -262,6 +254,38 @@ mod tests {
     const ACK_BTH: [u8; 12] = [
         0x11, 0x40, 0xff, 0xff, 0x00, 0x00, 0x00, 0x45, 0x00, 0x00, 0x00, 0x00,
     ];
+
+    /// The word-wise `write_to` writes what the per-field setters write, for every flag
+    /// combination and for QP numbers and PSNs with bits above 24 set.
+    #[test]
+    fn write_to_agrees_with_setters() {
+        for bits in 0..64u32 {
+            let r = BthRepr {
+                opcode: Opcode(0x80 | bits as u8),
+                solicited: bits & 1 != 0,
+                mig_req: bits & 2 != 0,
+                pad_count: (bits >> 2) as u8,
+                tver: (bits * 5) as u8,
+                pkey: 0x1234 ^ (bits as u16) << 9,
+                fecn: bits & 8 != 0,
+                becn: bits & 16 != 0,
+                dest_qp: 0xfe00_0000 | bits << 18 | 0x3_0005,
+                ack_req: bits & 32 != 0,
+                psn: Psn::new(0x00ff_fff0 ^ bits),
+            };
+            let mut fixed = [0xa5u8; BTH_LEN];
+            r.write_to(&mut fixed);
+            let mut p = Packet::new_unchecked([0x5au8; BTH_LEN]);
+            p.set_opcode(r.opcode);
+            p.set_flags(r.solicited, r.mig_req, r.pad_count, r.tver);
+            p.set_pkey(r.pkey);
+            p.set_fecn_becn(r.fecn, r.becn);
+            p.set_dest_qp(r.dest_qp);
+            p.set_ack_req(r.ack_req);
+            p.set_psn(r.psn);
+            assert_eq!(fixed, p.into_inner(), "{bits}");
+        }
+    }
 
     #[test]
     fn every_bit_where_the_reference_says() {

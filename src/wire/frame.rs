@@ -315,7 +315,6 @@ impl<'a> RoceFrame<'a> {
         if info.header_len > body_len {
             return Err(truncated("RoCE extension headers"));
         }
-        let headers = RoceHeaders::parse_extensions(bth, info, body)?;
 
         // Payload, pad, ICRC.
         let data = body.get(info.header_len..).unwrap_or_default();
@@ -343,6 +342,10 @@ impl<'a> RoceFrame<'a> {
         if expected != found {
             return Err(FrameError::BadIcrc { expected, found });
         }
+        // Read last, straight into the result (nothing held across the hash). It cannot fail:
+        // `body` holds the `info.header_len` bytes (checked above), and the opcode table's
+        // lengths match its flags (`roce` tests), so no error above is overtaken by one here.
+        let headers = RoceHeaders::parse_extensions(bth, info, body)?;
         Ok(RoceFrame {
             eth,
             ipv4,

@@ -84,11 +84,11 @@ impl IcrcHasher {
         // case) the masked spots sit at fixed offsets and the copy is a small fixed array.
         if ihl == ipv4::HEADER_LEN && bytes.len() <= SHORT_COPY {
             let mut buf = [0u8; SHORT_COPY];
-            buf[..bytes.len()].copy_from_slice(bytes);
+            let masked = copy_short(&mut buf, bytes);
             for i in PLAIN_SPOTS {
-                buf[i] = 0xff;
+                masked[i] = 0xff;
             }
-            self.crc.update(&buf[..bytes.len()]);
+            self.crc.update(masked);
             return Ok(());
         }
         let (head, rest) = bytes.split_at(n);
@@ -121,6 +121,32 @@ impl IcrcHasher {
     pub fn finalize(self) -> u32 {
         self.crc.finalize()
     }
+}
+
+/// Copies `src` (`PLAIN_HEAD..=SHORT_COPY` bytes long) to the start of `dst` and returns that
+/// part of `dst`. Two fixed-size copies that overlap in the middle (the first and the last 32,
+/// or 64, bytes) cover every such length without a call to `memcpy`.
+#[inline(always)]
+fn copy_short<'d>(dst: &'d mut [u8; SHORT_COPY], src: &[u8]) -> &'d mut [u8] {
+    if src.len() <= 64 {
+        copy_ends::<32>(dst, src)
+    } else {
+        copy_ends::<64>(dst, src)
+    }
+}
+
+/// Copies `src`, `N..=dst.len()` bytes long, to the start of `dst` as its first `N` and its last
+/// `N` bytes (all of it when `src` is at most `2 * N` long); returns `dst[..src.len()]`.
+#[inline(always)]
+fn copy_ends<'d, const N: usize>(dst: &'d mut [u8], src: &[u8]) -> &'d mut [u8] {
+    let dst = dst.get_mut(..src.len()).unwrap_or_default();
+    if let (Some(d), Some(s)) = (dst.first_chunk_mut::<N>(), src.first_chunk::<N>()) {
+        *d = *s;
+    }
+    if let (Some(d), Some(s)) = (dst.last_chunk_mut::<N>(), src.last_chunk::<N>()) {
+        *d = *s;
+    }
+    dst
 }
 
 /// ICRC of a packet being built in `ip_to_pad` (the IPv4 header through the pad, as
@@ -268,6 +294,21 @@ mod tests {
             assert_eq!(icrc_parts(&ip, &[]).unwrap(), want, "rest {rest_len}");
             let (a, b) = ip.split_at(40);
             assert_eq!(icrc_parts(a, &[b]).unwrap(), want, "rest {rest_len} split");
+        }
+    }
+
+    /// The short path's two overlapping fixed copies reproduce every length it takes
+    /// (`PLAIN_HEAD..=SHORT_COPY`), and its hash equals the general path's.
+    #[test]
+    fn short_copy_covers_every_length() {
+        let src: Vec<u8> = (0..SHORT_COPY).map(|i| (i * 13 + 1) as u8).collect();
+        for n in PLAIN_HEAD..=SHORT_COPY {
+            let mut buf = [0u8; SHORT_COPY];
+            assert_eq!(copy_short(&mut buf, &src[..n]), &src[..n], "{n}");
+            let mut ip = FRAME16[14..54].to_vec();
+            ip.extend_from_slice(&src[..n - PLAIN_HEAD]);
+            let want = reference_icrc(&ip, [1, 8, 10, 11, 26, 27, 32]);
+            assert_eq!(icrc_parts(&ip, &[]), Ok(want), "{n}");
         }
     }
 

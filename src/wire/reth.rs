@@ -62,6 +62,17 @@ pub struct RethRepr {
 }
 
 impl RethRepr {
+    /// Reads every field from exactly the 16 header bytes, as [`parse`](Self::parse) does.
+    #[inline(always)]
+    pub fn from_bytes(b: &[u8; RETH_LEN]) -> Self {
+        let (va, rest) = b.split_at(field::RKEY);
+        let (rkey, dma_len) = rest.split_at(field::DMA_LEN - field::RKEY);
+        RethRepr {
+            va: u64::from_be_bytes(va.try_into().unwrap_or_default()),
+            rkey: u32::from_be_bytes(rkey.try_into().unwrap_or_default()),
+            dma_len: u32::from_be_bytes(dma_len.try_into().unwrap_or_default()),
+        }
+    }
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self> {
         check_len("RETH", packet.buffer.as_ref(), RETH_LEN)?;
         Ok(RethRepr {
@@ -72,6 +83,15 @@ impl RethRepr {
     }
     pub const fn buffer_len(&self) -> usize {
         RETH_LEN
+    }
+    /// Writes all 16 bytes, as [`emit`](Self::emit) does.
+    #[inline]
+    pub fn write_to(&self, b: &mut [u8; RETH_LEN]) {
+        let (va, rest) = b.split_at_mut(field::RKEY);
+        let (rkey, dma_len) = rest.split_at_mut(field::DMA_LEN - field::RKEY);
+        va.copy_from_slice(&self.va.to_be_bytes());
+        rkey.copy_from_slice(&self.rkey.to_be_bytes());
+        dma_len.copy_from_slice(&self.dma_len.to_be_bytes());
     }
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) -> Result<()> {
         check_room(packet.buffer.as_ref(), RETH_LEN)?;
@@ -100,5 +120,9 @@ mod tests {
         assert_eq!(out, b);
         assert!(Packet::new_checked(&b[..15]).is_err());
         assert!(r.emit(&mut Packet::new_unchecked(&mut out[..15])).is_err());
+        assert_eq!(RethRepr::from_bytes(&b), r);
+        let mut fixed = [0xa5u8; RETH_LEN];
+        r.write_to(&mut fixed);
+        assert_eq!(fixed, b);
     }
 }

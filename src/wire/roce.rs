@@ -201,7 +201,7 @@ impl RoceHeaders {
     /// The headers of `bytes`, which start with the BTH already read as `bth` whose opcode has
     /// the table entry `info`: reads the extension headers `info` names (IBTA vol. 1 §9.3
     /// order). Fails only if `bytes` is shorter than `info.header_len`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn parse_extensions(bth: BthRepr, info: &OpcodeInfo, bytes: &[u8]) -> Result<Self> {
         check_len("RoCE extension headers", bytes, info.header_len)?;
         let mut rest = bytes
@@ -222,8 +222,7 @@ impl RoceHeaders {
             h.deth = Some(DethRepr::parse(&deth::Packet::new_unchecked(&b[..]))?);
         }
         if f.contains(OpFlags::RETH) {
-            let b = take::<{ reth::RETH_LEN }>(&mut rest)?;
-            h.reth = Some(RethRepr::parse(&reth::Packet::new_unchecked(&b[..]))?);
+            h.reth = Some(RethRepr::from_bytes(take::<{ reth::RETH_LEN }>(&mut rest)?));
         }
         if f.contains(OpFlags::ATOMIC_ETH) {
             let b = take::<{ atomic_eth::ATOMIC_ETH_LEN }>(&mut rest)?;
@@ -232,8 +231,7 @@ impl RoceHeaders {
             ))?);
         }
         if f.contains(OpFlags::AETH) {
-            let b = take::<{ aeth::AETH_LEN }>(&mut rest)?;
-            h.aeth = Some(AethRepr::parse(&aeth::Packet::new_unchecked(&b[..]))?);
+            h.aeth = Some(AethRepr::from_bytes(take::<{ aeth::AETH_LEN }>(&mut rest)?));
         }
         if f.contains(OpFlags::ATOMIC_ACK_ETH) {
             let b = take::<{ atomic_ack_eth::ATOMIC_ACK_ETH_LEN }>(&mut rest)?;
@@ -288,16 +286,14 @@ impl RoceHeaders {
             d.emit(&mut deth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(r) = &self.reth {
-            let b = take::<{ reth::RETH_LEN }>(&mut rest, too_small)?;
-            r.emit(&mut reth::Packet::new_unchecked(&mut b[..]))?;
+            r.write_to(take::<{ reth::RETH_LEN }>(&mut rest, too_small)?);
         }
         if let Some(a) = &self.atomic_eth {
             let b = take::<{ atomic_eth::ATOMIC_ETH_LEN }>(&mut rest, too_small)?;
             a.emit(&mut atomic_eth::Packet::new_unchecked(&mut b[..]))?;
         }
         if let Some(a) = &self.aeth {
-            let b = take::<{ aeth::AETH_LEN }>(&mut rest, too_small)?;
-            a.emit(&mut aeth::Packet::new_unchecked(&mut b[..]))?;
+            a.write_to(take::<{ aeth::AETH_LEN }>(&mut rest, too_small)?);
         }
         if let Some(a) = &self.atomic_ack_eth {
             let b = take::<{ atomic_ack_eth::ATOMIC_ACK_ETH_LEN }>(&mut rest, too_small)?;
