@@ -27,7 +27,7 @@ use super::types::{
 };
 use crate::time::Instant;
 use crate::wire::opcode::{OpFlags, Transport};
-use crate::wire::roce::{RoceHeaders, RocePacket};
+use crate::wire::roce::{RoceHeaders, RocePacket, EXTENSION_HEADERS};
 
 /// Largest message this transport sends or accepts (bytes); keeps a READ's PSN span far
 /// below the 2^23 window at the smallest MTU.
@@ -536,24 +536,6 @@ fn pkey_match(a: u16, b: u16) -> bool {
 #[inline]
 fn headers_match(h: &RoceHeaders, payload: &[u8]) -> bool {
     let f = h.bth.opcode.flags();
-    // The present headers as the opcode table's flags, compared with its row in one step.
-    let has = |present: bool, flag: OpFlags| if present { flag } else { OpFlags::empty() };
-    let present = has(h.reth.is_some(), OpFlags::RETH)
-        | has(h.aeth.is_some(), OpFlags::AETH)
-        | has(h.deth.is_some(), OpFlags::DETH)
-        | has(h.imm_dt.is_some(), OpFlags::IMMDT)
-        | has(h.ieth.is_some(), OpFlags::IETH)
-        | has(h.atomic_eth.is_some(), OpFlags::ATOMIC_ETH)
-        | has(h.atomic_ack_eth.is_some(), OpFlags::ATOMIC_ACK_ETH);
-    f.intersection(EXTENSION_HEADERS) == present
+    f.intersection(EXTENSION_HEADERS) == h.present()
         && (f.contains(OpFlags::PAYLOAD) || payload.is_empty())
 }
-
-/// The opcode-table flags that name extension headers.
-const EXTENSION_HEADERS: OpFlags = OpFlags::RETH
-    .union(OpFlags::AETH)
-    .union(OpFlags::DETH)
-    .union(OpFlags::IMMDT)
-    .union(OpFlags::IETH)
-    .union(OpFlags::ATOMIC_ETH)
-    .union(OpFlags::ATOMIC_ACK_ETH);

@@ -19,7 +19,8 @@ use super::{check_len, check_room, Result, WireError};
 pub const CNP_RESERVED_LEN: usize = 16;
 
 /// The extension-header flags of the opcode table (no class flags).
-const EXT_MASK: OpFlags = OpFlags::RETH
+/// The opcode-table flags that name extension headers (what [`RoceHeaders::present`] reports).
+pub const EXTENSION_HEADERS: OpFlags = OpFlags::RETH
     .union(OpFlags::AETH)
     .union(OpFlags::DETH)
     .union(OpFlags::IMMDT)
@@ -137,6 +138,7 @@ impl RoceHeaders {
     }
 
     /// The extension headers present, as opcode-table flags.
+    #[inline]
     pub fn present(&self) -> OpFlags {
         let mut f = OpFlags::empty();
         f.set(OpFlags::RETH, self.reth.is_some());
@@ -153,7 +155,7 @@ impl RoceHeaders {
     pub fn check(&self) -> Result<()> {
         let op = self.bth.opcode;
         let info = op.info().ok_or(WireError::UnknownOpcode(op.0))?;
-        if info.flags & EXT_MASK != self.present() {
+        if info.flags & EXTENSION_HEADERS != self.present() {
             return Err(WireError::HeadersMismatch(op.0));
         }
         Ok(())
@@ -259,7 +261,7 @@ impl RoceHeaders {
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
         let op = self.bth.opcode;
         let info = op.info().ok_or(WireError::UnknownOpcode(op.0))?;
-        if info.flags & EXT_MASK != self.present() {
+        if info.flags & EXTENSION_HEADERS != self.present() {
             return Err(WireError::HeadersMismatch(op.0));
         }
         let len = info.header_len;
