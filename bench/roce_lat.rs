@@ -20,7 +20,8 @@
 //! copies every payload into the frame's mbuf.
 
 use clap::{Parser, ValueEnum};
-use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
+use dpdk_roce::cm::timeout::cm_timeout;
+use dpdk_roce::cm::{AcceptParams, CmConfig, CmEvent, ConnectParams};
 use dpdk_roce::config::Profile;
 use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
 use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
@@ -772,7 +773,11 @@ fn client(
     }
     let now = shard.clock().now();
     shard.host.disconnect(now, qpn).map_err(|e| e.to_string())?;
-    let _ = poll_until(shard, Duration::from_secs(2), "the DREP", |s| {
+    // A lost DREQ is sent again after the CM response timeout (IBTA vol. 1 §12.6.11; 4.3 s at
+    // the default exponent 20): wait past one resend, or the server, which ends on the DREQ,
+    // would wait for a client that is gone. The DREP normally comes within microseconds.
+    let drep_wait = cm_timeout(CmConfig::default().cm_response_timeout) * 2;
+    let _ = poll_until(shard, drep_wait, "the DREP", |s| {
         Ok(match s.host.poll_event() {
             Some(CmEvent::Disconnected { .. }) => Some(()),
             _ => None,
