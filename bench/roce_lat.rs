@@ -118,6 +118,53 @@ const MAX_SIZE: usize = 1 << 20;
 /// Regions the bench registers (two), with room to spare.
 const MR_CAPACITY: u32 = 16;
 const RAW_ETHERTYPE: u16 = 0x88b5;
+/// A raw frame's tag: the size round (u32) and the frame's number in it (u64), big-endian,
+/// after the Ethernet header.
+const RAW_TAG_AT: usize = 14;
+const RAW_TAG_END: usize = RAW_TAG_AT + 12;
+/// Quiet time after the last frame before the raw echo server ends: a frame whose echo was lost
+/// is resent after 100 ms and must still be echoed.
+const RAW_LINGER: Duration = Duration::from_millis(500);
+
+/// Tags raw frame number `seq` of size round `round`.
+fn raw_tag(frame: &mut [u8], round: u32, seq: u64) {
+    frame[RAW_TAG_AT..RAW_TAG_AT + 4].copy_from_slice(&round.to_be_bytes());
+    frame[RAW_TAG_AT + 4..RAW_TAG_END].copy_from_slice(&seq.to_be_bytes());
+}
+
+/// When the raw echo server may end: once it has echoed the last frame of the last size round
+/// and no frame came for [`RAW_LINGER`]. Counting echoes instead would end one frame early after
+/// a lost echo (the frame and its resend both count), and the client would wait for its last
+/// frame in vain; ending right after the last echo would lose a resend of it.
+struct RawEchoEnd {
+    last: (u32, u64),
+    seen_last: bool,
+}
+
+impl RawEchoEnd {
+    fn new(per_round: u64, rounds: u32) -> RawEchoEnd {
+        RawEchoEnd {
+            last: (rounds.saturating_sub(1), per_round),
+            seen_last: rounds == 0 || per_round == 0,
+        }
+    }
+
+    /// `frame` (a raw frame at least [`RAW_TAG_END`] long) was echoed.
+    fn echoed(&mut self, frame: &[u8]) {
+        let mut round = [0u8; 4];
+        let mut seq = [0u8; 8];
+        round.copy_from_slice(&frame[RAW_TAG_AT..RAW_TAG_AT + 4]);
+        seq.copy_from_slice(&frame[RAW_TAG_AT + 4..RAW_TAG_END]);
+        if (u32::from_be_bytes(round), u64::from_be_bytes(seq)) == self.last {
+            self.seen_last = true;
+        }
+    }
+
+    /// True when the server may end, `quiet` after the last frame it echoed.
+    fn done(&self, quiet: Duration) -> bool {
+        self.seen_last && quiet >= RAW_LINGER
+    }
+}
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -868,15 +915,14 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
         println!("READY raw echo");
         let _ = std::io::stdout().flush();
         let sizes = sizes(args);
-        let expected = total * sizes.len();
-        let mut echoed = 0usize;
+        let mut end = RawEchoEnd::new(total as u64, sizes.len() as u32);
         let deadline_idle = Duration::from_secs(60);
         let mut last = Instant::now();
         let mut out = Vec::new();
-        while echoed < expected {
+        while !end.done(last.elapsed()) {
             let mut got = Vec::new();
             io.rx_burst(&mut |f| {
-                if f.len() >= 14 && u16::from_be_bytes([f[12], f[13]]) == RAW_ETHERTYPE {
+                if f.len() >= RAW_TAG_END && u16::from_be_bytes([f[12], f[13]]) == RAW_ETHERTYPE {
                     got.push(f.to_vec());
                 }
             });
@@ -886,7 +932,7 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
                 out.extend_from_slice(&mac);
                 out.extend_from_slice(&f[12..]);
                 io.tx(&out);
-                echoed += 1;
+                end.echoed(&f);
                 last = Instant::now();
             }
             io.flush();
@@ -899,7 +945,7 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
     }
     let mut series = Vec::new();
     let mut frame = Vec::new();
-    for size in sizes(args) {
+    for (round, size) in sizes(args).into_iter().enumerate() {
         let mut s = LatencySeries::new(size, Scale::HalfRoundTrip);
         frame.clear();
         frame.extend_from_slice(&[0xff; 6]);
@@ -907,7 +953,7 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
         frame.extend_from_slice(&RAW_ETHERTYPE.to_be_bytes());
         frame.resize(frame_len(size), 0);
         for i in 1..=total {
-            frame[14..22].copy_from_slice(&(i as u64).to_be_bytes());
+            raw_tag(&mut frame, round as u32, i as u64);
             let t0 = Instant::now();
             if !io.tx(&frame) {
                 return Err("raw: TX queue full".into());
@@ -925,9 +971,9 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
                     last_send = Instant::now();
                 }
                 io.rx_burst(&mut |f| {
-                    if f.len() >= 22
+                    if f.len() >= RAW_TAG_END
                         && u16::from_be_bytes([f[12], f[13]]) == RAW_ETHERTYPE
-                        && f[14..22] == (i as u64).to_be_bytes()
+                        && f[RAW_TAG_AT..RAW_TAG_END] == frame[RAW_TAG_AT..RAW_TAG_END]
                     {
                         back = true;
                     }
@@ -943,4 +989,48 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
         series.push(s);
     }
     report(args, "Raw_L2_Echo", "none (L2 echo)", &series)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tagged(round: u32, seq: u64) -> Vec<u8> {
+        let mut f = vec![0u8; 60];
+        raw_tag(&mut f, round, seq);
+        f
+    }
+
+    /// Two size rounds of three frames: a lost echo makes frame 2 come twice, and the last
+    /// frame of the first round does not end the run; only the last frame of the last round
+    /// does, and then only after the linger.
+    #[test]
+    fn the_raw_echo_server_ends_after_the_last_frame_of_the_last_round_and_a_quiet_linger() {
+        let mut end = RawEchoEnd::new(3, 2);
+        for (round, seq) in [(0, 1), (0, 2), (0, 2), (0, 3), (1, 1), (1, 2)] {
+            end.echoed(&tagged(round, seq));
+            assert!(
+                !end.done(Duration::from_secs(60)),
+                "ended at ({round}, {seq})"
+            );
+        }
+        end.echoed(&tagged(1, 3));
+        assert!(
+            !end.done(Duration::ZERO),
+            "a resend of the last frame may still come"
+        );
+        assert!(!end.done(RAW_LINGER - Duration::from_millis(1)));
+        assert!(end.done(RAW_LINGER));
+    }
+
+    /// One frame per round: every frame has number 1, so the round tells the last one.
+    #[test]
+    fn one_frame_per_round_ends_on_the_last_round() {
+        let mut end = RawEchoEnd::new(1, 3);
+        end.echoed(&tagged(0, 1));
+        end.echoed(&tagged(1, 1));
+        assert!(!end.done(RAW_LINGER));
+        end.echoed(&tagged(2, 1));
+        assert!(end.done(RAW_LINGER));
+    }
 }
