@@ -750,12 +750,18 @@ impl MrTable {
 
     // ---- data path ----------------------------------------------------------------------
 
-    /// Takes a count on the slot `key` names when the key is live (and, for an R_Key, valid).
-    fn acquire(&self, kind: KeyKind, key: u32) -> Result<Held<'_>, MemError> {
+    /// The slot and generation a key of `kind` names (an R_Key has `RKEY_BIT`, an L_Key not).
+    #[inline(always)]
+    fn key_slot(&self, kind: KeyKind, key: u32) -> Result<(usize, u32), MemError> {
         if (key & RKEY_BIT != 0) != (kind == KeyKind::Remote) {
             return Err(MemError::InvalidKey);
         }
-        let (idx, gen) = self.decode(key).ok_or(MemError::InvalidKey)?;
+        self.decode(key).ok_or(MemError::InvalidKey)
+    }
+
+    /// Takes a count on the slot `key` names when the key is live (and, for an R_Key, valid).
+    fn acquire(&self, kind: KeyKind, key: u32) -> Result<Held<'_>, MemError> {
+        let (idx, gen) = self.key_slot(kind, key)?;
         let slot = &self.slots[idx];
         let mut s = slot.state.load(Ordering::Acquire);
         loop {
@@ -855,10 +861,7 @@ impl MrTable {
     /// was freed or re-registered in between, the key no longer names it and the check is
     /// `InvalidKey`, as an access starting then would be.
     pub fn check(&self, r: &MemRef, access: Access) -> Result<(), MemError> {
-        if (r.key & RKEY_BIT != 0) != (r.kind == KeyKind::Remote) {
-            return Err(MemError::InvalidKey);
-        }
-        let (idx, gen) = self.decode(r.key).ok_or(MemError::InvalidKey)?;
+        let (idx, gen) = self.key_slot(r.kind, r.key)?;
         let slot = &self.slots[idx];
         let before = slot.state.load(Ordering::Acquire);
         if !key_live(before, r.kind, gen) {

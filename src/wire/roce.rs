@@ -18,8 +18,8 @@ use super::{check_len, check_room, Result, WireError};
 /// Reserved bytes after the BTH of a CNP.
 pub const CNP_RESERVED_LEN: usize = 16;
 
-/// The extension-header flags of the opcode table (no class flags).
-/// The opcode-table flags that name extension headers (what [`RoceHeaders::present`] reports).
+/// The extension-header flags of the opcode table, no class flags (what
+/// [`RoceHeaders::present`] reports).
 pub const EXTENSION_HEADERS: OpFlags = OpFlags::RETH
     .union(OpFlags::AETH)
     .union(OpFlags::DETH)
