@@ -24,9 +24,10 @@ use dpdk_roce::cm::timeout::cm_timeout;
 use dpdk_roce::cm::{AcceptParams, CmConfig, CmEvent, ConnectParams};
 use dpdk_roce::config::Profile;
 use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
+use dpdk_roce::engine::clock::Clock;
 use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
 use dpdk_roce::engine::io::FrameIo;
-use dpdk_roce::engine::shard::Shard;
+use dpdk_roce::engine::shard::{Shard, StageTimes};
 use dpdk_roce::mem::{MrTable, PinGuard, Region};
 use dpdk_roce::net::NetConfig;
 use dpdk_roce::perf::latency::{table_header, table_line, LatencySeries, Scale, RULE};
@@ -112,6 +113,10 @@ struct Args {
     /// Copy every payload into the frame (no external buffers).
     #[arg(long)]
     no_zero_copy: bool,
+    /// Time the loop's stages over the measured iterations (PMD receive, handling, frame
+    /// build, copy into mbufs, TX burst) and print them per size, on both sides.
+    #[arg(long)]
+    stages: bool,
 }
 
 const MAX_SIZE: usize = 1 << 20;
@@ -358,6 +363,34 @@ fn poll_until<T>(
     }
 }
 
+/// With `--stages`: where this side's loop spent its busy time over the measured iterations
+/// of `size` (`StageTimes`, TSC nanoseconds), then stops timing.
+fn print_stages(who: &str, size: usize, shard: &mut BenchShard) {
+    let Some(t) = shard.stage_times() else {
+        return;
+    };
+    shard.time_stages(false);
+    println!("{}", stages_line(who, size, &t));
+}
+
+/// One line of `--stages` output: mean nanoseconds per event of each stage.
+fn stages_line(who: &str, size: usize, t: &StageTimes) -> String {
+    let per = |ns: u64, n: u64| if n == 0 { 0 } else { ns / n };
+    format!(
+        "stages {who} {size} B: rx_io {} ns/burst ({} bursts), handle {} ns/frame ({} frames), \
+         build {} ns/frame ({} frames), tx_io {} ns/frame, flush {} ns/burst ({} bursts)",
+        per(t.rx_io_ns, t.rx_bursts),
+        t.rx_bursts,
+        per(t.handle_ns, t.rx_frames),
+        t.rx_frames,
+        per(t.build_ns, t.tx_frames),
+        t.tx_frames,
+        per(t.tx_io_ns, t.tx_frames),
+        per(t.flush_ns, t.flushes),
+        t.flushes,
+    )
+}
+
 fn check_wc(wc: &WorkCompletion) -> Result<(), String> {
     if wc.status == WcStatus::Success {
         Ok(())
@@ -442,9 +475,13 @@ fn server(
     let src_view = pin_buffer(&table, bufs.pd, &bufs.src, Access::LOCAL_WRITE)?;
     for size in sizes(args) {
         let total = args.warmup + args.iters;
+        let stages_from = args.stages.then_some(args.warmup + 1);
         match args.op {
             Op::Write => {
                 for i in 1..=total {
+                    if stages_from == Some(i) {
+                        shard.time_stages(true);
+                    }
                     wait_byte(shard, &dst_view, size, tag(i), timeout)?;
                     if args.verify {
                         verify_dst(shard, &bufs, size, i, "RDMA WRITE")?;
@@ -455,6 +492,9 @@ fn server(
             }
             Op::Send => {
                 for i in 1..=total {
+                    if stages_from == Some(i) {
+                        shard.time_stages(true);
+                    }
                     wait_recv(shard, qpn, &bufs, timeout)?;
                     if args.verify {
                         verify_dst(shard, &bufs, size, i, "SEND")?;
@@ -465,6 +505,7 @@ fn server(
             }
             Op::Read => {}
         }
+        print_stages("server", size, shard);
     }
     // Serve (READs need no answer) until the client disconnects.
     poll_until(
@@ -751,6 +792,9 @@ fn client(
     for size in sizes(args) {
         let mut s = LatencySeries::new(size, scale);
         for i in 1..=args.warmup + args.iters {
+            if args.stages && i == args.warmup + 1 {
+                shard.time_stages(true);
+            }
             let t0 = Instant::now();
             match args.op {
                 Op::Write => {
@@ -816,6 +860,7 @@ fn client(
                 s.record(dt.as_nanos() as u64);
             }
         }
+        print_stages("client", size, shard);
         series.push(s);
     }
     let now = shard.clock().now();
@@ -908,6 +953,62 @@ fn report(args: &Args, label: &str, memory: &str, series: &[LatencySeries]) -> R
 }
 
 /// `--raw`: L2 echo of frames as long as the RDMA WRITE frames of the same size.
+/// `--stages` for `--raw`: the same `StageTimes` as a shard's (no stack: nothing is handled or
+/// built), timed with the same clock.
+struct RawStages {
+    clock: Clock,
+    times: Option<StageTimes>,
+}
+
+impl RawStages {
+    fn new(on: bool) -> RawStages {
+        RawStages {
+            clock: Clock::new(),
+            times: on.then(StageTimes::default),
+        }
+    }
+
+    fn start(&self) -> Option<dpdk_roce::time::Instant> {
+        self.times.map(|_| self.clock.now())
+    }
+
+    fn since(&self, start: Option<dpdk_roce::time::Instant>) -> u64 {
+        start.map_or(0, |s| self.clock.now().saturating_nanos_since(s))
+    }
+
+    /// A receive burst that brought `frames`.
+    fn rx(&mut self, start: Option<dpdk_roce::time::Instant>, frames: usize) {
+        let ns = self.since(start);
+        if let Some(t) = self.times.as_mut() {
+            t.rx_bursts += 1;
+            t.rx_frames += frames as u64;
+            t.rx_io_ns += ns;
+        }
+    }
+
+    /// One frame copied into an mbuf.
+    fn tx(&mut self, start: Option<dpdk_roce::time::Instant>) {
+        let ns = self.since(start);
+        if let Some(t) = self.times.as_mut() {
+            t.tx_frames += 1;
+            t.tx_io_ns += ns;
+        }
+    }
+
+    /// One TX burst.
+    fn flush(&mut self, start: Option<dpdk_roce::time::Instant>) {
+        let ns = self.since(start);
+        if let Some(t) = self.times.as_mut() {
+            t.flushes += 1;
+            t.flush_ns += ns;
+        }
+    }
+
+    fn times(&self) -> Option<StageTimes> {
+        self.times
+    }
+}
+
 fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Result<(), String> {
     let frame_len = |size: usize| (14 + 20 + 8 + 28 + size.div_ceil(4) * 4 + 4).max(60);
     let total = args.warmup + args.iters;
@@ -919,26 +1020,44 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
         let deadline_idle = Duration::from_secs(60);
         let mut last = Instant::now();
         let mut out = Vec::new();
+        let mut stages = RawStages::new(args.stages);
         while !end.done(last.elapsed()) {
             let mut got = Vec::new();
-            io.rx_burst(&mut |f| {
+            let t = stages.start();
+            let n = io.rx_burst(&mut |f| {
                 if f.len() >= RAW_TAG_END && u16::from_be_bytes([f[12], f[13]]) == RAW_ETHERTYPE {
                     got.push(f.to_vec());
                 }
             });
+            if n > 0 {
+                stages.rx(t, n);
+            }
+            let echoed = !got.is_empty();
             for f in got {
                 out.clear();
                 out.extend_from_slice(&f[6..12]);
                 out.extend_from_slice(&mac);
                 out.extend_from_slice(&f[12..]);
+                let t = stages.start();
                 io.tx(&out);
+                stages.tx(t);
                 end.echoed(&f);
                 last = Instant::now();
             }
+            let t = stages.start();
             io.flush();
+            if echoed {
+                stages.flush(t);
+            }
             if last.elapsed() > deadline_idle {
                 return Err("raw: the client went quiet".into());
             }
+        }
+        if let Some(t) = stages.times() {
+            println!(
+                "{}",
+                stages_line("server (all sizes, warm-up included)", 0, &t)
+            );
         }
         println!("server done");
         return Ok(());
@@ -952,13 +1071,21 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
         frame.extend_from_slice(&mac);
         frame.extend_from_slice(&RAW_ETHERTYPE.to_be_bytes());
         frame.resize(frame_len(size), 0);
+        let mut stages = RawStages::new(false);
         for i in 1..=total {
+            if args.stages && i == args.warmup + 1 {
+                stages = RawStages::new(true);
+            }
             raw_tag(&mut frame, round as u32, i as u64);
             let t0 = Instant::now();
+            let t = stages.start();
             if !io.tx(&frame) {
                 return Err("raw: TX queue full".into());
             }
+            stages.tx(t);
+            let t = stages.start();
             io.flush();
+            stages.flush(t);
             let mut back = false;
             let mut last_send = Instant::now();
             while !back {
@@ -970,7 +1097,8 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
                     io.flush();
                     last_send = Instant::now();
                 }
-                io.rx_burst(&mut |f| {
+                let t = stages.start();
+                let n = io.rx_burst(&mut |f| {
                     if f.len() >= RAW_TAG_END
                         && u16::from_be_bytes([f[12], f[13]]) == RAW_ETHERTYPE
                         && f[RAW_TAG_AT..RAW_TAG_END] == frame[RAW_TAG_AT..RAW_TAG_END]
@@ -978,6 +1106,9 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
                         back = true;
                     }
                 });
+                if n > 0 {
+                    stages.rx(t, n);
+                }
                 if !back && t0.elapsed() > timeout {
                     return Err(format!("raw: frame {i} never came back"));
                 }
@@ -985,6 +1116,9 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
             if i > args.warmup {
                 s.record(t0.elapsed().as_nanos() as u64);
             }
+        }
+        if let Some(t) = stages.times() {
+            println!("{}", stages_line("client", size, &t));
         }
         series.push(s);
     }

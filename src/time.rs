@@ -22,6 +22,11 @@ impl Instant {
         self.0
     }
 
+    /// Nanoseconds from `earlier` to `self`, or zero when `earlier` is later.
+    pub const fn saturating_nanos_since(self, earlier: Instant) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
+
     /// `self - earlier`, or zero when `earlier` is later.
     pub fn saturating_duration_since(self, earlier: Instant) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))

@@ -54,6 +54,26 @@ fn run_pair(a: &Path, b: &Path, extra: &[&str]) -> String {
     text
 }
 
+/// The `--stages` line of `who` for `size` bytes.
+fn stages_line(text: &str, who: &str, size: usize) -> String {
+    let head = format!("stages {who} {size} B: ");
+    text.lines()
+        .find(|l| l.starts_with(&head))
+        .unwrap_or_else(|| panic!("no `{head}` line\n{text}"))
+        .to_string()
+}
+
+/// The count in parentheses after stage `stage` of a `--stages` line ("build 120 ns/frame (3
+/// frames)" -> 3).
+fn stage_count(line: &str, stage: &str) -> u64 {
+    line.split(&format!("{stage} "))
+        .nth(1)
+        .and_then(|s| s.split('(').nth(1))
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {stage} count in {line}"))
+}
+
 fn table_sizes(text: &str) -> Vec<usize> {
     text.lines()
         .filter_map(|l| {
@@ -89,6 +109,7 @@ fn write_send_read_from_2_bytes_to_1_mib_with_data_verified_over_af_packet() {
                 "--warmup",
                 "1",
                 "--verify",
+                "--stages",
                 "--hgrm-dir",
             ]
             .iter()
@@ -102,6 +123,16 @@ fn write_send_read_from_2_bytes_to_1_mib_with_data_verified_over_af_packet() {
             "{op}: one table row per size\n{text}"
         );
         assert!(text.contains("server done"), "{text}");
+        // `--stages`: the client timed its loop for every size; its frames were built by the
+        // stack (a 1 MiB message is many).
+        for size in &all {
+            let line = stages_line(&text, "client", *size);
+            assert!(stage_count(&line, "build") >= 3, "{op} {size} B: {line}");
+        }
+        if op != "read" {
+            let line = stages_line(&text, "server", 2);
+            assert!(stage_count(&line, "handle") >= 3, "{op} server: {line}");
+        }
         // The checked region table and the zero-copy transmit path are in the benchmark: the
         // client's large payloads left as external buffers.
         assert!(text.contains("heap MR, zero-copy TX >= "), "{text}");
@@ -174,11 +205,17 @@ fn raw_echo_floor_runs_over_the_same_ports() {
             "--warmup",
             "20",
             "--json",
+            "--stages",
             "--hgrm-dir",
             hg.to_str().unwrap(),
         ],
     );
     assert_eq!(table_sizes(&text), vec![8], "{text}");
+    // `--stages` over the measured iterations: at least one frame out and one back each (the
+    // kernel may add a stray frame of its own; a lost frame is sent again).
+    let line = stages_line(&text, "client", 8);
+    assert!(stage_count(&line, "rx_io") >= 200, "{line}");
+    assert!(stage_count(&line, "build") >= 200, "{line}");
     let hgrm = std::fs::read_to_string(hg.join("raw_l2_echo-8B.hgrm")).unwrap();
     assert!(hgrm.contains("Total count    =          200"), "{hgrm}");
     let json = text

@@ -22,6 +22,33 @@ pub struct ShardStats {
     pub tx_dropped: u64,
 }
 
+/// Where a shard's busy time went, stage by stage, in nanoseconds of the shard clock (the TSC
+/// once EAL runs). Collected only after [`Shard::time_stages`] (two clock reads per stage and
+/// frame); `roce-lat --stages` prints it. Each RX burst that brought frames counts once; its
+/// time minus the stack's handling is the PMD's receive cost (`rte_eth_rx_burst`, the mbufs'
+/// release).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StageTimes {
+    /// RX bursts that brought at least one frame.
+    pub rx_bursts: u64,
+    /// Their time outside the stack: the PMD's receive and the mbufs' release.
+    pub rx_io_ns: u64,
+    /// Frames handed to the host.
+    pub rx_frames: u64,
+    /// Time in `Host::handle_frame` (parse, ICRC, QP/CM, payload placement).
+    pub handle_ns: u64,
+    /// Frames the host built.
+    pub tx_frames: u64,
+    /// Time building them (`Host::poll_transmit_*`: headers, payload read, ICRC).
+    pub build_ns: u64,
+    /// Time handing them to the I/O (`FrameIo::tx`: mbuf allocation and copy, or attach).
+    pub tx_io_ns: u64,
+    /// TX bursts (`FrameIo::flush`).
+    pub flushes: u64,
+    /// Their time (`rte_eth_tx_burst`).
+    pub flush_ns: u64,
+}
+
 /// Idle turns of [`Shard::poll`] between two clock reads (for the timers).
 pub const CLOCK_EVERY_IDLE: u64 = 16;
 
@@ -38,6 +65,8 @@ pub struct Shard<M: Memory, Io: FrameIo> {
     /// Added to the shard clock for capture timestamps: wall-clock time in the file.
     capture_epoch_ns: u64,
     stats: ShardStats,
+    /// Stage times, when collected (`time_stages`).
+    stages: Option<StageTimes>,
 }
 
 impl<M: Memory, Io: FrameIo> Shard<M, Io> {
@@ -53,6 +82,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             capture: None,
             capture_epoch_ns: 0,
             stats: ShardStats::default(),
+            stages: None,
         }
     }
 
@@ -64,6 +94,16 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
     /// Loop counters.
     pub fn stats(&self) -> ShardStats {
         self.stats
+    }
+
+    /// Starts (from zero) or stops collecting [`StageTimes`].
+    pub fn time_stages(&mut self, on: bool) {
+        self.stages = on.then(StageTimes::default);
+    }
+
+    /// The stage times collected since [`time_stages`](Self::time_stages)`(true)`.
+    pub fn stage_times(&self) -> Option<StageTimes> {
+        self.stages
     }
 
     /// Writes every frame this shard sends and receives to a pcap file, like ibdump, stamped
@@ -100,15 +140,31 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         let epoch = self.capture_epoch_ns;
         let host = &mut self.host;
         let capture = &mut self.capture;
+        let timed = self.stages.is_some();
+        let burst_start = if timed { Some(clock.now()) } else { None };
+        let mut handle_ns = 0u64;
         let rx = self.io.rx_burst(&mut |frame| {
             let now = *read_now.get_or_insert_with(|| clock.now());
             if let Some(c) = capture.as_mut() {
                 let stamp = Instant::from_nanos(now.as_nanos().saturating_add(epoch));
                 let _ = c.write(stamp, frame);
             }
-            host.handle_frame(now, frame);
+            if timed {
+                let start = clock.now();
+                host.handle_frame(now, frame);
+                handle_ns += clock.now().saturating_nanos_since(start);
+            } else {
+                host.handle_frame(now, frame);
+            }
         });
         self.stats.rx_frames += rx as u64;
+        if let (Some(st), Some(start), true) = (self.stages.as_mut(), burst_start, rx > 0) {
+            let burst = self.clock.now().saturating_nanos_since(start);
+            st.rx_bursts += 1;
+            st.rx_frames += rx as u64;
+            st.handle_ns += handle_ns;
+            st.rx_io_ns += burst.saturating_sub(handle_ns);
+        }
         let now = match read_now {
             Some(now) => now,
             None if self.host.has_output() || self.stats.polls.is_multiple_of(CLOCK_EVERY_IDLE) => {
@@ -150,6 +206,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         // `has_output` false means a transmit poll would find nothing: the last frame of a
         // turn costs no empty poll after it.
         while self.host.has_output() {
+            let build_start = self.stages.map(|_| self.clock.now());
             let out = match zero_copy {
                 Some(min) => {
                     self.host
@@ -159,6 +216,17 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
                     .host
                     .poll_transmit_into(now, &mut self.txbuf)
                     .then_some(TxOut::Whole),
+            };
+            let io_start = match (out.is_some(), build_start) {
+                (true, Some(start)) => {
+                    let t = self.clock.now();
+                    if let Some(st) = self.stages.as_mut() {
+                        st.tx_frames += 1;
+                        st.build_ns += t.saturating_nanos_since(start);
+                    }
+                    Some(t)
+                }
+                _ => None,
             };
             let sent = match out {
                 None => break,
@@ -186,6 +254,9 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
                     self.io.tx_pinned(frame)
                 }
             };
+            if let (Some(start), Some(st)) = (io_start, self.stages.as_mut()) {
+                st.tx_io_ns += self.clock.now().saturating_nanos_since(start);
+            }
             if sent {
                 tx += 1;
             } else {
@@ -193,7 +264,12 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             }
         }
         if tx > 0 {
+            let flush_start = self.stages.map(|_| self.clock.now());
             self.io.flush();
+            if let (Some(start), Some(st)) = (flush_start, self.stages.as_mut()) {
+                st.flushes += 1;
+                st.flush_ns += self.clock.now().saturating_nanos_since(start);
+            }
         }
         self.stats.tx_frames += tx;
         tx
@@ -219,6 +295,82 @@ mod tests {
         let mut n = 0;
         wire.rx_burst(&mut |f| n += usize::from(f.len() >= 14 && f[12..14] == [0x08, 0x06]));
         n
+    }
+
+    /// An ARP request from 02:00:00:00:00:02 (10.9.0.2) for 10.9.0.1, as on the wire.
+    fn arp_request_for_10_9_0_1() -> Vec<u8> {
+        let mut f = vec![0xff; 6]; // to broadcast
+        f.extend_from_slice(&[2, 0, 0, 0, 0, 2]); // from the asker
+        f.extend_from_slice(&[0x08, 0x06]); // ARP
+        f.extend_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 1]); // Ethernet/IPv4, request
+        f.extend_from_slice(&[2, 0, 0, 0, 0, 2, 10, 9, 0, 2]); // sender
+        f.extend_from_slice(&[0, 0, 0, 0, 0, 0, 10, 9, 0, 1]); // target
+        f.resize(60, 0);
+        f
+    }
+
+    /// ARP replies (EtherType 0x0806, operation 2) that reached the far end of the cable.
+    fn arp_replies(wire: &mut ChannelIo) -> usize {
+        let mut n = 0;
+        wire.rx_burst(&mut |f| {
+            n += usize::from(f.len() >= 22 && f[12..14] == [0x08, 0x06] && f[20..22] == [0, 2])
+        });
+        n
+    }
+
+    /// Stage timing counts each stage of the loop while it is on, and nothing while it is
+    /// off or idle: two ARP requests arrive in one burst, are handled, and their two replies
+    /// are built, copied out and sent in one TX burst.
+    #[test]
+    fn stage_times_follow_the_frames_through_the_loop_only_while_on() {
+        let (io, mut wire) = ChannelIo::pair(64);
+        let net = NetConfig::new(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            Ipv4Addr::new(10, 9, 0, 1),
+            24,
+        );
+        let host = Host::new(
+            HostConfig {
+                net,
+                ca_guid: 1,
+                seed: 1,
+            },
+            Arc::new(MrTable::new(16)),
+        )
+        .unwrap();
+        let mut shard = Shard::new(host, io);
+        let request = arp_request_for_10_9_0_1();
+
+        // Off (the default): the loop works, nothing is collected.
+        assert!(wire.tx(&request));
+        assert!(shard.poll());
+        assert_eq!(arp_replies(&mut wire), 1);
+        assert_eq!(shard.stage_times(), None);
+
+        // On: starts from zero.
+        shard.time_stages(true);
+        assert_eq!(shard.stage_times(), Some(StageTimes::default()));
+        assert!(wire.tx(&request) && wire.tx(&request));
+        assert!(shard.poll());
+        assert_eq!(arp_replies(&mut wire), 2);
+        let t = shard.stage_times().unwrap();
+        assert_eq!(
+            (t.rx_bursts, t.rx_frames, t.tx_frames, t.flushes),
+            (1, 2, 2, 1),
+            "{t:?}"
+        );
+
+        // Idle turns (clock reads and timer checks included) add nothing.
+        for _ in 0..2 * CLOCK_EVERY_IDLE {
+            assert!(!shard.poll());
+        }
+        assert_eq!(shard.stage_times(), Some(t));
+
+        // Off again: dropped.
+        shard.time_stages(false);
+        assert!(wire.tx(&request));
+        assert!(shard.poll());
+        assert_eq!(shard.stage_times(), None);
     }
 
     /// An idle shard reads the clock only every `CLOCK_EVERY_IDLE` turns, yet its timers
