@@ -375,7 +375,7 @@ fn print_stages(who: &str, size: usize, shard: &mut BenchShard) {
 
 /// One line of `--stages` output: mean nanoseconds per event of each stage.
 fn stages_line(who: &str, size: usize, t: &StageTimes) -> String {
-    let per = |ns: u64, n: u64| if n == 0 { 0 } else { ns / n };
+    let per = |ns: u64, n: u64| ns.checked_div(n).unwrap_or(0);
     format!(
         "stages {who} {size} B: rx_io {} ns/burst ({} bursts), handle {} ns/frame ({} frames), \
          build {} ns/frame ({} frames), tx_io {} ns/frame, flush {} ns/burst ({} bursts)",
