@@ -243,6 +243,7 @@ impl Work {
     /// but it is asked for packets and completions only if it has some (an RDMA WRITE without
     /// AckReq or immediate leaves neither; a send posted to a QP that cannot send yet leaves
     /// no packet). A QP on an SRQ is always collected (its SRQ may have events).
+    #[inline]
     fn ran(&mut self, qpn: u32, e: &mut QpEntry) {
         if !e.cq_dirty && (e.qp.has_completion() || matches!(e.recv, RecvAcct::Srq(_))) {
             e.cq_dirty = true;
@@ -786,9 +787,11 @@ impl<M: Memory> Host<M> {
 
     /// Moves what the touched QPs, the CM, the neighbour layer and the SRQs produced since the
     /// last call into the host's queues. Looks only at what may have changed.
+    #[inline(always)]
     fn collect(&mut self) {
         // Called on every completion or event poll of a waiting consumer: nothing to do is
-        // the common case, decided with four loads.
+        // the common case, decided with four loads inlined into the caller (the work itself
+        // is out of line, so the idle check saves no registers).
         if self.work.cq_dirty.is_empty()
             && self.srq_check.is_empty()
             && !self.cm_ran
@@ -796,6 +799,12 @@ impl<M: Memory> Host<M> {
         {
             return;
         }
+        self.collect_changes();
+    }
+
+    /// The work of [`collect`](Self::collect) once something may have changed.
+    #[inline(never)]
+    fn collect_changes(&mut self) {
         for i in 0..self.work.cq_dirty.len() {
             let qpn = self.work.cq_dirty[i];
             let Some(e) = self.qps.get_mut(&qpn) else {

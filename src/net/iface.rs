@@ -278,7 +278,22 @@ impl Net {
 
     /// The next ARP frame to send: replies first, then requests. Runs due timers first, so
     /// polling this every loop iteration is enough to drive retries.
+    #[inline]
     pub fn poll_transmit(&mut self, now: Instant) -> Option<ArpFrame> {
+        // Asked before every frame the host sends: nothing due is the common case, decided
+        // inline with three loads.
+        if self.replies.is_empty()
+            && !self.neighbours.has_request()
+            && !self.neighbours.poll_timeout().is_some_and(|t| t <= now)
+        {
+            return None;
+        }
+        self.poll_transmit_due(now)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) once something may be due.
+    #[inline(never)]
+    fn poll_transmit_due(&mut self, now: Instant) -> Option<ArpFrame> {
         if self.neighbours.poll_timeout().is_some_and(|t| t <= now) {
             self.handle_timeout(now);
         }
