@@ -284,7 +284,7 @@ impl Net {
         // inline with three loads.
         if self.replies.is_empty()
             && !self.neighbours.has_request()
-            && !self.neighbours.poll_timeout().is_some_and(|t| t <= now)
+            && self.neighbours.poll_timeout().is_none_or(|t| t > now)
         {
             return None;
         }
