@@ -224,12 +224,12 @@ impl Qp {
 
     /// Acknowledges every request with a PSN up to and including `n` (IBTA vol. 1 §9.7.4.1.3).
     pub(super) fn ack_upto(&mut self, now: Instant, n: Psn) {
-        if n.before(self.req.una) {
+        // Nothing in the loop below leaves RTS/SQD except `retry`, after which it stops.
+        if n.before(self.req.una) || !self.is_sending() {
             return;
         }
         let mut progressed = false;
-        while self.is_sending() {
-            let Some(w) = self.req.sq.front() else { break };
+        while let Some(w) = self.req.sq.front() {
             if !w.started {
                 break;
             }

@@ -247,6 +247,7 @@ impl Qp {
     }
 
     /// An executed request packet: the PSN advances by `npsn`; ACK when asked.
+    #[inline]
     fn advance(&mut self, psn: Psn, npsn: u32, ack_req: bool) {
         self.resp.epsn = psn.add(npsn);
         if ack_req {
