@@ -224,34 +224,64 @@ impl Qp {
 
     /// Acknowledges every request with a PSN up to and including `n` (IBTA vol. 1 §9.7.4.1.3).
     pub(super) fn ack_upto(&mut self, now: Instant, n: Psn) {
-        if n.before(self.req.una) {
+        // Nothing in the loop below leaves RTS/SQD except `retry`, after which it stops.
+        if n.before(self.req.una) || !self.is_sending() {
             return;
         }
-        let mut progressed = false;
-        while self.is_sending() {
-            let Some(w) = self.req.sq.front() else { break };
+        let (sig_all, qpn) = (self.config.sig_all, self.config.qpn);
+        // One pass over the queue finds the acknowledged WQEs (delivering the completions of
+        // the signaled ones, in order); they leave the queue together afterwards.
+        let mut done = 0usize;
+        let mut una = None;
+        let mut resume = None;
+        for w in &self.req.sq {
             if !w.started {
                 break;
             }
             if is_rd_atomic(&w.op) {
                 // Acknowledged past an unanswered READ/atomic: its responses were lost.
-                let resume = w.first_psn.add(w.acked_pkts);
-                if !n.before(resume) {
-                    self.retry(resume);
+                let r = w.first_psn.add(w.acked_pkts);
+                if !n.before(r) {
+                    resume = Some(r);
                 }
                 break;
             }
             let last = w.last_psn();
-            if !n.before(last) {
-                self.req.una = last.next();
-                let len = w.len;
-                self.complete_head(len);
-                progressed = true;
-            } else {
-                self.req.una = n.next();
-                progressed = true;
+            if n.before(last) {
+                una = Some(n.next());
                 break;
             }
+            una = Some(last.next());
+            done += 1;
+            if w.signaled || sig_all {
+                self.cq.push_back(WorkCompletion {
+                    wr_id: w.wr_id,
+                    status: WcStatus::Success,
+                    opcode: send_wc_opcode(&w.op),
+                    byte_len: w.len,
+                    imm_data: None,
+                    invalidated_rkey: None,
+                    qp_num: qpn,
+                    srq: None,
+                });
+            }
+        }
+        if done > 0 {
+            // SEND/WRITE WQEs only: no READ/atomic resource to give back.
+            self.req.sq.drain(..done);
+            if self.req.cur >= done {
+                self.req.cur -= done;
+            } else {
+                self.req.cur = 0;
+                self.req.cur_pkt = 0;
+            }
+        }
+        let progressed = una.is_some();
+        if let Some(u) = una {
+            self.req.una = u;
+        }
+        if let Some(r) = resume {
+            self.retry(r);
         }
         if progressed {
             self.sync_cursor();

@@ -279,7 +279,11 @@ impl Qp {
         if wr.sgl.len() > self.config.max_send_sge as usize {
             return Err(QpError::TooManySge);
         }
-        let len: u64 = wr.sgl.iter().map(|s| u64::from(s.len)).sum();
+        let len: u64 = match &wr.sgl[..] {
+            // One SGE (the common case): no loop.
+            [s] => u64::from(s.len),
+            sgl => sgl.iter().map(|s| u64::from(s.len)).sum(),
+        };
         if len > u64::from(MAX_MSG_SIZE) {
             return Err(QpError::InvalidArgument);
         }

@@ -20,9 +20,11 @@ use super::transmit::{Payload, Transmit};
 use super::types::{Mtu, QpState, SendOp, SendWr, Sge, WcStatus};
 use crate::time::Instant;
 use crate::wire::atomic_eth::AtomicEthRepr;
+use crate::wire::bth::BthRepr;
 use crate::wire::opcode::Opcode;
 use crate::wire::psn::Psn;
 use crate::wire::reth::RethRepr;
+use crate::wire::roce::RoceHeaders;
 
 use super::window::SendWindow;
 
@@ -266,112 +268,98 @@ impl Qp {
             }
         }
         let w = &*w;
-        let (pkey, dest_qpn) = (self.attr.pkey, self.attr.dest_qpn);
-        let headers = |op, psn| peer_headers(pkey, dest_qpn, op, psn);
         let k = self.req.cur_pkt;
         let psn = w.first_psn.add(k);
         if psn.distance_from(self.req.una) >= self.req.window.limit() {
             return None;
         }
-        let pd = self.config.pd;
-        let mut h;
-        let mut payload = Payload::new();
-        let span; // PSNs this packet covers
-        let whole_wqe; // the cursor moves to the next WQE after this packet
-        match w.op {
-            SendOp::Read { remote_addr, rkey } => {
-                let off = u64::from(k) * u64::from(w.mtu);
-                h = headers(Opcode::RC_READ_REQUEST, psn);
-                h.reth = Some(RethRepr {
-                    va: remote_addr.wrapping_add(off),
-                    rkey,
-                    dma_len: w.len.saturating_sub(off as u32),
-                });
-                h.bth.ack_req = true;
-                span = w.npsn - k;
-                whole_wqe = true;
-            }
-            SendOp::CompareSwap {
-                remote_addr,
-                rkey,
-                compare,
-                swap,
-            } => {
-                h = headers(Opcode::RC_COMPARE_SWAP, psn);
-                h.atomic_eth = Some(AtomicEthRepr {
-                    va: remote_addr,
-                    rkey,
-                    swap_add: swap,
-                    compare,
-                });
-                h.bth.ack_req = true;
-                span = 1;
-                whole_wqe = true;
-            }
-            SendOp::FetchAdd {
-                remote_addr,
-                rkey,
-                add,
-            } => {
-                h = headers(Opcode::RC_FETCH_ADD, psn);
-                h.atomic_eth = Some(AtomicEthRepr {
-                    va: remote_addr,
-                    rkey,
-                    swap_add: add,
-                    compare: 0,
-                });
-                h.bth.ack_req = true;
-                span = 1;
-                whole_wqe = true;
-            }
-            _ => {
-                let first = k == 0;
-                let last = k + 1 == w.npsn;
-                let off = u64::from(k) * u64::from(w.mtu);
-                let plen = u64::from(w.len).saturating_sub(off).min(u64::from(w.mtu));
-                payload = match &w.sgl[..] {
-                    // One SGE (the common case): the payload is one slice of it.
-                    [s] => Payload::one(MemRef {
-                        kind: KeyKind::Local,
-                        pd,
-                        key: s.lkey,
-                        addr: s.addr.saturating_add(off),
-                        len: plen as u32,
-                    }),
-                    sgl => sgl_payload(sgl, pd, off, plen),
-                };
-                let op = segment_opcode(&w.op, first, last);
-                h = headers(op, psn);
-                match w.op {
-                    SendOp::Write { remote_addr, rkey }
-                    | SendOp::WriteWithImm {
-                        remote_addr, rkey, ..
-                    } if first => {
-                        h.reth = Some(RethRepr {
-                            va: remote_addr,
-                            rkey,
-                            dma_len: w.len,
-                        });
-                    }
-                    _ => {}
-                }
-                if last {
-                    match w.op {
-                        SendOp::SendWithImm { imm } | SendOp::WriteWithImm { imm, .. } => {
-                            h.imm_dt = Some(imm)
-                        }
-                        SendOp::SendWithInv { rkey } => h.ieth = Some(rkey),
-                        _ => {}
-                    }
-                    h.bth.solicited = w.solicited;
-                }
-                h.bth.ack_req = last && w.signaled;
-                span = 1;
-                whole_wqe = last;
-            }
+        if is_rd_atomic(&w.op) {
+            let (h, span) = rd_atomic_request(w, k, psn, self.attr.pkey, self.attr.dest_qpn);
+            self.note_request_sent(now, psn, span, true, h.bth.ack_req);
+            return Some(Transmit {
+                headers: h,
+                payload: Payload::new(),
+            });
         }
-        h.bth.ack_req = h.bth.ack_req || self.wants_ack(psn, i);
-        if h.bth.ack_req {
+        // SEND/WRITE (IBTA vol. 1 §9.7.4.1.2): one PSN per packet, segmented by path MTU. The
+        // headers and the payload are built once, straight into the returned packet.
+        let first = k == 0;
+        let last = k + 1 == w.npsn;
+        let off = u64::from(k) * u64::from(w.mtu);
+        let plen = u64::from(w.len).saturating_sub(off).min(u64::from(w.mtu));
+        let reth = match w.op {
+            SendOp::Write { remote_addr, rkey }
+            | SendOp::WriteWithImm {
+                remote_addr, rkey, ..
+            } if first => Some(RethRepr {
+                va: remote_addr,
+                rkey,
+                dma_len: w.len,
+            }),
+            _ => None,
+        };
+        let (imm_dt, ieth) = match w.op {
+            SendOp::SendWithImm { imm } | SendOp::WriteWithImm { imm, .. } if last => {
+                (Some(imm), None)
+            }
+            SendOp::SendWithInv { rkey } if last => (None, Some(rkey)),
+            _ => (None, None),
+        };
+        let opcode = segment_opcode(&w.op, first, last);
+        let solicited = last && w.solicited;
+        let signaled_end = last && w.signaled;
+        // One SGE (the common case): the payload is one slice of it.
+        let one = match &w.sgl[..] {
+            [s] => Some((s.lkey, s.addr)),
+            _ => None,
+        };
+        let ack_req = signaled_end || self.wants_ack(psn, i);
+        let bth = BthRepr {
+            pkey: self.attr.pkey,
+            solicited,
+            ack_req,
+            ..BthRepr::new(opcode, self.attr.dest_qpn, psn)
+        };
+        let headers = RoceHeaders {
+            reth,
+            imm_dt,
+            ieth,
+            ..RoceHeaders::new(bth)
+        };
+        let pd = self.config.pd;
+        self.note_request_sent(now, psn, 1, last, ack_req);
+        if let Some((key, addr)) = one {
+            return Some(Transmit {
+                headers,
+                payload: Payload::one(MemRef {
+                    kind: KeyKind::Local,
+                    pd,
+                    key,
+                    addr: addr.saturating_add(off),
+                    len: plen as u32,
+                }),
+            });
+        }
+        let sgl = &self.req.sq.get(i)?.sgl;
+        Some(Transmit {
+            headers,
+            payload: sgl_payload(sgl, pd, off, plen),
+        })
+    }
+
+    /// Transmit bookkeeping of a request packet at `psn` covering `span` PSNs: the AckReq
+    /// count and the ACK probe, the cursor (to the next WQE after the message's last packet),
+    /// the highest PSN sent and the local ACK timer (IBTA vol. 1 §9.7.6.1.2).
+    #[inline(always)]
+    fn note_request_sent(
+        &mut self,
+        now: Instant,
+        psn: Psn,
+        span: u32,
+        whole_wqe: bool,
+        ack_req: bool,
+    ) {
+        if ack_req {
             self.req.unrequested = 0;
             self.timers.stop(Timer::AckProbe);
         } else {
@@ -396,11 +384,65 @@ impl Qp {
                 self.timers.set(Timer::Ack, now + d);
             }
         }
-        Some(Transmit {
-            headers: h,
-            payload,
-        })
     }
+}
+
+/// The headers of a READ or atomic request resumed at packet `k` of `w` (PSN `psn`) and the
+/// PSNs it covers: a READ re-requests its remaining part (VA + k*MTU, length - k*MTU;
+/// IBTA vol. 1 §9.7.4.1.5). Always with AckReq.
+fn rd_atomic_request(
+    w: &SendWqe,
+    k: u32,
+    psn: Psn,
+    pkey: u16,
+    dest_qpn: u32,
+) -> (RoceHeaders, u32) {
+    let headers = |op| peer_headers(pkey, dest_qpn, op, psn);
+    let (mut h, span) = match w.op {
+        SendOp::Read { remote_addr, rkey } => {
+            let off = u64::from(k) * u64::from(w.mtu);
+            let mut h = headers(Opcode::RC_READ_REQUEST);
+            h.reth = Some(RethRepr {
+                va: remote_addr.wrapping_add(off),
+                rkey,
+                dma_len: w.len.saturating_sub(off as u32),
+            });
+            (h, w.npsn - k)
+        }
+        SendOp::CompareSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap,
+        } => {
+            let mut h = headers(Opcode::RC_COMPARE_SWAP);
+            h.atomic_eth = Some(AtomicEthRepr {
+                va: remote_addr,
+                rkey,
+                swap_add: swap,
+                compare,
+            });
+            (h, 1)
+        }
+        SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        } => {
+            let mut h = headers(Opcode::RC_FETCH_ADD);
+            h.atomic_eth = Some(AtomicEthRepr {
+                va: remote_addr,
+                rkey,
+                swap_add: add,
+                compare: 0,
+            });
+            (h, 1)
+        }
+        // Not a READ/atomic: callers never get here; an empty SEND keeps this total.
+        _ => (headers(Opcode::RC_SEND_ONLY), 1),
+    };
+    h.bth.ack_req = true;
+    (h, span)
 }
 
 impl Qp {

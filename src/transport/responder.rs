@@ -247,6 +247,7 @@ impl Qp {
     }
 
     /// An executed request packet: the PSN advances by `npsn`; ACK when asked.
+    #[inline]
     fn advance(&mut self, psn: Psn, npsn: u32, ack_req: bool) {
         self.resp.epsn = psn.add(npsn);
         if ack_req {
@@ -717,10 +718,11 @@ impl Qp {
         if matches!(self.state, QpState::Reset | QpState::Init) {
             return None;
         }
+        // An empty queue (the common case on a requester's turn) is the first thing ruled out.
+        let r = *self.resp.queue.front()?;
         if self.ack_held() {
             return None;
         }
-        let r = *self.resp.queue.front()?;
         let ack = |syndrome, msn| Some(AethRepr { syndrome, msn });
         let unlimited = Syndrome::Ack {
             credits: CREDITS_UNLIMITED,
