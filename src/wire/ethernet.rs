@@ -168,6 +168,18 @@ impl EthernetRepr {
         })
     }
 
+    /// Reads the three fields of exactly the 14 header bytes.
+    #[inline(always)]
+    pub(crate) fn from_bytes(h: &[u8; HEADER_LEN]) -> Self {
+        let (dst, rest) = h.split_at(6);
+        let (src, t) = rest.split_at(6);
+        EthernetRepr {
+            src_addr: EthernetAddress(src.try_into().unwrap_or_default()),
+            dst_addr: EthernetAddress(dst.try_into().unwrap_or_default()),
+            ethertype: EtherType(u16::from_be_bytes(t.try_into().unwrap_or_default())),
+        }
+    }
+
     pub const fn buffer_len(&self) -> usize {
         HEADER_LEN
     }

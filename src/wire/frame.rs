@@ -3,14 +3,13 @@
 //! include the ICRC. Ethernet padding after the IP packet is tolerated and ignored.
 
 use super::bth::BthRepr;
-use super::ethernet::{self, EtherType, EthernetAddress, EthernetRepr};
-use super::icrc::{IcrcHasher, ICRC_LEN};
+use super::ethernet::{self, EtherType, EthernetRepr};
+use super::icrc::{icrc_with_ihl, IcrcHasher, ICRC_LEN};
 use super::ipv4::{self, Ipv4Repr, IPPROTO_UDP};
-use super::opcode::OpFlags;
+use super::opcode::{OpFlags, Opcode};
 use super::roce::{RoceHeaders, RocePacket};
 use super::udp::{self, UdpRepr, ROCEV2_PORT};
 use super::{bth, WireError};
-use std::net::Ipv4Addr;
 
 const ETH_LEN: usize = ethernet::HEADER_LEN;
 const IP_LEN: usize = ipv4::HEADER_LEN;
@@ -112,6 +111,15 @@ pub fn udp_dst_port(frame: &[u8]) -> Option<u16> {
     Some(u16::from_be_bytes([b[0], b[1]]))
 }
 
+/// True when the non-zero checksum of the UDP datagram `l4` is correct for the addresses of the
+/// IPv4 header `ip_h` (RFC 768). Out of line: RoCEv2 sends a zero checksum.
+#[cold]
+#[inline(never)]
+fn udp_checksum_ok(ip_h: &[u8; IP_LEN], l4: &[u8]) -> bool {
+    let ip = Ipv4Repr::from_header(ip_h);
+    udp::Packet::new_unchecked(l4).verify_checksum(ip.src_addr, ip.dst_addr)
+}
+
 /// Pad bytes that bring `payload_len` to a multiple of 4.
 pub const fn pad_for(payload_len: usize) -> u8 {
     ((4 - (payload_len % 4)) % 4) as u8
@@ -205,23 +213,19 @@ impl<'a> RoceFrame<'a> {
     /// [`parse`](Self::parse) for RoCEv2 carried to another UDP destination port (captures of
     /// setups that moved it); anything else is checked the same way.
     pub fn parse_on_port(frame: &'a [u8], port: u16) -> Result<Self, FrameError> {
-        // Each header's fixed part is read from one fixed-size array, once.
-        // Ethernet.
+        // Every check first, in the order `FrameError` lists them, reading only the fields it
+        // needs; the reprs are read last, after the ICRC, from the same fixed-size header
+        // arrays (nothing held across the hash).
+        // Ethernet (IEEE 802.3 clause 3.2.6).
         let Some((eth_h, l3)) = frame.split_first_chunk::<ETH_LEN>() else {
             return Err(truncated("Ethernet"));
         };
-        let [d0, d1, d2, d3, d4, d5, s0, s1, s2, s3, s4, s5, t0, t1] = *eth_h;
-        let ethertype = u16::from_be_bytes([t0, t1]);
+        let ethertype = u16::from_be_bytes([eth_h[12], eth_h[13]]);
         if ethertype != EtherType::IPV4.0 {
             return Err(FrameError::NotIpv4(ethertype));
         }
-        let eth = EthernetRepr {
-            src_addr: EthernetAddress([s0, s1, s2, s3, s4, s5]),
-            dst_addr: EthernetAddress([d0, d1, d2, d3, d4, d5]),
-            ethertype: EtherType::IPV4,
-        };
 
-        // IPv4.
+        // IPv4 (RFC 791 §3.1, checksum RFC 1071).
         let Some(ip_h) = l3.first_chunk::<IP_LEN>() else {
             return Err(truncated("IPv4 header"));
         };
@@ -250,54 +254,33 @@ impl<'a> RoceFrame<'a> {
         if !checksum_ok {
             return Err(FrameError::BadIpChecksum);
         }
-        let flg_off = u16::from_be_bytes([ip_h[6], ip_h[7]]);
         // MF or a fragment offset.
-        if flg_off & 0x3fff != 0 {
+        if u16::from_be_bytes([ip_h[6], ip_h[7]]) & 0x3fff != 0 {
             return Err(FrameError::IpFragment);
         }
         let protocol = ip_h[ipv4::field::PROTOCOL];
         if protocol != IPPROTO_UDP {
             return Err(FrameError::NotUdp(protocol));
         }
-        let tos = ip_h[ipv4::field::TOS];
-        let ipv4 = Ipv4Repr {
-            src_addr: Ipv4Addr::new(ip_h[12], ip_h[13], ip_h[14], ip_h[15]),
-            dst_addr: Ipv4Addr::new(ip_h[16], ip_h[17], ip_h[18], ip_h[19]),
-            protocol,
-            dscp: tos >> 2,
-            ecn: tos & 0x03,
-            ident: u16::from_be_bytes([ip_h[4], ip_h[5]]),
-            dont_frag: flg_off & 0x4000 != 0,
-            ttl: ip_h[ipv4::field::TTL],
-        };
 
-        // UDP.
+        // UDP (RFC 768; RoCEv2 annex A17.4.2).
         let Some((udp_h, ib)) = l4.split_first_chunk::<UDP_LEN>() else {
             return Err(truncated("UDP header"));
         };
-        let [p0, p1, q0, q1, l0, l1, c0, c1] = *udp_h;
-        let udp_len = u16::from_be_bytes([l0, l1]);
+        let udp_len = u16::from_be_bytes([udp_h[4], udp_h[5]]);
         if usize::from(udp_len) != l4.len() {
             return Err(FrameError::BadUdpLength(udp_len));
         }
-        let dst_port = u16::from_be_bytes([q0, q1]);
+        let dst_port = u16::from_be_bytes([udp_h[2], udp_h[3]]);
         if dst_port != port {
             return Err(FrameError::NotRoce(dst_port));
         }
-        let udp_checksum = u16::from_be_bytes([c0, c1]);
         // Zero: not computed, as RoCEv2 sends.
-        if udp_checksum != 0
-            && !udp::Packet::new_unchecked(l4).verify_checksum(ipv4.src_addr, ipv4.dst_addr)
-        {
+        if u16::from_be_bytes([udp_h[6], udp_h[7]]) != 0 && !udp_checksum_ok(ip_h, l4) {
             return Err(FrameError::BadUdpChecksum);
         }
-        let udp = UdpRepr {
-            src_port: u16::from_be_bytes([p0, p1]),
-            dst_port,
-            checksum: udp_checksum,
-        };
 
-        // BTH and extension headers.
+        // BTH (IBTA vol. 1 §9.2) and the extension headers its opcode names.
         if ib.len() < bth::BTH_LEN + ICRC_LEN {
             return Err(truncated("BTH"));
         }
@@ -306,19 +289,22 @@ impl<'a> RoceFrame<'a> {
         let Some(bth_h) = body.first_chunk::<{ bth::BTH_LEN }>() else {
             return Err(truncated("BTH"));
         };
-        let bth = BthRepr::from_bytes(bth_h);
-        if bth.tver != 0 {
-            return Err(FrameError::BadTver(bth.tver));
+        let flags = bth_h[bth::field::FLAGS];
+        let tver = flags & bth::field::TVER_MASK;
+        if tver != 0 {
+            return Err(FrameError::BadTver(tver));
         }
-        let op = bth.opcode;
-        let info = op.info().ok_or(FrameError::UnknownOpcode(op.0))?;
+        let opcode = bth_h[bth::field::OPCODE];
+        let Some(info) = Opcode(opcode).info() else {
+            return Err(FrameError::UnknownOpcode(opcode));
+        };
         if info.header_len > body_len {
             return Err(truncated("RoCE extension headers"));
         }
 
         // Payload, pad, ICRC.
         let data = body.get(info.header_len..).unwrap_or_default();
-        let pad = bth.pad_count;
+        let pad = (flags >> bth::field::PAD_SHIFT) & 0x03;
         if usize::from(pad) > data.len() {
             return Err(FrameError::BadPadCnt {
                 pad,
@@ -327,7 +313,7 @@ impl<'a> RoceFrame<'a> {
         }
         if !info.flags.contains(OpFlags::PAYLOAD) && !data.is_empty() {
             return Err(FrameError::UnexpectedPayload {
-                opcode: op.0,
+                opcode,
                 len: data.len(),
             });
         }
@@ -336,20 +322,18 @@ impl<'a> RoceFrame<'a> {
             [a, b, c, d] => u32::from_le_bytes([a, b, c, d]),
             _ => return Err(truncated("ICRC")),
         };
-        let mut h = IcrcHasher::new();
-        h.update_headers(&l3[..total - ICRC_LEN])?;
-        let expected = h.finalize();
+        let expected = icrc_with_ihl(&l3[..total - ICRC_LEN], hl)?;
         if expected != found {
             return Err(FrameError::BadIcrc { expected, found });
         }
-        // Read last, straight into the result (nothing held across the hash). It cannot fail:
-        // `body` holds the `info.header_len` bytes (checked above), and the opcode table's
-        // lengths match its flags (`roce` tests), so no error above is overtaken by one here.
-        let headers = RoceHeaders::parse_extensions(bth, info, body)?;
+        // The extension headers cannot fail: `body` holds the `info.header_len` bytes (checked
+        // above), and the opcode table's lengths match its flags (`roce` tests), so no error
+        // above is overtaken by one here.
+        let headers = RoceHeaders::parse_extensions(BthRepr::from_bytes(bth_h), info, body)?;
         Ok(RoceFrame {
-            eth,
-            ipv4,
-            udp,
+            eth: EthernetRepr::from_bytes(eth_h),
+            ipv4: Ipv4Repr::from_header(ip_h),
+            udp: UdpRepr::from_bytes(udp_h),
             headers,
             payload,
             pad,

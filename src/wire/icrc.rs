@@ -74,24 +74,41 @@ impl IcrcHasher {
     pub fn update_headers(&mut self, bytes: &[u8]) -> Result<()> {
         check_len("IPv4 header", bytes, ipv4::HEADER_LEN)?;
         let ihl = usize::from(bytes[0] & 0x0f) * 4;
+        self.update_masked(bytes, ihl)
+    }
+
+    /// [`update_headers`](Self::update_headers) with the IPv4 header length in bytes (IHL x 4)
+    /// already read from byte 0 of `bytes` by the caller.
+    #[inline(always)]
+    fn update_masked(&mut self, bytes: &[u8], ihl: usize) -> Result<()> {
         if ihl < ipv4::HEADER_LEN {
             return Err(WireError::BadValue("IPv4 header length"));
         }
-        let n = ihl + udp::HEADER_LEN + BTH_LEN;
-        check_len("IPv4/UDP/BTH headers", bytes, n)?;
+        check_len(
+            "IPv4/UDP/BTH headers",
+            bytes,
+            ihl + udp::HEADER_LEN + BTH_LEN,
+        )?;
         // Short frames (ACKs, small requests) are hashed in one call over one stack copy:
         // crc32fast's per-call cost dominates at these lengths. Without IP options (the usual
-        // case) the masked spots sit at fixed offsets and the copy is a small fixed array.
-        if ihl == ipv4::HEADER_LEN && bytes.len() <= SHORT_COPY {
-            let mut buf = [0u8; SHORT_COPY];
-            let masked = copy_short(&mut buf, bytes);
-            for i in PLAIN_SPOTS {
-                masked[i] = 0xff;
-            }
-            self.crc.update(masked);
-            return Ok(());
+        // case) the masked spots sit at fixed offsets and the copy is a small fixed array,
+        // sized to the frame so that little of it is zeroed first.
+        if ihl == ipv4::HEADER_LEN && bytes.len() <= SHORT_COPY / 2 {
+            hash_short::<{ SHORT_COPY / 2 }, { SHORT_COPY / 4 }>(&mut self.crc, bytes);
+        } else if ihl == ipv4::HEADER_LEN && bytes.len() <= SHORT_COPY {
+            hash_short::<SHORT_COPY, { SHORT_COPY / 2 }>(&mut self.crc, bytes);
+        } else {
+            self.update_long(bytes, ihl);
         }
-        let (head, rest) = bytes.split_at(n);
+        Ok(())
+    }
+
+    /// The rest of [`update_masked`](Self::update_masked): IP options or more than
+    /// `SHORT_COPY` bytes. `ihl >= 20` and `bytes` holds the IPv4, UDP and BTH headers.
+    #[inline(never)]
+    fn update_long(&mut self, bytes: &[u8], ihl: usize) {
+        let n = ihl + udp::HEADER_LEN + BTH_LEN;
+        let (head, rest) = bytes.split_at(n.min(bytes.len()));
         let mut buf = [0u8; MAX_MASKED + INLINE_REST];
         let whole = rest.len() <= INLINE_REST;
         let m = &mut buf[..if whole { n + rest.len() } else { n }];
@@ -109,7 +126,6 @@ impl IcrcHasher {
         if !whole {
             self.crc.update(rest);
         }
-        Ok(())
     }
 
     /// Feeds bytes unmasked.
@@ -123,16 +139,30 @@ impl IcrcHasher {
     }
 }
 
-/// Copies `src` (`PLAIN_HEAD..=SHORT_COPY` bytes long) to the start of `dst` and returns that
-/// part of `dst`. Two fixed-size copies that overlap in the middle (the first and the last 32,
-/// or 64, bytes) cover every such length without a call to `memcpy`.
+/// Hashes `src` (`HALF..=N` bytes of an IPv4 packet without options, at least `PLAIN_HEAD`)
+/// with the variant bytes masked, from a copy in an `N`-byte stack array. Two fixed-size
+/// copies that overlap in the middle (the first and the last `HALF` bytes) cover every such
+/// length without a call to `memcpy`.
 #[inline(always)]
-fn copy_short<'d>(dst: &'d mut [u8; SHORT_COPY], src: &[u8]) -> &'d mut [u8] {
-    if src.len() <= 64 {
-        copy_ends::<32>(dst, src)
-    } else {
-        copy_ends::<64>(dst, src)
+fn hash_short<const N: usize, const HALF: usize>(crc: &mut crc32fast::Hasher, src: &[u8]) {
+    let mut buf = [0u8; N];
+    let masked = copy_ends::<HALF>(&mut buf, src);
+    for i in PLAIN_SPOTS {
+        if let Some(b) = masked.get_mut(i) {
+            *b = 0xff;
+        }
     }
+    crc.update(masked);
+}
+
+/// The ICRC of `ip_to_pad` (IPv4 header through the pad) whose IPv4 header is `ihl` bytes long
+/// (IHL x 4, read from byte 0 by the caller): `icrc_parts(ip_to_pad, &[])` without reading the
+/// IHL again. Fails as [`IcrcHasher::update_headers`] does.
+#[inline(always)]
+pub(crate) fn icrc_with_ihl(ip_to_pad: &[u8], ihl: usize) -> Result<u32> {
+    let mut h = IcrcHasher::new();
+    h.update_masked(ip_to_pad, ihl)?;
+    Ok(h.finalize())
 }
 
 /// Copies `src`, `N..=dst.len()` bytes long, to the start of `dst` as its first `N` and its last
@@ -298,17 +328,25 @@ mod tests {
     }
 
     /// The short path's two overlapping fixed copies reproduce every length it takes
-    /// (`PLAIN_HEAD..=SHORT_COPY`), and its hash equals the general path's.
+    /// (`PLAIN_HEAD..=SHORT_COPY`, in a 64- or a 128-byte array), and its hash equals the general
+    /// path's.
     #[test]
     fn short_copy_covers_every_length() {
         let src: Vec<u8> = (0..SHORT_COPY).map(|i| (i * 13 + 1) as u8).collect();
         for n in PLAIN_HEAD..=SHORT_COPY {
-            let mut buf = [0u8; SHORT_COPY];
-            assert_eq!(copy_short(&mut buf, &src[..n]), &src[..n], "{n}");
+            let mut small = [0u8; SHORT_COPY / 2];
+            let mut large = [0u8; SHORT_COPY];
+            let copied = if n <= SHORT_COPY / 2 {
+                copy_ends::<{ SHORT_COPY / 4 }>(&mut small, &src[..n])
+            } else {
+                copy_ends::<{ SHORT_COPY / 2 }>(&mut large, &src[..n])
+            };
+            assert_eq!(copied, &src[..n], "{n}");
             let mut ip = FRAME16[14..54].to_vec();
             ip.extend_from_slice(&src[..n - PLAIN_HEAD]);
             let want = reference_icrc(&ip, [1, 8, 10, 11, 26, 27, 32]);
             assert_eq!(icrc_parts(&ip, &[]), Ok(want), "{n}");
+            assert_eq!(icrc_with_ihl(&ip, 20), Ok(want), "{n}");
         }
     }
 

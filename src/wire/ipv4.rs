@@ -52,11 +52,18 @@ fn fold(mut sum: u64) -> u16 {
 }
 
 /// True when the header checksum of an IPv4 header without options is correct: its five
-/// 32-bit words sum to all ones (RFC 1071).
+/// 32-bit words sum to all ones (RFC 1071). The words are read in native (little-endian) byte
+/// order: a byte-swapped one's-complement sum is the byte swap of the sum (RFC 1071 §2(B)), and
+/// all ones is its own byte swap. Five words sum below 2^35, so three folds bring any sum to
+/// 16 bits (a fold of a value below 2^16 leaves it as it is).
 #[inline(always)]
 pub fn header_checksum_ok(h: &[u8; HEADER_LEN]) -> bool {
-    let w = |i: usize| u64::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
-    fold(w(0) + w(4) + w(8) + w(12) + w(16)) == 0xffff
+    let w = |i: usize| u64::from(u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+    let mut sum = w(0) + w(4) + w(8) + w(12) + w(16);
+    for _ in 0..3 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum == 0xffff
 }
 
 /// A view of an IPv4 packet.
@@ -247,6 +254,23 @@ impl Ipv4Repr {
         Ok(Self::fields_of(packet))
     }
 
+    /// The fields of a header without options (or the first 20 bytes of one) that the caller
+    /// has already validated as [`parse`](Self::parse) does: no check here.
+    #[inline(always)]
+    pub(crate) fn from_header(h: &[u8; HEADER_LEN]) -> Self {
+        let tos = h[field::TOS];
+        Ipv4Repr {
+            src_addr: Ipv4Addr::new(h[12], h[13], h[14], h[15]),
+            dst_addr: Ipv4Addr::new(h[16], h[17], h[18], h[19]),
+            protocol: h[field::PROTOCOL],
+            dscp: tos >> 2,
+            ecn: tos & 0x03,
+            ident: u16::from_be_bytes([h[field::IDENT], h[field::IDENT + 1]]),
+            dont_frag: h[field::FLG_OFF] & 0x40 != 0,
+            ttl: h[field::TTL],
+        }
+    }
+
     /// The fields of a packet the caller has already validated as [`parse`](Self::parse)
     /// does: no check here.
     pub(crate) fn fields_of<T: AsRef<[u8]>>(packet: &Packet<T>) -> Self {
@@ -380,6 +404,41 @@ mod tests {
             let h: [u8; 20] = b[..20].try_into().unwrap();
             assert!(!header_checksum_ok(&h), "byte {i}");
         }
+    }
+
+    /// The native-order, fixed-fold header check agrees with the RFC 1071 sum for headers
+    /// whose checksum is filled in, off by one bit, all zeros and all ones.
+    #[test]
+    fn header_check_agrees_with_the_sum() {
+        let mut x: u32 = 0x1234_5678;
+        for round in 0..20_000 {
+            let mut h = [0u8; HEADER_LEN];
+            for b in &mut h {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                *b = x as u8;
+            }
+            match round % 4 {
+                0 => {
+                    let mut p = Packet::new_unchecked(&mut h[..]);
+                    p.fill_checksum();
+                }
+                1 => {
+                    let mut p = Packet::new_unchecked(&mut h[..]);
+                    p.fill_checksum();
+                    h[round % HEADER_LEN] ^= 1 << (round % 8);
+                }
+                _ => {}
+            }
+            assert_eq!(
+                header_checksum_ok(&h),
+                ones_complement_sum(&h, 0) == 0xffff,
+                "{h:02x?}"
+            );
+        }
+        assert!(!header_checksum_ok(&[0; HEADER_LEN]));
+        assert!(header_checksum_ok(&[0xff; HEADER_LEN]));
     }
 
     #[test]

@@ -218,41 +218,65 @@ impl RoceHeaders {
             Ok(a)
         }
         let f = info.flags;
-        let mut h = RoceHeaders::new(bth);
-        if f.contains(OpFlags::DETH) {
+        // Each header in one expression and the headers built in one go (no `Option` written
+        // twice); the `take`s run in the order written, which is the wire order.
+        let deth = if f.contains(OpFlags::DETH) {
             let b = take::<{ deth::DETH_LEN }>(&mut rest)?;
-            h.deth = Some(DethRepr::parse(&deth::Packet::new_unchecked(&b[..]))?);
-        }
-        if f.contains(OpFlags::RETH) {
-            h.reth = Some(RethRepr::from_bytes(take::<{ reth::RETH_LEN }>(&mut rest)?));
-        }
-        if f.contains(OpFlags::ATOMIC_ETH) {
+            Some(DethRepr::parse(&deth::Packet::new_unchecked(&b[..]))?)
+        } else {
+            None
+        };
+        let reth = if f.contains(OpFlags::RETH) {
+            Some(RethRepr::from_bytes(take::<{ reth::RETH_LEN }>(&mut rest)?))
+        } else {
+            None
+        };
+        let atomic_eth = if f.contains(OpFlags::ATOMIC_ETH) {
             let b = take::<{ atomic_eth::ATOMIC_ETH_LEN }>(&mut rest)?;
-            h.atomic_eth = Some(AtomicEthRepr::parse(&atomic_eth::Packet::new_unchecked(
+            Some(AtomicEthRepr::parse(&atomic_eth::Packet::new_unchecked(
                 &b[..],
-            ))?);
-        }
-        if f.contains(OpFlags::AETH) {
-            h.aeth = Some(AethRepr::from_bytes(take::<{ aeth::AETH_LEN }>(&mut rest)?));
-        }
-        if f.contains(OpFlags::ATOMIC_ACK_ETH) {
+            ))?)
+        } else {
+            None
+        };
+        let aeth = if f.contains(OpFlags::AETH) {
+            Some(AethRepr::from_bytes(take::<{ aeth::AETH_LEN }>(&mut rest)?))
+        } else {
+            None
+        };
+        let atomic_ack_eth = if f.contains(OpFlags::ATOMIC_ACK_ETH) {
             let b = take::<{ atomic_ack_eth::ATOMIC_ACK_ETH_LEN }>(&mut rest)?;
-            h.atomic_ack_eth = Some(AtomicAckEthRepr::parse(
+            Some(AtomicAckEthRepr::parse(
                 &atomic_ack_eth::Packet::new_unchecked(&b[..]),
-            )?);
-        }
-        if f.contains(OpFlags::IMMDT) {
+            )?)
+        } else {
+            None
+        };
+        let imm_dt = if f.contains(OpFlags::IMMDT) {
             let b = take::<{ immdt::IMMDT_LEN }>(&mut rest)?;
-            h.imm_dt = Some(ImmDtRepr::parse(&immdt::Packet::new_unchecked(&b[..]))?.imm);
-        }
-        if f.contains(OpFlags::IETH) {
+            Some(ImmDtRepr::parse(&immdt::Packet::new_unchecked(&b[..]))?.imm)
+        } else {
+            None
+        };
+        let ieth = if f.contains(OpFlags::IETH) {
             let b = take::<{ ieth::IETH_LEN }>(&mut rest)?;
-            h.ieth = Some(IethRepr::parse(&ieth::Packet::new_unchecked(&b[..]))?.rkey);
-        }
+            Some(IethRepr::parse(&ieth::Packet::new_unchecked(&b[..]))?.rkey)
+        } else {
+            None
+        };
         if f.contains(OpFlags::CNP) {
             take::<CNP_RESERVED_LEN>(&mut rest)?;
         }
-        Ok(h)
+        Ok(RoceHeaders {
+            bth,
+            reth,
+            aeth,
+            deth,
+            imm_dt,
+            ieth,
+            atomic_eth,
+            atomic_ack_eth,
+        })
     }
 
     /// Writes the BTH (as given, including `pad_count`) and the extension headers to the start

@@ -163,6 +163,18 @@ impl UdpRepr {
         })
     }
 
+    /// The ports and checksum of a header whose length the caller has checked (no check
+    /// here).
+    #[inline(always)]
+    pub(crate) fn from_bytes(h: &[u8; HEADER_LEN]) -> Self {
+        let [p0, p1, q0, q1, _, _, c0, c1] = *h;
+        UdpRepr {
+            src_port: u16::from_be_bytes([p0, p1]),
+            dst_port: u16::from_be_bytes([q0, q1]),
+            checksum: u16::from_be_bytes([c0, c1]),
+        }
+    }
+
     pub const fn buffer_len(&self) -> usize {
         HEADER_LEN
     }
