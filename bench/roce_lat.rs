@@ -10,7 +10,8 @@
 //! length through the same port and loop with no RoCE processing: the I/O floor of the PMD.
 //! Each process drives its shard inline (one polling thread per process), so two processes fit
 //! two cores. Output: perftest's latency table, the HdrHistogram percentile distribution of each
-//! size (`--hgrm-dir` writes `.hgrm` files), `--json`.
+//! size (`--hgrm-dir` writes `.hgrm` files), `--json`; `--stages` adds, per size and side,
+//! where the loop's busy time went (PMD receive, handling, frame build, copy, TX burst).
 //!
 //! Memory is the provider's checked region table (`Host<Arc<MrTable>>`, every access checked
 //! for key, PZ, bounds and rights), its buffers allocated from DPDK hugepages
