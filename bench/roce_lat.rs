@@ -969,44 +969,20 @@ impl RawStages {
         }
     }
 
+    /// The start of a timed stage (`None` when not timing).
     fn start(&self) -> Option<dpdk_roce::time::Instant> {
         self.times.map(|_| self.clock.now())
     }
 
-    fn since(&self, start: Option<dpdk_roce::time::Instant>) -> u64 {
-        start.map_or(0, |s| self.clock.now().saturating_nanos_since(s))
-    }
-
-    /// A receive burst that brought `frames`.
-    fn rx(&mut self, start: Option<dpdk_roce::time::Instant>, frames: usize) {
-        let ns = self.since(start);
-        if let Some(t) = self.times.as_mut() {
-            t.rx_bursts += 1;
-            t.rx_frames += frames as u64;
-            t.rx_io_ns += ns;
+    /// Ends the stage begun at `start`: `add` gets its nanoseconds.
+    fn end(
+        &mut self,
+        start: Option<dpdk_roce::time::Instant>,
+        add: impl FnOnce(&mut StageTimes, u64),
+    ) {
+        if let (Some(s), Some(t)) = (start, self.times.as_mut()) {
+            add(t, self.clock.now().saturating_nanos_since(s));
         }
-    }
-
-    /// One frame copied into an mbuf.
-    fn tx(&mut self, start: Option<dpdk_roce::time::Instant>) {
-        let ns = self.since(start);
-        if let Some(t) = self.times.as_mut() {
-            t.tx_frames += 1;
-            t.tx_io_ns += ns;
-        }
-    }
-
-    /// One TX burst.
-    fn flush(&mut self, start: Option<dpdk_roce::time::Instant>) {
-        let ns = self.since(start);
-        if let Some(t) = self.times.as_mut() {
-            t.flushes += 1;
-            t.flush_ns += ns;
-        }
-    }
-
-    fn times(&self) -> Option<StageTimes> {
-        self.times
     }
 }
 
@@ -1031,7 +1007,7 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
                 }
             });
             if n > 0 {
-                stages.rx(t, n);
+                stages.end(t, |st, ns| st.received(n as u64, ns, 0));
             }
             let echoed = !got.is_empty();
             for f in got {
@@ -1041,20 +1017,20 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
                 out.extend_from_slice(&f[12..]);
                 let t = stages.start();
                 io.tx(&out);
-                stages.tx(t);
+                stages.end(t, StageTimes::copied);
                 end.echoed(&f);
                 last = Instant::now();
             }
             let t = stages.start();
             io.flush();
             if echoed {
-                stages.flush(t);
+                stages.end(t, StageTimes::flushed);
             }
             if last.elapsed() > deadline_idle {
                 return Err("raw: the client went quiet".into());
             }
         }
-        if let Some(t) = stages.times() {
+        if let Some(t) = stages.times {
             println!(
                 "{}",
                 stages_line("server (all sizes, warm-up included)", 0, &t)
@@ -1083,10 +1059,10 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
             if !io.tx(&frame) {
                 return Err("raw: TX queue full".into());
             }
-            stages.tx(t);
+            stages.end(t, StageTimes::copied);
             let t = stages.start();
             io.flush();
-            stages.flush(t);
+            stages.end(t, StageTimes::flushed);
             let mut back = false;
             let mut last_send = Instant::now();
             while !back {
@@ -1108,7 +1084,7 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
                     }
                 });
                 if n > 0 {
-                    stages.rx(t, n);
+                    stages.end(t, |st, ns| st.received(n as u64, ns, 0));
                 }
                 if !back && t0.elapsed() > timeout {
                     return Err(format!("raw: frame {i} never came back"));
@@ -1118,7 +1094,7 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
                 s.record(t0.elapsed().as_nanos() as u64);
             }
         }
-        if let Some(t) = stages.times() {
+        if let Some(t) = stages.times {
             println!("{}", stages_line("client", size, &t));
         }
         series.push(s);

@@ -49,6 +49,33 @@ pub struct StageTimes {
     pub flush_ns: u64,
 }
 
+impl StageTimes {
+    /// An RX burst that brought `frames` in `burst_ns`, `handle_ns` of it in the stack.
+    pub fn received(&mut self, frames: u64, burst_ns: u64, handle_ns: u64) {
+        self.rx_bursts += 1;
+        self.rx_frames += frames;
+        self.handle_ns += handle_ns;
+        self.rx_io_ns += burst_ns.saturating_sub(handle_ns);
+    }
+
+    /// A frame built in `ns`.
+    pub fn built(&mut self, ns: u64) {
+        self.build_ns += ns;
+    }
+
+    /// A frame handed to the I/O in `ns` (every built frame is).
+    pub fn copied(&mut self, ns: u64) {
+        self.tx_frames += 1;
+        self.tx_io_ns += ns;
+    }
+
+    /// A TX burst of `ns`.
+    pub fn flushed(&mut self, ns: u64) {
+        self.flushes += 1;
+        self.flush_ns += ns;
+    }
+}
+
 /// Idle turns of [`Shard::poll`] between two clock reads (for the timers).
 pub const CLOCK_EVERY_IDLE: u64 = 16;
 
@@ -160,10 +187,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         self.stats.rx_frames += rx as u64;
         if let (Some(st), Some(start), true) = (self.stages.as_mut(), burst_start, rx > 0) {
             let burst = self.clock.now().saturating_nanos_since(start);
-            st.rx_bursts += 1;
-            st.rx_frames += rx as u64;
-            st.handle_ns += handle_ns;
-            st.rx_io_ns += burst.saturating_sub(handle_ns);
+            st.received(rx as u64, burst, handle_ns);
         }
         let now = match read_now {
             Some(now) => now,
@@ -217,17 +241,13 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
                     .poll_transmit_into(now, &mut self.txbuf)
                     .then_some(TxOut::Whole),
             };
-            let io_start = match (out.is_some(), build_start) {
-                (true, Some(start)) => {
-                    let t = self.clock.now();
-                    if let Some(st) = self.stages.as_mut() {
-                        st.tx_frames += 1;
-                        st.build_ns += t.saturating_nanos_since(start);
-                    }
-                    Some(t)
+            let io_start = build_start.filter(|_| out.is_some()).map(|start| {
+                let t = self.clock.now();
+                if let Some(st) = self.stages.as_mut() {
+                    st.built(t.saturating_nanos_since(start));
                 }
-                _ => None,
-            };
+                t
+            });
             let sent = match out {
                 None => break,
                 Some(TxOut::Whole) => {
@@ -255,7 +275,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
                 }
             };
             if let (Some(start), Some(st)) = (io_start, self.stages.as_mut()) {
-                st.tx_io_ns += self.clock.now().saturating_nanos_since(start);
+                st.copied(self.clock.now().saturating_nanos_since(start));
             }
             if sent {
                 tx += 1;
@@ -267,8 +287,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             let flush_start = self.stages.map(|_| self.clock.now());
             self.io.flush();
             if let (Some(start), Some(st)) = (flush_start, self.stages.as_mut()) {
-                st.flushes += 1;
-                st.flush_ns += self.clock.now().saturating_nanos_since(start);
+                st.flushed(self.clock.now().saturating_nanos_since(start));
             }
         }
         self.stats.tx_frames += tx;
@@ -295,6 +314,28 @@ mod tests {
         let mut n = 0;
         wire.rx_burst(&mut |f| n += usize::from(f.len() >= 14 && f[12..14] == [0x08, 0x06]));
         n
+    }
+
+    /// The port identity of the tests: 02:00:00:00:00:01, 10.9.0.1/24.
+    fn net_at_10_9_0_1() -> NetConfig {
+        NetConfig::new(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            Ipv4Addr::new(10, 9, 0, 1),
+            24,
+        )
+    }
+
+    /// A host on `net` with a checked region table.
+    fn host_at_10_9_0_1(net: NetConfig) -> Host<Arc<MrTable>> {
+        Host::new(
+            HostConfig {
+                net,
+                ca_guid: 1,
+                seed: 1,
+            },
+            Arc::new(MrTable::new(16)),
+        )
+        .unwrap()
     }
 
     /// An ARP request from 02:00:00:00:00:02 (10.9.0.2) for 10.9.0.1, as on the wire.
@@ -324,21 +365,7 @@ mod tests {
     #[test]
     fn stage_times_follow_the_frames_through_the_loop_only_while_on() {
         let (io, mut wire) = ChannelIo::pair(64);
-        let net = NetConfig::new(
-            EthernetAddress([2, 0, 0, 0, 0, 1]),
-            Ipv4Addr::new(10, 9, 0, 1),
-            24,
-        );
-        let host = Host::new(
-            HostConfig {
-                net,
-                ca_guid: 1,
-                seed: 1,
-            },
-            Arc::new(MrTable::new(16)),
-        )
-        .unwrap();
-        let mut shard = Shard::new(host, io);
+        let mut shard = Shard::new(host_at_10_9_0_1(net_at_10_9_0_1()), io);
         let request = arp_request_for_10_9_0_1();
 
         // Off (the default): the loop works, nothing is collected.
@@ -379,23 +406,10 @@ mod tests {
     #[test]
     fn idle_turns_skip_work_but_timers_still_fire() {
         let (io, mut wire) = ChannelIo::pair(64);
-        let mut net = NetConfig::new(
-            EthernetAddress([2, 0, 0, 0, 0, 1]),
-            Ipv4Addr::new(10, 9, 0, 1),
-            24,
-        );
+        let mut net = net_at_10_9_0_1();
         net.arp_retry_interval = Duration::from_millis(2);
         net.arp_max_retries = 3;
-        let host = Host::new(
-            HostConfig {
-                net,
-                ca_guid: 1,
-                seed: 1,
-            },
-            Arc::new(MrTable::new(16)),
-        )
-        .unwrap();
-        let mut shard = Shard::new(host, io);
+        let mut shard = Shard::new(host_at_10_9_0_1(net), io);
         // Nothing to do: idle turns.
         for _ in 0..3 * CLOCK_EVERY_IDLE {
             assert!(!shard.poll());

@@ -16,7 +16,7 @@
 //! - Completions are delivered in posting order: only the head of the send queue completes.
 
 use super::memory::{Access, KeyKind, MemError, MemRef, Memory};
-use super::qp::{send_wc_opcode, Qp, RecvWqe};
+use super::qp::{send_completion, Qp, RecvWqe};
 use super::requester::is_rd_atomic;
 use super::requester::MAX_OUTSTANDING_PSNS;
 use super::timers::{ack_timeout_duration, rnr_timer_duration, Timer};
@@ -254,16 +254,13 @@ impl Qp {
             una = Some(last.next());
             done += 1;
             if w.signaled || sig_all {
-                self.cq.push_back(WorkCompletion {
-                    wr_id: w.wr_id,
-                    status: WcStatus::Success,
-                    opcode: send_wc_opcode(&w.op),
-                    byte_len: w.len,
-                    imm_data: None,
-                    invalidated_rkey: None,
-                    qp_num: qpn,
-                    srq: None,
-                });
+                self.cq.push_back(send_completion(
+                    w.wr_id,
+                    &w.op,
+                    WcStatus::Success,
+                    w.len,
+                    qpn,
+                ));
             }
         }
         if done > 0 {
@@ -410,32 +407,21 @@ impl Qp {
             self.req.cur_pkt = 0;
         }
         if signaled || self.config.sig_all {
-            self.cq.push_back(WorkCompletion {
+            self.cq.push_back(send_completion(
                 wr_id,
-                status: WcStatus::Success,
-                opcode: send_wc_opcode(&op),
+                &op,
+                WcStatus::Success,
                 byte_len,
-                imm_data: None,
-                invalidated_rkey: None,
-                qp_num: self.config.qpn,
-                srq: None,
-            });
+                self.config.qpn,
+            ));
         }
     }
 
     /// Completes the head WQE with `status` and moves the QP to ERROR (the rest is flushed).
     pub(super) fn fail_head(&mut self, status: WcStatus) {
         if let Some(w) = self.req.sq.pop_front() {
-            self.cq.push_back(WorkCompletion {
-                wr_id: w.wr_id,
-                status,
-                opcode: send_wc_opcode(&w.op),
-                byte_len: 0,
-                imm_data: None,
-                invalidated_rkey: None,
-                qp_num: self.config.qpn,
-                srq: None,
-            });
+            self.cq
+                .push_back(send_completion(w.wr_id, &w.op, status, 0, self.config.qpn));
         }
         self.enter_error(super::responder::KeepResponses::None);
     }

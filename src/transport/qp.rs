@@ -292,16 +292,13 @@ impl Qp {
             return Err(QpError::InvalidArgument);
         }
         if matches!(self.state, QpState::Error | QpState::Sqe) {
-            self.cq.push_back(WorkCompletion {
-                wr_id: wr.wr_id,
-                status: WcStatus::WrFlushErr,
-                opcode: send_wc_opcode(&wr.op),
-                byte_len: 0,
-                imm_data: None,
-                invalidated_rkey: None,
-                qp_num: self.config.qpn,
-                srq: None,
-            });
+            self.cq.push_back(send_completion(
+                wr.wr_id,
+                &wr.op,
+                WcStatus::WrFlushErr,
+                0,
+                self.config.qpn,
+            ));
             return Ok(());
         }
         if self.req.sq.len() >= self.config.sq_depth as usize {
@@ -481,16 +478,13 @@ impl Qp {
         self.timers.clear();
         let qpn = self.config.qpn;
         while let Some(w) = self.req.sq.pop_front() {
-            self.cq.push_back(WorkCompletion {
-                wr_id: w.wr_id,
-                status: WcStatus::WrFlushErr,
-                opcode: send_wc_opcode(&w.op),
-                byte_len: 0,
-                imm_data: None,
-                invalidated_rkey: None,
-                qp_num: qpn,
-                srq: None,
-            });
+            self.cq.push_back(send_completion(
+                w.wr_id,
+                &w.op,
+                WcStatus::WrFlushErr,
+                0,
+                qpn,
+            ));
         }
         self.req.reset_cursor();
         if let Some(w) = self.resp.take_in_progress_recv() {
@@ -516,6 +510,27 @@ pub(super) fn peer_headers(
         pkey,
         ..crate::wire::bth::BthRepr::new(opcode, dest_qp, psn)
     })
+}
+
+/// The completion of a send WR `wr_id` (`op`) with `status` and `byte_len` on QP `qpn`.
+#[inline(always)]
+pub(super) fn send_completion(
+    wr_id: u64,
+    op: &SendOp,
+    status: WcStatus,
+    byte_len: u32,
+    qpn: u32,
+) -> WorkCompletion {
+    WorkCompletion {
+        wr_id,
+        status,
+        opcode: send_wc_opcode(op),
+        byte_len,
+        imm_data: None,
+        invalidated_rkey: None,
+        qp_num: qpn,
+        srq: None,
+    }
 }
 
 /// The completion opcode of a send WR.
