@@ -28,6 +28,7 @@ use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
 use dpdk_roce::engine::clock::Clock;
 use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
 use dpdk_roce::engine::io::FrameIo;
+use dpdk_roce::engine::raw_l2::{RawChannel, RawMode};
 use dpdk_roce::engine::shard::{Shard, StageTimes};
 use dpdk_roce::mem::{MrTable, PinGuard, Region};
 use dpdk_roce::net::NetConfig;
@@ -88,6 +89,12 @@ struct Args {
     /// Echo plain Ethernet frames instead of RoCE (the I/O floor of the same port and loop).
     #[arg(long)]
     raw: bool,
+    /// Before each iteration, one raw Ethernet echo through the same shard (a raw channel
+    /// beside the RoCE stack, `engine::raw_l2`): the I/O floor and the RDMA latency in one
+    /// run, alike in every slow or fast spell of the machine. Prints the raw table and the
+    /// ratio of the p50s too. Give it to both sides.
+    #[arg(long, conflicts_with_all = ["raw", "stages"])]
+    with_raw: bool,
     /// Print the table as JSON too.
     #[arg(long)]
     json: bool,
@@ -123,7 +130,10 @@ struct Args {
 const MAX_SIZE: usize = 1 << 20;
 /// Regions the bench registers (two), with room to spare.
 const MR_CAPACITY: u32 = 16;
+/// Raw frames' EtherType: IEEE 802 local experimental.
 const RAW_ETHERTYPE: u16 = 0x88b5;
+/// The raw echo's test name in tables, file names and JSON.
+const RAW_LABEL: &str = "Raw_L2_Echo";
 /// A raw frame's tag: the size round (u32) and the frame's number in it (u64), big-endian,
 /// after the Ethernet header.
 const RAW_TAG_AT: usize = 14;
@@ -131,6 +141,28 @@ const RAW_TAG_END: usize = RAW_TAG_AT + 12;
 /// Quiet time after the last frame before the raw echo server ends: a frame whose echo was lost
 /// is resent after 100 ms and must still be echoed.
 const RAW_LINGER: Duration = Duration::from_millis(500);
+
+/// Idle turns between two reads of the wall clock in a wait loop (its deadline, resends):
+/// `Instant::now` costs tens of nanoseconds, and a frame's arrival should not wait for it.
+const CLOCK_EVERY: u32 = 1024;
+/// An unanswered raw frame is sent again after this long (raw frames have no retransmission).
+const RAW_RESEND: Duration = Duration::from_millis(100);
+
+/// Length of the raw frame of a `size`-byte round: that of the RDMA WRITE-only frame carrying
+/// `size` bytes (Ethernet, IPv4, UDP, BTH, RETH, padded payload, ICRC), at least 60.
+fn raw_frame_len(size: usize) -> usize {
+    (14 + 20 + 8 + 28 + size.div_ceil(4) * 4 + 4).max(60)
+}
+
+/// A raw frame of `size`'s length from `mac` to everyone, untagged.
+fn raw_frame(mac: [u8; 6], size: usize) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(raw_frame_len(size));
+    frame.extend_from_slice(&[0xff; 6]);
+    frame.extend_from_slice(&mac);
+    frame.extend_from_slice(&RAW_ETHERTYPE.to_be_bytes());
+    frame.resize(raw_frame_len(size), 0);
+    frame
+}
 
 /// Tags raw frame number `seq` of size round `round`.
 fn raw_tag(frame: &mut [u8], round: u32, seq: u64) {
@@ -259,6 +291,19 @@ fn run(args: &Args) -> Result<(), String> {
             .map_or("never (copy)".to_string(), |m| format!("{m} B payloads"))
     );
     let mut shard = Shard::new(host, io);
+    if args.with_raw {
+        let mode = if args.server {
+            RawMode::Echo
+        } else {
+            RawMode::Queue
+        };
+        shard.set_raw_channel(Some(RawChannel::new(
+            RAW_ETHERTYPE,
+            mode,
+            64,
+            raw_frame_len(MAX_SIZE).min(9216),
+        )));
+    }
     if let Some(c) = &profile.engine.capture {
         shard.capture_to(c).map_err(|e| e.to_string())?;
     }
@@ -358,7 +403,7 @@ fn poll_until<T>(
             return Ok(v);
         }
         n = n.wrapping_add(1);
-        if n.is_multiple_of(1024) && Instant::now() > deadline {
+        if n.is_multiple_of(CLOCK_EVERY) && Instant::now() > deadline {
             return Err(format!("timed out waiting for {what}"));
         }
     }
@@ -787,14 +832,26 @@ fn client(
         Scale::HalfRoundTrip
     };
     let mut series = Vec::new();
+    let mut raw_series = Vec::new();
     let table = shard.host.mr_table().clone();
     let dst_view = pin_buffer(&table, bufs.pd, &bufs.dst, Access::empty())?;
     let src_view = pin_buffer(&table, bufs.pd, &bufs.src, Access::LOCAL_WRITE)?;
-    for size in sizes(args) {
+    let mac = shard.host.config().net.mac.0;
+    let mut back = Vec::with_capacity(9216);
+    for (round, size) in sizes(args).into_iter().enumerate() {
         let mut s = LatencySeries::new(size, scale);
+        let mut raw_s = LatencySeries::new(size, Scale::HalfRoundTrip);
+        let mut frame = raw_frame(mac, size);
         for i in 1..=args.warmup + args.iters {
             if args.stages && i == args.warmup + 1 {
                 shard.time_stages(true);
+            }
+            if args.with_raw {
+                raw_tag(&mut frame, round as u32, i as u64);
+                let dt = raw_echo(shard, &frame, &mut back, timeout)?;
+                if i > args.warmup {
+                    raw_s.record(dt.as_nanos() as u64);
+                }
             }
             let t0 = Instant::now();
             match args.op {
@@ -863,6 +920,7 @@ fn client(
         }
         print_stages("client", size, shard);
         series.push(s);
+        raw_series.push(raw_s);
     }
     let now = shard.clock().now();
     shard.host.disconnect(now, qpn).map_err(|e| e.to_string())?;
@@ -887,6 +945,9 @@ fn client(
         .filter(|&(_, c)| c > 0)
         .collect();
     eprintln!("net drops: {drops:?}");
+    if let Some(r) = shard.raw_channel() {
+        eprintln!("raw channel: {:?}", r.stats());
+    }
     let label = match args.op {
         Op::Write => "RDMA_Write",
         Op::Send => "Send",
@@ -900,7 +961,72 @@ fn client(
             .zero_copy_min()
             .map_or("off".to_string(), |m| format!(">= {m} B"))
     );
-    report(args, label, &memory, &series)
+    report(args, label, &memory, &series)?;
+    if args.with_raw {
+        report_interleaved_raw(args, label, &series, &raw_series)?;
+    }
+    Ok(())
+}
+
+/// One raw echo round trip through the shard (`--with-raw`): sends the tagged `frame`, polls
+/// until its echo is back (resent every [`RAW_RESEND`] while unanswered), returns the time.
+fn raw_echo(
+    shard: &mut BenchShard,
+    frame: &[u8],
+    back: &mut Vec<u8>,
+    timeout: Duration,
+) -> Result<Duration, String> {
+    let t0 = Instant::now();
+    if !shard.send_raw(frame) {
+        return Err("raw: TX queue full".into());
+    }
+    let mut last_send = t0;
+    let mut n = 0u32;
+    loop {
+        shard.poll();
+        while shard.pop_raw(back) {
+            if back.len() >= RAW_TAG_END
+                && back[RAW_TAG_AT..RAW_TAG_END] == frame[RAW_TAG_AT..RAW_TAG_END]
+            {
+                return Ok(t0.elapsed());
+            }
+        }
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(CLOCK_EVERY) {
+            if t0.elapsed() > timeout {
+                return Err("raw: an echo never came back".into());
+            }
+            if last_send.elapsed() > RAW_RESEND {
+                shard.send_raw(frame);
+                last_send = Instant::now();
+            }
+        }
+    }
+}
+
+/// `--with-raw`: the raw echoes' table and hdrhistograms, then the ratio of the p50s (and
+/// p99s) of the RDMA test to the raw echo, size by size.
+fn report_interleaved_raw(
+    args: &Args,
+    label: &str,
+    series: &[LatencySeries],
+    raw: &[LatencySeries],
+) -> Result<(), String> {
+    report(args, RAW_LABEL, "none (L2 echo, interleaved)", raw)?;
+    for (s, r) in series.iter().zip(raw) {
+        let (a, b) = (s.row(), r.row());
+        println!(
+            "ratio {label}/Raw_L2_Echo {} B: p50 {:.2}x ({:.2} / {:.2} us), p99 {:.2}x ({:.2} / {:.2} us)",
+            s.bytes,
+            a.t_typical / b.t_typical,
+            a.t_typical,
+            b.t_typical,
+            a.p99 / b.p99,
+            a.p99,
+            b.p99
+        );
+    }
+    Ok(())
 }
 
 fn report(args: &Args, label: &str, memory: &str, series: &[LatencySeries]) -> Result<(), String> {
@@ -944,7 +1070,7 @@ fn report(args: &Args, label: &str, memory: &str, series: &[LatencySeries]) -> R
         let rows: Vec<_> = series.iter().map(LatencySeries::row).collect();
         let j = serde_json::json!({
             "test": label,
-            "raw": args.raw,
+            "raw": label == RAW_LABEL,
             "memory": memory,
             "rows": rows,
         });
@@ -987,7 +1113,6 @@ impl RawStages {
 }
 
 fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Result<(), String> {
-    let frame_len = |size: usize| (14 + 20 + 8 + 28 + size.div_ceil(4) * 4 + 4).max(60);
     let total = args.warmup + args.iters;
     if args.server {
         println!("READY raw echo");
@@ -1040,14 +1165,9 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
         return Ok(());
     }
     let mut series = Vec::new();
-    let mut frame = Vec::new();
     for (round, size) in sizes(args).into_iter().enumerate() {
         let mut s = LatencySeries::new(size, Scale::HalfRoundTrip);
-        frame.clear();
-        frame.extend_from_slice(&[0xff; 6]);
-        frame.extend_from_slice(&mac);
-        frame.extend_from_slice(&RAW_ETHERTYPE.to_be_bytes());
-        frame.resize(frame_len(size), 0);
+        let mut frame = raw_frame(mac, size);
         let mut stages = RawStages::new(false);
         for i in 1..=total {
             if args.stages && i == args.warmup + 1 {
@@ -1064,12 +1184,15 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
             io.flush();
             stages.end(t, StageTimes::flushed);
             let mut back = false;
-            let mut last_send = Instant::now();
+            let mut last_send = t0;
+            let mut turns = 0u32;
             while !back {
                 // Raw frames have no retransmission: resend while the path is still being set
                 // up (e.g. taps joined after the processes start). Only unanswered frames are
                 // resent, so measured iterations are unaffected once the path works.
-                if last_send.elapsed() > Duration::from_millis(100) {
+                turns = turns.wrapping_add(1);
+                let check = turns.is_multiple_of(CLOCK_EVERY);
+                if check && last_send.elapsed() > RAW_RESEND {
                     io.tx(&frame);
                     io.flush();
                     last_send = Instant::now();
@@ -1086,7 +1209,7 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
                 if n > 0 {
                     stages.end(t, |st, ns| st.received(n as u64, ns, 0));
                 }
-                if !back && t0.elapsed() > timeout {
+                if !back && check && t0.elapsed() > timeout {
                     return Err(format!("raw: frame {i} never came back"));
                 }
             }
@@ -1099,7 +1222,7 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
         }
         series.push(s);
     }
-    report(args, "Raw_L2_Echo", "none (L2 echo)", &series)
+    report(args, RAW_LABEL, "none (L2 echo)", &series)
 }
 
 #[cfg(test)]

@@ -5,6 +5,9 @@
 # (REFERENCE-dpdk.md: the VM steals time in bursts; a run's p50 can move by 2x) fall on every
 # variant alike. Each variant runs ROUNDS times; the script prints every run's p50/p99, the
 # median p50 and p99 of each variant, and the WRITE/raw ratio of the medians.
+# Each round also runs `roce-lat --with-raw` (WRITE and the raw echo interleaved iteration by
+# iteration in one process pair, so both meet the same spell): variants "write+raw" and
+# "raw+write", and the median of the per-run ratios, the steadier figure.
 #
 #   bash scripts/bench-compare.sh [af_packet|memif]        # default af_packet
 #   ROUNDS=7 ITERS=20000 SOCKPERF=1 bash scripts/bench-compare.sh af_packet
@@ -63,6 +66,17 @@ run_lat() {
   line=$(echo "$out" | grep -A1 '#bytes' | tail -1)
   awk '{ if (NF < 9) exit 1; print $5, $8 }' <<<"$line" || { echo "$out" >&2; return 1; }
 }
+# One `--with-raw` run: RDMA and raw echo interleaved in one process pair; prints
+# "p50 p99 raw_p50 raw_p99 ratio_p50" from its ratio line.
+run_with_raw() {
+  local out
+  out=$(bash scripts/run-pair.sh "$lat" "$a" "$b" --server-ip "$ip" --size "$SIZE" \
+    --iters "$ITERS" --warmup "$WARMUP" --op "$OP" --with-raw 2>&1) || { echo "$out" >&2; return 1; }
+  # ratio <Test>/Raw_L2_Echo 8 B: p50 1.62x (1.13 / 0.70 us), p99 1.73x (1.82 / 1.06 us)
+  grep '^ratio ' <<<"$out" | tr -d '()x,' |
+    awk '{ print $7, $13, $9, $15, $6; found = 1 } END { if (!found) exit 1 }' ||
+    { echo "$out" >&2; return 1; }
+}
 run_sockperf() {
   local out
   out=$(bash scripts/sockperf-baseline.sh 2>&1) || { echo "$out" >&2; return 1; }
@@ -72,6 +86,7 @@ run_sockperf() {
 variants=(raw "$OP")
 [[ ${SOCKPERF:-0} == 1 ]] && variants+=(sockperf)
 declare -A p50s p99s
+ratios=""
 for ((r = 1; r <= ROUNDS; r++)); do
   for v in "${variants[@]}"; do
     case $v in
@@ -84,7 +99,14 @@ for ((r = 1; r <= ROUNDS; r++)); do
     p50s[$v]+="$p50 " p99s[$v]+="$p99 "
     echo "round $r $v: p50 $p50 us, p99 $p99 us"
   done
+  res=$(run_with_raw)
+  read -r p50 p99 rp50 rp99 ratio <<<"$res"
+  [[ -n ${ratio:-} ]] || { echo "bench-compare: no result from the --with-raw run" >&2; exit 1; }
+  p50s[$OP+raw]+="$p50 " p99s[$OP+raw]+="$p99 " p50s[raw+$OP]+="$rp50 " p99s[raw+$OP]+="$rp99 "
+  ratios+="$ratio "
+  echo "round $r $OP+raw (one run, interleaved): $OP p50 $p50 us, p99 $p99 us; raw p50 $rp50 us, p99 $rp99 us; ratio ${ratio}x"
 done
+variants+=("$OP+raw" "raw+$OP")
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 echo
@@ -95,4 +117,5 @@ for v in "${variants[@]}"; do
 done
 ratio=$(awk -v w="$(median <<<"${p50s[$OP]}")" -v r="$(median <<<"${p50s[raw]}")" \
   'BEGIN { printf "%.2f", w / r }')
-echo "  ratio ${OP}/raw of the median p50s: ${ratio}x"
+echo "  ratio ${OP}/raw of the median p50s (separate runs): ${ratio}x"
+echo "  ratio ${OP}/raw of the p50s in one run (--with-raw; $OP+raw / raw+$OP above): median $(median <<<"$ratios")x (each round: $ratios)"

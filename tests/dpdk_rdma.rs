@@ -226,3 +226,88 @@ fn raw_echo_floor_runs_over_the_same_ports() {
     assert_eq!(v["rows"][0]["iterations"], 200);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--with-raw`: one run measures RDMA WRITE and, before each of its iterations, a raw L2
+/// echo through the same shard (a raw channel beside the stack); every WRITE is verified, both
+/// tables, both hdrhistograms and a ratio line come out per size, and the server echoed every
+/// raw frame (none dropped on the client's side).
+#[test]
+fn raw_echo_interleaved_with_rdma_write_in_one_run() {
+    let veth = Veth::up("i");
+    let dir = std::env::temp_dir().join(format!("dpdk-roce-rawi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = profile(&dir, 'a', &veth, None);
+    let b = profile(&dir, 'b', &veth, None);
+    let hg = dir.join("hgrm");
+    let text = run_pair(
+        &a,
+        &b,
+        &[
+            "--with-raw",
+            "--verify",
+            "--sweep",
+            "--size",
+            "64",
+            "--iters",
+            "100",
+            "--warmup",
+            "10",
+            "--json",
+            "--hgrm-dir",
+            hg.to_str().unwrap(),
+        ],
+    );
+    let sizes = [2, 4, 8, 16, 32, 64];
+    let mut both = sizes.to_vec();
+    both.extend(sizes);
+    assert_eq!(
+        table_sizes(&text),
+        both,
+        "an RDMA table, then a raw one:\n{text}"
+    );
+    for size in sizes {
+        for test in ["rdma_write", "raw_l2_echo"] {
+            let h = std::fs::read_to_string(hg.join(format!("{test}-{size}B.hgrm"))).unwrap();
+            assert!(
+                h.contains("Total count    =          100"),
+                "{test} {size}: {h}"
+            );
+        }
+        let ratio = text
+            .lines()
+            .find(|l| l.starts_with(&format!("ratio RDMA_Write/Raw_L2_Echo {size} B: p50 ")))
+            .unwrap_or_else(|| panic!("no ratio line for {size} B:\n{text}"));
+        let x: f64 = ratio
+            .split_whitespace()
+            .nth(5)
+            .unwrap()
+            .trim_end_matches('x')
+            .parse()
+            .unwrap();
+        assert!(x.is_finite() && x > 0.0, "{ratio}");
+    }
+    let json: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(json.len(), 2, "{text}");
+    assert_eq!(
+        (json[0]["raw"].as_bool(), json[1]["raw"].as_bool()),
+        (Some(false), Some(true))
+    );
+    let stats = text
+        .lines()
+        .find(|l| l.starts_with("raw channel: "))
+        .expect("the client's raw channel counters");
+    let received: u64 = stats
+        .split("received: ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| s.parse().ok())
+        .expect(stats);
+    assert!(received >= 6 * 110, "{stats}");
+    assert!(stats.contains("dropped: 0,"), "{stats}");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_no_runtime_dirs(&veth.prefix);
+}

@@ -5,5 +5,6 @@ pub mod clock;
 pub mod event_queue;
 pub mod host;
 pub mod io;
+pub mod raw_l2;
 pub mod runtime;
 pub mod shard;

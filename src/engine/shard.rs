@@ -5,6 +5,7 @@
 use super::clock::Clock;
 use super::host::{Host, PinnedTx, TxOut};
 use super::io::{FrameIo, PinnedFrame};
+use super::raw_l2::{turn_around, RawChannel, RawMode};
 use crate::sim::capture::{CaptureError, PcapCapture};
 use crate::time::Instant;
 use crate::transport::memory::Memory;
@@ -94,6 +95,8 @@ pub struct Shard<M: Memory, Io: FrameIo> {
     stats: ShardStats,
     /// Stage times, when collected (`time_stages`).
     stages: Option<StageTimes>,
+    /// Frames of one EtherType kept out of the host (`set_raw_channel`).
+    raw: Option<RawChannel>,
 }
 
 impl<M: Memory, Io: FrameIo> Shard<M, Io> {
@@ -110,6 +113,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             capture_epoch_ns: 0,
             stats: ShardStats::default(),
             stages: None,
+            raw: None,
         }
     }
 
@@ -131,6 +135,74 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
     /// The stage times collected since [`time_stages`](Self::time_stages)`(true)`.
     pub fn stage_times(&self) -> Option<StageTimes> {
         self.stages
+    }
+
+    /// Takes the frames `channel` claims out of the receive path from now on (`None`: every
+    /// frame goes to the host again, whatever the channel kept is dropped).
+    pub fn set_raw_channel(&mut self, channel: Option<RawChannel>) {
+        self.raw = channel;
+    }
+
+    /// The raw channel, if one is set.
+    pub fn raw_channel(&self) -> Option<&RawChannel> {
+        self.raw.as_ref()
+    }
+
+    /// Moves the oldest frame the raw channel (in [`RawMode::Queue`]) kept into `out`; false
+    /// when there is none (or no channel).
+    pub fn pop_raw(&mut self, out: &mut Vec<u8>) -> bool {
+        self.raw.as_mut().is_some_and(|r| r.pop_into(out))
+    }
+
+    /// Sends `frame` as it is, at once (queued and flushed), outside the RoCE stack; the
+    /// capture records it. False when the device's TX queue was full (the frame is dropped:
+    /// raw frames have no retransmission).
+    pub fn send_raw(&mut self, frame: &[u8]) -> bool {
+        if let Some(c) = self.capture.as_mut() {
+            let stamp = self
+                .clock
+                .now()
+                .as_nanos()
+                .saturating_add(self.capture_epoch_ns);
+            let _ = c.write(Instant::from_nanos(stamp), frame);
+        }
+        let sent = self.io.tx(frame);
+        self.io.flush();
+        if let Some(r) = self.raw.as_mut() {
+            if sent {
+                r.stats.sent += 1;
+            } else {
+                r.stats.tx_dropped += 1;
+            }
+        }
+        sent
+    }
+
+    /// Echo mode: sends back every frame the raw channel kept, then flushes.
+    fn echo_raw(&mut self, now: Instant) {
+        let Some(r) = self.raw.as_mut().filter(|r| r.mode() == RawMode::Echo) else {
+            return;
+        };
+        if r.is_empty() {
+            return;
+        }
+        let mac = self.host.config().net.mac.0;
+        let stamp = Instant::from_nanos(now.as_nanos().saturating_add(self.capture_epoch_ns));
+        let (io, capture) = (&mut self.io, &mut self.capture);
+        while let Some(sent) = r.pop_with(|f| {
+            turn_around(f, mac);
+            if let Some(c) = capture.as_mut() {
+                let _ = c.write(stamp, f);
+            }
+            io.tx(f)
+        }) {
+            if sent {
+                r.stats.sent += 1;
+            } else {
+                r.stats.tx_dropped += 1;
+            }
+        }
+        io.flush();
     }
 
     /// Writes every frame this shard sends and receives to a pcap file, like ibdump, stamped
@@ -167,6 +239,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         let epoch = self.capture_epoch_ns;
         let host = &mut self.host;
         let capture = &mut self.capture;
+        let raw = &mut self.raw;
         let timed = self.stages.is_some();
         let burst_start = if timed { Some(clock.now()) } else { None };
         let mut handle_ns = 0u64;
@@ -175,6 +248,10 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             if let Some(c) = capture.as_mut() {
                 let stamp = Instant::from_nanos(now.as_nanos().saturating_add(epoch));
                 let _ = c.write(stamp, frame);
+            }
+            if let Some(r) = raw.as_mut().filter(|r| r.claims(frame)) {
+                r.push(frame);
+                return;
             }
             if timed {
                 let start = clock.now();
@@ -190,7 +267,12 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             st.received(rx as u64, burst, handle_ns);
         }
         let now = match read_now {
-            Some(now) => now,
+            Some(now) => {
+                if self.raw.is_some() {
+                    self.echo_raw(now);
+                }
+                now
+            }
             None if self.host.has_output() || self.stats.polls.is_multiple_of(CLOCK_EVERY_IDLE) => {
                 self.clock.now()
             }
@@ -398,6 +480,76 @@ mod tests {
         assert!(wire.tx(&request));
         assert!(shard.poll());
         assert_eq!(shard.stage_times(), None);
+    }
+
+    /// A raw frame of the local experimental EtherType 0x88B5 from 02:00:00:00:00:02,
+    /// numbered `n`.
+    fn raw_frame(n: u8) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x88, 0xb5, n];
+        f.resize(60, 0);
+        f
+    }
+
+    /// Echo mode: in one burst a raw frame and an ARP request arrive; the raw frame comes
+    /// back turned around (to its sender, from the port) and never reaches the host, which
+    /// still answers the ARP request. Without the channel the same frame is the host's, which
+    /// counts and drops it (not IPv4).
+    #[test]
+    fn raw_echo_turns_its_frames_around_beside_the_stack() {
+        let (io, mut wire) = ChannelIo::pair(64);
+        let mut shard = Shard::new(host_at_10_9_0_1(net_at_10_9_0_1()), io);
+        shard.set_raw_channel(Some(RawChannel::new(0x88b5, RawMode::Echo, 8, 2048)));
+        assert!(wire.tx(&raw_frame(1)) && wire.tx(&arp_request_for_10_9_0_1()));
+        assert!(shard.poll());
+        let mut back = Vec::new();
+        wire.rx_burst(&mut |f| back.push(f.to_vec()));
+        let echo: Vec<_> = back.iter().filter(|f| f[12..14] == [0x88, 0xb5]).collect();
+        assert_eq!(echo.len(), 1, "{back:?}");
+        assert_eq!(&echo[0][0..6], &[2, 0, 0, 0, 0, 2], "to the sender");
+        assert_eq!(&echo[0][6..12], &[2, 0, 0, 0, 0, 1], "from the port");
+        assert_eq!(echo[0][14], 1);
+        assert_eq!(
+            back.iter().filter(|f| f[12..14] == [0x08, 0x06]).count(),
+            1,
+            "ARP reply"
+        );
+        let st = shard.raw_channel().unwrap().stats();
+        assert_eq!((st.received, st.sent, st.dropped), (1, 1, 0));
+        let before: u64 = shard.host.net_stats().drops().map(|(_, c)| c).sum();
+        assert_eq!(before, 0, "the host never saw the raw frame");
+
+        shard.set_raw_channel(None);
+        assert!(wire.tx(&raw_frame(2)));
+        shard.poll();
+        assert_eq!(arp_replies(&mut wire), 0, "nothing comes back");
+        let after: u64 = shard.host.net_stats().drops().map(|(_, c)| c).sum();
+        assert_eq!(after, 1, "the host counted and dropped it");
+    }
+
+    /// Queue mode: raw frames wait for the consumer in order; `send_raw` sends at once.
+    #[test]
+    fn raw_queue_keeps_frames_for_the_consumer_and_send_raw_sends_at_once() {
+        let (io, mut wire) = ChannelIo::pair(64);
+        let mut shard = Shard::new(host_at_10_9_0_1(net_at_10_9_0_1()), io);
+        shard.set_raw_channel(Some(RawChannel::new(0x88b5, RawMode::Queue, 8, 2048)));
+        let mut out = Vec::new();
+        assert!(!shard.pop_raw(&mut out), "nothing yet");
+        assert!(wire.tx(&raw_frame(1)) && wire.tx(&raw_frame(2)));
+        assert!(shard.poll());
+        let mut seen = 0;
+        wire.rx_burst(&mut |_| seen += 1);
+        assert_eq!(seen, 0, "queue mode sends nothing back");
+        assert!(shard.pop_raw(&mut out));
+        assert_eq!(out, raw_frame(1));
+        assert!(shard.pop_raw(&mut out));
+        assert_eq!(out[14], 2);
+        assert!(!shard.pop_raw(&mut out));
+
+        assert!(shard.send_raw(&raw_frame(3)));
+        let mut got = Vec::new();
+        wire.rx_burst(&mut |f| got.push(f.to_vec()));
+        assert_eq!(got, vec![raw_frame(3)]);
+        assert_eq!(shard.raw_channel().unwrap().stats().sent, 1);
     }
 
     /// An idle shard reads the clock only every `CLOCK_EVERY_IDLE` turns, yet its timers
