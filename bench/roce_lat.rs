@@ -8,6 +8,10 @@
 //! the peer's write, then writes back; half round trip reported), SEND/RECV ping-pong (half
 //! round trip) and RDMA READ (full round trip). `--raw` echoes plain Ethernet frames of the same
 //! length through the same port and loop with no RoCE processing: the I/O floor of the PMD.
+//! `--with-raw` (given to both sides) puts one raw echo before each RDMA iteration of the same
+//! run, through the same shard (a raw channel beside the stack, `engine::raw_l2`), and prints
+//! the raw table and the ratio of the p50s: the transport's cost as a ratio measured in one
+//! run, alike in the VM's slow and fast spells.
 //! Each process drives its shard inline (one polling thread per process), so two processes fit
 //! two cores. Output: perftest's latency table, the HdrHistogram percentile distribution of each
 //! size (`--hgrm-dir` writes `.hgrm` files), `--json`; `--stages` adds, per size and side,
