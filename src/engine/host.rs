@@ -43,7 +43,7 @@ use crate::wire::bth::{BthRepr, DEFAULT_PKEY};
 use crate::wire::deth::{DethRepr, GSI_QKEY};
 use crate::wire::ethernet::EthernetAddress;
 use crate::wire::frame::pad_for;
-use crate::wire::frame::RoceFrame;
+use crate::wire::frame::{ReceivedPacket, RoceFrame};
 use crate::wire::icrc::{icrc_in_place, IcrcHasher, ICRC_LEN};
 use crate::wire::mad::MAD_LEN;
 use crate::wire::opcode::Opcode;
@@ -940,19 +940,19 @@ impl<M: Memory> Host<M> {
         self.collect();
     }
 
-    fn handle_roce(&mut self, now: Instant, f: &RoceFrame<'_>) {
-        let dest = f.headers.bth.dest_qp;
+    fn handle_roce(&mut self, now: Instant, f: &ReceivedPacket<'_>) {
+        let dest = f.packet.headers.bth.dest_qp;
         if dest == CM_QPN {
-            let gsi = f.headers.bth.opcode == Opcode::UD_SEND_ONLY
-                && f.headers.deth.is_some_and(|d| d.qkey == GSI_QKEY);
+            let gsi = f.packet.headers.bth.opcode == Opcode::UD_SEND_ONLY
+                && f.packet.headers.deth.is_some_and(|d| d.qkey == GSI_QKEY);
             if !gsi {
                 self.stats.rx_bad_gsi += 1;
                 return;
             }
             self.cm.handle_mad(
                 now,
-                f.ipv4.src_addr,
-                f.payload,
+                f.src_ip,
+                f.packet.payload,
                 &mut QpTable {
                     qps: &mut self.qps,
                     work: &mut self.work,
@@ -987,7 +987,7 @@ impl<M: Memory> Host<M> {
             RecvAcct::Srq(p) => Some(p),
             RecvAcct::Own(_) => None,
         };
-        e.qp.handle_packet(now, &f.packet(), &mut self.mem, srq);
+        e.qp.handle_packet(now, &f.packet, &mut self.mem, srq);
         self.work.ran(dest, e);
     }
 
