@@ -1041,21 +1041,38 @@ impl MrTable {
     /// Consumer read of its own region by L_Key (e.g. checking data after an RDMA read). No PZ
     /// or rights check: the consumer owns the memory; only liveness and bounds are checked.
     pub fn read_local(&self, lkey: u32, addr: u64, out: &mut [u8]) -> Result<(), MemError> {
-        let held = self.acquire(KeyKind::Local, lkey)?;
-        let m = self.meta(&held);
-        let off = Self::offset(m.va, m.len, addr, out.len() as u64)?;
-        copy_out(m.ptr, off, out);
+        let (_held, base, off) = self.locate_own(lkey, addr, out.len() as u64)?;
+        copy_out(base, off, out);
         Ok(())
     }
 
     /// Consumer write into its own region by L_Key (no rights check: LOCAL_WRITE governs the
     /// provider's writes, not the owner's).
     pub fn write_local(&self, lkey: u32, addr: u64, data: &[u8]) -> Result<(), MemError> {
-        let held = self.acquire(KeyKind::Local, lkey)?;
-        let m = self.meta(&held);
-        let off = Self::offset(m.va, m.len, addr, data.len() as u64)?;
-        copy_in(m.ptr, off, data);
+        let (_held, base, off) = self.locate_own(lkey, addr, data.len() as u64)?;
+        copy_in(base, off, data);
         Ok(())
+    }
+
+    /// The owner's access by L_Key: a count on the live region, its base pointer and the
+    /// offset of `addr..addr + len` in it (bounds checked; only the fields needed are loaded).
+    #[inline(always)]
+    fn locate_own(
+        &self,
+        lkey: u32,
+        addr: u64,
+        len: u64,
+    ) -> Result<(Held<'_>, *mut u8, usize), MemError> {
+        let held = self.acquire(KeyKind::Local, lkey)?;
+        let slot = &self.slots[held.idx];
+        // Published before LIVE (Release) and read under the count just taken (Acquire).
+        let off = Self::offset(
+            slot.va.load(Ordering::Relaxed),
+            slot.len.load(Ordering::Relaxed),
+            addr,
+            len,
+        )?;
+        Ok((held, slot.ptr.load(Ordering::Relaxed), off))
     }
 
     /// A snapshot of the live region `lkey` names (`dat_lmr_query`).
