@@ -1115,8 +1115,11 @@ impl<M: Memory> Host<M> {
                 continue;
             }
             // The entry looked up above serves the first frame; it is looked up again only
-            // after a packet that could not be built.
+            // after a packet that could not be built. The route checked above stays valid for
+            // the first frame (polling the QP changes neither it, the peer nor the neighbour
+            // layer); later ones check it again.
             let mut e = e;
+            let mut checked_fresh = routed;
             loop {
                 let dest_qpn = e.qp.attr().dest_qpn;
                 let polled = e.qp.poll_transmit(now);
@@ -1134,10 +1137,11 @@ impl<M: Memory> Host<M> {
                 self.work.timer_changed(e);
                 // The QP's cached route, rebuilt when the neighbour layer says it is stale
                 // (a failure leaves none: `build_frame` then counts the packet as unroutable).
-                let fresh = e
-                    .route
-                    .as_ref()
-                    .is_some_and(|r| r.leads_to(dst, dest_qpn) && self.net.route_valid(r, now));
+                let fresh = checked_fresh
+                    || e.route
+                        .as_ref()
+                        .is_some_and(|r| r.leads_to(dst, dest_qpn) && self.net.route_valid(r, now));
+                checked_fresh = false;
                 if !fresh {
                     e.route = self.net.route(now, dst, qpn, dest_qpn).ok();
                 }
