@@ -1363,9 +1363,14 @@ impl<M: Memory> FrameBuilder<'_, M> {
         let at_payload = HEADERS_LEN + headers.header_len();
         let body_end = at_payload + payload_len + usize::from(pad);
         let len = body_end + ICRC_LEN;
-        out.clear();
+        // Sized, not cleared: every byte is written below (the template's headers, the RoCE
+        // headers, whose emit writes each byte of their span, the payload, the zero pad and
+        // the ICRC), so the bytes of the previous frame in the reused buffer do not matter.
         out.resize(len, 0);
-        let payload = &mut out[at_payload..at_payload + payload_len];
+        let pay_end = at_payload + payload_len;
+        // The pad (at most 3 bytes) is zero; the ICRC after it is written last.
+        out[pay_end..pay_end + ICRC_LEN].copy_from_slice(&[0; ICRC_LEN]);
+        let payload = &mut out[at_payload..pay_end];
         match body {
             Body::Bytes(b) => payload.copy_from_slice(b),
             Body::Gather(p) => {

@@ -376,6 +376,21 @@ mod tests {
         }
     }
 
+    /// `emit` writes every byte of its span (reserved ones included): the transmit path emits
+    /// into a reused buffer without clearing it.
+    #[test]
+    fn emit_writes_every_byte_of_its_span() {
+        for (v, e) in OPCODE_TABLE.iter().enumerate() {
+            let Some(info) = e else { continue };
+            let h = RoceHeaders::for_opcode(BthRepr::new(Opcode(v as u8), 0x12, Psn::new(7)));
+            let (mut zeros, mut ones) = ([0u8; 64], [0xffu8; 64]);
+            assert_eq!(h.emit(&mut zeros), Ok(info.header_len));
+            assert_eq!(h.emit(&mut ones), Ok(info.header_len));
+            let n = info.header_len;
+            assert_eq!(zeros[..n], ones[..n], "{}", info.name);
+        }
+    }
+
     #[test]
     fn extension_order_write_only_imm() {
         let h = RoceHeaders::new(BthRepr::new(Opcode::RC_WRITE_ONLY_IMM, 1, Psn::new(2)))
