@@ -1345,6 +1345,7 @@ impl<M: Memory> FrameBuilder<'_, M> {
     /// `RoceFrame::new(frame_for(..), ..).emit(..)`. False (and counted) when it cannot be
     /// built: payload unreadable, no peer MAC, or headers that do not emit.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn build_frame(
         &mut self,
         now: Instant,
