@@ -1408,7 +1408,10 @@ impl<M: Memory> FrameBuilder<'_, M> {
             }
         }
         // Emitted as the QP made them, then the pad count set in the BTH (no header copy).
-        if headers.emit(&mut out[HEADERS_LEN..at_payload]).is_err() {
+        if headers
+            .emit_inlined(&mut out[HEADERS_LEN..at_payload])
+            .is_err()
+        {
             self.stats.tx_build_errors += 1;
             return false;
         }

@@ -283,6 +283,13 @@ impl RoceHeaders {
     /// of `buf`; returns the number of bytes written. Fails if the opcode is unknown, the
     /// present headers do not match it, or `buf` is too small.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        self.emit_inlined(buf)
+    }
+
+    /// [`emit`](Self::emit) inlined into the caller: the transmit path's copy (it builds a
+    /// frame per packet), so the other callers share one out-of-line body.
+    #[inline(always)]
+    pub(crate) fn emit_inlined(&self, buf: &mut [u8]) -> Result<usize> {
         let op = self.bth.opcode;
         let info = op.info().ok_or(WireError::UnknownOpcode(op.0))?;
         if info.flags & EXTENSION_HEADERS != self.present() {
