@@ -12,6 +12,7 @@ use dpdk_roce::transport::types::{
     Mtu, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use dpdk_roce::transport::vec_memory::Region;
+use dpdk_roce::wire::frame::RoceFrame;
 use dpdk_roce::wire::psn::Psn;
 
 const SIZES: [usize; 7] = [0, 1, 1023, 1024, 1025, 65536, 1 << 20];
@@ -697,4 +698,39 @@ fn a_send_with_a_bad_lkey_completes_with_a_protection_error() {
         ]
     );
     assert_eq!(pair.a.qp(conn.qpn_a).unwrap().state(), QpState::Error);
+}
+
+/// The transmit path sizes the caller's reused buffer without clearing it: frames built into a
+/// buffer full of another frame's bytes are the frames built into a fresh one, byte for byte
+/// (pad zero, every header byte written), for every pad length and with and without AckReq.
+#[test]
+fn frames_built_into_a_dirty_buffer_equal_fresh_ones() {
+    let frames = |dirty: bool| {
+        let mut pair = Pair::new(LinkConfig::clean());
+        let conn = pair.connect(&ConnSpec::default()).unwrap();
+        let src = pair.a.register(1, 64, Access::LOCAL_WRITE);
+        let dst = pair
+            .b
+            .register(1, 64, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+        pair.run_idle(Duration::from_millis(1)).unwrap();
+        let now = pair.now();
+        let mut out = vec![0xa5u8; 9000];
+        let mut got = Vec::new();
+        for (i, len) in (0..=9u32).enumerate() {
+            let wr = write_wr(i as u64, &src, src.lkey, len, &dst, i % 2 == 0);
+            pair.a.post_send(now, conn.qpn_a, wr).unwrap();
+            if !dirty {
+                out = Vec::new();
+            }
+            assert!(pair.a.poll_transmit_into(now, &mut out), "WRITE {i}");
+            let f = RoceFrame::parse(&out).expect("a valid frame");
+            assert_eq!(f.payload.len(), len as usize);
+            got.push(out.clone());
+            if dirty {
+                out.resize(9000, 0x5a);
+            }
+        }
+        got
+    };
+    assert_eq!(frames(true), frames(false));
 }

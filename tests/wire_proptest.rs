@@ -3,7 +3,7 @@
 
 use dpdk_roce::wire::aeth::{AethRepr, Syndrome};
 use dpdk_roce::wire::ethernet::{EtherType, EthernetAddress, EthernetRepr};
-use dpdk_roce::wire::frame::{classify, RoceFrame};
+use dpdk_roce::wire::frame::{classify, ReceivedPacket, RoceFrame};
 use dpdk_roce::wire::opcode::{OpFlags, Opcode, OPCODE_TABLE};
 use dpdk_roce::wire::{
     aeth, arp, atomic_ack_eth, atomic_eth, bth, deth, ethernet, icrc_frame, ieth, immdt, ipv4,
@@ -157,6 +157,18 @@ fn parse_everything(data: &[u8]) {
     let _ = atomic_ack_eth::Packet::new_checked(data).and_then(|p| AtomicAckEthRepr::parse(&p));
 }
 
+/// The receive path's parse agrees with `RoceFrame::parse` on any bytes: the same error, or the
+/// addresses and transport packet of the same frame.
+fn received_agrees(data: &[u8]) -> Result<(), TestCaseError> {
+    let full = RoceFrame::parse(data).map(|f| ReceivedPacket {
+        src_ip: f.ipv4.src_addr,
+        dst_ip: f.ipv4.dst_addr,
+        packet: f.packet(),
+    });
+    prop_assert_eq!(ReceivedPacket::parse_on_port(data, udp::ROCEV2_PORT), full);
+    Ok(())
+}
+
 /// If a (possibly damaged) frame parses, emitting it and parsing again gives the same frame.
 fn reemit_if_valid(data: &[u8]) -> Result<(), TestCaseError> {
     if let Ok(f) = RoceFrame::parse(data) {
@@ -181,6 +193,7 @@ proptest! {
         prop_assert_eq!((n - 14) % 4, 0);
         let parsed = RoceFrame::parse(&buf).unwrap();
         prop_assert_eq!(parsed, frame);
+        received_agrees(&buf)?;
         // The transport-level headers alone round-trip too.
         let ib = &buf[14 + 20 + 8..];
         let (h, len) = RoceHeaders::parse(ib).unwrap();
@@ -189,12 +202,14 @@ proptest! {
         // And every truncation fails without panic.
         for cut in [0, 13, 14, 33, 34, 41, 42, 53, n - 5, n - 1] {
             prop_assert!(RoceFrame::parse(&buf[..cut.min(n - 1)]).is_err());
+            received_agrees(&buf[..cut.min(n - 1)])?;
         }
     }
 
     #[test]
     fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..400)) {
         parse_everything(&data);
+        received_agrees(&data)?;
         reemit_if_valid(&data)?;
     }
 
@@ -219,6 +234,7 @@ proptest! {
         parse_everything(&data);
         parse_everything(&data[14..]);
         parse_everything(&data[42..]);
+        received_agrees(&data)?;
         reemit_if_valid(&data)?;
     }
 
@@ -240,6 +256,7 @@ proptest! {
         let data = if truncate { &buf[..cut.index(buf.len())] } else { &buf[..] };
         parse_everything(data);
         parse_everything(data.get(14..).unwrap_or(&[]));
+        received_agrees(data)?;
         reemit_if_valid(data)?;
     }
 }

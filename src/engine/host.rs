@@ -43,7 +43,7 @@ use crate::wire::bth::{BthRepr, DEFAULT_PKEY};
 use crate::wire::deth::{DethRepr, GSI_QKEY};
 use crate::wire::ethernet::EthernetAddress;
 use crate::wire::frame::pad_for;
-use crate::wire::frame::RoceFrame;
+use crate::wire::frame::{ReceivedPacket, RoceFrame};
 use crate::wire::icrc::{icrc_in_place, IcrcHasher, ICRC_LEN};
 use crate::wire::mad::MAD_LEN;
 use crate::wire::opcode::Opcode;
@@ -940,19 +940,19 @@ impl<M: Memory> Host<M> {
         self.collect();
     }
 
-    fn handle_roce(&mut self, now: Instant, f: &RoceFrame<'_>) {
-        let dest = f.headers.bth.dest_qp;
+    fn handle_roce(&mut self, now: Instant, f: &ReceivedPacket<'_>) {
+        let dest = f.packet.headers.bth.dest_qp;
         if dest == CM_QPN {
-            let gsi = f.headers.bth.opcode == Opcode::UD_SEND_ONLY
-                && f.headers.deth.is_some_and(|d| d.qkey == GSI_QKEY);
+            let gsi = f.packet.headers.bth.opcode == Opcode::UD_SEND_ONLY
+                && f.packet.headers.deth.is_some_and(|d| d.qkey == GSI_QKEY);
             if !gsi {
                 self.stats.rx_bad_gsi += 1;
                 return;
             }
             self.cm.handle_mad(
                 now,
-                f.ipv4.src_addr,
-                f.payload,
+                f.src_ip,
+                f.packet.payload,
                 &mut QpTable {
                     qps: &mut self.qps,
                     work: &mut self.work,
@@ -987,7 +987,7 @@ impl<M: Memory> Host<M> {
             RecvAcct::Srq(p) => Some(p),
             RecvAcct::Own(_) => None,
         };
-        e.qp.handle_packet(now, &f.packet(), &mut self.mem, srq);
+        e.qp.handle_packet(now, &f.packet, &mut self.mem, srq);
         self.work.ran(dest, e);
     }
 
@@ -1115,8 +1115,11 @@ impl<M: Memory> Host<M> {
                 continue;
             }
             // The entry looked up above serves the first frame; it is looked up again only
-            // after a packet that could not be built.
+            // after a packet that could not be built. The route checked above stays valid for
+            // the first frame (polling the QP changes neither it, the peer nor the neighbour
+            // layer); later ones check it again.
             let mut e = e;
+            let mut checked_fresh = routed;
             loop {
                 let dest_qpn = e.qp.attr().dest_qpn;
                 let polled = e.qp.poll_transmit(now);
@@ -1134,10 +1137,11 @@ impl<M: Memory> Host<M> {
                 self.work.timer_changed(e);
                 // The QP's cached route, rebuilt when the neighbour layer says it is stale
                 // (a failure leaves none: `build_frame` then counts the packet as unroutable).
-                let fresh = e
-                    .route
-                    .as_ref()
-                    .is_some_and(|r| r.leads_to(dst, dest_qpn) && self.net.route_valid(r, now));
+                let fresh = checked_fresh
+                    || e.route
+                        .as_ref()
+                        .is_some_and(|r| r.leads_to(dst, dest_qpn) && self.net.route_valid(r, now));
+                checked_fresh = false;
                 if !fresh {
                     e.route = self.net.route(now, dst, qpn, dest_qpn).ok();
                 }
@@ -1341,6 +1345,7 @@ impl<M: Memory> FrameBuilder<'_, M> {
     /// `RoceFrame::new(frame_for(..), ..).emit(..)`. False (and counted) when it cannot be
     /// built: payload unreadable, no peer MAC, or headers that do not emit.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn build_frame(
         &mut self,
         now: Instant,
@@ -1359,9 +1364,14 @@ impl<M: Memory> FrameBuilder<'_, M> {
         let at_payload = HEADERS_LEN + headers.header_len();
         let body_end = at_payload + payload_len + usize::from(pad);
         let len = body_end + ICRC_LEN;
-        out.clear();
+        // Sized, not cleared: every byte is written below (the template's headers, the RoCE
+        // headers, whose emit writes each byte of their span, the payload, the zero pad and
+        // the ICRC), so the bytes of the previous frame in the reused buffer do not matter.
         out.resize(len, 0);
-        let payload = &mut out[at_payload..at_payload + payload_len];
+        let pay_end = at_payload + payload_len;
+        // The pad (at most 3 bytes) is zero; the ICRC after it is written last.
+        out[pay_end..pay_end + ICRC_LEN].copy_from_slice(&[0; ICRC_LEN]);
+        let payload = &mut out[at_payload..pay_end];
         match body {
             Body::Bytes(b) => payload.copy_from_slice(b),
             Body::Gather(p) => {
@@ -1398,7 +1408,10 @@ impl<M: Memory> FrameBuilder<'_, M> {
             }
         }
         // Emitted as the QP made them, then the pad count set in the BTH (no header copy).
-        if headers.emit(&mut out[HEADERS_LEN..at_payload]).is_err() {
+        if headers
+            .emit_inlined(&mut out[HEADERS_LEN..at_payload])
+            .is_err()
+        {
             self.stats.tx_build_errors += 1;
             return false;
         }

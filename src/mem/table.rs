@@ -1041,21 +1041,38 @@ impl MrTable {
     /// Consumer read of its own region by L_Key (e.g. checking data after an RDMA read). No PZ
     /// or rights check: the consumer owns the memory; only liveness and bounds are checked.
     pub fn read_local(&self, lkey: u32, addr: u64, out: &mut [u8]) -> Result<(), MemError> {
-        let held = self.acquire(KeyKind::Local, lkey)?;
-        let m = self.meta(&held);
-        let off = Self::offset(m.va, m.len, addr, out.len() as u64)?;
-        copy_out(m.ptr, off, out);
+        let (_held, base, off) = self.locate_own(lkey, addr, out.len() as u64)?;
+        copy_out(base, off, out);
         Ok(())
     }
 
     /// Consumer write into its own region by L_Key (no rights check: LOCAL_WRITE governs the
     /// provider's writes, not the owner's).
     pub fn write_local(&self, lkey: u32, addr: u64, data: &[u8]) -> Result<(), MemError> {
-        let held = self.acquire(KeyKind::Local, lkey)?;
-        let m = self.meta(&held);
-        let off = Self::offset(m.va, m.len, addr, data.len() as u64)?;
-        copy_in(m.ptr, off, data);
+        let (_held, base, off) = self.locate_own(lkey, addr, data.len() as u64)?;
+        copy_in(base, off, data);
         Ok(())
+    }
+
+    /// The owner's access by L_Key: a count on the live region, its base pointer and the
+    /// offset of `addr..addr + len` in it (bounds checked; only the fields needed are loaded).
+    #[inline(always)]
+    fn locate_own(
+        &self,
+        lkey: u32,
+        addr: u64,
+        len: u64,
+    ) -> Result<(Held<'_>, *mut u8, usize), MemError> {
+        let held = self.acquire(KeyKind::Local, lkey)?;
+        let slot = &self.slots[held.idx];
+        // Published before LIVE (Release) and read under the count just taken (Acquire).
+        let off = Self::offset(
+            slot.va.load(Ordering::Relaxed),
+            slot.len.load(Ordering::Relaxed),
+            addr,
+            len,
+        )?;
+        Ok((held, slot.ptr.load(Ordering::Relaxed), off))
     }
 
     /// A snapshot of the live region `lkey` names (`dat_lmr_query`).
@@ -1100,27 +1117,59 @@ impl MrTable {
 }
 
 /// Copies bytes `off..off + out.len()` of the region at `base` into `out`.
+#[inline(always)]
 fn copy_out(base: *mut u8, off: usize, out: &mut [u8]) {
-    if out.is_empty() {
-        return;
-    }
     // SAFETY: the caller holds a count on the region (it cannot be freed), and `off + out.len()
-    // <= region length` was checked, so the source range lies inside a live registration that is valid
-    // for reads (register_raw's contract / the Allocator contract). `out` is a distinct Rust
-    // buffer, so the ranges do not overlap.
-    unsafe { core::ptr::copy_nonoverlapping(base.add(off), out.as_mut_ptr(), out.len()) };
+    // <= region length` was checked, so the source range lies inside a live registration that
+    // is valid for reads (register_raw's contract / the Allocator contract); `base + off` stays
+    // inside it. `out` is a distinct Rust buffer, so the ranges do not overlap.
+    unsafe { copy_bytes(base.add(off), out.as_mut_ptr(), out.len()) };
 }
 
 /// Copies `data` into bytes `off..off + data.len()` of the region at `base`.
+#[inline(always)]
 fn copy_in(base: *mut u8, off: usize, data: &[u8]) {
-    if data.is_empty() {
-        return;
-    }
     // SAFETY: as in `copy_out`, with the destination inside a live registration valid for
     // writes; no Rust reference to registered memory exists (register_raw's contract; provider
     // memory is only reached through these accessors), so writing through the raw pointer
     // invalidates no reference.
-    unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), base.add(off), data.len()) };
+    unsafe { copy_bytes(data.as_ptr(), base.add(off), data.len()) };
+}
+
+/// `copy_nonoverlapping(src, dst, n)`, with copies of up to 16 bytes (a polled flag, a small
+/// payload) done inline as two possibly overlapping loads and stores instead of a `memcpy` call.
+///
+/// # Safety
+///
+/// As `core::ptr::copy_nonoverlapping`: `src` valid for reads and `dst` for writes of `n` bytes,
+/// the ranges not overlapping (no alignment needed).
+#[inline(always)]
+unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
+    use core::ptr::{read_unaligned as rd, write_unaligned as wr};
+    // SAFETY (every arm): each access lies in `0..n` of its range (the first and the last
+    // `k <= n` bytes), which the caller guarantees valid; unaligned accesses are used.
+    unsafe {
+        match n {
+            0 => {}
+            1..=3 => {
+                let (a, b, c) = (*src, *src.add(n / 2), *src.add(n - 1));
+                *dst = a;
+                *dst.add(n / 2) = b;
+                *dst.add(n - 1) = c;
+            }
+            4..=8 => {
+                let (a, b) = (rd(src.cast::<u32>()), rd(src.add(n - 4).cast::<u32>()));
+                wr(dst.cast::<u32>(), a);
+                wr(dst.add(n - 4).cast::<u32>(), b);
+            }
+            9..=16 => {
+                let (a, b) = (rd(src.cast::<u64>()), rd(src.add(n - 8).cast::<u64>()));
+                wr(dst.cast::<u64>(), a);
+                wr(dst.add(n - 8).cast::<u64>(), b);
+            }
+            _ => core::ptr::copy_nonoverlapping(src, dst, n),
+        }
+    }
 }
 
 /// Executes `op` on the 8-byte word at region offset `off` and returns the original value.

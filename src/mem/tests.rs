@@ -637,3 +637,36 @@ fn a_pinned_range_loads_and_stores_within_its_bounds_and_rights() {
         )
         .is_err());
 }
+
+/// Every copy length the inline small-copy paths take (0..=16) and some beyond, at odd offsets:
+/// exactly the named bytes change, in both directions and through the checked accessors.
+#[test]
+fn copies_of_every_small_length_touch_exactly_their_bytes() {
+    let t = MrTable::new(4);
+    let pz = t.create_pz();
+    let r = t
+        .register_alloc(pz, 64, 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    for n in 0..=40usize {
+        for at in [0usize, 1, 3, 7] {
+            t.write_local(r.lkey, r.addr, &[0xee; 64]).unwrap();
+            let data: Vec<u8> = (0..n).map(|i| i as u8 + 1).collect();
+            t.write_local(r.lkey, r.addr + at as u64, &data).unwrap();
+            let mut all = [0u8; 64];
+            t.read_local(r.lkey, r.addr, &mut all).unwrap();
+            assert!(all[..at].iter().all(|&b| b == 0xee), "{n} at {at}");
+            assert_eq!(&all[at..at + n], &data[..], "{n} at {at}");
+            assert!(all[at + n..].iter().all(|&b| b == 0xee), "{n} at {at}");
+            let mut back = vec![0u8; n];
+            t.read_local(r.lkey, r.addr + at as u64, &mut back).unwrap();
+            assert_eq!(back, data, "{n} at {at}");
+            let rw = mr(KeyKind::Remote, pz, r.rkey, r.addr + at as u64, n as u32);
+            let flipped: Vec<u8> = data.iter().map(|b| !b).collect();
+            t.remote_write_on(&rw, 1, &flipped).unwrap();
+            let mut out = vec![0u8; n];
+            let lr = mr(KeyKind::Local, pz, r.lkey, r.addr + at as u64, n as u32);
+            t.read(&lr, Access::empty(), &mut out).unwrap();
+            assert_eq!(out, flipped, "{n} at {at}");
+        }
+    }
+}

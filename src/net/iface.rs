@@ -15,7 +15,7 @@ use super::udp_port::udp_source_port;
 use crate::time::Instant;
 use crate::wire::arp::{self, ArpOperation, ArpRepr};
 use crate::wire::ethernet::{self, EtherType, EthernetAddress, EthernetRepr};
-use crate::wire::frame::RoceFrame;
+use crate::wire::frame::ReceivedPacket;
 use crate::wire::ipv4::Ipv4Repr;
 use crate::wire::udp::UdpRepr;
 use std::collections::VecDeque;
@@ -25,7 +25,7 @@ use std::net::Ipv4Addr;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Inbound<'a> {
     /// A valid RoCEv2 frame for our MAC and IP (lengths, IP checksum and ICRC checked).
-    Roce(RoceFrame<'a>),
+    Roce(ReceivedPacket<'a>),
     /// An ARP packet, handled: learnt from and, if it asked for our address, answered (the
     /// reply waits in [`Net::poll_transmit`]).
     Consumed,
@@ -162,7 +162,7 @@ impl Net {
     }
 
     /// Handles one received Ethernet frame (without FCS; Ethernet padding allowed).
-    #[inline]
+    #[inline(always)]
     pub fn handle_frame<'a>(&mut self, now: Instant, frame: &'a [u8]) -> Inbound<'a> {
         self.stats.rx_frames += 1;
         let r = self.receive(now, frame);
@@ -174,7 +174,7 @@ impl Net {
         r
     }
 
-    #[inline]
+    #[inline(always)]
     fn receive<'a>(&mut self, now: Instant, frame: &'a [u8]) -> Inbound<'a> {
         let Ok(eth) = ethernet::Packet::new_checked(frame) else {
             return Inbound::Dropped(DropReason::Runt);

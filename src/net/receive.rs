@@ -6,7 +6,7 @@
 
 use super::stats::DropReason;
 use crate::wire::ethernet;
-use crate::wire::frame::{FrameError, RoceFrame};
+use crate::wire::frame::{FrameError, ReceivedPacket};
 use crate::wire::ipv4::{self, IPPROTO_UDP};
 use crate::wire::udp::{self, ROCEV2_PORT};
 use std::net::Ipv4Addr;
@@ -15,17 +15,21 @@ use std::net::Ipv4Addr;
 const IPPROTO_ICMP: u8 = 1;
 
 /// Parses an IPv4 frame (EtherType and destination MAC already checked). The fast path is a
-/// single `RoceFrame::parse`; only rejected frames are looked at again to name the reason.
-#[inline]
-pub(crate) fn receive_ipv4(frame: &[u8], our_ip: Ipv4Addr) -> Result<RoceFrame<'_>, DropReason> {
-    match RoceFrame::parse(frame) {
-        Ok(f) if f.ipv4.dst_addr == our_ip => Ok(f),
+/// single `ReceivedPacket::parse_on_port` (the checks of `RoceFrame::parse`); only rejected
+/// frames are looked at again to name the reason.
+#[inline(always)]
+pub(crate) fn receive_ipv4(
+    frame: &[u8],
+    our_ip: Ipv4Addr,
+) -> Result<ReceivedPacket<'_>, DropReason> {
+    match ReceivedPacket::parse_on_port(frame, ROCEV2_PORT) {
+        Ok(f) if f.dst_ip == our_ip => Ok(f),
         Ok(_) => Err(DropReason::NotOurIp),
         Err(e) => Err(diagnose(frame, our_ip, &e)),
     }
 }
 
-/// The reason a frame `RoceFrame::parse` rejected with `e` is dropped.
+/// The reason a frame `ReceivedPacket::parse_on_port` rejected with `e` is dropped.
 fn diagnose(frame: &[u8], our_ip: Ipv4Addr, e: &FrameError) -> DropReason {
     let l3 = frame.get(ethernet::HEADER_LEN..).unwrap_or(&[]);
     let Ok(ip) = ipv4::Packet::new_checked(l3) else {

@@ -6,10 +6,11 @@ use super::bth::BthRepr;
 use super::ethernet::{self, EtherType, EthernetRepr};
 use super::icrc::{icrc_with_ihl, IcrcHasher, ICRC_LEN};
 use super::ipv4::{self, Ipv4Repr, IPPROTO_UDP};
-use super::opcode::{OpFlags, Opcode};
+use super::opcode::{OpFlags, Opcode, OpcodeInfo};
 use super::roce::{RoceHeaders, RocePacket};
 use super::udp::{self, UdpRepr, ROCEV2_PORT};
 use super::{bth, WireError};
+use std::net::Ipv4Addr;
 
 const ETH_LEN: usize = ethernet::HEADER_LEN;
 const IP_LEN: usize = ipv4::HEADER_LEN;
@@ -145,77 +146,56 @@ pub struct RoceFrame<'a> {
     pub bth_resv: u8,
 }
 
-fn truncated(what: &'static str) -> FrameError {
-    FrameError::Truncated { what }
+/// What a port acts on of a received RoCEv2 frame: its IPv4 addresses and the transport packet.
+/// [`parse_on_port`](Self::parse_on_port) checks exactly as [`RoceFrame::parse_on_port`] does
+/// (same errors) but reads no Ethernet or UDP fields: the receive path's form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReceivedPacket<'a> {
+    pub src_ip: Ipv4Addr,
+    pub dst_ip: Ipv4Addr,
+    /// Headers and payload (without pad and ICRC).
+    pub packet: RocePacket<'a>,
 }
 
-impl<'a> RoceFrame<'a> {
-    /// A frame ready to emit: `pad` and `headers.bth.pad_count` set from the payload length and
-    /// `icrc` computed, so `RoceFrame::parse` of its emitted bytes returns it unchanged.
-    pub fn new(
-        eth: EthernetRepr,
-        ipv4: Ipv4Repr,
-        udp: UdpRepr,
-        headers: RoceHeaders,
-        payload: &'a [u8],
-    ) -> Result<Self, FrameError> {
-        let mut f = Self::unsealed(eth, ipv4, udp, headers, payload);
-        f.icrc = f.compute_icrc()?;
-        Ok(f)
-    }
-
-    /// Builds the frame of these reprs straight into `out` (resized to the frame's length),
-    /// computing the ICRC once, over the emitted bytes: the transmit path's shortcut for
-    /// `RoceFrame::new(..)?.emit(..)`, which would emit the headers and hash them twice.
-    pub fn build_into(
-        eth: EthernetRepr,
-        ipv4: Ipv4Repr,
-        udp: UdpRepr,
-        headers: RoceHeaders,
-        payload: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Result<usize, FrameError> {
-        // `emit` computes the ICRC from the buffer; the field is not read.
-        let f = RoceFrame::unsealed(eth, ipv4, udp, headers, payload);
-        out.resize(f.buffer_len(), 0);
-        f.emit(out)
-    }
-
-    /// The frame with `pad` and `headers.bth.pad_count` set from the payload length and no
-    /// ICRC yet.
-    fn unsealed(
-        eth: EthernetRepr,
-        ipv4: Ipv4Repr,
-        udp: UdpRepr,
-        mut headers: RoceHeaders,
-        payload: &'a [u8],
-    ) -> Self {
-        let pad = pad_for(payload.len());
-        headers.bth.pad_count = pad;
-        RoceFrame {
-            eth,
-            ipv4,
-            udp,
-            headers,
-            payload,
-            pad,
-            icrc: 0,
-            bth_resv: 0,
-        }
-    }
-
-    /// Parses and validates a complete frame (see [`FrameError`] for every check). The
-    /// payload borrows from `frame`.
-    pub fn parse(frame: &'a [u8]) -> Result<Self, FrameError> {
-        Self::parse_on_port(frame, ROCEV2_PORT)
-    }
-
-    /// [`parse`](Self::parse) for RoCEv2 carried to another UDP destination port (captures of
-    /// setups that moved it); anything else is checked the same way.
+impl<'a> ReceivedPacket<'a> {
+    /// Parses and validates a complete frame as [`RoceFrame::parse_on_port`] does. The payload
+    /// borrows from `frame`.
+    #[inline(always)]
     pub fn parse_on_port(frame: &'a [u8], port: u16) -> Result<Self, FrameError> {
-        // Every check first, in the order `FrameError` lists them, reading only the fields it
-        // needs; the reprs are read last, after the ICRC, from the same fixed-size header
-        // arrays (nothing held across the hash).
+        let c = Checked::of(frame, port)?;
+        let ip = c.ip_h;
+        Ok(ReceivedPacket {
+            src_ip: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+            dst_ip: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+            packet: RocePacket {
+                headers: c.headers()?,
+                payload: c.payload,
+            },
+        })
+    }
+}
+
+/// A frame that passed every check of [`RoceFrame::parse_on_port`] (see [`FrameError`]), with
+/// the fixed-size header arrays its reprs are read from.
+struct Checked<'a> {
+    eth_h: &'a [u8; ETH_LEN],
+    ip_h: &'a [u8; IP_LEN],
+    udp_h: &'a [u8; UDP_LEN],
+    bth_h: &'a [u8; bth::BTH_LEN],
+    info: &'static OpcodeInfo,
+    /// BTH through the pad.
+    body: &'a [u8],
+    payload: &'a [u8],
+    pad: u8,
+    icrc: u32,
+}
+
+impl<'a> Checked<'a> {
+    /// Every check, in the order `FrameError` lists them.
+    #[inline(always)]
+    fn of(frame: &'a [u8], port: u16) -> Result<Self, FrameError> {
+        // Each check reads only the fields it needs; the reprs are read by the caller, after
+        // the ICRC, from the fixed-size header arrays returned (nothing held across the hash).
         // Ethernet (IEEE 802.3 clause 3.2.6).
         let Some((eth_h, l3)) = frame.split_first_chunk::<ETH_LEN>() else {
             return Err(truncated("Ethernet"));
@@ -326,19 +306,111 @@ impl<'a> RoceFrame<'a> {
         if expected != found {
             return Err(FrameError::BadIcrc { expected, found });
         }
-        // The extension headers cannot fail: `body` holds the `info.header_len` bytes (checked
-        // above), and the opcode table's lengths match its flags (`roce` tests), so no error
-        // above is overtaken by one here.
-        let headers = RoceHeaders::parse_extensions(BthRepr::from_bytes(bth_h), info, body)?;
-        Ok(RoceFrame {
-            eth: EthernetRepr::from_bytes(eth_h),
-            ipv4: Ipv4Repr::from_header(ip_h),
-            udp: UdpRepr::from_bytes(udp_h),
-            headers,
+        Ok(Checked {
+            eth_h,
+            ip_h,
+            udp_h,
+            bth_h,
+            info,
+            body,
             payload,
             pad,
             icrc: found,
-            bth_resv: bth_h[bth::field::FECN_BECN] & 0x3f,
+        })
+    }
+
+    /// The BTH and the extension headers its opcode names. They cannot fail: `body` holds the
+    /// `info.header_len` bytes (checked), and the opcode table's lengths match its flags
+    /// (`roce` tests), so no error of the checks is overtaken by one here.
+    #[inline(always)]
+    fn headers(&self) -> Result<RoceHeaders, FrameError> {
+        Ok(RoceHeaders::parse_extensions(
+            BthRepr::from_bytes(self.bth_h),
+            self.info,
+            self.body,
+        )?)
+    }
+}
+
+fn truncated(what: &'static str) -> FrameError {
+    FrameError::Truncated { what }
+}
+
+impl<'a> RoceFrame<'a> {
+    /// A frame ready to emit: `pad` and `headers.bth.pad_count` set from the payload length and
+    /// `icrc` computed, so `RoceFrame::parse` of its emitted bytes returns it unchanged.
+    pub fn new(
+        eth: EthernetRepr,
+        ipv4: Ipv4Repr,
+        udp: UdpRepr,
+        headers: RoceHeaders,
+        payload: &'a [u8],
+    ) -> Result<Self, FrameError> {
+        let mut f = Self::unsealed(eth, ipv4, udp, headers, payload);
+        f.icrc = f.compute_icrc()?;
+        Ok(f)
+    }
+
+    /// Builds the frame of these reprs straight into `out` (resized to the frame's length),
+    /// computing the ICRC once, over the emitted bytes: the transmit path's shortcut for
+    /// `RoceFrame::new(..)?.emit(..)`, which would emit the headers and hash them twice.
+    pub fn build_into(
+        eth: EthernetRepr,
+        ipv4: Ipv4Repr,
+        udp: UdpRepr,
+        headers: RoceHeaders,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<usize, FrameError> {
+        // `emit` computes the ICRC from the buffer; the field is not read.
+        let f = RoceFrame::unsealed(eth, ipv4, udp, headers, payload);
+        out.resize(f.buffer_len(), 0);
+        f.emit(out)
+    }
+
+    /// The frame with `pad` and `headers.bth.pad_count` set from the payload length and no
+    /// ICRC yet.
+    fn unsealed(
+        eth: EthernetRepr,
+        ipv4: Ipv4Repr,
+        udp: UdpRepr,
+        mut headers: RoceHeaders,
+        payload: &'a [u8],
+    ) -> Self {
+        let pad = pad_for(payload.len());
+        headers.bth.pad_count = pad;
+        RoceFrame {
+            eth,
+            ipv4,
+            udp,
+            headers,
+            payload,
+            pad,
+            icrc: 0,
+            bth_resv: 0,
+        }
+    }
+
+    /// Parses and validates a complete frame (see [`FrameError`] for every check). The
+    /// payload borrows from `frame`.
+    pub fn parse(frame: &'a [u8]) -> Result<Self, FrameError> {
+        Self::parse_on_port(frame, ROCEV2_PORT)
+    }
+
+    /// [`parse`](Self::parse) for RoCEv2 carried to another UDP destination port (captures of
+    /// setups that moved it); anything else is checked the same way.
+    pub fn parse_on_port(frame: &'a [u8], port: u16) -> Result<Self, FrameError> {
+        let c = Checked::of(frame, port)?;
+        let headers = c.headers()?;
+        Ok(RoceFrame {
+            eth: EthernetRepr::from_bytes(c.eth_h),
+            ipv4: Ipv4Repr::from_header(c.ip_h),
+            udp: UdpRepr::from_bytes(c.udp_h),
+            headers,
+            payload: c.payload,
+            pad: c.pad,
+            icrc: c.icrc,
+            bth_resv: c.bth_h[bth::field::FECN_BECN] & 0x3f,
         })
     }
 

@@ -33,7 +33,7 @@ pub use atomic_eth::AtomicEthRepr;
 pub use bth::BthRepr;
 pub use deth::DethRepr;
 pub use ethernet::{EtherType, EthernetAddress, EthernetRepr};
-pub use frame::{classify, udp_dst_port, FrameError, FrameKind, RoceFrame};
+pub use frame::{classify, udp_dst_port, FrameError, FrameKind, ReceivedPacket, RoceFrame};
 pub use icrc::{icrc_frame, icrc_parts, IcrcHasher};
 pub use ieth::IethRepr;
 pub use immdt::ImmDtRepr;

@@ -283,6 +283,13 @@ impl RoceHeaders {
     /// of `buf`; returns the number of bytes written. Fails if the opcode is unknown, the
     /// present headers do not match it, or `buf` is too small.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        self.emit_inlined(buf)
+    }
+
+    /// [`emit`](Self::emit) inlined into the caller: the transmit path's copy (it builds a
+    /// frame per packet), so the other callers share one out-of-line body.
+    #[inline(always)]
+    pub(crate) fn emit_inlined(&self, buf: &mut [u8]) -> Result<usize> {
         let op = self.bth.opcode;
         let info = op.info().ok_or(WireError::UnknownOpcode(op.0))?;
         if info.flags & EXTENSION_HEADERS != self.present() {
@@ -373,6 +380,21 @@ mod tests {
             // One byte short fails, no panic.
             assert!(RoceHeaders::parse(&buf[..n - 1]).is_err());
             assert!(h.emit(&mut buf[..n - 1]).is_err());
+        }
+    }
+
+    /// `emit` writes every byte of its span (reserved ones included): the transmit path emits
+    /// into a reused buffer without clearing it.
+    #[test]
+    fn emit_writes_every_byte_of_its_span() {
+        for (v, e) in OPCODE_TABLE.iter().enumerate() {
+            let Some(info) = e else { continue };
+            let h = RoceHeaders::for_opcode(BthRepr::new(Opcode(v as u8), 0x12, Psn::new(7)));
+            let (mut zeros, mut ones) = ([0u8; 64], [0xffu8; 64]);
+            assert_eq!(h.emit(&mut zeros), Ok(info.header_len));
+            assert_eq!(h.emit(&mut ones), Ok(info.header_len));
+            let n = info.header_len;
+            assert_eq!(zeros[..n], ones[..n], "{}", info.name);
         }
     }
 

@@ -32,9 +32,10 @@ fn valid_roce_frame_is_delivered() {
     let f = roce_frame(OUR_MAC, OUR_IP);
     match net.handle_frame(ms(0), &f) {
         Inbound::Roce(r) => {
-            assert_eq!(r.payload, b"hello");
-            assert_eq!(r.headers.bth.dest_qp, 0x11);
-            assert_eq!(r.ipv4.src_addr, LINUX_IP);
+            assert_eq!(r.packet.payload, b"hello");
+            assert_eq!(r.packet.headers.bth.dest_qp, 0x11);
+            assert_eq!(r.src_ip, LINUX_IP);
+            assert_eq!(r.dst_ip, OUR_IP);
         }
         other => panic!("expected RoCE, got {other:?}"),
     }
