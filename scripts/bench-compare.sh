@@ -117,5 +117,5 @@ for v in "${variants[@]}"; do
 done
 ratio=$(awk -v w="$(median <<<"${p50s[$OP]}")" -v r="$(median <<<"${p50s[raw]}")" \
   'BEGIN { printf "%.2f", w / r }')
-echo "  ratio ${OP}/raw of the median p50s (separate runs): ${ratio}x"
+echo "  ratio ${OP}/raw of the median p50s: ${ratio}x (separate runs)"
 echo "  ratio ${OP}/raw of the p50s in one run (--with-raw; $OP+raw / raw+$OP above): median $(median <<<"$ratios")x (each round: $ratios)"

@@ -66,6 +66,25 @@ fn memif_rounds_print_medians_and_the_ratio() {
         (ratio - w50 / raw50).abs() < 0.01,
         "ratio {ratio} is not {w50}/{raw50}"
     );
+    // `--with-raw` rounds: WRITE and raw echo in one run, and the median of their ratios.
+    for r in ["round 1 write+raw", "round 2 write+raw"] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(r))
+            .unwrap_or_else(|| panic!("no {r:?} line:\n{stdout}"));
+        assert!(value(line, "ratio") > 0.0, "{line}");
+    }
+    let (i50, i99) = median("write+raw");
+    let (ir50, ir99) = median("raw+write");
+    assert!(
+        i50 > 0.0 && i50 <= i99 && ir50 > 0.0 && ir50 <= ir99,
+        "{stdout}"
+    );
+    let one_run = stdout
+        .lines()
+        .find(|l| l.contains("in one run"))
+        .unwrap_or_else(|| panic!("no one-run ratio line:\n{stdout}"));
+    assert!(value(one_run, "median") > 0.0, "{one_run}");
     assert_eq!(hugepages(), before, "hugepages left as they were");
 }
 
