@@ -32,7 +32,7 @@ use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
 use dpdk_roce::engine::clock::Clock;
 use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
 use dpdk_roce::engine::io::FrameIo;
-use dpdk_roce::engine::raw_l2::{RawChannel, RawMode};
+use dpdk_roce::engine::raw_l2::{turn_around, RawChannel, RawMode};
 use dpdk_roce::engine::shard::{Shard, StageTimes};
 use dpdk_roce::mem::{MrTable, PinGuard, Region};
 use dpdk_roce::net::NetConfig;
@@ -1020,7 +1020,7 @@ fn report_interleaved_raw(
     for (s, r) in series.iter().zip(raw) {
         let (a, b) = (s.row(), r.row());
         println!(
-            "ratio {label}/Raw_L2_Echo {} B: p50 {:.2}x ({:.2} / {:.2} us), p99 {:.2}x ({:.2} / {:.2} us)",
+            "ratio {label}/{RAW_LABEL} {} B: p50 {:.2}x ({:.2} / {:.2} us), p99 {:.2}x ({:.2} / {:.2} us)",
             s.bytes,
             a.t_typical / b.t_typical,
             a.t_typical,
@@ -1125,7 +1125,6 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
         let mut end = RawEchoEnd::new(total as u64, sizes.len() as u32);
         let deadline_idle = Duration::from_secs(60);
         let mut last = Instant::now();
-        let mut out = Vec::new();
         let mut stages = RawStages::new(args.stages);
         while !end.done(last.elapsed()) {
             let mut got = Vec::new();
@@ -1139,13 +1138,10 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
                 stages.end(t, |st, ns| st.received(n as u64, ns, 0));
             }
             let echoed = !got.is_empty();
-            for f in got {
-                out.clear();
-                out.extend_from_slice(&f[6..12]);
-                out.extend_from_slice(&mac);
-                out.extend_from_slice(&f[12..]);
+            for mut f in got {
+                turn_around(&mut f, mac);
                 let t = stages.start();
-                io.tx(&out);
+                io.tx(&f);
                 stages.end(t, StageTimes::copied);
                 end.echoed(&f);
                 last = Instant::now();

@@ -35,6 +35,17 @@ fn profile(dir: &Path, side: char, veth: &Veth, capture: Option<&Path>) -> PathB
     p
 }
 
+/// A veth pair for one test (`tag`), a fresh directory `dpdk-roce-<name>-<pid>` and the two
+/// af_packet profiles in it.
+fn veth_and_profiles(tag: &str, name: &str) -> (Veth, PathBuf, PathBuf, PathBuf) {
+    let veth = Veth::up(tag);
+    let dir = std::env::temp_dir().join(format!("dpdk-roce-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = profile(&dir, 'a', &veth, None);
+    let b = profile(&dir, 'b', &veth, None);
+    (veth, dir, a, b)
+}
+
 /// Runs the server/client pair (scripts/run-pair.sh); a fanout collision is retried.
 fn run_pair(a: &Path, b: &Path, extra: &[&str]) -> String {
     let out = retry_fanout_collision(|| {
@@ -187,11 +198,7 @@ fn write_send_read_from_2_bytes_to_1_mib_with_data_verified_over_af_packet() {
 
 #[test]
 fn raw_echo_floor_runs_over_the_same_ports() {
-    let veth = Veth::up("w");
-    let dir = std::env::temp_dir().join(format!("dpdk-roce-raw-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let a = profile(&dir, 'a', &veth, None);
-    let b = profile(&dir, 'b', &veth, None);
+    let (_veth, dir, a, b) = veth_and_profiles("w", "raw");
     let hg = dir.join("hgrm");
     let text = run_pair(
         &a,
@@ -233,11 +240,7 @@ fn raw_echo_floor_runs_over_the_same_ports() {
 /// raw frame (none dropped on the client's side).
 #[test]
 fn raw_echo_interleaved_with_rdma_write_in_one_run() {
-    let veth = Veth::up("i");
-    let dir = std::env::temp_dir().join(format!("dpdk-roce-rawi-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let a = profile(&dir, 'a', &veth, None);
-    let b = profile(&dir, 'b', &veth, None);
+    let (veth, dir, a, b) = veth_and_profiles("i", "rawi");
     let hg = dir.join("hgrm");
     let text = run_pair(
         &a,

@@ -5,7 +5,7 @@ use core::time::Duration;
 use dpdk_roce::cm::CmEvent;
 use dpdk_roce::sim::endpoint::{EndpointError, QpOptions};
 use dpdk_roce::sim::link::LinkConfig;
-use dpdk_roce::sim::pair::{ConnSpec, Pair};
+use dpdk_roce::sim::pair::{Conn, ConnSpec, Pair};
 use dpdk_roce::sim::workload::{run_workload, WorkloadKind, WorkloadReport, WorkloadSpec};
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{
@@ -599,6 +599,17 @@ fn a_connect_to_an_unresolvable_address_is_unreachable_when_arp_fails() {
 }
 
 /// An RDMA WRITE of `len` bytes from `src` (under `lkey`) to the start of `dst`.
+/// A clean connected pair, a 64-byte source on A and a 64-byte destination (remote write) on B.
+fn connected_with_64_byte_regions() -> (Pair, Conn, Region, Region) {
+    let mut pair = Pair::new(LinkConfig::clean());
+    let conn = pair.connect(&ConnSpec::default()).unwrap();
+    let src = pair.a.register(1, 64, Access::LOCAL_WRITE);
+    let dst = pair
+        .b
+        .register(1, 64, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+    (pair, conn, src, dst)
+}
+
 fn write_wr(id: u64, src: &Region, lkey: u32, len: u32, dst: &Region, signaled: bool) -> SendWr {
     let op = SendOp::Write {
         remote_addr: dst.addr,
@@ -615,12 +626,7 @@ fn write_wr(id: u64, src: &Region, lkey: u32, len: u32, dst: &Region, signaled: 
 /// send does not put it on the line.
 #[test]
 fn a_qp_leaves_the_transmit_line_with_its_last_frame() {
-    let mut pair = Pair::new(LinkConfig::clean());
-    let conn = pair.connect(&ConnSpec::default()).unwrap();
-    let src = pair.a.register(1, 64, Access::LOCAL_WRITE);
-    let dst = pair
-        .b
-        .register(1, 64, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+    let (mut pair, conn, src, dst) = connected_with_64_byte_regions();
     let write = |id: u64| write_wr(id, &src, src.lkey, 8, &dst, id == 2);
     pair.run_idle(Duration::from_millis(1)).unwrap();
     assert!(!pair.a.has_output(), "an idle connected host has nothing");
@@ -671,12 +677,7 @@ fn a_qp_leaves_the_transmit_line_with_its_last_frame() {
 /// produced by the transmit path, not by the post: it must still reach the consumer.
 #[test]
 fn a_send_with_a_bad_lkey_completes_with_a_protection_error() {
-    let mut pair = Pair::new(LinkConfig::clean());
-    let conn = pair.connect(&ConnSpec::default()).unwrap();
-    let src = pair.a.register(1, 64, Access::LOCAL_WRITE);
-    let dst = pair
-        .b
-        .register(1, 64, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+    let (mut pair, conn, src, dst) = connected_with_64_byte_regions();
     pair.run_idle(Duration::from_millis(1)).unwrap();
     let now = pair.now();
     for (id, lkey, len) in [
@@ -706,12 +707,7 @@ fn a_send_with_a_bad_lkey_completes_with_a_protection_error() {
 #[test]
 fn frames_built_into_a_dirty_buffer_equal_fresh_ones() {
     let frames = |dirty: bool| {
-        let mut pair = Pair::new(LinkConfig::clean());
-        let conn = pair.connect(&ConnSpec::default()).unwrap();
-        let src = pair.a.register(1, 64, Access::LOCAL_WRITE);
-        let dst = pair
-            .b
-            .register(1, 64, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+        let (mut pair, conn, src, dst) = connected_with_64_byte_regions();
         pair.run_idle(Duration::from_millis(1)).unwrap();
         let now = pair.now();
         let mut out = vec![0xa5u8; 9000];

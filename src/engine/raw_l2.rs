@@ -40,7 +40,7 @@ pub struct RawChannel {
     /// Kept frames.
     len: usize,
     slot_bytes: usize,
-    pub(crate) stats: RawStats,
+    stats: RawStats,
 }
 
 /// Ethernet header length: destination, source, EtherType.
@@ -87,6 +87,15 @@ impl RawChannel {
     #[inline]
     pub fn claims(&self, frame: &[u8]) -> bool {
         frame.len() >= ETHERNET_HEADER && frame[12..14] == self.ethertype.to_be_bytes()
+    }
+
+    /// Counts a frame sent back or by the consumer (`sent`), or refused by the device.
+    pub(crate) fn count_sent(&mut self, sent: bool) {
+        if sent {
+            self.stats.sent += 1;
+        } else {
+            self.stats.tx_dropped += 1;
+        }
     }
 
     /// Keeps a copy of `frame` (one this channel claims); false (and counted) when the ring

@@ -158,36 +158,30 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
     /// capture records it. False when the device's TX queue was full (the frame is dropped:
     /// raw frames have no retransmission).
     pub fn send_raw(&mut self, frame: &[u8]) -> bool {
-        if let Some(c) = self.capture.as_mut() {
-            let stamp = self
-                .clock
-                .now()
-                .as_nanos()
-                .saturating_add(self.capture_epoch_ns);
-            let _ = c.write(Instant::from_nanos(stamp), frame);
+        if self.capture.is_some() {
+            let stamp = self.capture_stamp(self.clock.now());
+            if let Some(c) = self.capture.as_mut() {
+                let _ = c.write(stamp, frame);
+            }
         }
         let sent = self.io.tx(frame);
         self.io.flush();
         if let Some(r) = self.raw.as_mut() {
-            if sent {
-                r.stats.sent += 1;
-            } else {
-                r.stats.tx_dropped += 1;
-            }
+            r.count_sent(sent);
         }
         sent
     }
 
     /// Echo mode: sends back every frame the raw channel kept, then flushes.
     fn echo_raw(&mut self, now: Instant) {
+        let mac = self.host.config().net.mac.0;
+        let stamp = self.capture_stamp(now);
         let Some(r) = self.raw.as_mut().filter(|r| r.mode() == RawMode::Echo) else {
             return;
         };
         if r.is_empty() {
             return;
         }
-        let mac = self.host.config().net.mac.0;
-        let stamp = Instant::from_nanos(now.as_nanos().saturating_add(self.capture_epoch_ns));
         let (io, capture) = (&mut self.io, &mut self.capture);
         while let Some(sent) = r.pop_with(|f| {
             turn_around(f, mac);
@@ -196,13 +190,14 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             }
             io.tx(f)
         }) {
-            if sent {
-                r.stats.sent += 1;
-            } else {
-                r.stats.tx_dropped += 1;
-            }
+            r.count_sent(sent);
         }
         io.flush();
+    }
+
+    /// The capture timestamp of shard time `now`: wall-clock time.
+    fn capture_stamp(&self, now: Instant) -> Instant {
+        Instant::from_nanos(now.as_nanos().saturating_add(self.capture_epoch_ns))
     }
 
     /// Writes every frame this shard sends and receives to a pcap file, like ibdump, stamped
@@ -302,7 +297,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
 
     /// The transmit half of a turn: every frame the host has, then one flush.
     fn transmit(&mut self, now: Instant) -> u64 {
-        let stamp = Instant::from_nanos(now.as_nanos().saturating_add(self.capture_epoch_ns));
+        let stamp = self.capture_stamp(now);
         let mut tx = 0u64;
         // Zero-copy transmit when the I/O attaches payloads and the memory can pin them.
         let zero_copy = self
