@@ -142,9 +142,13 @@ const RAW_LABEL: &str = "Raw_L2_Echo";
 /// after the Ethernet header.
 const RAW_TAG_AT: usize = 14;
 const RAW_TAG_END: usize = RAW_TAG_AT + 12;
-/// Quiet time after the last frame before the raw echo server ends: a frame whose echo was lost
-/// is resent after 100 ms and must still be echoed.
-const RAW_LINGER: Duration = Duration::from_millis(500);
+/// The tag of the raw frame that ends a `--raw` run: the client sends it after its last echo
+/// came back, the server echoes it and stops polling (see [`ProfilePort::wait_peer_gone`]).
+const RAW_END_TAG: (u32, u64) = (u32::MAX, u64::MAX);
+/// How long the client resends the end frame while its echo does not come back.
+const RAW_END_WAIT: Duration = Duration::from_secs(1);
+/// How long the side that ends last waits, without polling, for its peer to go.
+const PEER_GONE_WAIT: Duration = Duration::from_secs(3);
 
 /// Idle turns between two reads of the wall clock in a wait loop (its deadline, resends):
 /// `Instant::now` costs tens of nanoseconds, and a frame's arrival should not wait for it.
@@ -174,38 +178,16 @@ fn raw_tag(frame: &mut [u8], round: u32, seq: u64) {
     frame[RAW_TAG_AT + 4..RAW_TAG_END].copy_from_slice(&seq.to_be_bytes());
 }
 
-/// When the raw echo server may end: once it has echoed the last frame of the last size round
-/// and no frame came for [`RAW_LINGER`]. Counting echoes instead would end one frame early after
-/// a lost echo (the frame and its resend both count), and the client would wait for its last
-/// frame in vain; ending right after the last echo would lose a resend of it.
-struct RawEchoEnd {
-    last: (u32, u64),
-    seen_last: bool,
-}
-
-impl RawEchoEnd {
-    fn new(per_round: u64, rounds: u32) -> RawEchoEnd {
-        RawEchoEnd {
-            last: (rounds.saturating_sub(1), per_round),
-            seen_last: rounds == 0 || per_round == 0,
-        }
+/// The (round, number) tag of raw frame `frame`, if it is a raw frame long enough to carry one.
+fn raw_tag_of(frame: &[u8]) -> Option<(u32, u64)> {
+    if frame.len() < RAW_TAG_END || u16::from_be_bytes([frame[12], frame[13]]) != RAW_ETHERTYPE {
+        return None;
     }
-
-    /// `frame` (a raw frame at least [`RAW_TAG_END`] long) was echoed.
-    fn echoed(&mut self, frame: &[u8]) {
-        let mut round = [0u8; 4];
-        let mut seq = [0u8; 8];
-        round.copy_from_slice(&frame[RAW_TAG_AT..RAW_TAG_AT + 4]);
-        seq.copy_from_slice(&frame[RAW_TAG_AT + 4..RAW_TAG_END]);
-        if (u32::from_be_bytes(round), u64::from_be_bytes(seq)) == self.last {
-            self.seen_last = true;
-        }
-    }
-
-    /// True when the server may end, `quiet` after the last frame it echoed.
-    fn done(&self, quiet: Duration) -> bool {
-        self.seen_last && quiet >= RAW_LINGER
-    }
+    let mut round = [0u8; 4];
+    let mut seq = [0u8; 8];
+    round.copy_from_slice(&frame[RAW_TAG_AT..RAW_TAG_AT + 4]);
+    seq.copy_from_slice(&frame[RAW_TAG_AT + 4..RAW_TAG_END]);
+    Some((u32::from_be_bytes(round), u64::from_be_bytes(seq)))
 }
 
 fn main() -> ExitCode {
@@ -259,7 +241,7 @@ fn run(args: &Args) -> Result<(), String> {
     }
     let timeout = Duration::from_millis(args.timeout_ms);
     if args.raw {
-        return raw(args, io, mac, timeout);
+        return raw(args, io, mac, &pp, timeout);
     }
     // Buffers from DPDK hugepages when the EAL has them (the provider's LMR memory), else heap.
     let table = if profile.eal.hugepages {
@@ -312,7 +294,7 @@ fn run(args: &Args) -> Result<(), String> {
         shard.capture_to(c).map_err(|e| e.to_string())?;
     }
     let result = if args.server {
-        server(args, &mut shard, &profile, timeout)
+        server(args, &mut shard, &pp, timeout)
     } else {
         client(args, &mut shard, &profile, timeout)
     };
@@ -465,7 +447,7 @@ fn qp_options(args: &Args, bufs: &Buffers) -> QpOptions {
 fn server(
     args: &Args,
     shard: &mut BenchShard,
-    _p: &Profile,
+    pp: &ProfilePort,
     timeout: Duration,
 ) -> Result<(), String> {
     let bufs = buffers(shard)?;
@@ -574,10 +556,12 @@ fn server(
             })
         },
     )?;
-    // Let the DREP go out.
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_millis(20) {
-        shard.poll();
+    // The DREP goes out now, then this side stops polling until the client has gone (it ends
+    // on the DREP; a lost one it waits for past one DREQ resend, `client`).
+    shard.send_now();
+    let wait = cm_timeout(CmConfig::default().cm_response_timeout) * 2 + PEER_GONE_WAIT;
+    if !pp.wait_peer_gone(wait) {
+        eprintln!("the client was still there {wait:?} after its disconnect");
     }
     println!("server done");
     Ok(())
@@ -1116,21 +1100,27 @@ impl RawStages {
     }
 }
 
-fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Result<(), String> {
+fn raw(
+    args: &Args,
+    mut io: DpdkFrameIo,
+    mac: [u8; 6],
+    pp: &ProfilePort,
+    timeout: Duration,
+) -> Result<(), String> {
     let total = args.warmup + args.iters;
     if args.server {
         println!("READY raw echo");
         let _ = std::io::stdout().flush();
-        let sizes = sizes(args);
-        let mut end = RawEchoEnd::new(total as u64, sizes.len() as u32);
         let deadline_idle = Duration::from_secs(60);
         let mut last = Instant::now();
         let mut stages = RawStages::new(args.stages);
-        while !end.done(last.elapsed()) {
+        let mut ended = false;
+        // Echo everything until the client's end frame, echoed too; then stop polling.
+        while !ended {
             let mut got = Vec::new();
             let t = stages.start();
             let n = io.rx_burst(&mut |f| {
-                if f.len() >= RAW_TAG_END && u16::from_be_bytes([f[12], f[13]]) == RAW_ETHERTYPE {
+                if raw_tag_of(f).is_some() {
                     got.push(f.to_vec());
                 }
             });
@@ -1139,11 +1129,11 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
             }
             let echoed = !got.is_empty();
             for mut f in got {
+                ended |= raw_tag_of(&f) == Some(RAW_END_TAG);
                 turn_around(&mut f, mac);
                 let t = stages.start();
                 io.tx(&f);
                 stages.end(t, StageTimes::copied);
-                end.echoed(&f);
                 last = Instant::now();
             }
             let t = stages.start();
@@ -1154,6 +1144,9 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
             if last.elapsed() > deadline_idle {
                 return Err("raw: the client went quiet".into());
             }
+        }
+        if !pp.wait_peer_gone(PEER_GONE_WAIT) {
+            eprintln!("raw: the client was still there {PEER_GONE_WAIT:?} after its end frame");
         }
         if let Some(t) = stages.times {
             println!(
@@ -1199,8 +1192,7 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
                 }
                 let t = stages.start();
                 let n = io.rx_burst(&mut |f| {
-                    if f.len() >= RAW_TAG_END
-                        && u16::from_be_bytes([f[12], f[13]]) == RAW_ETHERTYPE
+                    if raw_tag_of(f).is_some()
                         && f[RAW_TAG_AT..RAW_TAG_END] == frame[RAW_TAG_AT..RAW_TAG_END]
                     {
                         back = true;
@@ -1222,49 +1214,61 @@ fn raw(args: &Args, mut io: DpdkFrameIo, mac: [u8; 6], timeout: Duration) -> Res
         }
         series.push(s);
     }
+    if !raw_end(&mut io, mac) {
+        eprintln!("raw: the server did not echo the end frame within {RAW_END_WAIT:?}");
+    }
     report(args, RAW_LABEL, "none (L2 echo)", &series)
+}
+
+/// Ends a `--raw` run in order: sends the end frame until its echo comes back (at most
+/// [`RAW_END_WAIT`]). The server stops polling once it has echoed it, and this side stops too,
+/// so neither polls while the other leaves. Returns whether the echo came.
+fn raw_end(io: &mut DpdkFrameIo, mac: [u8; 6]) -> bool {
+    let mut frame = raw_frame(mac, 2);
+    raw_tag(&mut frame, RAW_END_TAG.0, RAW_END_TAG.1);
+    let t0 = Instant::now();
+    let mut last_send: Option<Instant> = None;
+    let mut turns = 0u32;
+    loop {
+        if last_send.is_none_or(|t| t.elapsed() > RAW_RESEND) {
+            io.tx(&frame);
+            io.flush();
+            last_send = Some(Instant::now());
+        }
+        let mut back = false;
+        io.rx_burst(&mut |f| back |= raw_tag_of(f) == Some(RAW_END_TAG));
+        if back {
+            return true;
+        }
+        turns = turns.wrapping_add(1);
+        if turns.is_multiple_of(CLOCK_EVERY) && t0.elapsed() > RAW_END_WAIT {
+            return false;
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn tagged(round: u32, seq: u64) -> Vec<u8> {
-        let mut f = vec![0u8; 60];
-        raw_tag(&mut f, round, seq);
-        f
-    }
-
-    /// Two size rounds of three frames: a lost echo makes frame 2 come twice, and the last
-    /// frame of the first round does not end the run; only the last frame of the last round
-    /// does, and then only after the linger.
+    /// A data frame's tag reads back; the end frame is told from every data frame, also from
+    /// the last of a long run; frames of another EtherType or too short carry no tag.
     #[test]
-    fn the_raw_echo_server_ends_after_the_last_frame_of_the_last_round_and_a_quiet_linger() {
-        let mut end = RawEchoEnd::new(3, 2);
-        for (round, seq) in [(0, 1), (0, 2), (0, 2), (0, 3), (1, 1), (1, 2)] {
-            end.echoed(&tagged(round, seq));
-            assert!(
-                !end.done(Duration::from_secs(60)),
-                "ended at ({round}, {seq})"
-            );
-        }
-        end.echoed(&tagged(1, 3));
-        assert!(
-            !end.done(Duration::ZERO),
-            "a resend of the last frame may still come"
-        );
-        assert!(!end.done(RAW_LINGER - Duration::from_millis(1)));
-        assert!(end.done(RAW_LINGER));
-    }
-
-    /// One frame per round: every frame has number 1, so the round tells the last one.
-    #[test]
-    fn one_frame_per_round_ends_on_the_last_round() {
-        let mut end = RawEchoEnd::new(1, 3);
-        end.echoed(&tagged(0, 1));
-        end.echoed(&tagged(1, 1));
-        assert!(!end.done(RAW_LINGER));
-        end.echoed(&tagged(2, 1));
-        assert!(end.done(RAW_LINGER));
+    fn raw_tags_read_back_and_the_end_frame_is_its_own() {
+        let mac = [2, 0, 0, 0, 0, 1];
+        let mut f = raw_frame(mac, 8);
+        raw_tag(&mut f, 3, 17);
+        assert_eq!(raw_tag_of(&f), Some((3, 17)));
+        assert_ne!(raw_tag_of(&f), Some(RAW_END_TAG));
+        raw_tag(&mut f, u32::MAX, u64::MAX - 1);
+        assert_ne!(raw_tag_of(&f), Some(RAW_END_TAG));
+        raw_tag(&mut f, RAW_END_TAG.0, RAW_END_TAG.1);
+        assert_eq!(raw_tag_of(&f), Some(RAW_END_TAG));
+        turn_around(&mut f, [2, 0, 0, 0, 0, 2]);
+        assert_eq!(raw_tag_of(&f), Some(RAW_END_TAG), "the echo keeps the tag");
+        let mut other = f.clone();
+        other[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        assert_eq!(raw_tag_of(&other), None);
+        assert_eq!(raw_tag_of(&f[..RAW_TAG_END - 1]), None);
     }
 }

@@ -270,6 +270,9 @@ pub struct ProfilePort {
     pub eal: &'static Eal,
     pub port: Port,
     runtime_dirs: Vec<std::path::PathBuf>,
+    /// The peer's exit tears down rings this process polls (net_memif): see
+    /// [`wait_peer_gone`](Self::wait_peer_gone).
+    peer_owns_rings: bool,
 }
 
 impl Drop for ProfilePort {
@@ -374,6 +377,7 @@ impl ProfilePort {
             eal,
             port,
             runtime_dirs: runtime_dirs(&profile.file_prefix()),
+            peer_owns_rings: matches!(profile.port.driver, PortDriver::Memif { .. }),
         })
     }
 
@@ -398,6 +402,30 @@ impl ProfilePort {
         let t0 = std::time::Instant::now();
         loop {
             if self.port.link(false).is_ok_and(|l| l.up) {
+                return true;
+            }
+            if t0.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// For the side of a point-to-point link that ends last: waits, without polling the port,
+    /// until the peer has gone (at most `timeout`), so that no receive burst runs while the
+    /// peer's exit is handled. net_memif handles a peer's disconnect in the EAL interrupt
+    /// thread, which unmaps the shared rings (`memif_disconnect` -> `memif_free_regions`)
+    /// while the polling thread may be inside `rte_eth_rx_burst` on them: a crash. Its link
+    /// goes down when the peer has gone. On every other PMD the kernel stands between the
+    /// two processes and this returns at once. Returns whether the peer is known to be gone
+    /// (always true off net_memif).
+    pub fn wait_peer_gone(&self, timeout: std::time::Duration) -> bool {
+        if !self.peer_owns_rings {
+            return true;
+        }
+        let t0 = std::time::Instant::now();
+        loop {
+            if self.port.link(false).is_ok_and(|l| !l.up) {
                 return true;
             }
             if t0.elapsed() > timeout {
