@@ -314,3 +314,60 @@ fn raw_echo_interleaved_with_rdma_write_in_one_run() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_no_runtime_dirs(&veth.prefix);
 }
+
+/// The shipped net_memif profile of `role` on this test's own socket, without hugepages.
+fn memif_profile(dir: &Path, role: &str) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join(format!("dpdk-config/memif-{role}.toml")))
+        .unwrap()
+        .replace(
+            "/run/dpdk-roce/memif0.sock",
+            dir.join("memif.sock").to_str().unwrap(),
+        )
+        .replace("hugepages = true", "hugepages = false\nmemory_mb = 512")
+        .replace(
+            &format!("name = \"memif-{role}\""),
+            &format!("name = \"memif-end-{role}\""),
+        );
+    let p = dir.join(format!("memif-{role}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A net_memif pair ends in order (dpdk-config/README.md, "Ending a net_memif pair"): in a
+/// `--raw` run the server echoes the client's end frame, in an RDMA run it answers the DREQ,
+/// and then it stops polling until the client has gone (the memif link goes down) instead of
+/// polling while the client's exit unmaps the shared rings. Each run ends with the server's
+/// `server done`, the client's table, and neither side giving up on the other.
+#[test]
+fn memif_pairs_end_in_order_raw_write_and_write_with_raw() {
+    let dir = std::env::temp_dir().join(format!("dpdk-roce-memif-end-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = memif_profile(&dir, "server");
+    let client = memif_profile(&dir, "client");
+    for mode in [
+        &["--raw"][..],
+        &["--op", "write"],
+        &["--op", "write", "--with-raw"],
+    ] {
+        let out = Command::new("bash")
+            .arg(repo().join("scripts/run-pair.sh"))
+            .arg(LAT)
+            .arg(&server)
+            .arg(&client)
+            .args(["--server-ip", "10.77.3.1", "--timeout-ms", "20000"])
+            .args(["--size", "8", "--iters", "300", "--warmup", "30"])
+            .args(mode)
+            .env("RUN_PAIR_TIMEOUT", "240")
+            .output()
+            .unwrap();
+        let text = output_text(&out);
+        assert!(out.status.success(), "{mode:?}: pair failed:\n{text}");
+        assert!(text.contains("server done"), "{mode:?}:\n{text}");
+        assert_eq!(table_sizes(&text).first(), Some(&8), "{mode:?}:\n{text}");
+        for gave_up in ["still there", "did not echo the end frame"] {
+            assert!(!text.contains(gave_up), "{mode:?}: {gave_up}:\n{text}");
+        }
+    }
+    assert_no_runtime_dirs("memif-end-");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -426,6 +426,10 @@ impl ProfilePort {
         let t0 = std::time::Instant::now();
         loop {
             if self.port.link(false).is_ok_and(|l| !l.up) {
+                // The link goes down first in `memif_disconnect`; the rings are unmapped after
+                // a few system calls. Let the interrupt thread finish before the caller goes on
+                // (to exit, or to poll a reconnected port).
+                std::thread::sleep(PEER_GONE_SETTLE);
                 return true;
             }
             if t0.elapsed() > timeout {
@@ -435,3 +439,6 @@ impl ProfilePort {
         }
     }
 }
+
+/// How long [`ProfilePort::wait_peer_gone`] waits after the link went down.
+const PEER_GONE_SETTLE: std::time::Duration = std::time::Duration::from_millis(20);
