@@ -69,15 +69,27 @@ pub fn is_fanout_collision(out: &Output) -> bool {
             || String::from_utf8_lossy(&out.stdout).contains(FANOUT_COLLISION))
 }
 
-/// Runs `run` (which starts fresh DPDK processes) and runs it again, at most twice more, when
-/// it failed with the fanout collision and nothing else. Returns the last output.
+/// Runs `run` (which starts fresh DPDK processes) and runs it again, at most five times more,
+/// when it failed with the fanout collision and nothing else. Returns the last output.
+///
+/// net_af_packet derives its fanout group id from the process id and the interface index, so
+/// two tests that start processes on fresh veth pairs at the same time can collide, and collide
+/// again if both retry in step: each retry first waits a random 50-800 ms.
 pub fn retry_fanout_collision(mut run: impl FnMut() -> Output) -> Output {
+    use std::hash::{BuildHasher, Hasher};
     let mut out = run();
-    for _ in 0..2 {
+    for _ in 0..5 {
         if !is_fanout_collision(&out) {
             break;
         }
-        eprintln!("net_af_packet PACKET_FANOUT group collision with another process: retrying");
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let wait = std::time::Duration::from_millis(50 + random % 750);
+        eprintln!(
+            "net_af_packet PACKET_FANOUT group collision with another process: retrying in {wait:?}"
+        );
+        std::thread::sleep(wait);
         out = run();
     }
     out
