@@ -1192,9 +1192,7 @@ fn raw(
                 }
                 let t = stages.start();
                 let n = io.rx_burst(&mut |f| {
-                    if raw_tag_of(f).is_some()
-                        && f[RAW_TAG_AT..RAW_TAG_END] == frame[RAW_TAG_AT..RAW_TAG_END]
-                    {
+                    if raw_tag_of(f) == Some((round as u32, i as u64)) {
                         back = true;
                     }
                 });

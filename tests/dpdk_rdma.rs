@@ -46,15 +46,20 @@ fn veth_and_profiles(tag: &str, name: &str) -> (Veth, PathBuf, PathBuf, PathBuf)
     (veth, dir, a, b)
 }
 
-/// Runs the server/client pair (scripts/run-pair.sh); a fanout collision is retried.
+/// Runs the server/client pair (scripts/run-pair.sh) over the af_packet profiles.
 fn run_pair(a: &Path, b: &Path, extra: &[&str]) -> String {
+    run_pair_at(a, b, "10.77.0.1", extra)
+}
+
+/// Runs the server/client pair with the server at `server_ip`; a fanout collision is retried.
+fn run_pair_at(a: &Path, b: &Path, server_ip: &str, extra: &[&str]) -> String {
     let out = retry_fanout_collision(|| {
         Command::new("bash")
             .arg(repo().join("scripts/run-pair.sh"))
             .arg(LAT)
             .arg(a)
             .arg(b)
-            .args(["--server-ip", "10.77.0.1", "--timeout-ms", "20000"])
+            .args(["--server-ip", server_ip, "--timeout-ms", "20000"])
             .args(extra)
             .env("RUN_PAIR_TIMEOUT", "240")
             .output()
@@ -349,19 +354,9 @@ fn memif_pairs_end_in_order_raw_write_and_write_with_raw() {
         &["--op", "write"],
         &["--op", "write", "--with-raw"],
     ] {
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/run-pair.sh"))
-            .arg(LAT)
-            .arg(&server)
-            .arg(&client)
-            .args(["--server-ip", "10.77.3.1", "--timeout-ms", "20000"])
-            .args(["--size", "8", "--iters", "300", "--warmup", "30"])
-            .args(mode)
-            .env("RUN_PAIR_TIMEOUT", "240")
-            .output()
-            .unwrap();
-        let text = output_text(&out);
-        assert!(out.status.success(), "{mode:?}: pair failed:\n{text}");
+        let mut args = vec!["--size", "8", "--iters", "300", "--warmup", "30"];
+        args.extend_from_slice(mode);
+        let text = run_pair_at(&server, &client, "10.77.3.1", &args);
         assert!(text.contains("server done"), "{mode:?}:\n{text}");
         assert_eq!(table_sizes(&text).first(), Some(&8), "{mode:?}:\n{text}");
         for gave_up in ["still there", "did not echo the end frame"] {

@@ -399,9 +399,14 @@ impl ProfilePort {
     /// Waits until the link is up (a memif client until its server answers, a tap until the
     /// kernel side is up), at most `timeout`. Returns whether it came up.
     pub fn wait_link_up(&self, timeout: std::time::Duration) -> bool {
+        self.wait_link(true, timeout)
+    }
+
+    /// Waits until the link is `up` (or down), checking every millisecond, at most `timeout`.
+    fn wait_link(&self, up: bool, timeout: std::time::Duration) -> bool {
         let t0 = std::time::Instant::now();
         loop {
-            if self.port.link(false).is_ok_and(|l| l.up) {
+            if self.port.link(false).is_ok_and(|l| l.up == up) {
                 return true;
             }
             if t0.elapsed() > timeout {
@@ -423,20 +428,14 @@ impl ProfilePort {
         if !self.peer_owns_rings {
             return true;
         }
-        let t0 = std::time::Instant::now();
-        loop {
-            if self.port.link(false).is_ok_and(|l| !l.up) {
-                // The link goes down first in `memif_disconnect`; the rings are unmapped after
-                // a few system calls. Let the interrupt thread finish before the caller goes on
-                // (to exit, or to poll a reconnected port).
-                std::thread::sleep(PEER_GONE_SETTLE);
-                return true;
-            }
-            if t0.elapsed() > timeout {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+        if !self.wait_link(false, timeout) {
+            return false;
         }
+        // The link goes down first in `memif_disconnect`; the rings are unmapped after a few
+        // system calls. Let the interrupt thread finish before the caller goes on (to exit, or
+        // to poll a reconnected port).
+        std::thread::sleep(PEER_GONE_SETTLE);
+        true
     }
 }
 
