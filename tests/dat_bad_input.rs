@@ -121,17 +121,19 @@ fn assert_case(out: &str, case: &str) {
 
 /// Runs `attempt` again (new processes, new pids) when net_af_packet's fanout id collided.
 fn retrying<T>(mut attempt: impl FnMut(usize) -> Option<T>) -> T {
-    for n in 0..3 {
+    for n in 0..6 {
         if let Some(t) = attempt(n) {
             return t;
         }
-        eprintln!("net_af_packet PACKET_FANOUT collision: retrying with new processes");
-        // Spend a few pids (the fanout id is pid ^ ifindex).
+        // Another test's process may hold the id: wait a random time. Or the client collides
+        // with its own server (pid + 1 on the neighbouring ifindex, both even): spend pids to
+        // change the parity.
+        dat_programs_common::dpdk_common::fanout_retry_wait();
         for _ in 0..=n {
             let _ = Command::new("true").status();
         }
     }
-    panic!("PACKET_FANOUT collision three times");
+    panic!("PACKET_FANOUT collision six times");
 }
 
 /// Removes the EAL runtime dir a SIGKILLed process of profile `dat<tag>-<side>` left.

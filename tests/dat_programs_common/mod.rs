@@ -386,7 +386,10 @@ pub fn run_pair_retrying(
     host: &str,
     progress: Progress,
 ) -> (String, String) {
-    for attempt in 0..3 {
+    for attempt in 0..6 {
+        if attempt > 0 {
+            dpdk_common::fanout_retry_wait();
+        }
         let (srv, cli) = run_pair(s, program, args, host, progress, attempt);
         let (srv, cli) = (output_text(&srv), output_text(&cli));
         if !srv.contains(FANOUT_COLLISION) && !cli.contains(FANOUT_COLLISION) {
@@ -404,7 +407,7 @@ pub fn run_pair_retrying(
             line(&cli)
         );
     }
-    panic!("PACKET_FANOUT collision three times");
+    panic!("PACKET_FANOUT collision six times");
 }
 
 pub fn assert_passed(what: &str, out: &str, pass: &str) {
@@ -604,15 +607,15 @@ pub fn run_one_retrying(
     progress: Progress,
     limit: Duration,
 ) -> String {
-    for attempt in 0..3 {
-        for _ in 0..attempt {
-            let _ = Command::new("true").status();
+    for attempt in 0..6 {
+        if attempt > 0 {
+            eprintln!("{program}: PACKET_FANOUT collision");
+            dpdk_common::fanout_retry_wait();
         }
         let out = run_one(s, side, program, args, progress, limit);
         if !out.contains(FANOUT_COLLISION) {
             return out;
         }
-        eprintln!("net_af_packet PACKET_FANOUT collision ({program}): retrying");
     }
-    panic!("PACKET_FANOUT collision three times");
+    panic!("PACKET_FANOUT collision six times");
 }

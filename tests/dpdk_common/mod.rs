@@ -76,23 +76,29 @@ pub fn is_fanout_collision(out: &Output) -> bool {
 /// two tests that start processes on fresh veth pairs at the same time can collide, and collide
 /// again if both retry in step: each retry first waits a random 50-800 ms.
 pub fn retry_fanout_collision(mut run: impl FnMut() -> Output) -> Output {
-    use std::hash::{BuildHasher, Hasher};
     let mut out = run();
     for _ in 0..5 {
         if !is_fanout_collision(&out) {
             break;
         }
-        let random = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
-        let wait = std::time::Duration::from_millis(50 + random % 750);
-        eprintln!(
-            "net_af_packet PACKET_FANOUT group collision with another process: retrying in {wait:?}"
-        );
-        std::thread::sleep(wait);
+        fanout_retry_wait();
         out = run();
     }
     out
+}
+
+/// Waits a random 50-800 ms before a retry after a PACKET_FANOUT group collision, so that two
+/// tests that collided do not retry in step and collide again.
+pub fn fanout_retry_wait() {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let wait = std::time::Duration::from_millis(50 + random % 750);
+    eprintln!(
+        "net_af_packet PACKET_FANOUT group collision with another process: retrying in {wait:?}"
+    );
+    std::thread::sleep(wait);
 }
 
 /// stdout and stderr of a run, for assertion messages.
