@@ -9,9 +9,16 @@
 #                      address: the DPDK processes own 10.77.0.1 and 10.77.0.2. To give the kernel
 #                      ends addresses anyway (e.g. to test against a kernel peer), set
 #                      KERNEL_ADDR_A / KERNEL_ADDR_B (CIDR) in the environment.
+#                      On each end without a kernel address, a clsact ingress filter (a
+#                      one-instruction classic BPF program returning TC_ACT_SHOT) ends every
+#                      frame's trip through the kernel once the packet sockets (the af_packet
+#                      PMD, tcpdump) have their copy: otherwise each RoCEv2 frame also goes up
+#                      the kernel's IPv4 layer, to be dropped there as not addressed to it
+#                      (IpInAddrErrors), inside the sending process's sendto(), costing latency
+#                      that a NIC owned by DPDK never pays. VETH_KERNEL_RX=1 leaves it out.
 #   down [PREFIX]      deletes the pair (deleting one end deletes both).
 #   status [PREFIX]    changes nothing; shows the pair.
-# Idempotent: `up` on an existing pair only re-applies MTU, IPv6 and link state; `down` on a
+# Idempotent: `up` on an existing pair only re-applies MTU, IPv6, filter and link state; `down` on a
 # missing pair does nothing. A failing `up` deletes the pair if this invocation created it.
 set -euo pipefail
 
@@ -60,6 +67,21 @@ disable_ipv6() {
   fi
 }
 
+# The kernel's receive path on end $1 stops after the packet taps (see `up`).
+KERNEL_RX_DROP="1,6 0 0 2," # cBPF: ret #2 (TC_ACT_SHOT), run in direct-action mode
+kernel_rx_off() {
+  if ! { tc qdisc replace dev "$1" clsact &&
+    tc filter replace dev "$1" ingress pref 1 handle 1 bpf da bytecode "$KERNEL_RX_DROP"; }; then
+    echo "veth: warning: no clsact/cls_bpf in this kernel: the kernel's IPv4 layer on $1 will" \
+      "also take every RoCE frame (slower, otherwise harmless)" >&2
+  fi
+}
+
+# Undoes kernel_rx_off on end $1 (an `up` with a kernel address on an existing pair).
+kernel_rx_on() {
+  tc qdisc del dev "$1" clsact 2>/dev/null || true
+}
+
 up() {
   local mtu=${1:-${VETH_MTU:-1500}}
   if [[ ! $mtu =~ ^[0-9]+$ ]] || ((mtu < 256 || mtu > 9000)); then
@@ -95,6 +117,10 @@ up() {
   done
   if [[ -n ${KERNEL_ADDR_A:-} ]]; then ip addr replace "$KERNEL_ADDR_A" dev "$a"; fi
   if [[ -n ${KERNEL_ADDR_B:-} ]]; then ip addr replace "$KERNEL_ADDR_B" dev "$b"; fi
+  local kernel_rx_a=${KERNEL_ADDR_A:+1} kernel_rx_b=${KERNEL_ADDR_B:+1}
+  if [[ ${VETH_KERNEL_RX:-0} == 1 ]]; then kernel_rx_a=1 kernel_rx_b=1; fi
+  if [[ -n $kernel_rx_a ]]; then kernel_rx_on "$a"; else kernel_rx_off "$a"; fi
+  if [[ -n $kernel_rx_b ]]; then kernel_rx_on "$b"; else kernel_rx_off "$b"; fi
   trap - EXIT
   echo "veth: up: $a <-> $b, MTU $mtu"
 }
@@ -118,8 +144,14 @@ down() {
 
 status() {
   if exists "$a"; then
-    ip -br link show dev "$a"
-    ip -br link show dev "$b"
+    local end
+    for end in "$a" "$b"; do
+      if tc filter show dev "$end" ingress 2>/dev/null | grep -q "bytecode '${KERNEL_RX_DROP%,}'"; then
+        echo "$(ip -br link show dev "$end")  kernel rx: off (after the packet taps)"
+      else
+        echo "$(ip -br link show dev "$end")  kernel rx: on"
+      fi
+    done
   else
     echo "veth: $a/$b not present"
   fi

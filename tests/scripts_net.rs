@@ -234,3 +234,105 @@ fn tap_bridge_up_attach_down() {
     assert_eq!(master(&taps[0]), None);
     assert!(run_ok("tap-bridge.sh", &["down"], &env).contains("not present"));
 }
+
+/// The `dropped` count of the clsact qdisc on `dev` (`tc -s qdisc show`), if there is one.
+fn clsact_dropped(dev: &str) -> Option<u64> {
+    let out = cmd("tc", &["-s", "qdisc", "show", "dev", dev]);
+    let t = String::from_utf8_lossy(&out.stdout).into_owned();
+    let at = t.find("qdisc clsact")?;
+    let rest = &t[at..];
+    let d = rest.find("dropped ")? + "dropped ".len();
+    rest[d..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn veth_ends_without_a_kernel_address_stop_kernel_rx_after_the_packet_taps() {
+    require_root();
+    let prefix = format!("rk{}", pid_tag());
+    let (a, b) = (format!("{prefix}a"), format!("{prefix}b"));
+    let _guard = Guard(|| {
+        run("veth.sh", &["down", &prefix], &[]);
+    });
+    // B gets a kernel address (and keeps the kernel's receive path); A is a DPDK-owned end.
+    let subnet = format!("10.79.{}", std::process::id() % 250);
+    let b_addr = format!("{subnet}.2/24");
+    run_ok("veth.sh", &["up", &prefix], &[("KERNEL_ADDR_B", &b_addr)]);
+    let status = run_ok("veth.sh", &["status", &prefix], &[]);
+    let line = |dev: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(&format!("{dev}@")))
+            .unwrap_or_else(|| panic!("no status line for {dev}:\n{status}"))
+            .to_string()
+    };
+    assert!(
+        line(&a).ends_with("kernel rx: off (after the packet taps)"),
+        "{status}"
+    );
+    assert!(line(&b).ends_with("kernel rx: on"), "{status}");
+    assert_eq!(clsact_dropped(&a), Some(0), "a fresh filter on {a}");
+    assert_eq!(
+        clsact_dropped(&b),
+        None,
+        "a filter on {b}, which has a kernel address"
+    );
+
+    // A packet socket on A (tshark) still sees the frames the kernel then drops: the kernel on B
+    // sends ARP requests for an address in A's subnet.
+    let mut tshark = std::process::Command::new("tshark")
+        .args([
+            "-i",
+            &a,
+            "-f",
+            "arp",
+            "-c",
+            "3",
+            "-a",
+            "duration:30",
+            "-T",
+            "fields",
+        ])
+        .args(["-e", "arp.dst.proto_ipv4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("tshark must be installed (scripts/setup.sh installs it)");
+    // tshark says "Capturing on '<dev>'" once its socket is bound.
+    let mut err = std::io::BufReader::new(tshark.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut l = String::new();
+        if std::io::BufRead::read_line(&mut err, &mut l).unwrap_or(0) == 0 {
+            let _ = tshark.kill();
+            panic!("tshark ended before capturing:\n{seen}");
+        }
+        seen.push_str(&l);
+        if l.contains("Capturing on") {
+            break;
+        }
+    }
+    let target = format!("{subnet}.1");
+    let arping = cmd("arping", &["-I", &b, "-c", "3", "-w", "5", &target]);
+    let out = tshark.wait_with_output().expect("tshark");
+    let captured = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        captured.lines().filter(|l| l.trim() == target).count(),
+        3,
+        "the packet socket on {a} saw:\n{captured}\narping: {}",
+        text(&arping)
+    );
+    let dropped = clsact_dropped(&a).expect("the filter on A");
+    assert!(
+        dropped >= 3,
+        "the kernel on {a} dropped {dropped} frames, not the 3 requests"
+    );
+
+    // An `up` with a kernel address for A gives it the kernel's receive path back.
+    let a_addr = format!("{subnet}.1/24");
+    run_ok("veth.sh", &["up", &prefix], &[("KERNEL_ADDR_A", &a_addr)]);
+    assert_eq!(clsact_dropped(&a), None, "the filter stayed on {a}");
+}
