@@ -144,13 +144,13 @@ down() {
 
 status() {
   if exists "$a"; then
-    local end
+    local end rx
     for end in "$a" "$b"; do
+      rx="on"
       if tc filter show dev "$end" ingress 2>/dev/null | grep -q "bytecode '${KERNEL_RX_DROP%,}'"; then
-        echo "$(ip -br link show dev "$end")  kernel rx: off (after the packet taps)"
-      else
-        echo "$(ip -br link show dev "$end")  kernel rx: on"
+        rx="off (after the packet taps)"
       fi
+      echo "$(ip -br link show dev "$end")  kernel rx: $rx"
     done
   else
     echo "veth: $a/$b not present"
