@@ -99,6 +99,10 @@ struct Args {
     /// ratio of the p50s too. Give it to both sides.
     #[arg(long, conflicts_with_all = ["raw", "stages"])]
     with_raw: bool,
+    /// Receive every frame through the general parse and dispatch: header prediction
+    /// (`Host::set_header_prediction`) off, for A/B runs.
+    #[arg(long)]
+    no_header_prediction: bool,
     /// Print the table as JSON too.
     #[arg(long)]
     json: bool,
@@ -255,7 +259,7 @@ fn run(args: &Args) -> Result<(), String> {
         profile.roce.address.prefix_len(),
     );
     net.mtu = profile.port.mtu;
-    let host = Host::new(
+    let mut host = Host::new(
         HostConfig {
             net,
             ca_guid: u64::from_be_bytes([
@@ -266,6 +270,7 @@ fn run(args: &Args) -> Result<(), String> {
         Arc::new(table),
     )
     .map_err(|e| e.to_string())?;
+    host.set_header_prediction(!args.no_header_prediction);
     eprintln!(
         "memory: {} regions, zero-copy TX from {}",
         if profile.eal.hugepages {
@@ -926,6 +931,7 @@ fn client(
         eprintln!("qp stats: {:?}", qp.stats());
     }
     eprintln!("shard: {:?} io: {:?}", shard.stats(), shard.io.stats);
+    eprintln!("host: {:?}", shard.host.stats());
     let drops: Vec<_> = shard
         .host
         .net_stats()

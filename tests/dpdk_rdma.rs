@@ -161,6 +161,22 @@ fn write_send_read_from_2_bytes_to_1_mib_with_data_verified_over_af_packet() {
         if op != "read" {
             assert!(zero_copy > 0, "{op}: no zero-copy frame\n{text}");
         }
+        // Header prediction took the server's single-packet WRITEs on the client (every byte
+        // verified above): RDMA WRITE Only frames in sequence.
+        let predicted: u64 = text
+            .split("rx_predicted: ")
+            .nth(1)
+            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no client host counters\n{text}"));
+        if op == "write" {
+            assert!(
+                predicted >= 10 * 4,
+                "{op}: {predicted} frames predicted\n{text}"
+            );
+        } else {
+            assert_eq!(predicted, 0, "{op}: no WRITE Only arrives\n{text}");
+        }
     }
     // The capture of the last run (READ): standard RoCEv2 with valid ICRCs, CM and ARP included.
     let out = Command::new(TOOL)

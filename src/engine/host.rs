@@ -49,6 +49,7 @@ use crate::wire::mad::MAD_LEN;
 use crate::wire::opcode::Opcode;
 use crate::wire::psn::Psn;
 use crate::wire::roce::RoceHeaders;
+use crate::wire::write_only::WriteOnlyFrame;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -142,6 +143,9 @@ pub struct HostStats {
     pub qps_collected: u64,
     /// Frames handed out with their payload pinned in registered memory (zero-copy).
     pub tx_pinned: u64,
+    /// Frames taken by header prediction (`Host::set_header_prediction`); also counted where
+    /// the general path counts them.
+    pub rx_predicted: u64,
 }
 
 /// Errors of the host API.
@@ -343,6 +347,8 @@ pub struct Host<M: Memory> {
     completions: VecDeque<WorkCompletion>,
     events: VecDeque<HostEvent>,
     stats: HostStats,
+    /// Header prediction on receive (on by default).
+    predict: bool,
 }
 
 impl<M: Memory> Host<M> {
@@ -369,6 +375,7 @@ impl<M: Memory> Host<M> {
             completions: VecDeque::new(),
             events: VecDeque::new(),
             stats: HostStats::default(),
+            predict: true,
         })
     }
 
@@ -921,9 +928,20 @@ impl<M: Memory> Host<M> {
         self.collect();
     }
 
+    /// Turns header prediction on receive on or off (on by default): with it, an in-sequence
+    /// RC RDMA WRITE Only for a QP in RTS skips the general parse and dispatch
+    /// (`wire::write_only`, `Qp::handle_write_only`), with the same effects. Off, every frame
+    /// takes the general path (for A/B measurements and the equivalence tests).
+    pub fn set_header_prediction(&mut self, on: bool) {
+        self.predict = on;
+    }
+
     /// A frame received from the wire. ARP is answered and learnt from, RoCEv2 for us goes to
     /// the CM (QP1) or the destination QP, everything else is counted and dropped.
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
+        if self.predict && self.handle_predicted(now, frame) {
+            return;
+        }
         // Matched in place: the parsed frame is not moved out of the `Inbound`.
         let inbound = self.net.handle_frame(now, frame);
         let f = match &inbound {
@@ -938,6 +956,36 @@ impl<M: Memory> Host<M> {
         };
         self.handle_roce(now, f);
         self.collect();
+    }
+
+    /// Header prediction (`wire::write_only`): an in-sequence RC RDMA WRITE Only for a QP in
+    /// RTS is checked and executed without the general parse and dispatch, with the same
+    /// effects and counts (`Qp::handle_write_only`). False, with nothing changed, for every
+    /// other frame: `handle_frame` then takes the general path.
+    #[inline(always)]
+    fn handle_predicted(&mut self, now: Instant, frame: &[u8]) -> bool {
+        let c = self.net.config();
+        let Some(w) = WriteOnlyFrame::predict(frame, c.mac, c.ip) else {
+            return false;
+        };
+        let dest = w.bth.dest_qp;
+        if dest == CM_QPN {
+            return false;
+        }
+        let Some(e) = self.qps.get_mut(&dest) else {
+            return false;
+        };
+        if !e
+            .qp
+            .handle_write_only(now, &w.bth, &w.reth, w.payload, &mut self.mem)
+        {
+            return false;
+        }
+        self.net.count_predicted_roce();
+        self.stats.rx_predicted += 1;
+        self.work.ran(dest, e);
+        self.collect();
+        true
     }
 
     fn handle_roce(&mut self, now: Instant, f: &ReceivedPacket<'_>) {

@@ -3,6 +3,7 @@
 //! `poll_transmit` / `poll_completion` / `poll_timeout` (IBTA vol. 1 ch. 9-11).
 
 mod completer;
+mod fast_write;
 pub mod memory;
 pub mod qp;
 mod requester;

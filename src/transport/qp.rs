@@ -546,7 +546,7 @@ pub(super) fn send_wc_opcode(op: &SendOp) -> WcOpcode {
 
 /// P_Key match (IBTA vol. 1 §10.9.3): the 15-bit keys agree and at least one side is a full
 /// member.
-fn pkey_match(a: u16, b: u16) -> bool {
+pub(super) fn pkey_match(a: u16, b: u16) -> bool {
     (a & 0x7fff) == (b & 0x7fff) && (a & 0x8000 != 0 || b & 0x8000 != 0)
 }
 

@@ -248,7 +248,7 @@ impl Qp {
 
     /// An executed request packet: the PSN advances by `npsn`; ACK when asked.
     #[inline]
-    fn advance(&mut self, psn: Psn, npsn: u32, ack_req: bool) {
+    pub(super) fn advance(&mut self, psn: Psn, npsn: u32, ack_req: bool) {
         self.resp.epsn = psn.add(npsn);
         if ack_req {
             let r = Response::Ack {
@@ -283,7 +283,7 @@ impl Qp {
             && matches!(self.resp.queue.front(), Some(Response::Ack { .. }))
     }
 
-    fn finish_message(&mut self) {
+    pub(super) fn finish_message(&mut self) {
         self.resp.msn = (self.resp.msn + 1) & 0x00ff_ffff;
     }
 
@@ -411,7 +411,7 @@ impl Qp {
         self.advance(h.bth.psn, 1, h.bth.ack_req);
     }
 
-    fn remote_ok(&self, need: Access) -> bool {
+    pub(super) fn remote_ok(&self, need: Access) -> bool {
         self.attr.access.contains(need)
     }
 

@@ -25,6 +25,7 @@ pub mod psn;
 pub mod reth;
 pub mod roce;
 pub mod udp;
+pub mod write_only;
 
 pub use aeth::{rnr_timer_code_at_least, rnr_timer_ns, AethRepr, NakCode, Syndrome};
 pub use arp::{ArpOperation, ArpRepr};
