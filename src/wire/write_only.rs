@@ -1,7 +1,9 @@
-//! Header prediction for the receive path's common case (in the manner of TCP header
-//! prediction, RFC 1323 appendix / Van Jacobson): an RC RDMA WRITE Only frame (opcode 0x0A,
-//! IBTA vol. 1 §9.2 table 38) on a plain Ethernet/IPv4/UDP encapsulation (annex A17.4), read
-//! at fixed offsets. [`WriteOnlyFrame::predict`] accepts a frame only when
+//! Header prediction for the receive path's common case (after Van Jacobson's TCP header
+//! prediction; Clark, Jacobson, Romkey, Salwen, "An Analysis of TCP Processing Overhead", 1989):
+//! an RC RDMA WRITE Only frame (opcode 0x0A, IBTA vol. 1 §9.2 table 38) on a plain
+//! Ethernet/IPv4/UDP encapsulation (annex A17.4), read at fixed offsets.
+//!
+//! [`WriteOnlyFrame::predict`] accepts a frame only when
 //! [`ReceivedPacket::parse_on_port`](super::frame::ReceivedPacket::parse_on_port) would accept
 //! it with exactly these headers (BTH + RETH, nothing else) and the receive filter would hand
 //! it up (our MAC, our IPv4 address): the same checks, the ICRC included, in one pass without
