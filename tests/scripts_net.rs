@@ -315,8 +315,10 @@ fn veth_ends_without_a_kernel_address_stop_kernel_rx_after_the_packet_taps() {
             break;
         }
     }
+    // "Capturing on" can come a moment before dumpcap's socket sees frames: more requests
+    // than tshark waits for (it stops at its third).
     let target = format!("{subnet}.1");
-    let arping = cmd("arping", &["-I", &b, "-c", "3", "-w", "5", &target]);
+    let arping = cmd("arping", &["-I", &b, "-c", "6", "-w", "8", &target]);
     let out = tshark.wait_with_output().expect("tshark");
     let captured = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(
