@@ -101,6 +101,15 @@ fn table_sizes(text: &str) -> Vec<usize> {
         .collect()
 }
 
+/// The first `name: N` counter in a run's output (the client's debug-printed stats).
+fn counter(text: &str, name: &str) -> u64 {
+    text.split(&format!("{name}: "))
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} counter\n{text}"))
+}
+
 #[test]
 fn write_send_read_from_2_bytes_to_1_mib_with_data_verified_over_af_packet() {
     let veth = Veth::up("r");
@@ -152,23 +161,13 @@ fn write_send_read_from_2_bytes_to_1_mib_with_data_verified_over_af_packet() {
         // The checked region table and the zero-copy transmit path are in the benchmark: the
         // client's large payloads left as external buffers.
         assert!(text.contains("heap MR, zero-copy TX >= "), "{text}");
-        let zero_copy: u64 = text
-            .split("tx_zero_copy: ")
-            .nth(1)
-            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no client I/O counters\n{text}"));
+        let zero_copy = counter(&text, "tx_zero_copy");
         if op != "read" {
             assert!(zero_copy > 0, "{op}: no zero-copy frame\n{text}");
         }
         // Header prediction took the server's single-packet WRITEs on the client (every byte
         // verified above): RDMA WRITE Only frames in sequence.
-        let predicted: u64 = text
-            .split("rx_predicted: ")
-            .nth(1)
-            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no client host counters\n{text}"));
+        let predicted = counter(&text, "rx_predicted");
         if op == "write" {
             assert!(
                 predicted >= 10 * 4,

@@ -7,13 +7,15 @@
 //! must be the same in both runs, and the run with prediction on must have taken most frames
 //! through it.
 
+mod host_common;
+
+use host_common::{host, MrHost};
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
-use dpdk_roce::engine::host::{Host, HostConfig, HostStats, QpOptions};
-use dpdk_roce::mem::{MrTable, Region};
-use dpdk_roce::net::{NetConfig, NetStats};
+use dpdk_roce::engine::host::{HostStats, QpOptions};
+use dpdk_roce::mem::Region;
+use dpdk_roce::net::NetStats;
 use dpdk_roce::time::Instant;
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::qp::QpStats;
@@ -31,22 +33,6 @@ const MAC_A: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0xa]);
 const MAC_B: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0xb]);
 const PAIRS: usize = 3;
 const REGION: usize = 64 * 1024;
-
-type MrHost = Host<Arc<MrTable>>;
-
-fn host(mac: EthernetAddress, ip: Ipv4Addr, peer: (Ipv4Addr, EthernetAddress)) -> MrHost {
-    let mut h = Host::new(
-        HostConfig {
-            net: NetConfig::new(mac, ip, 24),
-            ca_guid: u64::from(ip.octets()[3]),
-            seed: u64::from(ip.octets()[3]),
-        },
-        Arc::new(MrTable::new(64)),
-    )
-    .unwrap();
-    h.add_neighbour(peer.0, peer.1).unwrap();
-    h
-}
 
 /// One side's QP and regions: `src` to send from and READ into, `dst` for the peer's WRITEs
 /// and READs, `recv` for WRITE with immediate's receive WQEs.

@@ -4,13 +4,14 @@
 //! SRQ-limit and watermark events come out as `HostEvent`s; `collect` looks only at QPs that
 //! did something.
 
+mod host_common;
+
+use host_common::{host, MrHost};
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
-use dpdk_roce::engine::host::{Host, HostConfig, HostEvent, QpOptions};
-use dpdk_roce::mem::{MrTable, Pz, Region};
-use dpdk_roce::net::NetConfig;
+use dpdk_roce::engine::host::{HostEvent, QpOptions};
+use dpdk_roce::mem::{Pz, Region};
 use dpdk_roce::srq::RecvQuery;
 use dpdk_roce::time::Instant;
 use dpdk_roce::transport::memory::Access;
@@ -23,26 +24,10 @@ const IP_B: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
 const MAC_A: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0xa]);
 const MAC_B: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0xb]);
 
-type MrHost = Host<Arc<MrTable>>;
-
 struct Wire {
     a: MrHost,
     b: MrHost,
     now: Instant,
-}
-
-fn host(mac: EthernetAddress, ip: Ipv4Addr, peer: (Ipv4Addr, EthernetAddress)) -> MrHost {
-    let mut h = Host::new(
-        HostConfig {
-            net: NetConfig::new(mac, ip, 24),
-            ca_guid: u64::from(ip.octets()[3]),
-            seed: u64::from(ip.octets()[3]),
-        },
-        Arc::new(MrTable::new(64)),
-    )
-    .unwrap();
-    h.add_neighbour(peer.0, peer.1).unwrap();
-    h
 }
 
 impl Wire {
