@@ -168,13 +168,22 @@ fn write_send_read_from_2_bytes_to_1_mib_with_data_verified_over_af_packet() {
         // Header prediction took the server's single-packet WRITEs on the client (every byte
         // verified above): RDMA WRITE Only frames in sequence.
         let predicted = counter(&text, "rx_predicted");
+        // And on send: nearly all of the client's WRITE Only frames below the zero-copy
+        // threshold (2 to 512 B, 4 posts each: 36) were written by the send side's fast path
+        // (one may wait behind a response that must leave first).
+        let tx_predicted = counter(&text, "tx_predicted");
         if op == "write" {
             assert!(
                 predicted >= 10 * 4,
                 "{op}: {predicted} frames predicted\n{text}"
             );
+            assert!(
+                tx_predicted >= 8 * 4,
+                "{op}: {tx_predicted} frames sent predicted\n{text}"
+            );
         } else {
             assert_eq!(predicted, 0, "{op}: no WRITE Only arrives\n{text}");
+            assert_eq!(tx_predicted, 0, "{op}: no WRITE Only leaves\n{text}");
         }
     }
     // The capture of the last run (READ): standard RoCEv2 with valid ICRCs, CM and ARP included.

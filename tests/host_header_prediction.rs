@@ -1,11 +1,11 @@
-//! Header prediction on receive (`Host::set_header_prediction`, `wire::write_only`,
-//! `Qp::handle_write_only`) changes nothing but the path a frame takes: two hosts run the same
-//! seeded workload twice, prediction on and off, over a wire that drops, duplicates, corrupts
-//! and reorders frames (driven by the same seed), with RDMA WRITEs of every size in both
-//! directions, WRITE with immediate, READs, and WRITEs with a wrong R_Key or out of bounds. Every
-//! frame either host sends, every completion, the memory of every region and every counter
-//! must be the same in both runs, and the run with prediction on must have taken most frames
-//! through it.
+//! Header prediction (`Host::set_header_prediction`: on receive `wire::write_only` and
+//! `Qp::handle_write_only`, on send `Qp::next_write_only`) changes nothing but the path a frame
+//! takes: two hosts run the same seeded workload twice, prediction on and off, over a wire that
+//! drops, duplicates, corrupts and reorders frames (driven by the same seed), with RDMA WRITEs
+//! of every size in both directions, WRITE with immediate, READs, and WRITEs with a wrong R_Key
+//! or out of bounds. Every frame either host sends, every completion, the memory of every region and every counter
+//! must be the same in both runs, and the run with prediction on must have taken a good share
+//! of the frames received and sent through it.
 
 mod host_common;
 
@@ -420,8 +420,19 @@ fn prediction_on_and_off_send_the_same_frames_and_leave_the_same_state() {
             roce - predicted > 500,
             "seed {seed}: {predicted} of {roce} predicted"
         );
+        // The send side: a quarter or more of the frames sent written from the WRITE Only
+        // fast path, and the rest (ACKs, resends, READs, several packets) not.
+        let tx_predicted = on.host.0.tx_predicted + on.host.1.tx_predicted;
+        let sent = on.host.0.tx_frames + on.host.1.tx_frames;
+        assert_eq!(off.host.0.tx_predicted + off.host.1.tx_predicted, 0);
+        assert!(
+            tx_predicted * 4 > sent && sent - tx_predicted > 500,
+            "seed {seed}: {tx_predicted} of {sent} frames sent predicted"
+        );
         off.host.0.rx_predicted = on.host.0.rx_predicted;
         off.host.1.rx_predicted = on.host.1.rx_predicted;
+        off.host.0.tx_predicted = on.host.0.tx_predicted;
+        off.host.1.tx_predicted = on.host.1.tx_predicted;
         assert_eq!(
             on.frames.len(),
             off.frames.len(),
@@ -452,4 +463,61 @@ fn prediction_on_and_off_send_the_same_frames_and_leave_the_same_state() {
         let dropped: u64 = on.qps.iter().map(|q| q.duplicates + q.dropped).sum();
         assert!(dropped > 0, "seed {seed}: no duplicate or dropped packet");
     }
+}
+
+/// A WRITE whose source region is freed between its post and its transmission: its packet
+/// cannot be built and is counted (`tx_payload_errors`), the requester resends it on every
+/// local ACK timeout until its retries run out, and it completes in error. Both paths do the
+/// same, frame for frame and count for count.
+#[test]
+fn a_write_from_a_region_freed_after_its_post_is_counted_the_same_on_both_paths() {
+    let run = |predict: bool| {
+        let mut r = Run::new(9, predict);
+        let ea = end(&mut r.a);
+        let eb = end(&mut r.b);
+        r.connect(ea.qpn, eb.qpn, 7100);
+        let sent_before = r.frames.len();
+        let wr = SendWr {
+            wr_id: 77,
+            op: SendOp::Write {
+                remote_addr: eb.dst.addr,
+                rkey: eb.dst.rkey,
+            },
+            sgl: dpdk_roce::sgl![Sge {
+                addr: ea.src.addr,
+                len: 8,
+                lkey: ea.src.lkey,
+            }],
+            signaled: true,
+            fence: false,
+            solicited: false,
+        };
+        let now = r.now;
+        r.a.post_send(now, ea.qpn, wr).unwrap();
+        r.a.mr_table().deregister(ea.src.lkey).unwrap();
+        r.settle(1_000);
+        let wcs: Vec<WorkCompletion> = r.completions.iter().map(|(_, wc)| *wc).collect();
+        (
+            r.a.stats().clone(),
+            r.frames.len() - sent_before,
+            wcs,
+            *r.a.qp(ea.qpn).expect("qp").stats(),
+        )
+    };
+    let on = run(true);
+    let mut off = run(false);
+    // The first attempt took the fast path and failed there: nothing sent, nothing predicted.
+    assert_eq!(on.0.tx_predicted, 0);
+    assert!(
+        on.0.tx_payload_errors >= 2,
+        "first try and resends: {:?}",
+        on.0
+    );
+    let failed =
+        on.2.iter()
+            .find(|wc| wc.wr_id == 77)
+            .expect("the WRITE completes");
+    assert_ne!(failed.status, WcStatus::Success);
+    off.0.rx_predicted = on.0.rx_predicted;
+    assert_eq!(on, off);
 }

@@ -39,7 +39,8 @@ use crate::transport::transmit::Transmit;
 use crate::transport::types::{
     QpAttr, QpConfig, QpError, QpState, RecvWr, SendWr, WcOpcode, WorkCompletion, MAX_SGE,
 };
-use crate::wire::bth::{BthRepr, DEFAULT_PKEY};
+use crate::transport::WriteOnlyRequest;
+use crate::wire::bth::{BthRepr, BTH_LEN, DEFAULT_PKEY};
 use crate::wire::deth::{DethRepr, GSI_QKEY};
 use crate::wire::ethernet::EthernetAddress;
 use crate::wire::frame::pad_for;
@@ -48,6 +49,7 @@ use crate::wire::icrc::{icrc_in_place, IcrcHasher, ICRC_LEN};
 use crate::wire::mad::MAD_LEN;
 use crate::wire::opcode::Opcode;
 use crate::wire::psn::Psn;
+use crate::wire::reth::RETH_LEN;
 use crate::wire::roce::RoceHeaders;
 use crate::wire::write_only::WriteOnlyFrame;
 use std::collections::{BTreeMap, VecDeque};
@@ -146,6 +148,10 @@ pub struct HostStats {
     /// Frames taken by header prediction (`Host::set_header_prediction`); also counted where
     /// the general path counts them.
     pub rx_predicted: u64,
+    /// Frames built by the send side of header prediction (an RC RDMA WRITE Only written from
+    /// the QP's headers without the general header set: `Qp::next_write_only`); also counted
+    /// in `tx_frames`.
+    pub tx_predicted: u64,
 }
 
 /// Errors of the host API.
@@ -1168,6 +1174,37 @@ impl<M: Memory> Host<M> {
             // layer); later ones check it again.
             let mut e = e;
             let mut checked_fresh = routed;
+            // Header prediction on send: a new WRITE Only (not for the pinned path) is written
+            // from its BTH and RETH straight into the frame, along the route checked above.
+            let fast_max = match pinned.as_ref() {
+                Some((_, min)) => u32::try_from(*min).unwrap_or(u32::MAX).saturating_sub(1),
+                None => u32::MAX,
+            };
+            if self.predict && routed {
+                if let Some(w) = e.qp.next_write_only(now, fast_max) {
+                    // It completes nothing (no `polled`): only its bookkeeping follows.
+                    let more = e.qp.has_output();
+                    if !more {
+                        e.tx_queued = false;
+                    }
+                    self.work.timer_changed(e);
+                    let mut b = FrameBuilder {
+                        mem: &self.mem,
+                        net: &mut self.net,
+                        stats: &mut self.stats,
+                    };
+                    if let Some(route) = e.route.as_ref() {
+                        if b.build_write_only(route, &w, out) {
+                            if more {
+                                self.work.tx_ready.push_back(qpn);
+                            }
+                            return Some(TxOut::Whole);
+                        }
+                    }
+                    // Dropped and counted: its next packet, if any, by the general path.
+                    checked_fresh = false;
+                }
+            }
             loop {
                 let dest_qpn = e.qp.attr().dest_qpn;
                 let polled = e.qp.poll_transmit(now);
@@ -1385,6 +1422,70 @@ impl<M: Memory> FrameBuilder<'_, M> {
         self.stats.tx_frames += 1;
         self.stats.tx_pinned += 1;
         Some(true)
+    }
+
+    /// Builds the frame of an RC RDMA WRITE Only request (header prediction on send) into
+    /// `out` along `route`: the bytes `build_frame` writes for the same packet, in the same
+    /// order (payload read first, so a packet dropped for it takes no IP identification).
+    /// False (and counted as `build_frame` counts it) when it cannot be built.
+    #[inline(always)]
+    fn build_write_only(&mut self, route: &Route, w: &WriteOnlyRequest, out: &mut Vec<u8>) -> bool {
+        const AT_BTH: usize = HEADERS_LEN;
+        const AT_RETH: usize = AT_BTH + BTH_LEN;
+        const AT_PAYLOAD: usize = AT_RETH + RETH_LEN;
+        let plen = w.payload.len as usize;
+        let pad = pad_for(plen);
+        let pay_end = AT_PAYLOAD + plen;
+        let body_end = pay_end + usize::from(pad);
+        let len = body_end + ICRC_LEN;
+        // Sized, not cleared: every byte is written below.
+        out.resize(len, 0);
+        out[pay_end..pay_end + ICRC_LEN].copy_from_slice(&[0; ICRC_LEN]);
+        if self
+            .mem
+            .read(&w.payload, Access::empty(), &mut out[AT_PAYLOAD..pay_end])
+            .is_err()
+        {
+            self.stats.tx_payload_errors += 1;
+            return false;
+        }
+        match self
+            .net
+            .write_route_headers(route, len - HEADERS_LEN, &mut out[..HEADERS_LEN])
+        {
+            Ok(_) => {}
+            Err(crate::net::NetError::TooLong { .. }) => {
+                self.stats.tx_build_errors += 1;
+                return false;
+            }
+            Err(_) => {
+                self.stats.tx_no_peer += 1;
+                return false;
+            }
+        }
+        // `out` is `len` bytes long: both chunks are there (a failure would be counted).
+        let Some((bth, rest)) = out[AT_BTH..].split_first_chunk_mut::<BTH_LEN>() else {
+            self.stats.tx_build_errors += 1;
+            return false;
+        };
+        let Some((reth, _)) = rest.split_first_chunk_mut::<RETH_LEN>() else {
+            self.stats.tx_build_errors += 1;
+            return false;
+        };
+        BthRepr {
+            pad_count: pad,
+            ..w.bth
+        }
+        .write_to(bth);
+        w.reth.write_to(reth);
+        let Ok(icrc) = icrc_in_place(&mut out[ETH_LEN..body_end]) else {
+            self.stats.tx_build_errors += 1;
+            return false;
+        };
+        out[body_end..].copy_from_slice(&icrc.to_le_bytes());
+        self.stats.tx_frames += 1;
+        self.stats.tx_predicted += 1;
+        true
     }
 
     /// Builds the complete frame into `out`, in place: the payload read (or copied) into its

@@ -4,6 +4,7 @@
 
 mod completer;
 mod fast_write;
+mod fast_write_request;
 pub mod memory;
 pub mod qp;
 mod requester;
@@ -18,6 +19,7 @@ pub mod window;
 #[cfg(test)]
 mod tests;
 
+pub use fast_write_request::WriteOnlyRequest;
 pub use qp::{Qp, QpStats, MAX_MSG_SIZE};
 pub use requester::{ACK_REQ_EVERY, MAX_OUTSTANDING_PSNS};
 pub use responder::MAX_QUEUED_RESPONSES;

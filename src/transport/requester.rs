@@ -351,7 +351,7 @@ impl Qp {
     /// count and the ACK probe, the cursor (to the next WQE after the message's last packet),
     /// the highest PSN sent and the local ACK timer (IBTA vol. 1 §9.7.6.1.2).
     #[inline(always)]
-    fn note_request_sent(
+    pub(super) fn note_request_sent(
         &mut self,
         now: Instant,
         psn: Psn,
@@ -452,7 +452,7 @@ impl Qp {
     /// unretired WQEs or the PSN window half used, and on a resend of the last packet sent (a
     /// go-back-N or an ACK probe must be answered).
     #[inline(always)]
-    fn wants_ack(&self, psn: Psn, wqe: usize) -> bool {
+    pub(super) fn wants_ack(&self, psn: Psn, wqe: usize) -> bool {
         let half_sq = (self.config.sq_depth / 2).max(1) as usize;
         self.req.unrequested + 1 >= ACK_REQ_EVERY
             || wqe + 1 >= half_sq

@@ -275,7 +275,7 @@ impl Qp {
     /// True when the front of the response queue is a lone ACK that may still wait. Only an
     /// ACK whose delay timer is armed waits, so none is ever held without a deadline (e.g. an
     /// ACK queued behind a READ response stream leaves right after it).
-    fn ack_held(&self) -> bool {
+    pub(super) fn ack_held(&self) -> bool {
         self.ack_delay_ns != 0
             && !self.resp.ack_due
             && self.timers.is_set(Timer::AckDelay)
