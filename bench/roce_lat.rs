@@ -99,8 +99,8 @@ struct Args {
     /// ratio of the p50s too. Give it to both sides.
     #[arg(long, conflicts_with_all = ["raw", "stages"])]
     with_raw: bool,
-    /// Receive every frame through the general parse and dispatch: header prediction
-    /// (`Host::set_header_prediction`) off, for A/B runs.
+    /// Receive and send every frame through the general paths (parse and dispatch, header
+    /// set and emit): header prediction (`Host::set_header_prediction`) off, for A/B runs.
     #[arg(long)]
     no_header_prediction: bool,
     /// Print the table as JSON too.

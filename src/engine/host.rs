@@ -353,7 +353,7 @@ pub struct Host<M: Memory> {
     completions: VecDeque<WorkCompletion>,
     events: VecDeque<HostEvent>,
     stats: HostStats,
-    /// Header prediction on receive (on by default).
+    /// Header prediction on receive and send (on by default).
     predict: bool,
 }
 
@@ -934,10 +934,12 @@ impl<M: Memory> Host<M> {
         self.collect();
     }
 
-    /// Turns header prediction on receive on or off (on by default): with it, an in-sequence
-    /// RC RDMA WRITE Only for a QP in RTS skips the general parse and dispatch
-    /// (`wire::write_only`, `Qp::handle_write_only`), with the same effects. Off, every frame
-    /// takes the general path (for A/B measurements and the equivalence tests).
+    /// Turns header prediction on or off (on by default). On receive, an in-sequence RC RDMA
+    /// WRITE Only for a QP in RTS skips the general parse and dispatch (`wire::write_only`,
+    /// `Qp::handle_write_only`); on send, a new WRITE Only is written from its BTH and RETH
+    /// without the general header set (`Qp::next_write_only`). Both have the general paths'
+    /// effects and bytes. Off, every frame takes the general paths (for A/B measurements and
+    /// the equivalence tests).
     pub fn set_header_prediction(&mut self, on: bool) {
         self.predict = on;
     }
