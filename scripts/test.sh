@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # The whole test suite (the README's test command; .ci/run calls exactly this).
-# Installs what it needs, then: format check, clippy with warnings as errors, every test.
+# Installs what it needs (packages, hugepages), then: format check, clippy with warnings as
+# errors, every test.
 # Must run as root: the DPDK tests create veth pairs and taps, the script tests hugepages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
+
+# Every DPDK test runs EAL on hugepages (profiles with `hugepages = true`, `--huge-unlink`): a
+# fresh machine has none. Reserve them (scripts/hugepages.sh, idempotent) unless an earlier
+# `hugepages.sh up` already holds them, and give back what this run added when it ends, also on
+# failure.
+if [[ ! -e ${DPDK_ROCE_RUN_DIR:-/run/dpdk-roce}/hugepages.state ]]; then
+  bash scripts/hugepages.sh up 512
+  trap 'bash scripts/hugepages.sh down >/dev/null 2>&1 || true' EXIT
+fi
 
 if [[ ! -d ../shared/vectors ]]; then
   echo "test: ../shared/vectors not found beside the repository (the wire tests need it)" >&2
