@@ -1451,19 +1451,11 @@ impl<M: Memory> FrameBuilder<'_, M> {
             self.stats.tx_payload_errors += 1;
             return false;
         }
-        match self
-            .net
-            .write_route_headers(route, len - HEADERS_LEN, &mut out[..HEADERS_LEN])
-        {
-            Ok(_) => {}
-            Err(crate::net::NetError::TooLong { .. }) => {
-                self.stats.tx_build_errors += 1;
-                return false;
-            }
-            Err(_) => {
-                self.stats.tx_no_peer += 1;
-                return false;
-            }
+        let written =
+            self.net
+                .write_route_headers(route, len - HEADERS_LEN, &mut out[..HEADERS_LEN]);
+        if !self.headers_written(written) {
+            return false;
         }
         // `out` is `len` bytes long: both chunks are there (a failure would be counted).
         let Some((bth, rest)) = out[AT_BTH..].split_first_chunk_mut::<BTH_LEN>() else {
@@ -1480,13 +1472,40 @@ impl<M: Memory> FrameBuilder<'_, M> {
         }
         .write_to(bth);
         w.reth.write_to(reth);
+        if !self.seal(out, body_end) {
+            return false;
+        }
+        self.stats.tx_predicted += 1;
+        true
+    }
+
+    /// Counts a failed Ethernet/IPv4/UDP header write: a packet too long for IPv4 is a build
+    /// error, anything else has no peer. True when the headers were written.
+    #[inline(always)]
+    fn headers_written(&mut self, written: Result<usize, crate::net::NetError>) -> bool {
+        match written {
+            Ok(_) => true,
+            Err(crate::net::NetError::TooLong { .. }) => {
+                self.stats.tx_build_errors += 1;
+                false
+            }
+            Err(_) => {
+                self.stats.tx_no_peer += 1;
+                false
+            }
+        }
+    }
+
+    /// Writes the ICRC over `out[ETH_LEN..body_end]` into `out[body_end..]` and counts the
+    /// frame; false (a build error, counted) when the headers do not hash.
+    #[inline(always)]
+    fn seal(&mut self, out: &mut [u8], body_end: usize) -> bool {
         let Ok(icrc) = icrc_in_place(&mut out[ETH_LEN..body_end]) else {
             self.stats.tx_build_errors += 1;
             return false;
         };
         out[body_end..].copy_from_slice(&icrc.to_le_bytes());
         self.stats.tx_frames += 1;
-        self.stats.tx_predicted += 1;
         true
     }
 
@@ -1547,16 +1566,8 @@ impl<M: Memory> FrameBuilder<'_, M> {
                 &mut out[..HEADERS_LEN],
             ),
         };
-        match written {
-            Ok(_) => {}
-            Err(crate::net::NetError::TooLong { .. }) => {
-                self.stats.tx_build_errors += 1;
-                return false;
-            }
-            Err(_) => {
-                self.stats.tx_no_peer += 1;
-                return false;
-            }
+        if !self.headers_written(written) {
+            return false;
         }
         // Emitted as the QP made them, then the pad count set in the BTH (no header copy).
         if headers
@@ -1567,13 +1578,7 @@ impl<M: Memory> FrameBuilder<'_, M> {
             return false;
         }
         crate::wire::bth::Packet::new_unchecked(&mut out[HEADERS_LEN..]).set_pad_count(pad);
-        let Ok(icrc) = icrc_in_place(&mut out[ETH_LEN..body_end]) else {
-            self.stats.tx_build_errors += 1;
-            return false;
-        };
-        out[body_end..].copy_from_slice(&icrc.to_le_bytes());
-        self.stats.tx_frames += 1;
-        true
+        self.seal(out, body_end)
     }
 }
 
