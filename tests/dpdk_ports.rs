@@ -205,3 +205,55 @@ fn tap_port_answers_arp_and_receives_kernel_udp() {
         "DPDK never saw the kernel's ARP request: {lines:?}"
     );
 }
+
+/// EAL makes its runtime directory (/var/run/dpdk/<file prefix>) early in `rte_eal_init` and
+/// does not remove it when a later step fails. A process whose EAL init fails (here: hugepage
+/// memory asked for in a directory that is no hugetlbfs mount, so "Cannot get hugepage
+/// information") must still leave nothing there: a directory left behind by one failed run made
+/// the next run's checks fail.
+#[test]
+fn a_process_whose_eal_init_fails_leaves_no_runtime_directory() {
+    const LAT: &str = env!("CARGO_BIN_EXE_roce-lat");
+    let pid = std::process::id();
+    let prefix = format!("ealfail-{pid}");
+    let runtime = std::path::PathBuf::from(format!("/var/run/dpdk/{prefix}"));
+    let _ = std::fs::remove_dir_all(&runtime);
+    let dir = std::env::temp_dir().join(format!("dpdk-roce-ealfail-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("ealfail.toml");
+    std::fs::write(
+        &profile,
+        format!(
+            "name = \"ealfail\"\n\
+             [eal]\nlcores = [0]\nhugepages = true\nfile_prefix = \"{prefix}\"\n\
+             extra_args = [\"--huge-dir={}\"]\n\
+             [port]\npmd = \"af_packet\"\niface = \"ef{pid}\"\n\
+             [roce]\naddress = \"10.77.9.1/24\"\n\
+             [engine]\npoll_cores = [0]\nprogress = \"inline\"\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(LAT)
+        .args(["--profile", profile.to_str().unwrap(), "--server"])
+        .output()
+        .expect("run roce-lat");
+    let report = format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!out.status.success(), "EAL init should fail\n{report}");
+    assert!(
+        report.contains("Cannot get hugepage information"),
+        "EAL should fail on the hugepage directory, after making its runtime directory\n{report}"
+    );
+    let left = runtime.exists();
+    let _ = std::fs::remove_dir_all(&runtime);
+    assert!(
+        !left,
+        "EAL runtime dir left behind: {}\n{report}",
+        runtime.display()
+    );
+}

@@ -339,7 +339,10 @@ impl ProfilePort {
                 let _ = std::fs::create_dir_all(dir);
             }
         }
-        let eal = Eal::init(&profile.eal_args())?;
+        // EAL makes the runtime directory early in `rte_eal_init` and leaves it when a later
+        // step fails (no hugepage information, no memory, a device that does not probe).
+        let eal = Eal::init(&profile.eal_args())
+            .inspect_err(|_| remove_dirs(&runtime_dirs(&profile.file_prefix())))?;
         // With --no-shconf (every profile, `Profile::eal_args`) EAL has no multi-process
         // channel and no shared config: after init nothing uses the runtime directory, so it
         // goes now, not only on drop. A process that exits without dropping its port (a DAT
