@@ -17,8 +17,9 @@
 # sockperf variant (af_packet only; 5 s per round, SOCKPERF_TIME to change).
 #
 # Changes made, undone on exit (also on failure or Ctrl-C): af_packet: the veth pair
-# rocev0a/rocev0b (scripts/veth.sh) if it was not there; memif: 512 hugepages and the hugetlbfs
-# mount (scripts/hugepages.sh) if none were reserved. What was there before is left as it was.
+# rocev0a/rocev0b (scripts/veth.sh) if it was not there; memif: the server's socket file if it
+# was not there; both: 512 hugepages and the hugetlbfs mount (scripts/hugepages.sh) if none were
+# reserved. What was there before is left as it was.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,6 +52,14 @@ trap 'exit 130' INT TERM
 if [[ $link == af_packet ]] && ! ip link show dev rocev0a >/dev/null 2>&1; then
   bash scripts/veth.sh up >/dev/null
   undo+=("bash scripts/veth.sh down")
+fi
+# The memif server's socket file outlives its process (the port stays open until exit, and EAL
+# does not unlink it): remove it afterwards unless it was there before.
+if [[ $link == memif ]]; then
+  sock=$(sed -n 's/^socket *= *"\(.*\)"/\1/p' "$a" | head -1)
+  if [[ -n $sock && ! -e $sock ]]; then
+    undo+=("rm -f '$sock'")
+  fi
 fi
 if [[ $(cat /proc/sys/vm/nr_hugepages) -eq 0 ]]; then
   bash scripts/hugepages.sh up 512 >/dev/null

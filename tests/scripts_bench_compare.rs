@@ -28,6 +28,9 @@ fn value(line: &str, key: &str) -> f64 {
 fn memif_rounds_print_medians_and_the_ratio() {
     require_root();
     let before = hugepages();
+    // The memif server's socket file (dpdk-config/memif-server.toml) outlives the server.
+    let sock = std::path::Path::new("/run/dpdk-roce/memif0.sock");
+    let sock_before = sock.exists();
     let env = [
         ("ROCE_LAT", LAT),
         ("ROUNDS", "2"),
@@ -86,6 +89,12 @@ fn memif_rounds_print_medians_and_the_ratio() {
         .unwrap_or_else(|| panic!("no one-run ratio line:\n{stdout}"));
     assert!(value(one_run, "median") > 0.0, "{one_run}");
     assert_eq!(hugepages(), before, "hugepages left as they were");
+    assert_eq!(
+        sock.exists(),
+        sock_before,
+        "the memif socket file {} is left as it was",
+        sock.display()
+    );
 }
 
 #[test]
