@@ -12,15 +12,16 @@ use std::time::{Duration, Instant as WallInstant};
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::dpdk::{DpdkFrameIo, Eal, EalArgs, Port, PortConfig};
-use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
+use dpdk_roce::engine::host::QpOptions;
 use dpdk_roce::engine::io::FrameIo;
 use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::mem::{MrTable, Region};
-use dpdk_roce::net::NetConfig;
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus, WorkCompletion};
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use dpdk_roce::wire::psn::Psn;
+
+mod host_common;
 
 type ZShard = Shard<Arc<MrTable>, DpdkFrameIo>;
 
@@ -141,17 +142,7 @@ fn write_send_read_0b_to_1mib_go_out_zero_copy_with_every_byte_checked() {
         );
         // Every payload zero-copy, however small.
         io.set_zero_copy_min(Some(0), port).unwrap();
-        let mut host = Host::new(
-            HostConfig {
-                net: NetConfig::new(mac, addr, 24),
-                ca_guid: u64::from(addr.octets()[3]),
-                seed: u64::from(addr.octets()[3]),
-            },
-            Arc::new(MrTable::new(64)),
-        )
-        .unwrap();
-        host.add_neighbour(peer.0, peer.1).unwrap();
-        Shard::new(host, io)
+        Shard::new(host_common::host(mac, addr, peer), io)
     };
     let mut a = shard(&pa, mac_a, ip_a, (ip_b, mac_b));
     let mut b = shard(&pb, mac_b, ip_b, (ip_a, mac_a));
