@@ -14,10 +14,12 @@
 #
 # Environment: ROUNDS (5), ITERS (10000), WARMUP (1000), SIZE (8), OP (write|send|read; the
 # RoCE variant), ROCE_LAT (target/release/roce-lat, built if missing), SOCKPERF=1 adds the
-# sockperf variant (af_packet only; 5 s per round, SOCKPERF_TIME to change).
+# sockperf variant (af_packet only; 5 s per round, SOCKPERF_TIME to change) and a last line
+# counting the rounds whose RoCE p50 (and p99) was below sockperf's, VETH_PREFIX (af_packet:
+# the veth pair PREFIXa/PREFIXb the profiles are pointed at; default rocev0, the profiles' own).
 #
 # Changes made, undone on exit (also on failure or Ctrl-C): af_packet: the veth pair
-# rocev0a/rocev0b (scripts/veth.sh) if it was not there; memif: the server's socket file if it
+# PREFIXa/PREFIXb (scripts/veth.sh) if it was not there; memif: the server's socket file if it
 # was not there; both: 512 hugepages and the hugetlbfs mount (scripts/hugepages.sh) if none were
 # reserved. What was there before is left as it was.
 set -euo pipefail
@@ -33,6 +35,11 @@ case $link in
   memif) a=dpdk-config/memif-server.toml b=dpdk-config/memif-client.toml ip=10.77.3.1 ;;
   *) echo "usage: $0 [af_packet|memif]" >&2; exit 2 ;;
 esac
+prefix=${VETH_PREFIX:-rocev0}
+if ((${#prefix} < 1 || ${#prefix} > 14)) || [[ ! $prefix =~ ^[A-Za-z0-9_.-]+$ ]]; then
+  echo "bench-compare: bad VETH_PREFIX '$prefix' (1..14 characters of A-Z a-z 0-9 _ . -)" >&2
+  exit 2
+fi
 if [[ ${SOCKPERF:-0} == 1 && $link != af_packet ]]; then
   echo "bench-compare: the sockperf baseline runs on a veth pair: use it with af_packet" >&2
   exit 2
@@ -49,9 +56,21 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-if [[ $link == af_packet ]] && ! ip link show dev rocev0a >/dev/null 2>&1; then
-  bash scripts/veth.sh up >/dev/null
-  undo+=("bash scripts/veth.sh down")
+if [[ $link == af_packet && $prefix != rocev0 ]]; then
+  # Copies of the profiles pointed at the other pair (the only key that names it).
+  dir=$(mktemp -d)
+  undo+=("rm -rf '$dir'")
+  for side in a b; do
+    src=dpdk-config/af_packet-$side.toml
+    sed "s/^iface = \"rocev0$side\"/iface = \"$prefix$side\"/" "$src" >"$dir/af_packet-$side.toml"
+    grep -q "^iface = \"$prefix$side\"" "$dir/af_packet-$side.toml" ||
+      { echo "bench-compare: $src has no 'iface = \"rocev0$side\"' line" >&2; exit 1; }
+  done
+  a=$dir/af_packet-a.toml b=$dir/af_packet-b.toml
+fi
+if [[ $link == af_packet ]] && ! ip link show dev "${prefix}a" >/dev/null 2>&1; then
+  bash scripts/veth.sh up "$prefix" >/dev/null
+  undo+=("bash scripts/veth.sh down '$prefix'")
 fi
 # The memif server's socket file outlives its process (the port stays open until exit, and EAL
 # does not unlink it): remove it afterwards unless it was there before.
@@ -96,6 +115,7 @@ variants=(raw "$OP")
 [[ ${SOCKPERF:-0} == 1 ]] && variants+=(sockperf)
 declare -A p50s p99s
 ratios=""
+below50=0 below99=0
 for ((r = 1; r <= ROUNDS; r++)); do
   for v in "${variants[@]}"; do
     case $v in
@@ -107,6 +127,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
     [[ -n ${p99:-} ]] || { echo "bench-compare: no result from the $v run" >&2; exit 1; }
     p50s[$v]+="$p50 " p99s[$v]+="$p99 "
     echo "round $r $v: p50 $p50 us, p99 $p99 us"
+    [[ $v == "$OP" ]] && op50=$p50 op99=$p99
+    if [[ $v == sockperf ]]; then
+      below50=$((below50 + $(awk -v a="$op50" -v b="$p50" 'BEGIN { print (a < b) }')))
+      below99=$((below99 + $(awk -v a="$op99" -v b="$p99" 'BEGIN { print (a < b) }')))
+    fi
   done
   res=$(run_with_raw)
   read -r p50 p99 rp50 rp99 ratio <<<"$res"
@@ -128,3 +153,6 @@ ratio=$(awk -v w="$(median <<<"${p50s[$OP]}")" -v r="$(median <<<"${p50s[raw]}")
   'BEGIN { printf "%.2f", w / r }')
 echo "  ratio ${OP}/raw of the median p50s: ${ratio}x (separate runs)"
 echo "  ratio ${OP}/raw of the p50s in one run (--with-raw; $OP+raw / raw+$OP above): median $(median <<<"$ratios")x (each round: $ratios)"
+if [[ ${SOCKPERF:-0} == 1 ]]; then
+  echo "  ${OP} below sockperf in the same round: p50 in $below50 of $ROUNDS rounds, p99 in $below99 of $ROUNDS"
+fi

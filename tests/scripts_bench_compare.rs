@@ -1,7 +1,8 @@
 //! scripts/bench-compare.sh: the raw floor and the RDMA WRITE ping-pong run in alternation; the
 //! script prints every run, each variant's medians and the WRITE/raw ratio, refuses bad
 //! arguments, and leaves the machine as it found it. No timing is asserted (bench/README.md has
-//! the figures). Runs over net_memif (no interface needed); needs root for hugepages.
+//! the figures). Runs over net_memif (no interface needed) and over net_af_packet on a veth pair
+//! of its own with the sockperf baseline; needs root for hugepages, veths and namespaces.
 
 mod scripts_common;
 use scripts_common::*;
@@ -97,6 +98,73 @@ fn memif_rounds_print_medians_and_the_ratio() {
     );
 }
 
+/// `round N VARIANT: p50 X us, p99 Y us` -> (X, Y).
+fn round(stdout: &str, r: u32, v: &str) -> (f64, f64) {
+    let head = format!("round {r} {v}:");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&head))
+        .unwrap_or_else(|| panic!("no {head:?} line:\n{stdout}"));
+    (value(line, "p50"), value(line, "p99"))
+}
+
+#[test]
+fn af_packet_rounds_count_the_rounds_below_sockperf() {
+    require_root();
+    let before = hugepages();
+    // A veth pair of this test's own, made and removed by the script.
+    let prefix = format!("bc{}", pid_tag());
+    let (end_a, end_b) = (format!("{prefix}a"), format!("{prefix}b"));
+    assert!(!link_exists(&end_a) && !link_exists(&end_b));
+    let _down = Guard(|| {
+        let _ = cmd("ip", &["link", "del", "dev", &end_a]);
+    });
+    let env = [
+        ("ROCE_LAT", LAT),
+        ("ROUNDS", "2"),
+        ("ITERS", "300"),
+        ("WARMUP", "50"),
+        ("SOCKPERF", "1"),
+        ("SOCKPERF_TIME", "1"),
+        ("VETH_PREFIX", prefix.as_str()),
+    ];
+    let stdout = run_ok("bench-compare.sh", &["af_packet"], &env);
+    // Every round ran the three variants; recount the rounds the script says were below.
+    let (mut below50, mut below99) = (0, 0);
+    for r in 1..=2 {
+        let (raw50, raw99) = round(&stdout, r, "raw");
+        let (w50, w99) = round(&stdout, r, "write");
+        let (s50, s99) = round(&stdout, r, "sockperf");
+        assert!(raw50 > 0.0 && raw50 <= raw99, "{stdout}");
+        assert!(w50 > 0.0 && w50 <= w99, "{stdout}");
+        assert!(s50 > 0.0 && s50 <= s99, "{stdout}");
+        below50 += u32::from(w50 < s50);
+        below99 += u32::from(w99 < s99);
+    }
+    let count = stdout
+        .lines()
+        .find(|l| l.contains("below sockperf in the same round"))
+        .unwrap_or_else(|| panic!("no sockperf count line:\n{stdout}"));
+    assert!(
+        count.contains(&format!(
+            "p50 in {below50} of 2 rounds, p99 in {below99} of 2"
+        )),
+        "{count} (recounted: p50 {below50}, p99 {below99})"
+    );
+    let sockperf = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("sockperf") && l.contains("median p50"))
+        .unwrap_or_else(|| panic!("no sockperf median line:\n{stdout}"));
+    assert!(value(sockperf, "median p50") > 0.0, "{sockperf}");
+    assert!(
+        !link_exists(&end_a) && !link_exists(&end_b),
+        "veth pair removed"
+    );
+    let netns = String::from_utf8_lossy(&cmd("ip", &["netns", "list"]).stdout).to_string();
+    assert!(!netns.contains("skp"), "sockperf namespaces left: {netns}");
+    assert_eq!(hugepages(), before, "hugepages left as they were");
+}
+
 #[test]
 fn bad_arguments_are_refused() {
     require_root();
@@ -119,4 +187,15 @@ fn bad_arguments_are_refused() {
         &[("ROCE_LAT", LAT), ("ROUNDS", "two")],
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = run(
+        "bench-compare.sh",
+        &["af_packet"],
+        &[("ROCE_LAT", LAT), ("VETH_PREFIX", "far-too-long-prefix")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("VETH_PREFIX"),
+        "{}",
+        text(&out)
+    );
 }
