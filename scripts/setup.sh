@@ -19,6 +19,7 @@ PACKAGES=(
   dapl2-utils       # dtest, dtestx, dtestcm, dtestsrq, dapltest: the uDAPL programs run on it
   clang             # the C compiler bindgen's libclang pairs with
   iproute2          # `ip link` veth/tap set-up in the DPDK port tests
+  ethtool           # scripts/veth.sh turns scatter-gather off on the veth ends
   arping            # the net_tap test: the kernel arpings the provider's address
   util-linux        # flock, setsid, mount (scripts/)
   sockperf          # scripts/sockperf-baseline.sh: the kernel UDP busy-poll latency baseline

@@ -17,7 +17,9 @@
 #
 # Changes made, all undone on exit (also on failure or Ctrl-C):
 #   - network namespaces skp<pid>-a / skp<pid>-b and the veth pair skp<pid>a / skp<pid>b
-#     between them (10.77.4.1/24, 10.77.4.2/24, IPv6 off, MTU 1500);
+#     between them (10.77.4.1/24, 10.77.4.2/24, IPv6 off, MTU 1500, scatter-gather as
+#     scripts/veth.sh sets it for the DPDK pair: off unless VETH_SG=on; a UDP datagram of this
+#     size is one linear buffer, so it makes no difference here, but both pairs are alike);
 #   - sysctls net.core.busy_read and net.core.busy_poll set to $BUSY_POLL_US (default 50) and
 #     restored. They are global (not per namespace) and only act on sockets whose packets came
 #     through NAPI; a veth without GRO or XDP has no NAPI, so on this setup the busy polling is
@@ -27,6 +29,7 @@ set -euo pipefail
 SIZE=${SOCKPERF_SIZE:-14}
 TIME=${SOCKPERF_TIME:-5}
 BUSY=${BUSY_POLL_US:-50}
+SG=${VETH_SG:-off}
 PORT=11111
 TAG=skp$$
 NS_A=$TAG-a
@@ -46,6 +49,10 @@ command -v sockperf >/dev/null || {
 }
 if [[ ! $SIZE =~ ^[0-9]+$ || ! $TIME =~ ^[0-9]+$ || ! $BUSY =~ ^[0-9]+$ ]]; then
   echo "sockperf-baseline: SOCKPERF_SIZE, SOCKPERF_TIME and BUSY_POLL_US are integers" >&2
+  exit 2
+fi
+if [[ $SG != on && $SG != off ]]; then
+  echo "sockperf-baseline: VETH_SG '$SG' is neither on nor off" >&2
   exit 2
 fi
 
@@ -73,7 +80,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-echo "sockperf-baseline: namespaces $NS_A $NS_B, veth $IF_A/$IF_B"
+echo "sockperf-baseline: namespaces $NS_A $NS_B, veth $IF_A/$IF_B, scatter-gather $SG"
 ip netns add "$NS_A"
 ip netns add "$NS_B"
 ip link add "$IF_A" type veth peer name "$IF_B"
@@ -84,6 +91,9 @@ for x in "$NS_A $IF_A $IP_A" "$NS_B $IF_B $IP_B"; do
   ip netns exec "$ns" sysctl -q -w net.ipv6.conf.all.disable_ipv6=1
   ip -n "$ns" link set lo up
   ip -n "$ns" link set "$ifc" mtu 1500
+  if ! ip netns exec "$ns" ethtool -K "$ifc" sg "$SG" >/dev/null 2>&1; then
+    echo "sockperf-baseline: warning: cannot set scatter-gather $SG on $ifc (ethtool missing?)" >&2
+  fi
   ip -n "$ns" addr add "$ip/24" dev "$ifc"
   ip -n "$ns" link set "$ifc" up
 done

@@ -16,6 +16,15 @@
 #                      the kernel's IPv4 layer, to be dropped there as not addressed to it
 #                      (IpInAddrErrors), inside the sending process's sendto(), costing latency
 #                      that a NIC owned by DPDK never pays. VETH_KERNEL_RX=1 leaves it out.
+#                      On both ends, scatter-gather off (ethtool -K END sg off): net_af_packet
+#                      sends from its PACKET_MMAP TX ring, and the kernel hands all of a frame
+#                      but its Ethernet header over as zero-copy page fragments of the ring;
+#                      a veth forwarding such a frame copies them into freshly allocated pages
+#                      (skb_copy_ubufs, a page allocation per frame). Without scatter-gather the
+#                      kernel pulls the fragments into the frame's own buffer when it is sent
+#                      (__pskb_pull_tail), which is cheaper: the 8-byte af_packet ping-pong's
+#                      half round trip went down by about 0.15-0.25 us (bench/README.md,
+#                      fourteenth session). VETH_SG=on leaves scatter-gather on.
 #   down [PREFIX]      deletes the pair (deleting one end deletes both).
 #   status [PREFIX]    changes nothing; shows the pair.
 # Idempotent: `up` on an existing pair only re-applies MTU, IPv6, filter and link state; `down` on a
@@ -77,6 +86,15 @@ kernel_rx_off() {
   fi
 }
 
+# Scatter-gather on end $1 to $2 (on|off; see `up`). ethtool comes with scripts/setup.sh.
+set_sg() {
+  if ! command -v ethtool >/dev/null || ! ethtool -K "$1" sg "$2" >/dev/null 2>&1; then
+    echo "veth: warning: cannot set scatter-gather $2 on $1 (ethtool missing? scripts/setup.sh" \
+      "installs it): frames from net_af_packet are copied into new pages (slower, otherwise" \
+      "harmless)" >&2
+  fi
+}
+
 # Undoes kernel_rx_off on end $1 (an `up` with a kernel address on an existing pair).
 kernel_rx_on() {
   tc qdisc del dev "$1" clsact 2>/dev/null || true
@@ -86,6 +104,11 @@ up() {
   local mtu=${1:-${VETH_MTU:-1500}}
   if [[ ! $mtu =~ ^[0-9]+$ ]] || ((mtu < 256 || mtu > 9000)); then
     echo "veth: MTU '$mtu' is not in 256..=9000" >&2
+    exit 2
+  fi
+  local sg=${VETH_SG:-off}
+  if [[ $sg != on && $sg != off ]]; then
+    echo "veth: VETH_SG '$sg' is neither on nor off" >&2
     exit 2
   fi
   need_root
@@ -113,6 +136,7 @@ up() {
   for end in "$a" "$b"; do
     ip link set dev "$end" mtu "$mtu"
     disable_ipv6 "$end"
+    set_sg "$end" "$sg"
     ip link set dev "$end" up
   done
   if [[ -n ${KERNEL_ADDR_A:-} ]]; then ip addr replace "$KERNEL_ADDR_A" dev "$a"; fi
@@ -122,7 +146,7 @@ up() {
   if [[ -n $kernel_rx_a ]]; then kernel_rx_on "$a"; else kernel_rx_off "$a"; fi
   if [[ -n $kernel_rx_b ]]; then kernel_rx_on "$b"; else kernel_rx_off "$b"; fi
   trap - EXIT
-  echo "veth: up: $a <-> $b, MTU $mtu"
+  echo "veth: up: $a <-> $b, MTU $mtu, scatter-gather $sg"
 }
 
 down() {
@@ -144,13 +168,14 @@ down() {
 
 status() {
   if exists "$a"; then
-    local end rx
+    local end rx sg
     for end in "$a" "$b"; do
       rx="on"
       if tc filter show dev "$end" ingress 2>/dev/null | grep -q "bytecode '${KERNEL_RX_DROP%,}'"; then
         rx="off (after the packet taps)"
       fi
-      echo "$(ip -br link show dev "$end")  kernel rx: $rx"
+      sg=$(ethtool -k "$end" 2>/dev/null | sed -n 's/^scatter-gather: \([a-z]*\).*/\1/p')
+      echo "$(ip -br link show dev "$end")  kernel rx: $rx  scatter-gather: ${sg:-unknown}"
     done
   else
     echo "veth: $a/$b not present"

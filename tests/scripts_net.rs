@@ -11,6 +11,18 @@ fn sysctl_ipv6_disabled(dev: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// `on` or `off`: the device's scatter-gather, as ethtool reports it.
+fn scatter_gather(dev: &str) -> String {
+    let out = cmd("ethtool", &["-k", dev]);
+    assert!(out.status.success(), "ethtool -k {dev}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("scatter-gather: "))
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no scatter-gather line for {dev}"))
+        .to_string()
+}
+
 #[test]
 fn veth_up_down() {
     require_root();
@@ -34,6 +46,8 @@ fn veth_up_down() {
         assert!(line.contains("mtu 1400"), "{line}");
         assert!(line.contains("state UP") || line.contains(",UP"), "{line}");
         assert!(sysctl_ipv6_disabled(dev), "IPv6 still on {dev}");
+        // net_af_packet's TX-ring fragments are pulled into the frame, not copied into pages.
+        assert_eq!(scatter_gather(dev), "off", "{dev}");
         let addrs = cmd("ip", &["-o", "-4", "addr", "show", "dev", dev]);
         assert!(
             addrs.stdout.is_empty(),
@@ -47,7 +61,16 @@ fn veth_up_down() {
     let line =
         String::from_utf8_lossy(&cmd("ip", &["-o", "link", "show", "dev", &a]).stdout).into_owned();
     assert!(line.contains("mtu 1500"), "{line}");
-    assert!(run_ok("veth.sh", &["status", &prefix], &[]).contains(&a));
+    let status = run_ok("veth.sh", &["status", &prefix], &[]);
+    assert!(status.contains(&a), "{status}");
+    assert_eq!(status.matches("scatter-gather: off").count(), 2, "{status}");
+    // VETH_SG=on leaves scatter-gather on; a value that is neither is refused.
+    run_ok("veth.sh", &["up", &prefix], &[("VETH_SG", "on")]);
+    assert_eq!(scatter_gather(&a), "on");
+    assert_eq!(scatter_gather(&b), "on");
+    let out = run("veth.sh", &["up", &prefix], &[("VETH_SG", "maybe")]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(scatter_gather(&a), "on", "a refused up changed nothing");
 
     run_ok("veth.sh", &["down", &prefix], &[]);
     assert!(
@@ -270,10 +293,10 @@ fn veth_ends_without_a_kernel_address_stop_kernel_rx_after_the_packet_taps() {
             .to_string()
     };
     assert!(
-        line(&a).ends_with("kernel rx: off (after the packet taps)"),
+        line(&a).contains("kernel rx: off (after the packet taps)  "),
         "{status}"
     );
-    assert!(line(&b).ends_with("kernel rx: on"), "{status}");
+    assert!(line(&b).contains("kernel rx: on  "), "{status}");
     assert_eq!(clsact_dropped(&a), Some(0), "a fresh filter on {a}");
     assert_eq!(
         clsact_dropped(&b),

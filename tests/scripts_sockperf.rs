@@ -19,6 +19,11 @@ fn announced(stdout: &str) -> (Vec<String>, Vec<String>) {
         .find_map(|l| l.strip_prefix("sockperf-baseline: namespaces "))
         .unwrap_or_else(|| panic!("no namespaces line:\n{stdout}"));
     let (ns, veth) = line.split_once(", veth ").expect("veth part");
+    let (veth, sg) = veth
+        .split_once(", scatter-gather ")
+        .expect("scatter-gather part");
+    // Scatter-gather as scripts/veth.sh sets it for the DPDK pair (off by default).
+    assert_eq!(sg, "off", "{line}");
     let ns = ns.split_whitespace().map(String::from).collect();
     let veth = veth.split('/').map(String::from).collect();
     (ns, veth)
@@ -46,6 +51,11 @@ fn baseline_prints_percentiles_and_leaves_nothing_behind() {
     let out = run("sockperf-baseline.sh", &[], &[("SOCKPERF_TIME", "1")]);
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("warning"),
+        "{}",
+        text(&out)
+    );
     let summary = stdout
         .lines()
         .find(|l| l.starts_with("sockperf-baseline: size 14 B, half RTT"))
