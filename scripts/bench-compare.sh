@@ -36,8 +36,9 @@ case $link in
   *) echo "usage: $0 [af_packet|memif]" >&2; exit 2 ;;
 esac
 prefix=${VETH_PREFIX:-rocev0}
-if ((${#prefix} < 1 || ${#prefix} > 14)) || [[ ! $prefix =~ ^[A-Za-z0-9_.-]+$ ]]; then
-  echo "bench-compare: bad VETH_PREFIX '$prefix' (1..14 characters of A-Z a-z 0-9 _ . -)" >&2
+# veth.sh owns the rule for a name prefix (`status` changes nothing and exits 2 on a bad one).
+if ! veth_err=$(bash scripts/veth.sh status "$prefix" 2>&1 >/dev/null); then
+  echo "bench-compare: bad VETH_PREFIX: $veth_err" >&2
   exit 2
 fi
 if [[ ${SOCKPERF:-0} == 1 && $link != af_packet ]]; then
