@@ -117,13 +117,13 @@ impl Default for QpOptions {
     }
 }
 
-/// The default ACK delay of new QPs: long enough for a consumer to answer a ping-pong message
-/// (the ACK then leaves in the same burst as the answer: over net_af_packet that halved the
-/// sends per round trip and took RDMA WRITE 8 B p50 from 8.8-10.8 to 6.3-6.5 µs under load),
-/// far below any local ACK timeout the CM negotiates (exponent 10+: 4.2 ms). Bulk transfers
-/// see fewer, later ACKs; the requester's send window (`transport::window`) keeps go-back-N
-/// from resending whole windows into a receive ring that overflowed.
-pub const DEFAULT_ACK_DELAY: core::time::Duration = core::time::Duration::from_micros(20);
+/// The default ACK delay of new QPs: none. A responder coalesces ACKs only over what has
+/// already arrived (the ACKs of one receive burst leave as one, when the burst is handled) and
+/// never holds one for a request that may come later, so a lone RDMA WRITE or SEND completes in
+/// one network round trip. A delay (`QpOptions::ack_delay`, `Qp::set_ack_delay`) lets a
+/// ping-pong's ACK ride with the answer at the cost of every lone completion; it is a knob for
+/// that benchmark only (`roce-lat --ack-delay-us`).
+pub const DEFAULT_ACK_DELAY: core::time::Duration = core::time::Duration::ZERO;
 
 /// Frame counters of a port above the neighbour layer (which counts its own drops).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

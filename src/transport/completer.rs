@@ -318,9 +318,6 @@ impl Qp {
         } else {
             self.timers.stop(Timer::Ack);
         }
-        if !self.req.una.before(self.req.sent_hw) {
-            self.timers.stop(Timer::AckProbe);
-        }
     }
 
     /// Go-back-N from `psn`, once per gap, consuming the retry budget.

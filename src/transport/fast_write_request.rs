@@ -2,8 +2,8 @@
 //! RTS is a new RC RDMA WRITE Only (a WRITE without immediate data that fits one path MTU, from
 //! one SGE; the ping-pong of `ib_write_lat`, every small one-sided put). It has exactly the
 //! effects `Qp::poll_transmit` has for such a packet (IBTA vol. 1 §9.7.4: the PSN assigned and
-//! the WQE started, the send window and AckReq rules of `requester`, the local ACK timer and
-//! the ACK probe, a held ACK let go behind the request), reached without the general header
+//! the WQE started, the send window and AckReq rules of `requester`, the local ACK timer, a held
+//! ACK let go behind the request), reached without the general header
 //! set: the frame writer gets the BTH, the RETH and the payload's place in registered memory.
 //! Anything else (responses to send first, a resend, a WQE already started or failed at post
 //! time, a fence, WRITE with immediate, SEND, READ, atomics, several SGEs, several packets, an
@@ -57,7 +57,7 @@ impl Qp {
         if psn.distance_from(self.req.una) >= self.req.window.limit() {
             return None;
         }
-        let (signaled, solicited, len) = (w.signaled, w.solicited, w.len);
+        let (solicited, len) = (w.solicited, w.len);
         let payload = MemRef {
             kind: KeyKind::Local,
             pd: self.config.pd,
@@ -71,7 +71,8 @@ impl Qp {
             w.started = true;
         }
         self.req.next_psn = psn.add(1);
-        let ack_req = signaled || self.wants_ack(psn, i);
+        // A WRITE Only is its message's last packet: it always asks (`requester`).
+        let ack_req = true;
         let bth = BthRepr {
             pkey: self.attr.pkey,
             solicited,

@@ -403,9 +403,6 @@ impl Qp {
         if self.timers.expire(Timer::AckDelay, now) {
             self.resp.ack_due = true;
         }
-        if self.timers.expire(Timer::AckProbe, now) {
-            self.on_ack_probe();
-        }
     }
 
     /// The earliest armed deadline.

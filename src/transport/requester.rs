@@ -1,10 +1,10 @@
 //! The requester (IBTA vol. 1 §9.7.4 "requester side", Linux rxe `rxe_req.c`): turns send WQEs
 //! into request packets. Segmentation into FIRST/MIDDLE/LAST/ONLY by path MTU (§9.7.4.1.2),
 //! PSN assignment (§9.7.1: one PSN per packet, an RDMA READ consumes ceil(len/MTU), min 1),
-//! AckReq (§9.7.4.1.4, see `wants_ack`) on the last packet of each signaled message, on
-//! READ/atomic requests, every `ACK_REQ_EVERY` packets and when the queue or window fills; an
-//! idle requester with unrequested packets outstanding asks once more after `ACK_PROBE_DELAY`,
-//! a bounded window of outstanding PSNs, at most `max_rd_atomic` READs/atomics outstanding
+//! AckReq (§9.7.4.1.4, see `wants_ack`) on the last packet of every message (signaled or not:
+//! nothing outstanding is ever left waiting for a later request or a timer), on READ/atomic
+//! requests, every `ACK_REQ_EVERY` packets of a long message and when the queue or window
+//! fills; the responder coalesces the ACKs of one receive burst into one. A bounded window of outstanding PSNs, at most `max_rd_atomic` READs/atomics outstanding
 //! (§9.4.4 initiator depth), and fences (§10.8.3.3).
 //!
 //! Retransmission is go-back-N: the completer moves the cursor (`cur`, `cur_pkt`) back to the
@@ -30,11 +30,6 @@ use super::window::SendWindow;
 
 /// Request an ACK at least every this many packets, of one message or several unsignaled ones.
 pub const ACK_REQ_EVERY: u32 = 16;
-
-/// An idle requester whose last packets went without AckReq resends its last packet with AckReq
-/// after this long, so a responder that ACKs only on request (IBTA vol. 1 §9.7.5.1.2; Linux rxe)
-/// still retires them long before the local ACK timeout.
-pub const ACK_PROBE_DELAY: core::time::Duration = core::time::Duration::from_micros(50);
 
 /// Most PSNs in flight (sent and not acknowledged) before the requester waits. Far below the
 /// 2^23 half-ring so the responder always classifies PSNs correctly.
@@ -307,13 +302,12 @@ impl Qp {
         };
         let opcode = segment_opcode(&w.op, first, last);
         let solicited = last && w.solicited;
-        let signaled_end = last && w.signaled;
         // One SGE (the common case): the payload is one slice of it.
         let one = match &w.sgl[..] {
             [s] => Some((s.lkey, s.addr)),
             _ => None,
         };
-        let ack_req = signaled_end || self.wants_ack(psn, i);
+        let ack_req = last || self.wants_ack(psn, i);
         let bth = BthRepr {
             pkey: self.attr.pkey,
             solicited,
@@ -348,7 +342,7 @@ impl Qp {
     }
 
     /// Transmit bookkeeping of a request packet at `psn` covering `span` PSNs: the AckReq
-    /// count and the ACK probe, the cursor (to the next WQE after the message's last packet),
+    /// count, the cursor (to the next WQE after the message's last packet),
     /// the highest PSN sent and the local ACK timer (IBTA vol. 1 §9.7.6.1.2).
     #[inline(always)]
     pub(super) fn note_request_sent(
@@ -361,10 +355,8 @@ impl Qp {
     ) {
         if ack_req {
             self.req.unrequested = 0;
-            self.timers.stop(Timer::AckProbe);
         } else {
             self.req.unrequested += 1;
-            self.timers.set(Timer::AckProbe, now + ACK_PROBE_DELAY);
         }
         if whole_wqe {
             self.req.cur += 1;
@@ -446,11 +438,11 @@ fn rd_atomic_request(
 }
 
 impl Qp {
-    /// AckReq for a SEND/WRITE packet beyond a signaled message's end (IBTA vol. 1 §9.7.4.1.4
-    /// leaves the choice to the requester; an unsignaled message needs its ACK only to retire
-    /// it): after `ACK_REQ_EVERY - 1` packets without one, when the send queue is half full of
-    /// unretired WQEs or the PSN window half used, and on a resend of the last packet sent (a
-    /// go-back-N or an ACK probe must be answered).
+    /// AckReq for a SEND/WRITE packet before its message's last one (IBTA vol. 1 §9.7.4.1.4
+    /// leaves the choice to the requester): after `ACK_REQ_EVERY - 1` packets without one, so
+    /// a long message keeps the window moving; when the send queue is half full of unretired
+    /// WQEs or the PSN window half used; and on a resend of the last packet sent (a go-back-N
+    /// must be answered).
     #[inline(always)]
     pub(super) fn wants_ack(&self, psn: Psn, wqe: usize) -> bool {
         let half_sq = (self.config.sq_depth / 2).max(1) as usize;
@@ -458,25 +450,6 @@ impl Qp {
             || wqe + 1 >= half_sq
             || psn.distance_from(self.req.una) + 1 >= (self.req.window.limit() / 2).max(1)
             || psn.next() == self.req.sent_hw
-    }
-
-    /// The ACK probe fired: the requester has been idle for `ACK_PROBE_DELAY` with packets
-    /// outstanding that asked for no ACK. Resend the last one, now with AckReq; the responder
-    /// treats it as a duplicate and only ACKs it (§9.7.5.1.1).
-    pub(super) fn on_ack_probe(&mut self) {
-        if !matches!(self.state, QpState::Rts | QpState::Sqd)
-            || self.req.rnr_wait
-            || !self.req.una.before(self.req.sent_hw)
-        {
-            return;
-        }
-        let cursor_at_end = match self.req.sq.get(self.req.cur) {
-            Some(w) if w.started => w.first_psn.add(self.req.cur_pkt) == self.req.sent_hw,
-            _ => true,
-        };
-        if cursor_at_end {
-            self.req.rewind(self.req.sent_hw.sub(1));
-        }
     }
 }
 

@@ -13,17 +13,16 @@ pub enum Timer {
     Ack = 0,
     /// RNR NAK wait: resend after the responder's RNR timer.
     Rnr = 1,
-    /// Delayed ACK of the responder: a coalesced ACK held back so it can leave together with
+    /// Delayed ACK of the responder, armed only when a QP is given an ACK delay (off by
+    /// default, `Qp::set_ack_delay`): a coalesced ACK held back so it can leave together with
     /// the next request of this QP (IBTA vol. 1 §9.7.5.1.2 lets a responder coalesce ACKs).
     AckDelay = 2,
-    /// ACK probe of the requester: idle with packets outstanding that asked for no ACK.
-    AckProbe = 3,
 }
 
-const N_TIMERS: usize = 4;
+const N_TIMERS: usize = 3;
 
 /// Deadlines by timer, in nanoseconds; `DISARMED` for a timer that is not armed. Plain
-/// integers keep the earliest deadline, asked for after every packet, at three `min`s.
+/// integers keep the earliest deadline, asked for after every packet, at two `min`s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimerTable {
     deadlines: [u64; N_TIMERS],
@@ -70,8 +69,8 @@ impl TimerTable {
     /// The earliest armed deadline.
     #[inline]
     pub fn next_deadline(&self) -> Option<Instant> {
-        let [a, b, c, d] = self.deadlines;
-        let at = a.min(b).min(c.min(d));
+        let [a, b, c] = self.deadlines;
+        let at = a.min(b).min(c);
         (at != DISARMED).then_some(Instant(at))
     }
 
@@ -129,11 +128,11 @@ mod tests {
     #[test]
     fn a_deadline_at_the_end_of_time_stays_armed() {
         let mut t = TimerTable::default();
-        assert!(!t.is_set(Timer::AckProbe));
-        t.set(Timer::AckProbe, Instant(u64::MAX));
-        assert!(t.is_set(Timer::AckProbe));
+        assert!(!t.is_set(Timer::AckDelay));
+        t.set(Timer::AckDelay, Instant(u64::MAX));
+        assert!(t.is_set(Timer::AckDelay));
         assert_eq!(t.next_deadline(), Some(Instant(u64::MAX - 1)));
-        assert!(t.expire(Timer::AckProbe, Instant(u64::MAX)));
+        assert!(t.expire(Timer::AckDelay, Instant(u64::MAX)));
         assert_eq!(t.next_deadline(), None);
     }
 

@@ -1,12 +1,11 @@
-//! When the requester asks for ACKs (IBTA vol. 1 §9.7.4.1.4): on the last packet of a signaled
-//! message, every `ACK_REQ_EVERY` packets, when the send queue or window fills, on resending its
-//! last packet; and, idle with unrequested packets outstanding, once more by an ACK probe after
-//! `ACK_PROBE_DELAY`. Unsignaled messages otherwise go out without AckReq and draw no ACK frame.
+//! When the requester asks for ACKs (IBTA vol. 1 §9.7.4.1.4): on the last packet of every
+//! message, signaled or not; every `ACK_REQ_EVERY` packets of a long message; when the send
+//! queue or window fills; on resending its last packet. The responder answers a burst of
+//! requests with one ACK, and nothing ever waits for a timer to be acknowledged.
 
 use super::*;
-use crate::transport::requester::{ACK_PROBE_DELAY, ACK_REQ_EVERY};
+use crate::transport::requester::ACK_REQ_EVERY;
 use crate::transport::types::WcStatus;
-use core::time::Duration;
 
 fn write(id: u64, from: &Region, to: &Region, signaled: bool) -> SendWr {
     let mut w = wr(
@@ -25,7 +24,7 @@ fn ack_reqs(pkts: &[Pkt]) -> Vec<bool> {
     pkts.iter().map(|p| p.headers.bth.ack_req).collect()
 }
 
-/// Delivers A's `reqs` to B and returns B's answer: exactly one ACK.
+/// Delivers A's `reqs` to B as one burst and returns B's answer: exactly one ACK.
 fn one_ack_for(p: &mut Pair, reqs: &[Pkt]) -> Pkt {
     for r in reqs {
         p.deliver(r);
@@ -37,7 +36,7 @@ fn one_ack_for(p: &mut Pair, reqs: &[Pkt]) -> Pkt {
 }
 
 #[test]
-fn unsignaled_writes_ask_every_sixteenth_packet() {
+fn every_message_asks_on_its_last_packet_and_a_burst_draws_one_ack() {
     let mut p = Pair::new();
     let a = p.region(A, 8, 1);
     let b = p.zeroed(B, 8);
@@ -47,104 +46,84 @@ fn unsignaled_writes_ask_every_sixteenth_packet() {
     }
     let reqs = p.drain(A);
     assert_eq!(reqs.len(), n);
-    let want: Vec<bool> = (0..n).map(|i| i + 1 == ACK_REQ_EVERY as usize).collect();
-    assert_eq!(ack_reqs(&reqs), want);
-    // B answers the one request with one ACK, for PSN 100 + 15.
+    assert_eq!(ack_reqs(&reqs), vec![true; n]);
+    // B answers the whole burst with one ACK, for its last PSN.
     let ack = one_ack_for(&mut p, &reqs);
     assert_eq!(p.bytes(B, &b), p.bytes(A, &a));
-    assert_eq!(ack.psn(), 100 + ACK_REQ_EVERY - 1);
+    assert_eq!(ack.psn(), 100 + n as u32 - 1);
     p.deliver(&ack);
     assert!(
         p.completions(A).is_empty(),
         "unsignaled WRITEs complete silently"
     );
-    // Four are still unacknowledged: the probe is armed for them.
-    assert_eq!(p.s[A].qp.poll_timeout(), Some(p.now + ACK_PROBE_DELAY));
+    assert_eq!(p.s[A].qp.poll_timeout(), None, "all retired, no timer left");
 }
 
 #[test]
-fn idle_requester_probes_with_its_last_packet() {
+fn a_lone_unsignaled_write_is_retired_in_one_round_trip() {
     let mut p = Pair::new();
     let a = p.region(A, 8, 1);
     let b = p.zeroed(B, 8);
-    let original = p.bytes(A, &a);
     p.post_send(A, write(1, &a, &b, false));
     let ping = p.drain(A);
-    assert_eq!(ack_reqs(&ping), [false]);
-    assert!(!p.s[A].qp.has_output(), "everything posted is sent");
-    p.deliver(&ping[0]);
-    assert_eq!(p.bytes(B, &b), original);
-    assert!(
-        !p.s[B].qp.has_output(),
-        "B owes nothing for an unrequested WRITE"
-    );
-    assert!(p.drain(B).is_empty(), "no AckReq, no ACK");
-    // A changes its source buffer; the probe resends what is there now.
-    p.s[A].mem.bytes_mut(a.lkey).unwrap().fill(0xee);
-    // Nothing happens before the probe delay...
-    assert_eq!(p.s[A].qp.poll_timeout(), Some(p.now + ACK_PROBE_DELAY));
-    p.now += ACK_PROBE_DELAY - Duration::from_nanos(1);
-    p.s[A].qp.handle_timeout(p.now);
-    assert!(p.drain(A).is_empty());
-    // ...then the last packet goes again, same PSN, with AckReq.
-    p.now += Duration::from_nanos(1);
-    p.s[A].qp.handle_timeout(p.now);
-    let probe = p.drain(A);
-    assert_eq!(probe.len(), 1);
-    assert_eq!(probe[0].op(), Opcode::RC_WRITE_ONLY);
-    assert_eq!(probe[0].psn(), ping[0].psn());
-    assert_eq!(ack_reqs(&probe), [true]);
-    p.deliver(&probe[0]);
-    assert!(p.s[B].qp.has_output(), "B owes the ACK now");
-    // B sees a duplicate: ACKed, not executed again.
-    assert_eq!(p.s[B].qp.stats().duplicates, 1);
-    assert_eq!(p.bytes(B, &b), original);
-    let ack = p.drain(B);
-    assert_eq!(ack.len(), 1);
-    assert_eq!(ack[0].psn(), ping[0].psn());
-    p.deliver(&ack[0]);
-    // A is done: nothing outstanding, no timer, no completion.
+    assert_eq!(ack_reqs(&ping), [true]);
+    let ack = one_ack_for(&mut p, &ping);
+    assert_eq!(ack.psn(), ping[0].psn());
+    assert_eq!(p.s[B].qp.poll_timeout(), None, "B holds nothing back");
+    p.deliver(&ack);
     assert_eq!(p.s[A].qp.poll_timeout(), None);
     assert!(p.completions(A).is_empty());
-    assert_eq!(p.s[A].qp.stats().retransmits, 1);
+    assert_eq!(p.s[A].qp.stats().retransmits, 0);
 }
 
 #[test]
-fn a_signaled_write_asks_and_retires_the_unsignaled_before_it() {
+fn a_long_message_asks_every_sixteenth_packet_and_on_its_last() {
     let mut p = Pair::new();
-    let a = p.region(A, 8, 1);
-    let b = p.zeroed(B, 8);
-    p.post_send(A, write(1, &a, &b, false));
-    p.post_send(A, write(2, &a, &b, false));
-    p.post_send(A, write(3, &a, &b, true));
+    let n = ACK_REQ_EVERY as usize + 4;
+    // Path MTU 1024 (`attr`): one packet per KiB.
+    let a = p.region(A, 1024 * n, 1);
+    let b = p.zeroed(B, 1024 * n);
+    p.post_send(A, write(1, &a, &b, true));
     let reqs = p.drain(A);
-    assert_eq!(ack_reqs(&reqs), [false, false, true]);
+    assert_eq!(reqs.len(), n);
+    let want: Vec<bool> = (0..n)
+        .map(|i| i + 1 == ACK_REQ_EVERY as usize || i + 1 == n)
+        .collect();
+    assert_eq!(ack_reqs(&reqs), want);
     let ack = one_ack_for(&mut p, &reqs);
-    assert_eq!(ack.psn(), 102);
+    assert_eq!(ack.psn(), 100 + n as u32 - 1);
     p.deliver(&ack);
     let wc = p.completions(A);
-    assert_eq!(wc.len(), 1);
-    assert_eq!((wc[0].wr_id, wc[0].status), (3, WcStatus::Success));
-    assert_eq!(
-        p.s[A].qp.poll_timeout(),
-        None,
-        "no probe, no ACK timer left"
-    );
+    assert_eq!((wc.len(), wc[0].status), (1, WcStatus::Success));
+    assert_eq!(p.bytes(B, &b), p.bytes(A, &a));
 }
 
 #[test]
-fn a_half_full_send_queue_asks() {
+fn a_half_full_send_queue_asks_on_every_packet() {
     let mut ca = config(0x11);
     ca.sq_depth = 8;
     let mut p = Pair::with_configs(|_, _| {}, 100, 5000, ca, config(0x22));
-    let a = p.region(A, 8, 1);
-    let b = p.zeroed(B, 8);
+    // Two packets per WRITE: the first packet asks only once the queue is half full.
+    let a = p.region(A, 2048, 1);
+    let b = p.zeroed(B, 2048);
     for i in 0..6 {
         p.post_send(A, write(i, &a, &b, false));
     }
-    // The fourth WQE fills half the queue: it and the ones behind it ask.
     let reqs = p.drain(A);
-    assert_eq!(ack_reqs(&reqs), [false, false, false, true, true, true]);
+    let firsts: Vec<bool> = reqs
+        .iter()
+        .step_by(2)
+        .map(|r| r.headers.bth.ack_req)
+        .collect();
+    let lasts: Vec<bool> = reqs
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|r| r.headers.bth.ack_req)
+        .collect();
+    // The fourth WQE fills half the queue: it and the ones behind it ask on every packet.
+    assert_eq!(firsts, [false, false, false, true, true, true]);
+    assert_eq!(lasts, [true; 6]);
     for r in &reqs {
         p.deliver(r);
     }
@@ -154,7 +133,7 @@ fn a_half_full_send_queue_asks() {
 }
 
 #[test]
-fn a_lost_unsignaled_write_is_resent_and_the_resend_asks() {
+fn a_lost_write_is_resent_from_the_nak() {
     let mut p = Pair::new();
     let a = p.region(A, 8, 1);
     let b = p.zeroed(B, 24);
@@ -167,19 +146,24 @@ fn a_lost_unsignaled_write_is_resent_and_the_resend_asks() {
         p.post_send(A, write(i, &a, &part(i), false));
     }
     let reqs = p.drain(A);
-    assert_eq!(ack_reqs(&reqs), [false, false, false]);
-    // PSN 101 is lost; 102 arrives out of sequence and draws a NAK (always sent).
+    assert_eq!(ack_reqs(&reqs), [true, true, true]);
+    // PSN 101 is lost; 100 is ACKed, 102 arrives out of sequence and draws a NAK; the two
+    // leave in the burst's order.
     p.deliver(&reqs[0]);
     p.deliver(&reqs[2]);
-    let nak = p.drain(B);
-    assert_eq!(nak.len(), 1);
-    assert!(nak[0].is_seq_nak());
-    assert_eq!(nak[0].psn(), 101);
-    p.deliver(&nak[0]);
-    // Go-back-N from 101: the resend of the last packet sent (102) asks for the ACK.
+    let answers = p.drain(B);
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[0].op(), Opcode::RC_ACK);
+    assert_eq!(answers[0].psn(), 100);
+    assert!(answers[1].is_seq_nak());
+    assert_eq!(answers[1].psn(), 101);
+    for a in &answers {
+        p.deliver(a);
+    }
+    // Go-back-N from 101.
     let again = p.drain(A);
     assert_eq!(again.iter().map(Pkt::psn).collect::<Vec<_>>(), [101, 102]);
-    assert_eq!(ack_reqs(&again), [false, true]);
+    assert_eq!(ack_reqs(&again), [true, true]);
     let ack = one_ack_for(&mut p, &again);
     assert_eq!(ack.psn(), 102);
     p.deliver(&ack);

@@ -3,6 +3,7 @@
 //! Each test reads like a packet trace: what goes over the wire, what arrives, what completes.
 
 mod ack_delay;
+mod ack_policy;
 mod ack_req;
 mod basic;
 mod errors;
