@@ -16,6 +16,12 @@ impl FrameIo for Box<dyn FrameIo + Send> {
     fn flush(&mut self) {
         (**self).flush()
     }
+    fn ready(&mut self) -> bool {
+        (**self).ready()
+    }
+    fn tx_pending(&self) -> bool {
+        (**self).tx_pending()
+    }
     fn zero_copy_min(&self) -> Option<usize> {
         (**self).zero_copy_min()
     }

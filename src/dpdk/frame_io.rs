@@ -238,22 +238,26 @@ impl FrameIo for DpdkFrameIo {
         if self.pending == 0 {
             return;
         }
-        // A few tries: a full TX ring drains within microseconds; what is still unsent after
-        // that is dropped (and recovered by RC retransmission).
+        // A few tries: a full TX ring drains within microseconds. What is still unsent stays
+        // queued, in order, for the next flush; `ready` tells the shard to build no more.
         let mut sent = 0;
-        for _ in 0..64 {
+        for _ in 0..4 {
             sent += self.tx.tx_burst(&mut self.tx_slots[sent..self.pending]);
             if sent == self.pending {
                 break;
             }
         }
-        for slot in self.tx_slots[sent..self.pending].iter_mut() {
-            if slot.take().is_some() {
-                self.stats.tx_dropped += 1;
-            }
-        }
+        self.tx_slots[..self.pending].rotate_left(sent);
         self.stats.tx_frames += sent as u64;
-        self.pending = 0;
+        self.pending -= sent;
+    }
+
+    fn ready(&mut self) -> bool {
+        self.room()
+    }
+
+    fn tx_pending(&self) -> bool {
+        self.pending > 0
     }
 }
 

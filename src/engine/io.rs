@@ -60,8 +60,19 @@ pub trait FrameIo {
     /// Queues `frame` for sending. False when the device's queue is full: the frame is dropped
     /// and counted (RC retransmission recovers it).
     fn tx(&mut self, frame: &[u8]) -> bool;
-    /// Hands queued frames to the device.
+    /// Hands queued frames to the device. Frames the device has no room for stay queued for
+    /// the next flush (see [`ready`](Self::ready)).
     fn flush(&mut self);
+    /// True when the device can take another frame now (a full burst is handed over first).
+    /// A shard builds no frame the device could not take: the rest stays in its queue pairs,
+    /// unbuilt, instead of being dropped and recovered by retransmission.
+    fn ready(&mut self) -> bool {
+        true
+    }
+    /// True when frames wait for a [`flush`](Self::flush) the device refused so far.
+    fn tx_pending(&self) -> bool {
+        false
+    }
     /// Whether [`tx_pinned`](Self::tx_pinned) sends payloads without copying them (the host
     /// then builds pinned frames for payloads of at least this many bytes); `None` when it
     /// would only gather them into one buffer, so the host should build whole frames.

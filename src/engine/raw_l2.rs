@@ -2,7 +2,8 @@
 //! shard's receive path before the host sees them (like a raw-packet QP next to RC QPs) and
 //! are either echoed back to their sender or queued for the consumer. The latency benchmark
 //! uses it to measure the port's I/O floor in the same run, loop and queues as its RDMA
-//! traffic (`roce-lat --with-raw`), so the transport's cost is a ratio measured in one run.
+//! traffic (`roce-lat --with-raw`), so the transport's cost is a ratio measured in one run;
+//! the bandwidth benchmark counts a one-way blast with it (`roce-bw --raw`).
 //!
 //! The queue is a fixed ring of preallocated frame buffers: receiving a frame never allocates;
 //! a frame that finds the ring full, or is longer than a slot, is dropped and counted.
@@ -14,13 +15,18 @@ pub enum RawMode {
     Echo,
     /// Keep each frame for [`RawChannel::pop_into`].
     Queue,
+    /// Count each frame and its bytes, keep nothing (the sink of a one-way blast, like
+    /// testpmd's rxonly).
+    Count,
 }
 
 /// Counters of a [`RawChannel`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RawStats {
-    /// Frames claimed and kept (queued or about to be echoed).
+    /// Frames claimed and kept (queued or about to be echoed), or counted.
     pub received: u64,
+    /// Their bytes.
+    pub received_bytes: u64,
     /// Frames claimed and dropped: the ring was full or the frame longer than a slot.
     pub dropped: u64,
     /// Frames sent back (echo mode) or by the consumer.
@@ -101,6 +107,11 @@ impl RawChannel {
     /// Keeps a copy of `frame` (one this channel claims); false (and counted) when the ring
     /// is full or the frame does not fit a slot.
     pub fn push(&mut self, frame: &[u8]) -> bool {
+        if self.mode == RawMode::Count {
+            self.stats.received += 1;
+            self.stats.received_bytes += frame.len() as u64;
+            return true;
+        }
         if self.len == self.slots.len() || frame.len() > self.slot_bytes {
             self.stats.dropped += 1;
             return false;
@@ -111,6 +122,7 @@ impl RawChannel {
         slot.extend_from_slice(frame);
         self.len += 1;
         self.stats.received += 1;
+        self.stats.received_bytes += frame.len() as u64;
         true
     }
 
@@ -210,5 +222,21 @@ mod tests {
         let mut short = [1u8; 10];
         turn_around(&mut short, [0; 6]);
         assert_eq!(short, [1u8; 10], "too short to be a frame: left alone");
+    }
+
+    #[test]
+    fn count_mode_counts_frames_and_bytes_and_keeps_none() {
+        let mut ch = RawChannel::new(LOCAL_EXPERIMENTAL, RawMode::Count, 1, 16);
+        for tag in 0..5 {
+            assert!(
+                ch.push(&frame(LOCAL_EXPERIMENTAL, tag)),
+                "never full, any length"
+            );
+        }
+        assert!(ch.is_empty());
+        let mut out = Vec::new();
+        assert!(!ch.pop_into(&mut out));
+        let st = ch.stats();
+        assert_eq!((st.received, st.received_bytes, st.dropped), (5, 300, 0));
     }
 }

@@ -268,7 +268,10 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
                 }
                 now
             }
-            None if self.host.has_output() || self.stats.polls.is_multiple_of(CLOCK_EVERY_IDLE) => {
+            None if self.host.has_output()
+                || self.io.tx_pending()
+                || self.stats.polls.is_multiple_of(CLOCK_EVERY_IDLE) =>
+            {
                 self.clock.now()
             }
             None => return false,
@@ -305,8 +308,9 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             .zero_copy_min()
             .filter(|_| self.host.mem.pin_table().is_some());
         // `has_output` false means a transmit poll would find nothing: the last frame of a
-        // turn costs no empty poll after it.
-        while self.host.has_output() {
+        // turn costs no empty poll after it. A device with no room gets no more frames this
+        // turn: they stay unbuilt in their queue pairs (nothing is dropped for lack of room).
+        while self.host.has_output() && self.io.ready() {
             let build_start = self.stages.map(|_| self.clock.now());
             let out = match zero_copy {
                 Some(min) => {
@@ -360,7 +364,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
                 self.stats.tx_dropped += 1;
             }
         }
-        if tx > 0 {
+        if tx > 0 || self.io.tx_pending() {
             let flush_start = self.stages.map(|_| self.clock.now());
             self.io.flush();
             if let (Some(start), Some(st)) = (flush_start, self.stages.as_mut()) {

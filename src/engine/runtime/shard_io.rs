@@ -317,6 +317,15 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
         }
     }
 
+    /// The own queue's room; relayed frames always find room (the relay ring drops and counts).
+    fn ready(&mut self) -> bool {
+        self.port.as_mut().is_none_or(|p| p.ready())
+    }
+
+    fn tx_pending(&self) -> bool {
+        self.port.as_ref().is_some_and(|p| p.tx_pending())
+    }
+
     /// Zero-copy transmit where this shard owns a TX queue; relayed frames are copied anyway.
     fn zero_copy_min(&self) -> Option<usize> {
         self.port.as_ref().and_then(|p| p.zero_copy_min())

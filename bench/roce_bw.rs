@@ -1,0 +1,1757 @@
+//! roce-bw: perftest-style RDMA bandwidth and message rate between two processes over a DPDK
+//! port (`ib_write_bw`, `ib_send_bw`, `ib_read_bw`, `ib_atomic_bw`).
+//!
+//! ```text
+//! roce-bw --profile dpdk-config/memif-server.toml --server
+//! roce-bw --profile dpdk-config/memif-client.toml --client --server-ip 10.77.3.1 -s 64 -t 128
+//! ```
+//! The client streams work requests over `-q` connections, at most `-t` messages outstanding
+//! per connection, posted in lists of `-l`, one in `--cq-mod` signaled, for `-n` messages per
+//! connection or `-D` seconds; `-b` streams both ways at once. The server takes every test
+//! parameter from the client's connection request. Output: perftest's table (`#bytes
+//! #iterations BW peak BW average MsgRate`, MB/sec or Gb/sec with `--report_gbits`) and the CPU
+//! use of each side; `--json FILE` writes the rows.
+//!
+//! `--raw` (the client's flag; the server follows) blasts plain Ethernet frames one way through
+//! the same port, queue and poll loop before each size's RDMA test (the server counts them in a
+//! raw channel beside the stack, `engine::raw_l2`): the PMD's frame rate measured in the same
+//! run, printed with the ratio of the RDMA figures to it.
+//!
+//! `--verify` checks every byte: a WRITE is followed by a zero-length SEND with immediate
+//! naming it, on whose receive the server checks the written slot (receives come back only
+//! after the check, so a slot is never overwritten before it was checked); a SEND is checked in
+//! its receive buffer; a READ's buffer is cleared before the READ and checked after; every
+//! atomic fetch-and-add must return the count of the ones before it.
+//!
+//! Each process drives its shard inline (one polling thread), so two processes fit two cores.
+
+use clap::{Parser, ValueEnum};
+use dpdk_roce::cm::timeout::cm_timeout;
+use dpdk_roce::cm::{AcceptParams, CmConfig, CmEvent, ConnectParams};
+use dpdk_roce::config::Profile;
+use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
+use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
+use dpdk_roce::engine::io::FrameIo;
+use dpdk_roce::engine::raw_l2::{RawChannel, RawMode};
+use dpdk_roce::engine::shard::Shard;
+use dpdk_roce::mem::{MrTable, Region};
+use dpdk_roce::net::NetConfig;
+use dpdk_roce::transport::memory::Access;
+use dpdk_roce::transport::types::{
+    RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
+};
+use dpdk_roce::wire::ethernet::EthernetAddress;
+use dpdk_roce::wire::psn::Psn;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Op {
+    Write,
+    Send,
+    Read,
+    Atomic,
+}
+
+impl Op {
+    const ALL: [Op; 4] = [Op::Write, Op::Send, Op::Read, Op::Atomic];
+
+    fn code(self) -> u8 {
+        self as u8
+    }
+
+    fn from_code(c: u8) -> Option<Op> {
+        Op::ALL.into_iter().find(|o| o.code() == c)
+    }
+
+    /// perftest's name of the test.
+    fn label(self) -> &'static str {
+        match self {
+            Op::Write => "RDMA_Write",
+            Op::Send => "Send",
+            Op::Read => "RDMA_Read",
+            Op::Atomic => "Fetch_&_Add",
+        }
+    }
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "roce-bw",
+    about = "perftest-style RDMA bandwidth and message rate over a DPDK port"
+)]
+struct Args {
+    /// dpdk-config profile of this process.
+    #[arg(long)]
+    profile: PathBuf,
+    /// Run the server side (listens; takes the test parameters from the client).
+    #[arg(long, conflicts_with = "client")]
+    server: bool,
+    /// Run the client side (connects, streams, reports).
+    #[arg(long)]
+    client: bool,
+    /// The server's RoCE address (client only).
+    #[arg(long)]
+    server_ip: Option<Ipv4Addr>,
+    /// rdma_cm port to listen on / connect to.
+    #[arg(long, default_value_t = 18515)]
+    port: u16,
+    #[arg(long, value_enum, default_value_t = Op::Write)]
+    op: Op,
+    /// Message size in bytes (1 ..= 1 MiB; atomics are 8 B).
+    #[arg(short = 's', long, default_value_t = 65536)]
+    size: usize,
+    /// Every power of two from 2 B to `--size` (perftest -a).
+    #[arg(short = 'a', long = "all")]
+    all: bool,
+    /// Messages per connection and size.
+    #[arg(short = 'n', long = "iters", default_value_t = 5000)]
+    iters: u32,
+    /// Run each size for this many seconds instead of `--iters` messages.
+    #[arg(short = 'D', long = "duration")]
+    duration: Option<u16>,
+    /// Connections (queue pairs).
+    #[arg(short = 'q', long = "qps", default_value_t = 1)]
+    qps: u16,
+    /// Messages outstanding per connection.
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
+    tx_depth: u16,
+    /// Work requests posted together (a post list).
+    #[arg(short = 'l', long = "post-list", default_value_t = 1)]
+    post_list: u16,
+    /// Signal one work request in this many (the others complete silently).
+    #[arg(long = "cq-mod", default_value_t = 100)]
+    cq_mod: u16,
+    /// Stream both ways at once; the table sums both directions.
+    #[arg(short = 'b', long = "bidirectional")]
+    bidirectional: bool,
+    /// Report Gb/s instead of MB/s.
+    #[arg(long = "report_gbits", alias = "report-gbits")]
+    report_gbits: bool,
+    /// Check every byte of every message (slower; for tests).
+    #[arg(long)]
+    verify: bool,
+    /// Write the table as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Before each size, blast plain Ethernet frames one way through the same port and loop
+    /// (no RoCE) and print the PMD's rate and the ratio of the RDMA figures to it.
+    #[arg(long)]
+    raw: bool,
+    /// Give up when the peer does not answer for this many milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    timeout_ms: u64,
+}
+
+const MAX_SIZE: usize = 1 << 20;
+/// Bytes of a control message (`Ctl`): kind in the immediate, four numbers in the payload.
+const CTL_LEN: usize = 32;
+/// Control messages kept in flight at once (each has its own source slot).
+const CTL_SLOTS: usize = 16;
+/// Receives every QP keeps for control messages (beyond those of a SEND stream).
+const CTL_RECVS: u32 = 8;
+/// The immediate-data bit marking a control message; below it: a verify marker's number.
+const CTL_BIT: u32 = 1 << 31;
+/// The wr_id bit of a control SEND.
+const CTL_WRID: u64 = 1 << 63;
+/// Largest region each side registers for the message slots (without `--verify` the
+/// connections share them).
+const SLOT_AREA_CAP: usize = 64 << 20;
+/// Largest region `--verify` may ask for (every connection has slots of its own).
+const VERIFY_AREA_CAP: usize = 256 << 20;
+/// Messages posted between two turns of the poll loop.
+const POST_BUDGET: usize = 64;
+/// The raw blast's EtherType (IEEE 802 local experimental) and its frames per TX burst.
+const RAW_ETHERTYPE: u16 = 0x88b6;
+const RAW_BURST: usize = 32;
+/// How often the loop reads the clock (deadlines, `-D`).
+const CLOCK_EVERY: u32 = 256;
+/// The window of the peak rate: the best rate over any stretch at least this long (or a
+/// twentieth of the run, whichever is longer).
+const PEAK_WINDOW: Duration = Duration::from_millis(1);
+const PEER_GONE_WAIT: Duration = Duration::from_secs(3);
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("roce-bw: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The test as the client asks for it: carried in every connection request's private data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Params {
+    op: Op,
+    verify: bool,
+    bidirectional: bool,
+    raw: bool,
+    all: bool,
+    size: u32,
+    iters: u32,
+    duration_s: u16,
+    tx_depth: u16,
+    post_list: u16,
+    cq_mod: u16,
+    qps: u16,
+}
+
+const PARAMS_LEN: usize = 20;
+
+impl Params {
+    fn from_args(a: &Args) -> Result<Params, String> {
+        let size = if a.op == Op::Atomic { 8 } else { a.size };
+        if !(1..=MAX_SIZE).contains(&size) {
+            return Err(format!("-s must be 1..={MAX_SIZE}"));
+        }
+        if a.iters == 0 && a.duration.is_none() {
+            return Err("-n must be at least 1".into());
+        }
+        if a.duration == Some(0) {
+            return Err("-D must be at least 1 second".into());
+        }
+        if a.qps == 0 || a.tx_depth == 0 || a.post_list == 0 || a.cq_mod == 0 {
+            return Err("-q, -t, -l and --cq-mod must be at least 1".into());
+        }
+        if a.post_list > a.tx_depth {
+            return Err("-l must not exceed -t".into());
+        }
+        Ok(Params {
+            op: a.op,
+            verify: a.verify,
+            bidirectional: a.bidirectional,
+            raw: a.raw,
+            all: a.all && a.op != Op::Atomic,
+            size: size as u32,
+            iters: a.iters,
+            duration_s: a.duration.unwrap_or(0),
+            tx_depth: a.tx_depth,
+            post_list: a.post_list,
+            // Checking a READ or an atomic needs its own completion.
+            cq_mod: if a.verify && matches!(a.op, Op::Read | Op::Atomic) {
+                1
+            } else {
+                a.cq_mod.min(a.tx_depth)
+            },
+            qps: a.qps,
+        })
+    }
+
+    fn encode(&self) -> [u8; PARAMS_LEN] {
+        let mut b = [0u8; PARAMS_LEN];
+        b[0] = self.op.code();
+        b[1] = u8::from(self.verify)
+            | u8::from(self.bidirectional) << 1
+            | u8::from(self.raw) << 2
+            | u8::from(self.all) << 3;
+        b[2..6].copy_from_slice(&self.size.to_be_bytes());
+        b[6..10].copy_from_slice(&self.iters.to_be_bytes());
+        b[10..12].copy_from_slice(&self.duration_s.to_be_bytes());
+        b[12..14].copy_from_slice(&self.tx_depth.to_be_bytes());
+        b[14..16].copy_from_slice(&self.post_list.to_be_bytes());
+        b[16..18].copy_from_slice(&self.cq_mod.to_be_bytes());
+        b[18..20].copy_from_slice(&self.qps.to_be_bytes());
+        b
+    }
+
+    /// The peer's parameters, checked as `from_args` checks ours.
+    fn decode(b: &[u8]) -> Result<Params, String> {
+        if b.len() < PARAMS_LEN {
+            return Err(format!("test parameters of {} bytes", b.len()));
+        }
+        let u16_at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let p = Params {
+            op: Op::from_code(b[0]).ok_or("unknown operation")?,
+            verify: b[1] & 1 != 0,
+            bidirectional: b[1] & 2 != 0,
+            raw: b[1] & 4 != 0,
+            all: b[1] & 8 != 0,
+            size: u32_at(2),
+            iters: u32_at(6),
+            duration_s: u16_at(10),
+            tx_depth: u16_at(12),
+            post_list: u16_at(14),
+            cq_mod: u16_at(16),
+            qps: u16_at(18),
+        };
+        let ok = (1..=MAX_SIZE as u32).contains(&p.size)
+            && (p.iters > 0 || p.duration_s > 0)
+            && p.qps > 0
+            && p.tx_depth > 0
+            && (1..=p.tx_depth).contains(&p.post_list)
+            && (1..=p.tx_depth).contains(&p.cq_mod);
+        if ok {
+            Ok(p)
+        } else {
+            Err(format!("invalid test parameters {p:?}"))
+        }
+    }
+
+    fn sizes(&self) -> Vec<usize> {
+        if self.all {
+            (1..=20)
+                .map(|s| 1usize << s)
+                .filter(|&s| s <= self.size as usize)
+                .collect()
+        } else {
+            vec![self.size as usize]
+        }
+    }
+
+    fn max_size(&self) -> usize {
+        self.size as usize
+    }
+
+    /// Receives each QP keeps posted: a SEND stream's depth (or a WRITE's markers with
+    /// `--verify`) plus the control messages'.
+    fn recv_depth(&self) -> u32 {
+        let data = match self.op {
+            Op::Send => u32::from(self.tx_depth).max(512),
+            Op::Write if self.verify => u32::from(self.tx_depth),
+            _ => 0,
+        };
+        data + CTL_RECVS
+    }
+
+    /// Work requests per message: a verified WRITE carries its marker SEND.
+    fn wrs_per_msg(&self) -> u32 {
+        if self.op == Op::Write && self.verify {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// Where messages go in each side's regions. `out`: what this side sends from and where its
+/// READs and atomics land, then `CTL_SLOTS` control sources. `inc`: where the peer's WRITEs
+/// land and its READs read from, then one 8-byte atomic counter per QP. `rx`: receive buffers.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    /// Bytes per message slot.
+    stride: usize,
+    /// Message slots per QP.
+    slots: usize,
+    /// All QPs use the same slots (no `--verify`: the bytes are not checked).
+    shared: bool,
+    qps: usize,
+    /// Bytes per receive buffer, receives per QP, shared by all QPs.
+    rx_stride: usize,
+    rx_per_qp: usize,
+    rx_shared: bool,
+}
+
+impl Layout {
+    fn new(p: &Params) -> Result<Layout, String> {
+        let stride = p.max_size().max(8).next_multiple_of(64);
+        let qps = usize::from(p.qps);
+        let t = usize::from(p.tx_depth);
+        let rx_per_qp = p.recv_depth() as usize;
+        let rx_stride = if p.op == Op::Send {
+            stride.max(CTL_LEN)
+        } else {
+            CTL_LEN
+        };
+        let l = if p.verify {
+            // A slot is reused after `slots` messages: by then the one before was checked
+            // (see the module doc), with a receive per outstanding marker.
+            let l = Layout {
+                stride,
+                slots: t + CTL_RECVS as usize + 1,
+                shared: false,
+                qps,
+                rx_stride,
+                rx_per_qp,
+                rx_shared: false,
+            };
+            let need = l.slot_area().max(l.rx_len());
+            if need > VERIFY_AREA_CAP {
+                return Err(format!(
+                    "--verify needs {} MiB per region for -q {qps} -t {t} -s {}; at most {} MiB: \
+                     lower -q, -t or -s",
+                    need >> 20,
+                    p.size,
+                    VERIFY_AREA_CAP >> 20
+                ));
+            }
+            l
+        } else {
+            Layout {
+                stride,
+                slots: t.min(SLOT_AREA_CAP / stride).max(1),
+                shared: true,
+                qps,
+                rx_stride,
+                rx_per_qp,
+                rx_shared: p.op == Op::Send && qps * rx_per_qp * rx_stride > SLOT_AREA_CAP,
+            }
+        };
+        Ok(l)
+    }
+
+    fn slot_area(&self) -> usize {
+        let owners = if self.shared { 1 } else { self.qps };
+        owners * self.slots * self.stride
+    }
+
+    /// Offset of QP `qp`'s message slot `slot` in `out` or `inc`.
+    fn slot(&self, qp: usize, slot: usize) -> u64 {
+        let owner = if self.shared { 0 } else { qp };
+        ((owner * self.slots + slot) * self.stride) as u64
+    }
+
+    fn out_len(&self) -> usize {
+        self.slot_area() + CTL_SLOTS * CTL_LEN
+    }
+
+    fn ctl(&self, i: usize) -> u64 {
+        (self.slot_area() + (i % CTL_SLOTS) * CTL_LEN) as u64
+    }
+
+    fn inc_len(&self) -> usize {
+        self.slot_area() + self.qps * 8
+    }
+
+    fn counter(&self, qp: usize) -> u64 {
+        (self.slot_area() + qp * 8) as u64
+    }
+
+    fn rx_len(&self) -> usize {
+        let owners = if self.rx_shared { 1 } else { self.qps };
+        owners * self.rx_per_qp * self.rx_stride
+    }
+
+    fn rx(&self, qp: usize, slot: usize) -> u64 {
+        let owner = if self.rx_shared { 0 } else { qp };
+        ((owner * self.rx_per_qp + slot) * self.rx_stride) as u64
+    }
+}
+
+/// A peer's `inc` region: address, R_Key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RemoteBuf {
+    addr: u64,
+    rkey: u32,
+}
+
+fn encode_buf(r: &Region) -> [u8; 12] {
+    let mut b = [0u8; 12];
+    b[..8].copy_from_slice(&r.addr.to_be_bytes());
+    b[8..].copy_from_slice(&r.rkey.to_be_bytes());
+    b
+}
+
+fn decode_buf(b: &[u8]) -> Result<RemoteBuf, String> {
+    if b.len() < 12 {
+        return Err(format!("peer's buffer descriptor of {} bytes", b.len()));
+    }
+    Ok(RemoteBuf {
+        addr: u64::from_be_bytes(b[..8].try_into().map_err(|_| "descriptor")?),
+        rkey: u32::from_be_bytes(b[8..12].try_into().map_err(|_| "descriptor")?),
+    })
+}
+
+/// Control messages between the two sides (SEND with immediate `CTL_BIT | kind` on QP 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ctl {
+    /// Client: the raw blast of this size is over; it sent `sent` frames.
+    RawDone { sent: u64 },
+    /// Server: it counted `frames` frames of `bytes` bytes over `ns` nanoseconds.
+    RawResult { frames: u64, bytes: u64, ns: u64 },
+    /// Client: start the RDMA test of `size` bytes.
+    Start { size: u64 },
+    /// Server: ready (receives posted, counters reset).
+    Ready,
+    /// A side's stream is over (`sent` messages over `ns`), it received and checked
+    /// `received` messages, and was on the CPU for `cpu_ns` of the test.
+    Done {
+        sent: u64,
+        ns: u64,
+        received: u64,
+        cpu_ns: u64,
+    },
+}
+
+impl Ctl {
+    fn encode(&self) -> (u32, [u64; 4]) {
+        match *self {
+            Ctl::RawDone { sent } => (1, [sent, 0, 0, 0]),
+            Ctl::RawResult { frames, bytes, ns } => (2, [frames, bytes, ns, 0]),
+            Ctl::Start { size } => (3, [size, 0, 0, 0]),
+            Ctl::Ready => (4, [0; 4]),
+            Ctl::Done {
+                sent,
+                ns,
+                received,
+                cpu_ns,
+            } => (5, [sent, ns, received, cpu_ns]),
+        }
+    }
+
+    fn decode(kind: u32, v: [u64; 4]) -> Option<Ctl> {
+        Some(match kind {
+            1 => Ctl::RawDone { sent: v[0] },
+            2 => Ctl::RawResult {
+                frames: v[0],
+                bytes: v[1],
+                ns: v[2],
+            },
+            3 => Ctl::Start { size: v[0] },
+            4 => Ctl::Ready,
+            5 => Ctl::Done {
+                sent: v[0],
+                ns: v[1],
+                received: v[2],
+                cpu_ns: v[3],
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// Byte `j` of message `seq` of QP `qp`.
+fn pattern(qp: usize, seq: u64, j: usize) -> u8 {
+    (seq.wrapping_mul(31) as usize ^ qp.wrapping_mul(131) ^ j.wrapping_mul(7) ^ (j >> 8)) as u8
+}
+
+/// Byte at offset `off` of an `inc` region as filled for READs.
+fn inc_fill(off: usize) -> u8 {
+    (off.wrapping_mul(13) ^ (off >> 9) ^ 0x5a) as u8
+}
+
+/// This thread's time on the CPU so far (`/proc/thread-self/schedstat`), in nanoseconds.
+fn cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+type BenchShard = Shard<Arc<MrTable>, DpdkFrameIo>;
+
+/// A sending QP's progress within one size.
+#[derive(Clone, Copy, Debug, Default)]
+struct Stream {
+    /// Messages posted and completed (a signaled completion completes all before it).
+    posted: u64,
+    done: u64,
+    /// Messages to send (`u64::MAX` until a `-D` run's time is up).
+    total: u64,
+    queued: bool,
+    /// Messages received and checked (SEND data or WRITE markers).
+    received: u64,
+    /// Atomics completed (their fetched values are checked against it).
+    atomics_seen: u64,
+}
+
+/// One side of the test: its shard, QPs, memory and what the peer sent.
+struct Side<'a> {
+    shard: &'a mut BenchShard,
+    params: Params,
+    layout: Layout,
+    qpns: Vec<u32>,
+    out: Region,
+    inc: Region,
+    rx: Region,
+    peer: RemoteBuf,
+    streams: Vec<Stream>,
+    ready: VecDeque<usize>,
+    /// The size of the test running.
+    size: usize,
+    ctl_sent: usize,
+    ctl_in: VecDeque<Ctl>,
+    timeout: Duration,
+    /// (time, messages completed) at each completion batch, for the peak rate.
+    samples: Vec<(Instant, u64)>,
+    completed: u64,
+    /// `received_total` when the test of the current size started.
+    received_base: u64,
+    scratch: Vec<u8>,
+}
+
+impl Side<'_> {
+    fn now(&self) -> dpdk_roce::time::Instant {
+        self.shard.clock().now()
+    }
+
+    fn table(&self) -> &Arc<MrTable> {
+        self.shard.host.mr_table()
+    }
+
+    fn post(&mut self, qp: usize, wr: SendWr) -> Result<(), String> {
+        let now = self.now();
+        self.shard
+            .host
+            .post_send(now, self.qpns[qp], wr)
+            .map_err(|e| format!("posting on QP {qp}: {e}"))
+    }
+
+    /// Posts receive `slot` of QP `qp` (again).
+    fn post_recv(&mut self, qp: usize, slot: usize) -> Result<(), String> {
+        let addr = self.rx.addr + self.layout.rx(qp, slot);
+        let wr = RecvWr {
+            wr_id: ((slot as u64) << 16) | qp as u64,
+            sgl: dpdk_roce::sgl![Sge {
+                addr,
+                len: self.layout.rx_stride as u32,
+                lkey: self.rx.lkey,
+            }],
+        };
+        self.shard
+            .host
+            .post_recv(self.qpns[qp], wr)
+            .map_err(|e| format!("posting a receive on QP {qp}: {e}"))
+    }
+
+    fn post_all_recvs(&mut self, qp: usize) -> Result<(), String> {
+        for slot in 0..self.layout.rx_per_qp {
+            self.post_recv(qp, slot)?;
+        }
+        Ok(())
+    }
+
+    /// Sends a control message on QP 0.
+    fn send_ctl(&mut self, c: Ctl) -> Result<(), String> {
+        let (kind, v) = c.encode();
+        let mut b = [0u8; CTL_LEN];
+        for (i, x) in v.iter().enumerate() {
+            b[i * 8..i * 8 + 8].copy_from_slice(&x.to_be_bytes());
+        }
+        let at = self.out.addr + self.layout.ctl(self.ctl_sent);
+        self.ctl_sent += 1;
+        self.table()
+            .write_local(self.out.lkey, at, &b)
+            .map_err(|e| format!("control buffer: {e:?}"))?;
+        self.post(
+            0,
+            SendWr {
+                wr_id: CTL_WRID,
+                op: SendOp::SendWithImm {
+                    imm: CTL_BIT | kind,
+                },
+                sgl: dpdk_roce::sgl![Sge {
+                    addr: at,
+                    len: CTL_LEN as u32,
+                    lkey: self.out.lkey,
+                }],
+                signaled: true,
+                fence: false,
+                solicited: false,
+            },
+        )?;
+        self.shard.send_now();
+        Ok(())
+    }
+
+    /// Polls until a control message arrives (others may arrive first and stay queued).
+    fn wait_ctl(&mut self, what: &str) -> Result<Ctl, String> {
+        let deadline = Instant::now() + self.timeout;
+        let mut n = 0u32;
+        loop {
+            if let Some(c) = self.ctl_in.pop_front() {
+                return Ok(c);
+            }
+            self.shard.poll();
+            self.completions()?;
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(CLOCK_EVERY) && Instant::now() > deadline {
+                return Err(format!("timed out waiting for {what}"));
+            }
+        }
+    }
+
+    /// Handles every completion the host has: the stream's, receives, control.
+    fn completions(&mut self) -> Result<(), String> {
+        let mut any = false;
+        while let Some(wc) = self.shard.host.poll_completion() {
+            if wc.status == WcStatus::WrFlushErr && !self.shard.host.connection_up(wc.qp_num) {
+                // The peer disconnected: what was still posted is flushed.
+                continue;
+            }
+            if wc.status != WcStatus::Success {
+                return Err(format!("work request failed: {wc:?}"));
+            }
+            match wc.opcode {
+                WcOpcode::Recv | WcOpcode::RecvRdmaWithImm => self.received(&wc)?,
+                WcOpcode::Send if wc.wr_id & CTL_WRID != 0 => {}
+                _ => {
+                    self.stream_done(&wc)?;
+                    any = true;
+                }
+            }
+        }
+        if any {
+            self.samples.push((Instant::now(), self.completed));
+        }
+        Ok(())
+    }
+
+    /// A signaled message of the stream completed: it and every one before it on its QP.
+    fn stream_done(&mut self, wc: &WorkCompletion) -> Result<(), String> {
+        let qp = (wc.wr_id & 0xffff) as usize;
+        let seq = wc.wr_id >> 16;
+        let Some(s) = self.streams.get(qp).copied() else {
+            return Err(format!("completion of an unknown QP: {wc:?}"));
+        };
+        if self.params.verify {
+            match self.params.op {
+                Op::Read => self.check_read(qp, seq)?,
+                Op::Atomic => self.check_atomic(qp, seq, s.atomics_seen)?,
+                _ => {}
+            }
+        }
+        let s = &mut self.streams[qp];
+        if seq + 1 > s.done {
+            self.completed += seq + 1 - s.done;
+            s.done = seq + 1;
+        }
+        if self.params.op == Op::Atomic {
+            s.atomics_seen += 1;
+        }
+        self.maybe_ready(qp);
+        Ok(())
+    }
+
+    fn check_read(&mut self, qp: usize, seq: u64) -> Result<(), String> {
+        let slot = (seq % self.layout.slots as u64) as usize;
+        let off = self.layout.slot(qp, slot);
+        let mut b = std::mem::take(&mut self.scratch);
+        b.resize(self.size, 0);
+        self.table()
+            .read_local(self.out.lkey, self.out.addr + off, &mut b)
+            .map_err(|e| format!("reading the READ buffer: {e:?}"))?;
+        let bad = (0..self.size).find(|&j| b[j] != inc_fill(off as usize + j));
+        self.scratch = b;
+        match bad {
+            Some(j) => Err(format!(
+                "RDMA READ {seq} of QP {qp} ({} B): byte {j} differs",
+                self.size
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn check_atomic(&mut self, qp: usize, seq: u64, before: u64) -> Result<(), String> {
+        let slot = (seq % self.layout.slots as u64) as usize;
+        let mut v = [0u8; 8];
+        self.table()
+            .read_local(
+                self.out.lkey,
+                self.out.addr + self.layout.slot(qp, slot),
+                &mut v,
+            )
+            .map_err(|e| format!("reading the atomic result: {e:?}"))?;
+        let got = u64::from_ne_bytes(v);
+        if got != before {
+            return Err(format!(
+                "fetch-and-add {seq} of QP {qp} returned {got}, expected {before}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// A receive completed: a control message, a WRITE's marker or a SEND of the stream.
+    fn received(&mut self, wc: &WorkCompletion) -> Result<(), String> {
+        let qp = (wc.wr_id & 0xffff) as usize;
+        let slot = (wc.wr_id >> 16) as usize;
+        if qp >= self.streams.len() || slot >= self.layout.rx_per_qp {
+            return Err(format!("receive completion of an unknown buffer: {wc:?}"));
+        }
+        match wc.imm_data {
+            Some(imm) if imm & CTL_BIT != 0 => {
+                let mut b = [0u8; CTL_LEN];
+                self.table()
+                    .read_local(
+                        self.rx.lkey,
+                        self.rx.addr + self.layout.rx(qp, slot),
+                        &mut b,
+                    )
+                    .map_err(|e| format!("reading a control message: {e:?}"))?;
+                let mut v = [0u64; 4];
+                for (i, x) in v.iter_mut().enumerate() {
+                    *x = u64::from_be_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+                }
+                let c = Ctl::decode(imm & !CTL_BIT, v)
+                    .ok_or_else(|| format!("unknown control message {imm:#x}"))?;
+                self.ctl_in.push_back(c);
+            }
+            Some(seq) => {
+                // A WRITE's marker: the WRITE before it has landed.
+                let seq = u64::from(seq);
+                let expect = self.streams[qp].received & u64::from(!CTL_BIT);
+                if seq != expect {
+                    return Err(format!("QP {qp}: marker {seq}, expected {expect}"));
+                }
+                let off = self
+                    .layout
+                    .slot(qp, (seq % self.layout.slots as u64) as usize);
+                self.check_message(
+                    &self.inc.clone(),
+                    off,
+                    qp,
+                    self.streams[qp].received,
+                    "WRITE",
+                )?;
+                self.streams[qp].received += 1;
+            }
+            None => {
+                if wc.byte_len as usize != self.size {
+                    return Err(format!(
+                        "QP {qp}: a SEND of {} B, expected {}",
+                        wc.byte_len, self.size
+                    ));
+                }
+                if self.params.verify {
+                    let off = self.layout.rx(qp, slot);
+                    self.check_message(
+                        &self.rx.clone(),
+                        off,
+                        qp,
+                        self.streams[qp].received,
+                        "SEND",
+                    )?;
+                }
+                self.streams[qp].received += 1;
+            }
+        }
+        self.post_recv(qp, slot)
+    }
+
+    /// Message `seq` of QP `qp` must be at `off` of `r`.
+    fn check_message(
+        &mut self,
+        r: &Region,
+        off: u64,
+        qp: usize,
+        seq: u64,
+        what: &str,
+    ) -> Result<(), String> {
+        let mut b = std::mem::take(&mut self.scratch);
+        b.resize(self.size, 0);
+        self.table()
+            .read_local(r.lkey, r.addr + off, &mut b)
+            .map_err(|e| format!("reading a {what}: {e:?}"))?;
+        let bad = (0..self.size).find(|&j| b[j] != pattern(qp, seq, j));
+        self.scratch = b;
+        match bad {
+            Some(j) => Err(format!(
+                "{what} {seq} of QP {qp} ({} B): byte {j} differs",
+                self.size
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Queues `qp` for posting when it has room for a post list (or for its last messages).
+    fn maybe_ready(&mut self, qp: usize) {
+        let t = u64::from(self.params.tx_depth);
+        let l = u64::from(self.params.post_list);
+        let s = &mut self.streams[qp];
+        let left = s.total.saturating_sub(s.posted);
+        let room = t - (s.posted - s.done);
+        if !s.queued && left > 0 && room >= l.min(left) {
+            s.queued = true;
+            self.ready.push_back(qp);
+        }
+    }
+
+    /// Posts the next message of QP `qp`; `last` makes it signaled whatever `--cq-mod` says.
+    fn post_message(&mut self, qp: usize, last: bool) -> Result<(), String> {
+        let seq = self.streams[qp].posted;
+        let slot = (seq % self.layout.slots as u64) as usize;
+        let off = self.layout.slot(qp, slot);
+        let signaled = last || (seq + 1).is_multiple_of(u64::from(self.params.cq_mod));
+        let wr_id = (seq << 16) | qp as u64;
+        let local = Sge {
+            addr: self.out.addr + off,
+            len: self.size as u32,
+            lkey: self.out.lkey,
+        };
+        let verify = self.params.verify;
+        if verify && matches!(self.params.op, Op::Write | Op::Send) {
+            let msg: Vec<u8> = (0..self.size).map(|j| pattern(qp, seq, j)).collect();
+            self.table()
+                .write_local(self.out.lkey, local.addr, &msg)
+                .map_err(|e| format!("filling a message: {e:?}"))?;
+        }
+        if verify && self.params.op == Op::Read {
+            self.table()
+                .write_local(self.out.lkey, local.addr, &vec![0u8; self.size])
+                .map_err(|e| format!("clearing a READ buffer: {e:?}"))?;
+        }
+        let peer = self.peer;
+        let (op, sgl) = match self.params.op {
+            Op::Write => (
+                SendOp::Write {
+                    remote_addr: peer.addr + off,
+                    rkey: peer.rkey,
+                },
+                dpdk_roce::sgl![local],
+            ),
+            Op::Send => (SendOp::Send, dpdk_roce::sgl![local]),
+            Op::Read => (
+                SendOp::Read {
+                    remote_addr: peer.addr + off,
+                    rkey: peer.rkey,
+                },
+                dpdk_roce::sgl![local],
+            ),
+            Op::Atomic => (
+                SendOp::FetchAdd {
+                    remote_addr: peer.addr + self.layout.counter(qp),
+                    rkey: peer.rkey,
+                    add: 1,
+                },
+                dpdk_roce::sgl![Sge { len: 8, ..local }],
+            ),
+        };
+        let marker = verify && self.params.op == Op::Write;
+        self.post(
+            qp,
+            SendWr {
+                wr_id,
+                op,
+                sgl,
+                signaled: signaled && !marker,
+                fence: false,
+                solicited: false,
+            },
+        )?;
+        if marker {
+            self.post(
+                qp,
+                SendWr {
+                    wr_id,
+                    op: SendOp::SendWithImm {
+                        imm: (seq as u32) & !CTL_BIT,
+                    },
+                    sgl: dpdk_roce::sgl![],
+                    signaled,
+                    fence: false,
+                    solicited: false,
+                },
+            )?;
+        }
+        self.streams[qp].posted += 1;
+        Ok(())
+    }
+
+    /// Posts up to `POST_BUDGET` messages from the ready QPs, a post list at a time.
+    fn post_some(&mut self) -> Result<(), String> {
+        let l = u64::from(self.params.post_list);
+        let mut budget = POST_BUDGET;
+        while budget > 0 {
+            let Some(qp) = self.ready.pop_front() else {
+                break;
+            };
+            self.streams[qp].queued = false;
+            let s = self.streams[qp];
+            let left = s.total.saturating_sub(s.posted);
+            let n = l.min(left);
+            for k in 0..n {
+                let last_of_run = s.posted + k + 1 == s.total;
+                self.post_message(qp, last_of_run)?;
+            }
+            budget = budget.saturating_sub(n as usize);
+            self.maybe_ready(qp);
+        }
+        Ok(())
+    }
+
+    /// Resets the counters for a test of `size` bytes; `sending`: this side streams.
+    fn start(&mut self, size: usize, sending: bool) {
+        self.size = size;
+        self.ready.clear();
+        let total = if !sending {
+            0
+        } else if self.params.duration_s > 0 {
+            u64::MAX
+        } else {
+            u64::from(self.params.iters)
+        };
+        for s in self.streams.iter_mut() {
+            // Sequence numbers continue across sizes (markers and atomics count on).
+            s.done = s.posted;
+            s.total = total.saturating_add(s.posted);
+            s.queued = false;
+        }
+        self.received_base = self.received_total();
+        for qp in 0..self.streams.len() {
+            self.maybe_ready(qp);
+        }
+        self.samples.clear();
+        self.completed = 0;
+    }
+
+    /// Ends a `-D` run: no more messages after those posted, plus one signaled message on
+    /// each QP whose last posted one was not signaled.
+    fn stop_duration(&mut self) -> Result<(), String> {
+        for qp in 0..self.streams.len() {
+            let s = self.streams[qp];
+            let last_signaled = s.posted == 0
+                || s.posted.is_multiple_of(u64::from(self.params.cq_mod))
+                || s.posted == s.done;
+            self.streams[qp].total = if last_signaled {
+                s.posted
+            } else {
+                s.posted + 1
+            };
+            self.streams[qp].queued = false;
+        }
+        self.ready.clear();
+        for qp in 0..self.streams.len() {
+            let s = self.streams[qp];
+            if s.posted < s.total {
+                self.post_message(qp, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Messages received and checked so far, over all QPs and sizes.
+    fn received_total(&self) -> u64 {
+        self.streams.iter().map(|s| s.received).sum()
+    }
+
+    /// Messages received and checked in the test of the current size.
+    fn received_now(&self) -> u64 {
+        self.received_total() - self.received_base
+    }
+
+    fn stream_finished(&self) -> bool {
+        self.streams.iter().all(|s| s.done >= s.total)
+    }
+
+    /// Runs this side's stream (if `sending`) until every message completed; handles the
+    /// peer's traffic meanwhile. Returns (messages, elapsed, cpu time).
+    fn run_stream(&mut self, sending: bool) -> Result<(u64, Duration, u64), String> {
+        let t0 = Instant::now();
+        let cpu0 = cpu_ns();
+        let deadline = self.params.duration_s;
+        let mut stopped = deadline == 0;
+        let mut last_progress = (t0, 0u64);
+        let mut n = 0u32;
+        while sending && !self.stream_finished() {
+            self.post_some()?;
+            self.shard.poll();
+            self.completions()?;
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(CLOCK_EVERY) {
+                let now = Instant::now();
+                if !stopped && now.duration_since(t0) >= Duration::from_secs(u64::from(deadline)) {
+                    self.stop_duration()?;
+                    stopped = true;
+                }
+                if self.completed != last_progress.1 {
+                    last_progress = (now, self.completed);
+                } else if now.duration_since(last_progress.0) > self.timeout {
+                    return Err(format!(
+                        "no completion for {:?} ({} of the stream's messages done)",
+                        self.timeout, self.completed
+                    ));
+                }
+            }
+        }
+        let elapsed = t0.elapsed();
+        let msgs = self.completed;
+        Ok((msgs, elapsed, cpu_ns().saturating_sub(cpu0)))
+    }
+
+    /// The best message rate over any stretch of at least `PEAK_WINDOW` (and a twentieth of
+    /// the run), in messages per second.
+    fn peak_rate(&self, elapsed: Duration) -> f64 {
+        let window = PEAK_WINDOW.max(elapsed / 20);
+        let s = &self.samples;
+        let mut best = 0f64;
+        let mut i = 0;
+        for j in 0..s.len() {
+            while i < j && s[j].0.duration_since(s[i + 1].0) >= window {
+                i += 1;
+            }
+            let dt = s[j].0.duration_since(s[i].0);
+            if dt >= window {
+                best = best.max((s[j].1 - s[i].1) as f64 / dt.as_secs_f64());
+            }
+        }
+        best
+    }
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    if args.server == args.client {
+        return Err("say --server or --client".into());
+    }
+    let params = if args.client {
+        let p = Params::from_args(args)?;
+        Layout::new(&p)?;
+        Some(p)
+    } else {
+        None
+    };
+    let profile = Profile::load_with_env(&args.profile).map_err(|e| e.to_string())?;
+    let pp = ProfilePort::open(&profile).map_err(|e| format!("DPDK: {e}"))?;
+    let mac = pp.port.mac().map_err(|e| e.to_string())?;
+    if args.client && !pp.wait_link_up(Duration::from_secs(10)) {
+        return Err("the port's link did not come up within 10 s".into());
+    }
+    let io = DpdkFrameIo::new(pp.eal, &pp.port, 2047).map_err(|e| e.to_string())?;
+    let table = if profile.eal.hugepages {
+        MrTable::with_allocator(16, Arc::new(HugepageAllocator::new(pp.eal)))
+    } else {
+        MrTable::new(16)
+    };
+    let mut net = NetConfig::new(
+        EthernetAddress(mac),
+        profile.roce.address.addr(),
+        profile.roce.address.prefix_len(),
+    );
+    net.mtu = profile.port.mtu;
+    let host = Host::new(
+        HostConfig {
+            net,
+            ca_guid: u64::from_be_bytes([
+                mac[0], mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5],
+            ]),
+            seed: u64::from(std::process::id()),
+        },
+        Arc::new(table),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut shard = Shard::new(host, io);
+    let timeout = Duration::from_millis(args.timeout_ms);
+    match params {
+        Some(p) => client(args, p, &mut shard, &profile, timeout),
+        None => server(args, &mut shard, &pp, timeout),
+    }
+}
+
+/// Registers this side's three regions for `layout`, `inc` filled for READs, counters zero.
+fn regions(
+    shard: &mut BenchShard,
+    layout: &Layout,
+) -> Result<(u32, Region, Region, Region), String> {
+    let table = shard.host.mr_table().clone();
+    let pz = table.create_pz();
+    let reg = |len: usize, access| {
+        table
+            .register_alloc(pz, len.max(64), 4096, access)
+            .map_err(|e| format!("registering {len} B: {e:?}"))
+    };
+    let out = reg(layout.out_len(), Access::LOCAL_WRITE)?;
+    let inc = reg(
+        layout.inc_len(),
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
+    )?;
+    let rx = reg(layout.rx_len(), Access::LOCAL_WRITE)?;
+    let mut fill: Vec<u8> = (0..layout.slot_area()).map(inc_fill).collect();
+    fill.resize(layout.inc_len(), 0);
+    table
+        .write_local(inc.lkey, inc.addr, &fill)
+        .map_err(|e| format!("filling the READ source: {e:?}"))?;
+    Ok((pz.id(), out, inc, rx))
+}
+
+fn qp_options(pd: u32, p: &Params) -> QpOptions {
+    let sq = u32::from(p.tx_depth) * p.wrs_per_msg() + CTL_SLOTS as u32;
+    QpOptions {
+        pd,
+        sq_depth: sq,
+        rq_depth: p.recv_depth(),
+        ..QpOptions::default()
+    }
+}
+
+/// Polls until `done` returns Some or `timeout` passes.
+fn poll_until<T>(
+    shard: &mut BenchShard,
+    timeout: Duration,
+    what: &str,
+    mut done: impl FnMut(&mut BenchShard) -> Result<Option<T>, String>,
+) -> Result<T, String> {
+    let deadline = Instant::now() + timeout;
+    let mut n = 0u32;
+    loop {
+        shard.poll();
+        if let Some(v) = done(shard)? {
+            return Ok(v);
+        }
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(CLOCK_EVERY) && Instant::now() > deadline {
+            return Err(format!("timed out waiting for {what}"));
+        }
+    }
+}
+
+fn server(
+    args: &Args,
+    shard: &mut BenchShard,
+    pp: &ProfilePort,
+    timeout: Duration,
+) -> Result<(), String> {
+    shard.host.listen(args.port).map_err(|e| e.to_string())?;
+    println!(
+        "READY listening on port {} ({} {})",
+        args.port,
+        shard.host.config().net.ip,
+        shard.host.config().net.mac
+    );
+    let _ = std::io::stdout().flush();
+    // The first request names the test; every connection must ask for the same one.
+    let mut setup: Option<(Params, Layout, u32, Region, Region, Region)> = None;
+    let mut qpns: Vec<Option<u32>> = Vec::new();
+    let mut peer = None;
+    let mut established = 0usize;
+    let mut wait = Duration::from_secs(60);
+    loop {
+        let ev = poll_until(shard, wait, "a connection request", |s| {
+            Ok(s.host.poll_event())
+        })?;
+        wait = timeout;
+        match ev {
+            CmEvent::ConnectRequest {
+                id, private_data, ..
+            } => {
+                let p = Params::decode(&private_data)?;
+                let idx = private_data
+                    .get(PARAMS_LEN..PARAMS_LEN + 2)
+                    .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+                    .ok_or("connection request without a QP index")?;
+                let buf = decode_buf(&private_data[PARAMS_LEN + 2..])?;
+                if setup.is_none() {
+                    let layout = Layout::new(&p)?;
+                    let (pd, out, inc, rx) = regions(shard, &layout)?;
+                    qpns = vec![None; usize::from(p.qps)];
+                    if p.raw {
+                        shard.set_raw_channel(Some(RawChannel::new(
+                            RAW_ETHERTYPE,
+                            RawMode::Count,
+                            1,
+                            0,
+                        )));
+                    }
+                    eprintln!("test: {p:?}");
+                    setup = Some((p, layout, pd, out, inc, rx));
+                    peer = Some(buf);
+                }
+                let Some((sp, _, pd, _, inc, _)) = setup.as_ref() else {
+                    return Err("no test set up".into());
+                };
+                if *sp != p || idx >= qpns.len() || qpns[idx].is_some() || peer != Some(buf) {
+                    let now = shard.clock().now();
+                    let _ = shard.host.reject(now, id, &[]);
+                    eprintln!("rejected a connection request for another test ({p:?}, QP {idx})");
+                    continue;
+                }
+                let now = shard.clock().now();
+                let qpn = shard
+                    .host
+                    .create_qp(now, qp_options(*pd, &p))
+                    .map_err(|e| e.to_string())?;
+                let mut ap = AcceptParams::new(qpn, Psn::new(0x4000));
+                ap.responder_resources = 16;
+                ap.initiator_depth = 16;
+                ap.min_rnr_timer = 1;
+                ap.access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+                ap.private_data = encode_buf(inc).to_vec();
+                qpns[idx] = Some(qpn);
+                shard.host.accept(now, id, ap).map_err(|e| e.to_string())?;
+            }
+            CmEvent::Established { .. } => {
+                established += 1;
+                if established == qpns.len() {
+                    break;
+                }
+            }
+            other => eprintln!("connection event: {other:?}"),
+        }
+    }
+    let (p, layout, _, out, inc, rx) = setup.ok_or("no connection")?;
+    let qpns: Vec<u32> = qpns.into_iter().flatten().collect();
+    let mut side = Side {
+        shard,
+        params: p,
+        layout,
+        streams: vec![Stream::default(); qpns.len()],
+        qpns,
+        out,
+        inc,
+        rx,
+        peer: peer.ok_or("no peer")?,
+        ready: VecDeque::new(),
+        size: p.max_size(),
+        ctl_sent: 0,
+        ctl_in: VecDeque::new(),
+        timeout,
+        samples: Vec::new(),
+        completed: 0,
+        received_base: 0,
+        scratch: Vec::new(),
+    };
+    for qp in 0..side.qpns.len() {
+        side.post_all_recvs(qp)?;
+    }
+    // Serve one test per size the client starts, until it disconnects.
+    // The raw blast: when its first and last frames were seen, and the counts before it.
+    let mut raw_first: Option<Instant> = None;
+    let mut raw_last = Instant::now();
+    let mut raw_seen = (0u64, 0u64);
+    let mut raw_now = 0u64;
+    loop {
+        if let Some(c) = side.ctl_in.pop_front() {
+            match c {
+                Ctl::RawDone { sent } => {
+                    let (frames, bytes) = side
+                        .shard
+                        .raw_channel()
+                        .map(|r| (r.stats().received, r.stats().received_bytes))
+                        .unwrap_or((0, 0));
+                    let ns = raw_first.map_or(0, |f| raw_last.duration_since(f).as_nanos() as u64);
+                    side.send_ctl(Ctl::RawResult {
+                        frames: frames - raw_seen.0,
+                        bytes: bytes - raw_seen.1,
+                        ns,
+                    })?;
+                    eprintln!("raw: {} of {sent} frames counted", frames - raw_seen.0);
+                    raw_seen = (frames, bytes);
+                    raw_first = None;
+                }
+                Ctl::Start { size } => {
+                    let (t0, cpu0) = (Instant::now(), cpu_ns());
+                    side.start(size as usize, p.bidirectional);
+                    side.send_ctl(Ctl::Ready)?;
+                    let (sent, mut elapsed, mut cpu) = side.run_stream(p.bidirectional)?;
+                    let client_done = match side.wait_ctl("the client's end of the test")? {
+                        d @ Ctl::Done { .. } => d,
+                        other => return Err(format!("unexpected {other:?}")),
+                    };
+                    let received = side.received_now();
+                    if !p.bidirectional {
+                        // A passive side's CPU time is that of the whole test.
+                        elapsed = t0.elapsed();
+                        cpu = cpu_ns().saturating_sub(cpu0);
+                    }
+                    side.send_ctl(Ctl::Done {
+                        sent,
+                        ns: elapsed.as_nanos() as u64,
+                        received,
+                        cpu_ns: cpu,
+                    })?;
+                    eprintln!("size {size}: client {client_done:?}, server sent {sent}");
+                }
+                other => return Err(format!("unexpected control message {other:?}")),
+            }
+            continue;
+        }
+        side.shard.poll();
+        side.completions()?;
+        if let Some(seen) = side.shard.raw_channel().map(|r| r.stats().received) {
+            if seen > raw_now {
+                let now = Instant::now();
+                raw_first.get_or_insert(now);
+                raw_last = now;
+                raw_now = seen;
+            }
+        }
+        if let Some(CmEvent::Disconnected { .. }) = side.shard.host.poll_event() {
+            break;
+        }
+    }
+    // The DREPs go out; wait for the rest of the disconnects, then for the client to go.
+    let mut gone = 1;
+    let n = side.qpns.len();
+    let drep_wait = cm_timeout(CmConfig::default().cm_response_timeout) * 2;
+    let _ = poll_until(side.shard, drep_wait, "the client's disconnects", |s| {
+        while let Some(wc) = s.host.poll_completion() {
+            if wc.status != WcStatus::Success && wc.status != WcStatus::WrFlushErr {
+                return Err(format!("work request failed: {wc:?}"));
+            }
+        }
+        while let Some(ev) = s.host.poll_event() {
+            if matches!(ev, CmEvent::Disconnected { .. }) {
+                gone += 1;
+            }
+        }
+        Ok((gone >= n).then_some(()))
+    });
+    side.shard.send_now();
+    let wait = drep_wait + PEER_GONE_WAIT;
+    if !pp.wait_peer_gone(wait) {
+        eprintln!("the client was still there {wait:?} after its disconnect");
+    }
+    println!("server done");
+    Ok(())
+}
+
+/// One row of the report.
+#[derive(Debug, Serialize)]
+struct Row {
+    bytes: usize,
+    iterations: u64,
+    bw_peak: f64,
+    bw_average: f64,
+    msg_rate_mpps: f64,
+    unit: &'static str,
+    cpu_client_percent: f64,
+    cpu_server_percent: f64,
+    /// The raw blast of the same size (with `--raw`): frames per second and the payload
+    /// rate in the table's unit, and the RDMA figures as fractions of them.
+    raw_mpps: Option<f64>,
+    raw_bw: Option<f64>,
+    rdma_frames_to_raw: Option<f64>,
+    bw_to_raw: Option<f64>,
+}
+
+fn client(
+    args: &Args,
+    p: Params,
+    shard: &mut BenchShard,
+    profile: &Profile,
+    timeout: Duration,
+) -> Result<(), String> {
+    let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
+    let layout = Layout::new(&p)?;
+    let (pd, out, inc, rx) = regions(shard, &layout)?;
+    let mut qpns = Vec::with_capacity(usize::from(p.qps));
+    for idx in 0..p.qps {
+        let now = shard.clock().now();
+        let qpn = shard
+            .host
+            .create_qp(now, qp_options(pd, &p))
+            .map_err(|e| e.to_string())?;
+        qpns.push(qpn);
+        let mut cp = ConnectParams::new(server_ip, args.port, qpn, Psn::new(0x4000));
+        cp.responder_resources = 16;
+        cp.initiator_depth = 16;
+        cp.min_rnr_timer = 1;
+        cp.access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+        let mut private = p.encode().to_vec();
+        private.extend_from_slice(&idx.to_be_bytes());
+        private.extend_from_slice(&encode_buf(&inc));
+        cp.private_data = private;
+        shard.host.connect(now, cp).map_err(|e| e.to_string())?;
+    }
+    let mut side = Side {
+        shard,
+        params: p,
+        layout,
+        streams: vec![Stream::default(); qpns.len()],
+        qpns,
+        out,
+        inc,
+        rx,
+        peer: RemoteBuf { addr: 0, rkey: 0 },
+        ready: VecDeque::new(),
+        size: p.max_size(),
+        ctl_sent: 0,
+        ctl_in: VecDeque::new(),
+        timeout,
+        samples: Vec::new(),
+        completed: 0,
+        received_base: 0,
+        scratch: Vec::new(),
+    };
+    for qp in 0..side.qpns.len() {
+        side.post_all_recvs(qp)?;
+    }
+    let mut up = 0;
+    let mut peer = None;
+    poll_until(
+        side.shard,
+        Duration::from_secs(30).max(timeout),
+        "the server's REPs",
+        |s| {
+            while let Some(ev) = s.host.poll_event() {
+                match ev {
+                    CmEvent::Established { private_data, .. } => {
+                        let b = decode_buf(&private_data)?;
+                        if peer.is_some_and(|p| p != b) {
+                            return Err("the server answered with two buffers".into());
+                        }
+                        peer = Some(b);
+                        up += 1;
+                    }
+                    ev @ (CmEvent::Rejected { .. }
+                    | CmEvent::Unreachable { .. }
+                    | CmEvent::TimedOut { .. }
+                    | CmEvent::ConnectError { .. }) => {
+                        return Err(format!("connection failed: {ev:?}"))
+                    }
+                    _ => {}
+                }
+            }
+            Ok((up == usize::from(p.qps)).then_some(()))
+        },
+    )?;
+    side.peer = peer.ok_or("no REP")?;
+    eprintln!("{} connections up", up);
+    let mac = side.shard.host.config().net.mac.0;
+    let pmtu = profile_pmtu(profile);
+    let unit = if args.report_gbits {
+        "Gb/sec"
+    } else {
+        "MB/sec"
+    };
+    print_header(&p, unit, pmtu);
+    let mut rows = Vec::new();
+    let sizes = p.sizes();
+    if sizes.is_empty() {
+        return Err("-a needs -s of at least 2".into());
+    }
+    for size in sizes {
+        let raw = if p.raw {
+            Some(raw_blast(&mut side, &p, mac, size.min(pmtu))?)
+        } else {
+            None
+        };
+        side.send_ctl(Ctl::Start { size: size as u64 })?;
+        match side.wait_ctl("the server's READY")? {
+            Ctl::Ready => {}
+            other => return Err(format!("expected READY, got {other:?}")),
+        }
+        side.start(size, true);
+        let (sent, elapsed, cpu) = side.run_stream(true)?;
+        let peak = side.peak_rate(elapsed);
+        let received = side.received_now();
+        side.send_ctl(Ctl::Done {
+            sent,
+            ns: elapsed.as_nanos() as u64,
+            received,
+            cpu_ns: cpu,
+        })?;
+        let server_done = side.wait_ctl("the server's end of the test")?;
+        let Ctl::Done {
+            sent: s_sent,
+            ns: s_ns,
+            received: s_received,
+            cpu_ns: s_cpu,
+        } = server_done
+        else {
+            return Err(format!("expected DONE, got {server_done:?}"));
+        };
+        // Every SEND (and, verified, every WRITE) arrived and was checked.
+        let counted = matches!(p.op, Op::Send) || (p.op == Op::Write && p.verify);
+        if counted && s_received != sent {
+            return Err(format!(
+                "the server received and checked {s_received} messages of {sent}"
+            ));
+        }
+        let secs = elapsed.as_secs_f64();
+        let mut rate = sent as f64 / secs;
+        let mut peak_rate = peak.max(rate);
+        let mut s_frac_cpu = if s_ns > 0 {
+            s_cpu as f64 / s_ns as f64
+        } else {
+            0.0
+        };
+        if p.bidirectional && s_ns > 0 {
+            let srate = s_sent as f64 / (s_ns as f64 / 1e9);
+            rate += srate;
+            peak_rate += srate;
+        }
+        if s_frac_cpu > 1.0 {
+            s_frac_cpu = 1.0;
+        }
+        let scale = |msgs_per_s: f64| -> f64 {
+            let bytes = msgs_per_s * size as f64;
+            if args.report_gbits {
+                bytes * 8.0 / 1e9
+            } else {
+                bytes / 1e6
+            }
+        };
+        let frames_per_msg = size.div_ceil(pmtu).max(1) as f64;
+        let (raw_mpps, raw_bw, f_ratio, bw_ratio) = match raw {
+            Some((frames, bytes, ns)) if ns > 0 => {
+                let pps = frames as f64 / (ns as f64 / 1e9);
+                let bw = if args.report_gbits {
+                    bytes as f64 * 8.0 / ns as f64
+                } else {
+                    bytes as f64 * 1e3 / ns as f64
+                };
+                let rdma_pps = rate * frames_per_msg / if p.bidirectional { 2.0 } else { 1.0 };
+                (
+                    Some(pps / 1e6),
+                    Some(bw),
+                    Some(rdma_pps / pps),
+                    Some(scale(rate) / if p.bidirectional { 2.0 } else { 1.0 } / bw),
+                )
+            }
+            _ => (None, None, None, None),
+        };
+        let row = Row {
+            bytes: size,
+            iterations: sent / u64::from(p.qps).max(1),
+            bw_peak: scale(peak_rate),
+            bw_average: scale(rate),
+            msg_rate_mpps: rate / 1e6,
+            unit,
+            cpu_client_percent: 100.0 * cpu as f64 / elapsed.as_nanos().max(1) as f64,
+            cpu_server_percent: 100.0 * s_frac_cpu,
+            raw_mpps,
+            raw_bw,
+            rdma_frames_to_raw: f_ratio,
+            bw_to_raw: bw_ratio,
+        };
+        print_row(&row);
+        rows.push(row);
+    }
+    println!("{}", "-".repeat(95));
+    // Disconnect every QP; the server ends on the DREQs.
+    for qp in 0..side.qpns.len() {
+        let now = side.now();
+        let qpn = side.qpns[qp];
+        side.shard
+            .host
+            .disconnect(now, qpn)
+            .map_err(|e| e.to_string())?;
+    }
+    let mut gone = 0;
+    let n = side.qpns.len();
+    let drep_wait = cm_timeout(CmConfig::default().cm_response_timeout) * 2;
+    let _ = poll_until(side.shard, drep_wait, "the DREPs", |s| {
+        while s.host.poll_completion().is_some() {}
+        while let Some(ev) = s.host.poll_event() {
+            if matches!(ev, CmEvent::Disconnected { .. }) {
+                gone += 1;
+            }
+        }
+        Ok((gone >= n).then_some(()))
+    });
+    eprintln!(
+        "shard: {:?} io: {:?}",
+        side.shard.stats(),
+        side.shard.io.stats
+    );
+    eprintln!("host: {:?}", side.shard.host.stats());
+    if let Some(path) = &args.json {
+        let s = serde_json::to_string_pretty(&serde_json::json!({
+            "test": p.op.label(),
+            "qps": p.qps,
+            "tx_depth": p.tx_depth,
+            "post_list": p.post_list,
+            "cq_mod": p.cq_mod,
+            "bidirectional": p.bidirectional,
+            "verified": p.verify,
+            "pmtu": pmtu,
+            "rows": rows,
+        }))
+        .map_err(|e| e.to_string())?;
+        std::fs::write(path, s).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The RoCE path MTU payload of a profile's port MTU (IBTA: 256..4096, at most the IP MTU less
+/// the IPv4, UDP, BTH and ICRC bytes and a RETH).
+fn profile_pmtu(p: &Profile) -> usize {
+    let room = usize::from(p.port.mtu).saturating_sub(20 + 8 + 12 + 16 + 4);
+    [4096, 2048, 1024, 512, 256]
+        .into_iter()
+        .find(|&m| m <= room)
+        .unwrap_or(256)
+}
+
+/// The raw blast before a size's RDMA test: `frame_payload`-byte frames one way for as many
+/// frames as the test's messages carry (or its duration); returns what the server counted
+/// (frames, payload bytes, nanoseconds from its first to its last frame).
+fn raw_blast(
+    side: &mut Side<'_>,
+    p: &Params,
+    mac: [u8; 6],
+    frame_payload: usize,
+) -> Result<(u64, u64, u64), String> {
+    let mut frame = Vec::with_capacity(14 + frame_payload + 60);
+    frame.extend_from_slice(&[0xff; 6]);
+    frame.extend_from_slice(&mac);
+    frame.extend_from_slice(&RAW_ETHERTYPE.to_be_bytes());
+    // As long as the RoCE frame carrying the same payload (IPv4, UDP, BTH, RETH, ICRC).
+    frame.resize((14 + 20 + 8 + 12 + 16 + frame_payload + 4).max(60), 0);
+    let frames_per_msg = (p.size as usize).div_ceil(frame_payload).max(1) as u64;
+    let target = u64::from(p.iters) * u64::from(p.qps) * frames_per_msg.min(64);
+    let t0 = Instant::now();
+    let limit = Duration::from_secs(u64::from(p.duration_s));
+    let mut sent = 0u64;
+    loop {
+        for _ in 0..RAW_BURST {
+            if side.shard.io.tx(&frame) {
+                sent += 1;
+            }
+        }
+        side.shard.io.flush();
+        side.shard.poll();
+        side.completions()?;
+        let done = if p.duration_s > 0 {
+            t0.elapsed() >= limit
+        } else {
+            sent >= target
+        };
+        if done {
+            break;
+        }
+    }
+    side.send_ctl(Ctl::RawDone { sent })?;
+    match side.wait_ctl("the server's raw count")? {
+        Ctl::RawResult { frames, ns, .. } => Ok((frames, frames * frame_payload as u64, ns)),
+        other => Err(format!("expected the raw count, got {other:?}")),
+    }
+}
+
+fn print_header(p: &Params, unit: &str, pmtu: usize) {
+    println!("{}", "-".repeat(95));
+    println!(
+        "                    {} {}BW Test",
+        p.op.label().replace('_', " "),
+        if p.bidirectional {
+            "Bidirectional "
+        } else {
+            ""
+        }
+    );
+    println!(
+        " Number of qps   : {}\t\tTransport type : RoCEv2 (dpdk-roce)",
+        p.qps
+    );
+    println!(
+        " TX depth        : {}\t\tPost List      : {}\t\tCQ Moderation : {}",
+        p.tx_depth, p.post_list, p.cq_mod
+    );
+    println!(
+        " Mtu             : {pmtu}[B]\t\tVerify         : {}",
+        p.verify
+    );
+    println!("{}", "-".repeat(95));
+    println!(
+        " #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]   CPU client/server[%]"
+    );
+}
+
+fn print_row(r: &Row) {
+    println!(
+        " {:<10} {:<14} {:<17.2} {:<20.2} {:<15.6} {:.1}/{:.1}",
+        r.bytes,
+        r.iterations,
+        r.bw_peak,
+        r.bw_average,
+        r.msg_rate_mpps,
+        r.cpu_client_percent,
+        r.cpu_server_percent
+    );
+    if let (Some(pps), Some(bw), Some(fr), Some(br)) =
+        (r.raw_mpps, r.raw_bw, r.rdma_frames_to_raw, r.bw_to_raw)
+    {
+        println!(
+            "   raw L2 {:<6} {:.6} Mpps {:.2} {}; RDMA/raw: frames {:.2}x, BW {:.2}x",
+            r.bytes, pps, bw, r.unit, fr, br
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! roce-bw over real DPDK ports: two processes (scripts/run-pair.sh) over net_af_packet on a veth
+//! pair and over net_memif, every operation with every byte checked (`--verify`), several and
+//! many connections, deep queues, post lists, signal moderation, both directions, `-D`, the
+//! raw blast and the JSON report. Needs root (veth pair) and DPDK: scripts/setup.sh installs
+//! DPDK; it fails loudly otherwise.
+
+mod dpdk_common;
+
+use dpdk_common::{assert_no_runtime_dirs, output_text, repo, retry_fanout_collision, Veth};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BW: &str = env!("CARGO_BIN_EXE_roce-bw");
+
+/// A shipped profile (`dpdk-config/<name>.toml`) on this test's own interfaces or socket,
+/// without hugepages, named `<prefix>-<name>`.
+fn profile(dir: &Path, name: &str, edits: &[(&str, &str)], prefix: &str) -> PathBuf {
+    let mut text = std::fs::read_to_string(repo().join(format!("dpdk-config/{name}.toml")))
+        .unwrap()
+        .replace("hugepages = true", "hugepages = false\nmemory_mb = 512")
+        .replace(
+            &format!("name = \"{name}\""),
+            &format!("name = \"{prefix}-{name}\""),
+        );
+    for (from, to) in edits {
+        text = text.replace(from, to);
+    }
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A link to test over: its two profiles, the server's address, and what keeps it up.
+struct Link {
+    server: PathBuf,
+    client: PathBuf,
+    server_ip: &'static str,
+    _veth: Option<Veth>,
+    dir: PathBuf,
+    prefix: String,
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn af_packet(tag: &str) -> Link {
+    let veth = Veth::up(tag);
+    let prefix = format!("bw{tag}");
+    let dir = std::env::temp_dir().join(format!("dpdk-roce-bw-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mk = |side: char| {
+        let iface = format!("rocev0{side}");
+        let ours = veth.end(side);
+        profile(
+            &dir,
+            &format!("af_packet-{side}"),
+            &[(&iface, &ours)],
+            &prefix,
+        )
+    };
+    Link {
+        server: mk('a'),
+        client: mk('b'),
+        server_ip: "10.77.0.1",
+        _veth: Some(veth),
+        dir,
+        prefix,
+    }
+}
+
+fn memif(tag: &str) -> Link {
+    let prefix = format!("bw{tag}");
+    let dir = std::env::temp_dir().join(format!("dpdk-roce-bw-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("memif.sock");
+    let sock = sock.to_str().unwrap();
+    let mk = |role: &str| {
+        profile(
+            &dir,
+            &format!("memif-{role}"),
+            &[("/run/dpdk-roce/memif0.sock", sock)],
+            &prefix,
+        )
+    };
+    Link {
+        server: mk("server"),
+        client: mk("client"),
+        server_ip: "10.77.3.1",
+        _veth: None,
+        dir,
+        prefix,
+    }
+}
+
+/// Runs a server/client pair of roce-bw over `link`; returns the whole output.
+fn run(link: &Link, args: &[&str]) -> String {
+    let out = retry_fanout_collision(|| {
+        Command::new("bash")
+            .arg(repo().join("scripts/run-pair.sh"))
+            .arg(BW)
+            .arg(&link.server)
+            .arg(&link.client)
+            .args(["--server-ip", link.server_ip, "--timeout-ms", "20000"])
+            .args(args)
+            .env("RUN_PAIR_TIMEOUT", "240")
+            .output()
+            .unwrap()
+    });
+    let text = output_text(&out);
+    assert!(out.status.success(), "roce-bw {args:?} failed:\n{text}");
+    assert!(text.contains("server done"), "{args:?}:\n{text}");
+    text
+}
+
+/// The table's rows: (bytes, iterations, BW peak, BW average, MsgRate).
+fn rows(text: &str) -> Vec<(usize, u64, f64, f64, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            if w.len() != 6 || !w[5].contains('/') {
+                return None;
+            }
+            Some((
+                w[0].parse().ok()?,
+                w[1].parse().ok()?,
+                w[2].parse().ok()?,
+                w[3].parse().ok()?,
+                w[4].parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// One row, of `size` bytes and `iters` iterations per connection, moving data.
+#[track_caller]
+fn assert_one_row(text: &str, size: usize, iters: u64) {
+    let r = rows(text);
+    assert_eq!(r.len(), 1, "{text}");
+    let (bytes, n, peak, avg, rate) = r[0];
+    assert_eq!((bytes, n), (size, iters), "{text}");
+    assert!(avg > 0.0 && rate > 0.0 && peak >= avg * 0.99, "{text}");
+}
+
+fn every_op_verified(link: &Link) {
+    for (op, size) in [
+        ("write", "4096"),
+        ("send", "4096"),
+        ("read", "4096"),
+        ("atomic", "8"),
+    ] {
+        let text = run(
+            link,
+            &[
+                "--op", op, "-s", size, "-n", "300", "-q", "4", "-t", "128", "-l", "4", "--cq-mod",
+                "16", "--verify",
+            ],
+        );
+        assert_one_row(&text, size.parse().unwrap(), 300);
+        assert!(text.contains("Verify         : true"), "{op}:\n{text}");
+    }
+    // Many connections, every message checked; a large READ and WRITE over several packets.
+    let text = run(
+        link,
+        &[
+            "--op", "write", "-s", "256", "-n", "40", "-q", "64", "-t", "16", "--verify",
+        ],
+    );
+    assert_one_row(&text, 256, 40);
+    assert!(text.contains("64 connections up"), "{text}");
+    for op in ["write", "read"] {
+        let text = run(
+            link,
+            &[
+                "--op", op, "-s", "65536", "-n", "64", "-q", "2", "-t", "8", "--verify",
+            ],
+        );
+        assert_one_row(&text, 65536, 64);
+    }
+    assert_no_runtime_dirs(&link.prefix);
+}
+
+#[test]
+fn every_operation_verified_over_af_packet() {
+    every_op_verified(&af_packet("w"));
+}
+
+#[test]
+fn every_operation_verified_over_memif() {
+    every_op_verified(&memif("m"));
+}
+
+/// `-a` with `--raw`, both directions and the JSON report: one row per size, each with the raw
+/// blast's rate beside it; `-D` runs for its time.
+#[test]
+fn sweep_with_raw_bidirectional_json_and_duration_over_memif() {
+    let link = memif("j");
+    let json = link.dir.join("bw.json");
+    let text = run(
+        &link,
+        &[
+            "--op",
+            "send",
+            "-a",
+            "-s",
+            "1024",
+            "-n",
+            "500",
+            "-b",
+            "--raw",
+            "--report_gbits",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let sizes: Vec<usize> = rows(&text).iter().map(|r| r.0).collect();
+    assert_eq!(sizes, [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], "{text}");
+    assert_eq!(text.matches("raw L2 ").count(), 10, "{text}");
+    assert!(text.contains("Send Bidirectional BW Test"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON file")).unwrap();
+    assert_eq!(v["test"], "Send");
+    assert_eq!(v["bidirectional"], true);
+    let rows_json = v["rows"].as_array().expect("rows");
+    assert_eq!(rows_json.len(), 10);
+    for r in rows_json {
+        assert_eq!(r["unit"], "Gb/sec", "{r}");
+        assert!(r["bw_average"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["raw_mpps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["rdma_frames_to_raw"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // -D 1: one second of 64 B WRITEs, every one completed.
+    let text = run(&link, &["--op", "write", "-s", "64", "-D", "1"]);
+    let r = rows(&text);
+    assert_eq!(r.len(), 1, "{text}");
+    assert!(r[0].1 > 1000, "a second of WRITEs: {text}");
+    assert_no_runtime_dirs(&link.prefix);
+}
+
+#[test]
+fn bad_arguments_are_refused_before_the_port_opens() {
+    for (args, why) in [
+        (
+            &["-q", "0"][..],
+            "-q, -t, -l and --cq-mod must be at least 1",
+        ),
+        (&["-t", "4", "-l", "8"], "-l must not exceed -t"),
+        (&["-s", "0"], "-s must be 1..="),
+        (&["-s", "2097152"], "-s must be 1..="),
+        (&["-D", "0"], "-D must be at least 1 second"),
+        (
+            &["--verify", "-q", "4096", "-t", "128", "-s", "65536"],
+            "--verify needs",
+        ),
+    ] {
+        let out = Command::new(BW)
+            .args(["--profile", "/nonexistent.toml", "--client"])
+            .args(["--server-ip", "10.77.0.1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = output_text(&out);
+        assert!(!out.status.success(), "{args:?} accepted:\n{text}");
+        assert!(text.contains(why), "{args:?}: expected `{why}`:\n{text}");
+    }
+}
