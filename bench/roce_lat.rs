@@ -118,9 +118,10 @@ struct Args {
     /// Give up when the peer does not answer for this many milliseconds.
     #[arg(long, default_value_t = 5_000)]
     timeout_ms: u64,
-    /// Responder ACK delay in microseconds (`Qp::set_ack_delay`; default: the host's
-    /// `DEFAULT_ACK_DELAY`): a ping-pong's ACK then leaves in the same burst as the answer.
-    /// 0 sends every ACK at once.
+    /// Responder ACK delay in microseconds (`Qp::set_ack_delay`; default none, the host's
+    /// `DEFAULT_ACK_DELAY`): a lone ACK waits up to this long to leave in the same burst as
+    /// the ping-pong's answer. A knob for this benchmark only: it delays every lone
+    /// completion an application waits for.
     #[arg(long)]
     ack_delay_us: Option<u64>,
     /// Smallest payload sent zero-copy (attached from registered memory); default: the port's.

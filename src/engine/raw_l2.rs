@@ -206,6 +206,7 @@ mod tests {
             ch.stats(),
             RawStats {
                 received: 3,
+                received_bytes: 180,
                 dropped: 2,
                 ..RawStats::default()
             }
