@@ -653,19 +653,30 @@ impl Side<'_> {
         Ok(())
     }
 
-    /// Polls until a control message arrives (others may arrive first and stay queued).
+    /// Polls until a control message arrives (others may arrive first and stay queued);
+    /// gives up after `timeout` without any traffic (the peer's stream may run for long).
     fn wait_ctl(&mut self, what: &str) -> Result<Ctl, String> {
-        let deadline = Instant::now() + self.timeout;
+        let mut deadline = Instant::now() + self.timeout;
+        let mut busy = false;
         let mut n = 0u32;
         loop {
             if let Some(c) = self.ctl_in.pop_front() {
                 return Ok(c);
             }
-            self.shard.poll();
+            busy |= self.shard.poll();
             self.completions()?;
             n = n.wrapping_add(1);
-            if n.is_multiple_of(CLOCK_EVERY) && Instant::now() > deadline {
-                return Err(format!("timed out waiting for {what}"));
+            if n.is_multiple_of(CLOCK_EVERY) {
+                let now = Instant::now();
+                if busy {
+                    deadline = now + self.timeout;
+                    busy = false;
+                } else if now > deadline {
+                    return Err(format!(
+                        "no traffic for {:?} waiting for {what}",
+                        self.timeout
+                    ));
+                }
             }
         }
     }
