@@ -1,7 +1,8 @@
 //! roce-bw over real DPDK ports: two processes (scripts/run-pair.sh) over net_af_packet on a veth
 //! pair and over net_memif, every operation with every byte checked (`--verify`), several and
 //! many connections, deep queues, post lists, signal moderation, both directions, `-D`, the
-//! raw blast and the JSON report. Needs root (veth pair) and DPDK: scripts/setup.sh installs
+//! raw blast and the JSON report; the client through the DAT C API (libdat2 loading the
+//! provider through a dat.conf) against the same server. Needs root (veth pair) and DPDK: scripts/setup.sh installs
 //! DPDK; it fails loudly otherwise.
 
 mod dpdk_common;
@@ -11,6 +12,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const BW: &str = env!("CARGO_BIN_EXE_roce-bw");
+
+/// The provider library `cargo test` built beside the test binaries (as in dat_programs_common).
+fn provider_lib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let lib = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .join("deps/libdpdk_roce.so");
+    assert!(lib.is_file(), "provider library missing: {}", lib.display());
+    lib
+}
 
 /// A shipped profile (`dpdk-config/<name>.toml`) on this test's own interfaces or socket,
 /// without hugepages, named `<prefix>-<name>`.
@@ -97,8 +110,14 @@ fn memif(tag: &str) -> Link {
 
 /// Runs a server/client pair of roce-bw over `link`; returns the whole output.
 fn run(link: &Link, args: &[&str]) -> String {
+    run_with(link, args, &[])
+}
+
+/// `run` with `env` set for both processes.
+fn run_with(link: &Link, args: &[&str], env: &[(&str, &Path)]) -> String {
     let out = retry_fanout_collision(|| {
         Command::new("bash")
+            .envs(env.iter().copied())
             .arg(repo().join("scripts/run-pair.sh"))
             .arg(BW)
             .arg(&link.server)
@@ -236,6 +255,56 @@ fn sweep_with_raw_bidirectional_json_and_duration_over_memif() {
     let r = rows(&text);
     assert_eq!(r.len(), 1, "{text}");
     assert!(r[0].1 > 1000, "a second of WRITEs: {text}");
+    assert_no_runtime_dirs(&link.prefix);
+}
+
+/// The client through libdat2 (`--api dat`): the IA's profile is the client profile, named in
+/// a dat.conf of the test's own; WRITE and READ over several EPs, the lone-completion case
+/// (`-t 1 --cq-mod 1`), and the JSON says which API ran.
+#[test]
+fn the_dat_api_client_streams_writes_and_reads_over_memif() {
+    let link = memif("d");
+    let conf = link.dir.join("dat.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "bwdat u2.0 nonthreadsafe default {} dapl.2.0 \"{}\" \"\"\n",
+            provider_lib().display(),
+            link.client.display()
+        ),
+    )
+    .unwrap();
+    let json = link.dir.join("dat.json");
+    let env = [("DAT_OVERRIDE", conf.as_path())];
+    for (op, extra) in [
+        ("write", &["-q", "4", "-t", "64", "--cq-mod", "16"][..]),
+        ("read", &["-q", "2", "-t", "16", "--cq-mod", "4"]),
+        ("write", &["-t", "1", "--cq-mod", "1"]),
+    ] {
+        let mut args = vec![
+            "--api", "dat", "--ia", "bwdat", "--op", op, "-s", "4096", "-n", "500",
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--json", json.to_str().unwrap()]);
+        let text = run_with(&link, &args, &env);
+        assert!(
+            text.contains("through libdat2 (IA bwdat)"),
+            "{op} {extra:?}:\n{text}"
+        );
+        assert_one_row(&text, 4096, 500);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["api"], "dat");
+    }
+    // What the DAT client cannot do is refused with a reason.
+    let out = Command::new(BW)
+        .args(["--client", "--api", "dat", "--ia", "bwdat", "--op", "send"])
+        .args(["--server-ip", "10.77.3.1"])
+        .env("DAT_OVERRIDE", &conf)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(output_text(&out).contains("--api dat streams RDMA WRITE or READ"));
     assert_no_runtime_dirs(&link.prefix);
 }
 

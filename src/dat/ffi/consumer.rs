@@ -655,6 +655,44 @@ pub fn ep_post_rdma_read(ep: Handle, iov: &[Segment], cookie: u64, remote: Remot
     post_rdma(d::dat_ep_post_rdma_read, ep, iov, cookie, remote)
 }
 
+/// One RDMA WRITE (`write`) or READ of one segment with completion `flags`, without building
+/// a triplet list on the heap (the bandwidth benchmark posts millions).
+pub fn ep_post_rdma_one(
+    ep: Handle,
+    write: bool,
+    seg: Segment,
+    cookie: u64,
+    remote: Remote,
+    flags: u32,
+) -> u32 {
+    let mut t = [d::DAT_LMR_TRIPLET {
+        lmr_context: seg.lmr_context,
+        virtual_address: seg.addr,
+        segment_length: seg.len,
+    }];
+    let r = d::DAT_RMR_TRIPLET {
+        virtual_address: remote.addr,
+        segment_length: remote.len,
+        rmr_context: remote.rmr_context,
+    };
+    let post: PostRdma = if write {
+        d::dat_ep_post_rdma_write
+    } else {
+        d::dat_ep_post_rdma_read
+    };
+    // SAFETY: see the module doc on handles; `t` holds one triplet, `r` is valid.
+    unsafe {
+        post(
+            ep.raw(),
+            1,
+            t.as_mut_ptr(),
+            d::DAT_DTO_COOKIE { as_64: cookie },
+            &r,
+            flags as _,
+        )
+    }
+}
+
 /// The C signature shared by dat_ep_post_rdma_write and dat_ep_post_rdma_read.
 type PostRdma = unsafe extern "C" fn(
     d::DAT_EP_HANDLE,

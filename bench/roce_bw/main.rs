@@ -42,7 +42,6 @@ use dpdk_roce::transport::types::{
 };
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use dpdk_roce::wire::psn::Psn;
-use serde::Serialize;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::net::Ipv4Addr;
@@ -50,6 +49,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod dat_client;
+mod report;
+
+use report::{print_header, print_row, Tally};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Op {
@@ -81,15 +85,28 @@ impl Op {
     }
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Api {
+    Rust,
+    Dat,
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "roce-bw",
     about = "perftest-style RDMA bandwidth and message rate over a DPDK port"
 )]
 struct Args {
-    /// dpdk-config profile of this process.
+    /// dpdk-config profile of this process (with `--api rust`).
+    #[arg(long, required_unless_present = "ia")]
+    profile: Option<PathBuf>,
+    /// The API the client streams through: the provider's Rust API, or the DAT C API
+    /// (libdat2 loads the provider through dat.conf: `DAT_OVERRIDE` or /etc/dat.conf).
+    #[arg(long, value_enum, default_value_t = Api::Rust, requires_if("dat", "ia"))]
+    api: Api,
+    /// The IA name in dat.conf (`--api dat`).
     #[arg(long)]
-    profile: PathBuf,
+    ia: Option<String>,
     /// Run the server side (listens; takes the test parameters from the client).
     #[arg(long, conflicts_with = "client")]
     server: bool,
@@ -150,8 +167,10 @@ struct Args {
 }
 
 const MAX_SIZE: usize = 1 << 20;
-/// Bytes of a control message (`Ctl`): kind in the immediate, four numbers in the payload.
-const CTL_LEN: usize = 32;
+/// Bytes of a control message (`Ctl`): its kind and four numbers. A plain SEND where the
+/// stream sends none (WRITE, READ, atomics: also what a DAT client, `--api dat`, sends); in a
+/// SEND stream the kind is in the immediate data too (`CTL_BIT`), which data SENDs lack.
+const CTL_LEN: usize = 40;
 /// Control messages kept in flight at once (each has its own source slot).
 const CTL_SLOTS: usize = 16;
 /// Receives every QP keeps for control messages (beyond those of a SEND stream).
@@ -444,10 +463,11 @@ struct RemoteBuf {
     rkey: u32,
 }
 
-fn encode_buf(r: &Region) -> [u8; 12] {
+/// The descriptor of an `inc` region at `addr` with R_Key `rkey`.
+fn encode_buf(addr: u64, rkey: u32) -> [u8; 12] {
     let mut b = [0u8; 12];
-    b[..8].copy_from_slice(&r.addr.to_be_bytes());
-    b[8..].copy_from_slice(&r.rkey.to_be_bytes());
+    b[..8].copy_from_slice(&addr.to_be_bytes());
+    b[8..].copy_from_slice(&rkey.to_be_bytes());
     b
 }
 
@@ -483,6 +503,31 @@ enum Ctl {
 }
 
 impl Ctl {
+    /// The message's bytes: kind, then four numbers, big-endian.
+    fn to_bytes(self) -> [u8; CTL_LEN] {
+        let (kind, v) = self.encode();
+        let mut b = [0u8; CTL_LEN];
+        b[..8].copy_from_slice(&u64::from(kind).to_be_bytes());
+        for (i, x) in v.iter().enumerate() {
+            b[8 + i * 8..16 + i * 8].copy_from_slice(&x.to_be_bytes());
+        }
+        b
+    }
+
+    fn from_bytes(b: &[u8]) -> Option<Ctl> {
+        let word = |i: usize| -> Option<u64> {
+            Some(u64::from_be_bytes(
+                b.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+            ))
+        };
+        let kind = u32::try_from(word(0)?).ok()?;
+        Ctl::decode(kind, [word(1)?, word(2)?, word(3)?, word(4)?])
+    }
+
+    fn kind(self) -> u32 {
+        self.encode().0
+    }
+
     fn encode(&self) -> (u32, [u64; 4]) {
         match *self {
             Ctl::RawDone { sent } => (1, [sent, 0, 0, 0]),
@@ -622,11 +667,7 @@ impl Side<'_> {
 
     /// Sends a control message on QP 0.
     fn send_ctl(&mut self, c: Ctl) -> Result<(), String> {
-        let (kind, v) = c.encode();
-        let mut b = [0u8; CTL_LEN];
-        for (i, x) in v.iter().enumerate() {
-            b[i * 8..i * 8 + 8].copy_from_slice(&x.to_be_bytes());
-        }
+        let (kind, b) = (c.kind(), c.to_bytes());
         let at = self.out.addr + self.layout.ctl(self.ctl_sent);
         self.ctl_sent += 1;
         self.table()
@@ -636,8 +677,14 @@ impl Side<'_> {
             0,
             SendWr {
                 wr_id: CTL_WRID,
-                op: SendOp::SendWithImm {
-                    imm: CTL_BIT | kind,
+                // The immediate only where data SENDs flow (a DAT client would get the
+                // immediate as an IB extension event it does not need).
+                op: if self.params.op == Op::Send {
+                    SendOp::SendWithImm {
+                        imm: CTL_BIT | kind,
+                    }
+                } else {
+                    SendOp::Send
                 },
                 sgl: dpdk_roce::sgl![Sge {
                     addr: at,
@@ -779,23 +826,8 @@ impl Side<'_> {
             return Err(format!("receive completion of an unknown buffer: {wc:?}"));
         }
         match wc.imm_data {
-            Some(imm) if imm & CTL_BIT != 0 => {
-                let mut b = [0u8; CTL_LEN];
-                self.table()
-                    .read_local(
-                        self.rx.lkey,
-                        self.rx.addr + self.layout.rx(qp, slot),
-                        &mut b,
-                    )
-                    .map_err(|e| format!("reading a control message: {e:?}"))?;
-                let mut v = [0u64; 4];
-                for (i, x) in v.iter_mut().enumerate() {
-                    *x = u64::from_be_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
-                }
-                let c = Ctl::decode(imm & !CTL_BIT, v)
-                    .ok_or_else(|| format!("unknown control message {imm:#x}"))?;
-                self.ctl_in.push_back(c);
-            }
+            Some(imm) if imm & CTL_BIT != 0 => self.received_ctl(qp, slot)?,
+            None if self.params.op != Op::Send => self.received_ctl(qp, slot)?,
             Some(seq) => {
                 // A WRITE's marker: the WRITE before it has landed.
                 let seq = u64::from(seq);
@@ -836,6 +868,21 @@ impl Side<'_> {
             }
         }
         self.post_recv(qp, slot)
+    }
+
+    /// A control message in receive buffer `slot` of QP `qp`.
+    fn received_ctl(&mut self, qp: usize, slot: usize) -> Result<(), String> {
+        let mut b = [0u8; CTL_LEN];
+        self.table()
+            .read_local(
+                self.rx.lkey,
+                self.rx.addr + self.layout.rx(qp, slot),
+                &mut b,
+            )
+            .map_err(|e| format!("reading a control message: {e:?}"))?;
+        let c = Ctl::from_bytes(&b).ok_or_else(|| format!("unknown control message {b:?}"))?;
+        self.ctl_in.push_back(c);
+        Ok(())
     }
 
     /// Message `seq` of QP `qp` must be at `off` of `r`.
@@ -1078,24 +1125,27 @@ impl Side<'_> {
         Ok((msgs, elapsed, cpu_ns().saturating_sub(cpu0)))
     }
 
-    /// The best message rate over any stretch of at least `PEAK_WINDOW` (and a twentieth of
-    /// the run), in messages per second.
     fn peak_rate(&self, elapsed: Duration) -> f64 {
-        let window = PEAK_WINDOW.max(elapsed / 20);
-        let s = &self.samples;
-        let mut best = 0f64;
-        let mut i = 0;
-        for j in 0..s.len() {
-            while i < j && s[j].0.duration_since(s[i + 1].0) >= window {
-                i += 1;
-            }
-            let dt = s[j].0.duration_since(s[i].0);
-            if dt >= window {
-                best = best.max((s[j].1 - s[i].1) as f64 / dt.as_secs_f64());
-            }
-        }
-        best
+        peak_rate(&self.samples, elapsed)
     }
+}
+
+/// The best message rate over any stretch of at least `PEAK_WINDOW` (and a twentieth of the
+/// run) in `samples` of (time, messages completed), in messages per second.
+fn peak_rate(s: &[(Instant, u64)], elapsed: Duration) -> f64 {
+    let window = PEAK_WINDOW.max(elapsed / 20);
+    let mut best = 0f64;
+    let mut i = 0;
+    for j in 0..s.len() {
+        while i < j && s[j].0.duration_since(s[i + 1].0) >= window {
+            i += 1;
+        }
+        let dt = s[j].0.duration_since(s[i].0);
+        if dt >= window {
+            best = best.max((s[j].1 - s[i].1) as f64 / dt.as_secs_f64());
+        }
+    }
+    best
 }
 
 fn run(args: &Args) -> Result<(), String> {
@@ -1109,7 +1159,17 @@ fn run(args: &Args) -> Result<(), String> {
     } else {
         None
     };
-    let profile = Profile::load_with_env(&args.profile).map_err(|e| e.to_string())?;
+    // The server always runs on the Rust API (like every test parameter, the client's API
+    // is the client's alone).
+    if let (Api::Dat, Some(p)) = (args.api, params) {
+        let ia = args.ia.as_deref().ok_or("--api dat needs --ia")?;
+        return dat_client::client(args, p, ia);
+    }
+    let profile_path = args
+        .profile
+        .as_ref()
+        .ok_or("--profile is needed with --api rust")?;
+    let profile = Profile::load_with_env(profile_path).map_err(|e| e.to_string())?;
     let pp = ProfilePort::open(&profile).map_err(|e| format!("DPDK: {e}"))?;
     let mac = pp.port.mac().map_err(|e| e.to_string())?;
     if args.client && !pp.wait_link_up(Duration::from_secs(10)) {
@@ -1273,7 +1333,7 @@ fn server(
                 ap.initiator_depth = 16;
                 ap.min_rnr_timer = 1;
                 ap.access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
-                ap.private_data = encode_buf(inc).to_vec();
+                ap.private_data = encode_buf(inc.addr, inc.rkey).to_vec();
                 qpns[idx] = Some(qpn);
                 shard.host.accept(now, id, ap).map_err(|e| e.to_string())?;
             }
@@ -1403,25 +1463,6 @@ fn server(
     Ok(())
 }
 
-/// One row of the report.
-#[derive(Debug, Serialize)]
-struct Row {
-    bytes: usize,
-    iterations: u64,
-    bw_peak: f64,
-    bw_average: f64,
-    msg_rate_mpps: f64,
-    unit: &'static str,
-    cpu_client_percent: f64,
-    cpu_server_percent: f64,
-    /// The raw blast of the same size (with `--raw`): frames per second and the payload
-    /// rate in the table's unit, and the RDMA figures as fractions of them.
-    raw_mpps: Option<f64>,
-    raw_bw: Option<f64>,
-    rdma_frames_to_raw: Option<f64>,
-    bw_to_raw: Option<f64>,
-}
-
 fn client(
     args: &Args,
     p: Params,
@@ -1447,7 +1488,7 @@ fn client(
         cp.access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
         let mut private = p.encode().to_vec();
         private.extend_from_slice(&idx.to_be_bytes());
-        private.extend_from_slice(&encode_buf(&inc));
+        private.extend_from_slice(&encode_buf(inc.addr, inc.rkey));
         cp.private_data = private;
         shard.host.connect(now, cp).map_err(|e| e.to_string())?;
     }
@@ -1507,12 +1548,7 @@ fn client(
     eprintln!("{} connections up", up);
     let mac = side.shard.host.config().net.mac.0;
     let pmtu = profile_pmtu(profile);
-    let unit = if args.report_gbits {
-        "Gb/sec"
-    } else {
-        "MB/sec"
-    };
-    print_header(&p, unit, pmtu);
+    print_header(&p, report::unit(args), Some(pmtu));
     let mut rows = Vec::new();
     let sizes = p.sizes();
     if sizes.is_empty() {
@@ -1540,79 +1576,13 @@ fn client(
             cpu_ns: cpu,
         })?;
         let server_done = side.wait_ctl("the server's end of the test")?;
-        let Ctl::Done {
-            sent: s_sent,
-            ns: s_ns,
-            received: s_received,
-            cpu_ns: s_cpu,
-        } = server_done
-        else {
-            return Err(format!("expected DONE, got {server_done:?}"));
+        let mine = Tally {
+            sent,
+            elapsed,
+            cpu_ns: cpu,
+            peak_rate: peak,
         };
-        // Every SEND (and, verified, every WRITE) arrived and was checked.
-        let counted = matches!(p.op, Op::Send) || (p.op == Op::Write && p.verify);
-        if counted && s_received != sent {
-            return Err(format!(
-                "the server received and checked {s_received} messages of {sent}"
-            ));
-        }
-        let secs = elapsed.as_secs_f64();
-        let mut rate = sent as f64 / secs;
-        let mut peak_rate = peak.max(rate);
-        let mut s_frac_cpu = if s_ns > 0 {
-            s_cpu as f64 / s_ns as f64
-        } else {
-            0.0
-        };
-        if p.bidirectional && s_ns > 0 {
-            let srate = s_sent as f64 / (s_ns as f64 / 1e9);
-            rate += srate;
-            peak_rate += srate;
-        }
-        if s_frac_cpu > 1.0 {
-            s_frac_cpu = 1.0;
-        }
-        let scale = |msgs_per_s: f64| -> f64 {
-            let bytes = msgs_per_s * size as f64;
-            if args.report_gbits {
-                bytes * 8.0 / 1e9
-            } else {
-                bytes / 1e6
-            }
-        };
-        let frames_per_msg = size.div_ceil(pmtu).max(1) as f64;
-        let (raw_mpps, raw_bw, f_ratio, bw_ratio) = match raw {
-            Some((frames, bytes, ns)) if ns > 0 => {
-                let pps = frames as f64 / (ns as f64 / 1e9);
-                let bw = if args.report_gbits {
-                    bytes as f64 * 8.0 / ns as f64
-                } else {
-                    bytes as f64 * 1e3 / ns as f64
-                };
-                let rdma_pps = rate * frames_per_msg / if p.bidirectional { 2.0 } else { 1.0 };
-                (
-                    Some(pps / 1e6),
-                    Some(bw),
-                    Some(rdma_pps / pps),
-                    Some(scale(rate) / if p.bidirectional { 2.0 } else { 1.0 } / bw),
-                )
-            }
-            _ => (None, None, None, None),
-        };
-        let row = Row {
-            bytes: size,
-            iterations: sent / u64::from(p.qps).max(1),
-            bw_peak: scale(peak_rate),
-            bw_average: scale(rate),
-            msg_rate_mpps: rate / 1e6,
-            unit,
-            cpu_client_percent: 100.0 * cpu as f64 / elapsed.as_nanos().max(1) as f64,
-            cpu_server_percent: 100.0 * s_frac_cpu,
-            raw_mpps,
-            raw_bw,
-            rdma_frames_to_raw: f_ratio,
-            bw_to_raw: bw_ratio,
-        };
+        let row = report::row(args, &p, size, pmtu, &mine, server_done, raw)?;
         print_row(&row);
         rows.push(row);
     }
@@ -1644,21 +1614,7 @@ fn client(
         side.shard.io.stats
     );
     eprintln!("host: {:?}", side.shard.host.stats());
-    if let Some(path) = &args.json {
-        let s = serde_json::to_string_pretty(&serde_json::json!({
-            "test": p.op.label(),
-            "qps": p.qps,
-            "tx_depth": p.tx_depth,
-            "post_list": p.post_list,
-            "cq_mod": p.cq_mod,
-            "bidirectional": p.bidirectional,
-            "verified": p.verify,
-            "pmtu": pmtu,
-            "rows": rows,
-        }))
-        .map_err(|e| e.to_string())?;
-        std::fs::write(path, s).map_err(|e| format!("{}: {e}", path.display()))?;
-    }
+    report::write_json(args, &p, Some(pmtu), &rows)?;
     Ok(())
 }
 
@@ -1714,55 +1670,5 @@ fn raw_blast(
     match side.wait_ctl("the server's raw count")? {
         Ctl::RawResult { frames, ns, .. } => Ok((frames, frames * frame_payload as u64, ns)),
         other => Err(format!("expected the raw count, got {other:?}")),
-    }
-}
-
-fn print_header(p: &Params, unit: &str, pmtu: usize) {
-    println!("{}", "-".repeat(95));
-    println!(
-        "                    {} {}BW Test",
-        p.op.label().replace('_', " "),
-        if p.bidirectional {
-            "Bidirectional "
-        } else {
-            ""
-        }
-    );
-    println!(
-        " Number of qps   : {}\t\tTransport type : RoCEv2 (dpdk-roce)",
-        p.qps
-    );
-    println!(
-        " TX depth        : {}\t\tPost List      : {}\t\tCQ Moderation : {}",
-        p.tx_depth, p.post_list, p.cq_mod
-    );
-    println!(
-        " Mtu             : {pmtu}[B]\t\tVerify         : {}",
-        p.verify
-    );
-    println!("{}", "-".repeat(95));
-    println!(
-        " #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]   CPU client/server[%]"
-    );
-}
-
-fn print_row(r: &Row) {
-    println!(
-        " {:<10} {:<14} {:<17.2} {:<20.2} {:<15.6} {:.1}/{:.1}",
-        r.bytes,
-        r.iterations,
-        r.bw_peak,
-        r.bw_average,
-        r.msg_rate_mpps,
-        r.cpu_client_percent,
-        r.cpu_server_percent
-    );
-    if let (Some(pps), Some(bw), Some(fr), Some(br)) =
-        (r.raw_mpps, r.raw_bw, r.rdma_frames_to_raw, r.bw_to_raw)
-    {
-        println!(
-            "   raw L2 {:<6} {:.6} Mpps {:.2} {}; RDMA/raw: frames {:.2}x, BW {:.2}x",
-            r.bytes, pps, bw, r.unit, fr, br
-        );
     }
 }

@@ -1,0 +1,419 @@
+//! `roce-bw --api dat`: the client's stream through the DAT C API, the way a uDAPL program
+//! drives the provider. libdat2 loads the provider library through dat.conf (`--ia NAME`,
+//! `DAT_OVERRIDE`); each message is one `dat_ep_post_rdma_write` / `_read` (one in `--cq-mod`
+//! without `DAT_COMPLETION_SUPPRESS_FLAG`), completions come from `dat_evd_dequeue`. The server
+//! is the same Rust server as for `--api rust`, so the two APIs' figures differ only by the
+//! front end. RDMA WRITE and READ streams, one direction, no `--verify` or `--raw` (the DAT
+//! side has no SEND with immediate for the verify markers and no port of its own to blast).
+
+use super::report::{print_header, print_row, Tally};
+use super::*;
+use dat_sys as d;
+use dpdk_roce::dat::ffi::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
+
+/// The cookie bit of the receives (control messages from the server).
+const RECV_COOKIE: u64 = 1 << 62;
+
+/// One IA with its PZ, EVDs and registered memory, and the test's EPs.
+struct DatSide {
+    ia: Handle,
+    dto: Handle,
+    conn: Handle,
+    eps: Vec<Handle>,
+    out: (Lmr, &'static c::Region),
+    rx: (Lmr, &'static c::Region),
+    layout: Layout,
+    params: Params,
+    peer: RemoteBuf,
+    streams: Vec<Stream>,
+    ready: VecDeque<usize>,
+    size: usize,
+    ctl_sent: usize,
+    ctl_in: VecDeque<Ctl>,
+    timeout: Duration,
+    samples: Vec<(Instant, u64)>,
+    completed: u64,
+}
+
+fn dat_err(what: &str, rc: u32) -> String {
+    let (major, minor) = c::strerror(rc);
+    format!("{what}: {major} {minor}")
+}
+
+fn must(what: &str, rc: u32) -> Result<(), String> {
+    if rc == d::DAT_SUCCESS {
+        Ok(())
+    } else {
+        Err(dat_err(what, rc))
+    }
+}
+
+fn lmr(ia: Handle, pz: Handle, len: usize) -> Result<(Lmr, &'static c::Region), String> {
+    let r = c::Region::new(len.max(64), 0);
+    let l = c::lmr_create(ia, pz, r, 0, r.len(), d::DAT_MEM_PRIV_ALL_FLAG)
+        .map_err(|rc| dat_err("dat_lmr_create", rc))?;
+    Ok((l, r))
+}
+
+impl DatSide {
+    fn post_recv(&mut self, qp: usize, slot: usize) -> Result<(), String> {
+        let seg = Segment {
+            addr: self.rx.0.addr + self.layout.rx(qp, slot),
+            len: self.layout.rx_stride as u32,
+            lmr_context: self.rx.0.lmr_context,
+        };
+        let cookie = RECV_COOKIE | ((slot as u64) << 16) | qp as u64;
+        must(
+            "dat_ep_post_recv",
+            c::ep_post_recv(self.eps[qp], Some(&[seg]), 1, cookie, 0),
+        )
+    }
+
+    /// A control message to the server on EP 0 (a plain SEND: DAT has no immediate data).
+    fn send_ctl(&mut self, ctl: Ctl) -> Result<(), String> {
+        let off = self.layout.ctl(self.ctl_sent);
+        self.ctl_sent += 1;
+        self.out.1.write(off as usize, &ctl.to_bytes());
+        let seg = Segment {
+            addr: self.out.0.addr + off,
+            len: CTL_LEN as u32,
+            lmr_context: self.out.0.lmr_context,
+        };
+        must(
+            "dat_ep_post_send",
+            c::ep_post_send(self.eps[0], Some(&[seg]), 1, CTL_WRID, 0),
+        )
+    }
+
+    fn wait_ctl(&mut self, what: &str) -> Result<Ctl, String> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            if let Some(c) = self.ctl_in.pop_front() {
+                return Ok(c);
+            }
+            self.completions()?;
+            if Instant::now() > deadline {
+                return Err(format!("timed out waiting for {what}"));
+            }
+        }
+    }
+
+    /// Dequeues every DTO event there is.
+    fn completions(&mut self) -> Result<(), String> {
+        let mut any = false;
+        loop {
+            match c::evd_dequeue(self.dto) {
+                Ok(Event::Dto { cookie, status, .. }) => {
+                    if status != d::DAT_DTO_SUCCESS {
+                        return Err(format!("DTO {cookie:#x} completed with status {status}"));
+                    }
+                    if cookie & RECV_COOKIE != 0 {
+                        let qp = (cookie & 0xffff) as usize;
+                        let slot = ((cookie & !RECV_COOKIE) >> 16) as usize;
+                        if qp >= self.eps.len() || slot >= self.layout.rx_per_qp {
+                            return Err(format!("receive of an unknown buffer {cookie:#x}"));
+                        }
+                        let b = self.rx.1.read(self.layout.rx(qp, slot) as usize, CTL_LEN);
+                        let ctl = Ctl::from_bytes(&b)
+                            .ok_or_else(|| format!("unknown control message {b:?}"))?;
+                        self.ctl_in.push_back(ctl);
+                        self.post_recv(qp, slot)?;
+                    } else if cookie != CTL_WRID {
+                        self.stream_done(cookie)?;
+                        any = true;
+                    }
+                }
+                Ok(other) => return Err(format!("unexpected event on the DTO EVD: {other:?}")),
+                Err(rc) if rc & d::DAT_TYPE_MASK == d::DAT_QUEUE_EMPTY => break,
+                Err(rc) => return Err(dat_err("dat_evd_dequeue", rc)),
+            }
+        }
+        if any {
+            self.samples.push((Instant::now(), self.completed));
+        }
+        Ok(())
+    }
+
+    fn stream_done(&mut self, cookie: u64) -> Result<(), String> {
+        let qp = (cookie & 0xffff) as usize;
+        let seq = cookie >> 16;
+        let Some(s) = self.streams.get_mut(qp) else {
+            return Err(format!("completion of an unknown EP: {cookie:#x}"));
+        };
+        if seq + 1 > s.done {
+            self.completed += seq + 1 - s.done;
+            s.done = seq + 1;
+        }
+        self.maybe_ready(qp);
+        Ok(())
+    }
+
+    fn maybe_ready(&mut self, qp: usize) {
+        let t = u64::from(self.params.tx_depth);
+        let l = u64::from(self.params.post_list);
+        let s = &mut self.streams[qp];
+        let left = s.total.saturating_sub(s.posted);
+        if !s.queued && left > 0 && t - (s.posted - s.done) >= l.min(left) {
+            s.queued = true;
+            self.ready.push_back(qp);
+        }
+    }
+
+    fn post_message(&mut self, qp: usize, last: bool) -> Result<(), String> {
+        let seq = self.streams[qp].posted;
+        let off = self
+            .layout
+            .slot(qp, (seq % self.layout.slots as u64) as usize);
+        let signaled = last || (seq + 1).is_multiple_of(u64::from(self.params.cq_mod));
+        let flags = if signaled {
+            d::DAT_COMPLETION_DEFAULT_FLAG
+        } else {
+            d::DAT_COMPLETION_SUPPRESS_FLAG
+        };
+        let rc = c::ep_post_rdma_one(
+            self.eps[qp],
+            self.params.op == Op::Write,
+            Segment {
+                addr: self.out.0.addr + off,
+                len: self.size as u32,
+                lmr_context: self.out.0.lmr_context,
+            },
+            (seq << 16) | qp as u64,
+            Remote {
+                addr: self.peer.addr + off,
+                len: self.size as u32,
+                rmr_context: self.peer.rkey,
+            },
+            flags,
+        );
+        must("dat_ep_post_rdma", rc)?;
+        self.streams[qp].posted += 1;
+        Ok(())
+    }
+
+    fn post_some(&mut self) -> Result<(), String> {
+        let l = u64::from(self.params.post_list);
+        let mut budget = POST_BUDGET;
+        while budget > 0 {
+            let Some(qp) = self.ready.pop_front() else {
+                break;
+            };
+            self.streams[qp].queued = false;
+            let s = self.streams[qp];
+            let n = l.min(s.total.saturating_sub(s.posted));
+            for k in 0..n {
+                self.post_message(qp, s.posted + k + 1 == s.total)?;
+            }
+            budget = budget.saturating_sub(n as usize);
+            self.maybe_ready(qp);
+        }
+        Ok(())
+    }
+
+    /// The stream of one size; returns this side's tally.
+    fn run(&mut self, size: usize) -> Result<Tally, String> {
+        self.size = size;
+        self.samples.clear();
+        self.completed = 0;
+        self.ready.clear();
+        let total = if self.params.duration_s > 0 {
+            u64::MAX
+        } else {
+            u64::from(self.params.iters)
+        };
+        for s in self.streams.iter_mut() {
+            s.done = s.posted;
+            s.total = total.saturating_add(s.posted);
+            s.queued = false;
+        }
+        for qp in 0..self.streams.len() {
+            self.maybe_ready(qp);
+        }
+        let t0 = Instant::now();
+        let cpu0 = cpu_ns();
+        let limit = Duration::from_secs(u64::from(self.params.duration_s));
+        let mut stopped = self.params.duration_s == 0;
+        let mut last_progress = (t0, 0u64);
+        let mut n = 0u32;
+        while !self.streams.iter().all(|s| s.done >= s.total) {
+            self.post_some()?;
+            self.completions()?;
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(CLOCK_EVERY) {
+                let now = Instant::now();
+                if !stopped && now.duration_since(t0) >= limit {
+                    // Time is up: one last signaled message where the last was not.
+                    self.ready.clear();
+                    for qp in 0..self.streams.len() {
+                        let s = self.streams[qp];
+                        let signaled = s.posted == s.done
+                            || s.posted.is_multiple_of(u64::from(self.params.cq_mod));
+                        self.streams[qp].total = s.posted + u64::from(!signaled);
+                        self.streams[qp].queued = false;
+                        if !signaled {
+                            self.post_message(qp, true)?;
+                        }
+                    }
+                    stopped = true;
+                }
+                if self.completed != last_progress.1 {
+                    last_progress = (now, self.completed);
+                } else if now.duration_since(last_progress.0) > self.timeout {
+                    return Err(format!(
+                        "no completion for {:?} ({} messages done)",
+                        self.timeout, self.completed
+                    ));
+                }
+            }
+        }
+        let elapsed = t0.elapsed();
+        Ok(Tally {
+            sent: self.completed,
+            elapsed,
+            cpu_ns: cpu_ns().saturating_sub(cpu0),
+            peak_rate: peak_rate(&self.samples, elapsed),
+        })
+    }
+}
+
+pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String> {
+    if !matches!(p.op, Op::Write | Op::Read) || p.verify || p.raw || p.bidirectional {
+        return Err(
+            "--api dat streams RDMA WRITE or READ one way (no --verify, --raw or -b)".into(),
+        );
+    }
+    let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
+    let layout = Layout::new(&p)?;
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let (mut ia, mut async_evd) = (Handle::NULL, Handle::NULL);
+    must(
+        "dat_ia_open",
+        c::ia_open(ia_name, 8, Some(&mut async_evd), Some(&mut ia)),
+    )?;
+    let mut pz = Handle::NULL;
+    must("dat_pz_create", c::pz_create(ia, Some(&mut pz)))?;
+    let evd = |flags: u32, qlen: i32| -> Result<Handle, String> {
+        let mut h = Handle::NULL;
+        must(
+            "dat_evd_create",
+            c::evd_create(ia, qlen, flags, Some(&mut h)),
+        )?;
+        Ok(h)
+    };
+    let qps = usize::from(p.qps);
+    // Room for every outstanding request and receive of every EP: the provider's EVD ring
+    // carries suppressed completions too (it drops them at dequeue).
+    let per_ep = u32::from(p.tx_depth) + CTL_SLOTS as u32 + p.recv_depth();
+    let qlen = i32::try_from(qps as u32 * per_ep)
+        .unwrap_or(i32::MAX)
+        .min(1 << 16);
+    let dto = evd(d::DAT_EVD_DTO_FLAG, qlen)?;
+    let conn = evd(d::DAT_EVD_CONNECTION_FLAG, qlen.min(8192))?;
+    let out = lmr(ia, pz, layout.out_len())?;
+    let inc = lmr(ia, pz, layout.inc_len())?;
+    let rx = lmr(ia, pz, layout.rx_len())?;
+    let mut side = DatSide {
+        ia,
+        dto,
+        conn,
+        eps: Vec::with_capacity(qps),
+        out,
+        rx,
+        layout,
+        params: p,
+        peer: RemoteBuf { addr: 0, rkey: 0 },
+        streams: vec![Stream::default(); qps],
+        ready: VecDeque::new(),
+        size: p.max_size(),
+        ctl_sent: 0,
+        ctl_in: VecDeque::new(),
+        timeout,
+        samples: Vec::new(),
+        completed: 0,
+    };
+    let attr = c::EpAttr {
+        max_recv_dtos: p.recv_depth() as i32,
+        max_request_dtos: i32::from(p.tx_depth) + CTL_SLOTS as i32,
+        max_recv_iov: 1,
+        max_request_iov: 1,
+    };
+    for idx in 0..p.qps {
+        let mut ep = Handle::NULL;
+        must(
+            "dat_ep_create",
+            c::ep_create(ia, pz, dto, dto, conn, Some(attr), Some(&mut ep)),
+        )?;
+        side.eps.push(ep);
+        for slot in 0..side.layout.rx_per_qp {
+            side.post_recv(usize::from(idx), slot)?;
+        }
+        let mut pdata = p.encode().to_vec();
+        pdata.extend_from_slice(&idx.to_be_bytes());
+        pdata.extend_from_slice(&encode_buf(inc.0.addr, inc.0.rmr_context));
+        let us = u32::try_from(timeout.as_micros()).unwrap_or(c::INFINITE - 1);
+        must(
+            "dat_ep_connect",
+            c::ep_connect(ep, server_ip, u64::from(args.port), us, &pdata),
+        )?;
+    }
+    let mut peer = None;
+    for _ in 0..qps {
+        match c::evd_wait(side.conn, timeout.as_micros() as u32, true) {
+            Ok(Event::Connection {
+                number,
+                private_data,
+                ..
+            }) if number == d::DAT_CONNECTION_EVENT_ESTABLISHED => {
+                let b = decode_buf(&private_data)?;
+                if peer.is_some_and(|x| x != b) {
+                    return Err("the server answered with two buffers".into());
+                }
+                peer = Some(b);
+            }
+            other => return Err(format!("connecting: {other:?}")),
+        }
+    }
+    side.peer = peer.ok_or("no connection")?;
+    eprintln!("{qps} connections up through libdat2 (IA {ia_name})");
+    print_header(&p, report::unit(args), None);
+    let mut rows = Vec::new();
+    let sizes = p.sizes();
+    if sizes.is_empty() {
+        return Err("-a needs -s of at least 2".into());
+    }
+    for size in sizes {
+        side.send_ctl(Ctl::Start { size: size as u64 })?;
+        match side.wait_ctl("the server's READY")? {
+            Ctl::Ready => {}
+            other => return Err(format!("expected READY, got {other:?}")),
+        }
+        let mine = side.run(size)?;
+        side.send_ctl(Ctl::Done {
+            sent: mine.sent,
+            ns: mine.elapsed.as_nanos() as u64,
+            received: 0,
+            cpu_ns: mine.cpu_ns,
+        })?;
+        let server_done = side.wait_ctl("the server's end of the test")?;
+        let row = report::row(args, &p, size, 1, &mine, server_done, None)?;
+        print_row(&row);
+        rows.push(row);
+    }
+    println!("{}", "-".repeat(95));
+    for &ep in &side.eps {
+        let _ = c::ep_disconnect(ep, false);
+    }
+    for _ in 0..qps {
+        match c::evd_wait(side.conn, timeout.as_micros() as u32, true) {
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    // What was still posted is flushed (an error status): drained, not checked.
+    let _ = side.completions();
+    for &ep in &side.eps {
+        let _ = c::ep_free(ep);
+    }
+    let _ = c::ia_close(side.ia, true);
+    report::write_json(args, &p, None, &rows)
+}
