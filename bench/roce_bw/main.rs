@@ -164,6 +164,12 @@ struct Args {
     /// Give up when the peer does not answer for this many milliseconds.
     #[arg(long, default_value_t = 10_000)]
     timeout_ms: u64,
+    /// Smallest payload sent zero-copy (attached from registered memory); default: the port's.
+    #[arg(long, conflicts_with = "no_zero_copy")]
+    zero_copy_min: Option<usize>,
+    /// Copy every payload into the frame (no external buffers).
+    #[arg(long)]
+    no_zero_copy: bool,
 }
 
 const MAX_SIZE: usize = 1 << 20;
@@ -1175,7 +1181,14 @@ fn run(args: &Args) -> Result<(), String> {
     if args.client && !pp.wait_link_up(Duration::from_secs(10)) {
         return Err("the port's link did not come up within 10 s".into());
     }
-    let io = DpdkFrameIo::new(pp.eal, &pp.port, 2047).map_err(|e| e.to_string())?;
+    let mut io = DpdkFrameIo::new(pp.eal, &pp.port, 2047).map_err(|e| e.to_string())?;
+    if args.no_zero_copy {
+        io.set_zero_copy_min(None, &pp.port)
+            .map_err(|e| e.to_string())?;
+    } else if let Some(min) = args.zero_copy_min {
+        io.set_zero_copy_min(Some(min), &pp.port)
+            .map_err(|e| e.to_string())?;
+    }
     let table = if profile.eal.hugepages {
         MrTable::with_allocator(16, Arc::new(HugepageAllocator::new(pp.eal)))
     } else {
