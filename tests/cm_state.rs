@@ -708,3 +708,62 @@ fn connect_timeout_is_disarmed_by_the_rep() {
         p.ev_a
     );
 }
+
+/// Deadlines of many connections: `poll_timeout` follows the earliest live one, a deadline
+/// that moved (a retransmission) or whose connection is gone is never reported, and each
+/// connection retransmits at its own time (the CM indexes deadlines instead of scanning).
+#[test]
+fn each_connection_retransmits_at_its_own_deadline() {
+    let mut p = Pair::new();
+    p.b.listen(PORT).unwrap();
+    p.drop_next(Side::A, attr::REQ, 3);
+    let t = cm_timeout(20);
+    let step = core::time::Duration::from_millis(1);
+    let t0 = p.now;
+    let mut ids = Vec::new();
+    for i in 0..3u32 {
+        let mut cp = ConnectParams::new(IP_B, PORT, QPN_A + i, Psn::new(PSN_A));
+        cp.src_port = 40000 + i as u16;
+        ids.push(p.a.connect(p.now, cp).unwrap());
+        p.run();
+        p.now += step;
+    }
+    assert_eq!(p.sent(Side::A, attr::REQ), 3);
+    assert!(p.ev_b.is_empty(), "every REQ was lost");
+    for (i, expect) in [t0 + t, t0 + step + t, t0 + step * 2 + t]
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(p.a.poll_timeout(), Some(expect), "deadline {i}");
+        p.now = expect;
+        p.a.handle_timeout(p.now, &mut p.qa);
+        assert_eq!(
+            p.a.stats().retransmits,
+            i as u64 + 1,
+            "only connection {i} resent"
+        );
+    }
+    // The first one's next deadline is a whole timeout after its resend.
+    assert_eq!(p.a.poll_timeout(), Some(t0 + t * 2));
+    // The resent REQs arrive; all three connect, and no deadline is left.
+    p.run();
+    let reqs: Vec<CmId> = p
+        .ev_b
+        .iter()
+        .filter_map(|e| match e {
+            CmEvent::ConnectRequest { id, .. } => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reqs.len(), 3, "{:?}", p.ev_b);
+    for (k, b) in reqs.into_iter().enumerate() {
+        let ap = AcceptParams::new(QPN_B + k as u32, Psn::new(PSN_B));
+        p.b.accept(p.now, b, ap, &mut p.qb).unwrap();
+        p.run();
+    }
+    for a in ids {
+        assert!(established(&p.ev_a, a));
+    }
+    assert_eq!(p.a.poll_timeout(), None);
+    assert_eq!(p.b.poll_timeout(), None);
+}

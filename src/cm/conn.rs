@@ -66,6 +66,11 @@ impl Conn {
         }
     }
 
+    /// True when `t` is this connection's timer or connect deadline now.
+    pub fn has_deadline(&self, t: Instant) -> bool {
+        self.timer == Some(t) || self.connect_deadline() == Some(t)
+    }
+
     /// Attribute ID of `last`, if any.
     pub fn last_attr(&self) -> Option<u16> {
         self.last.map(|m| u16::from_be_bytes([m[16], m[17]]))

@@ -27,7 +27,9 @@ use crate::wire::cm_msg::*;
 use crate::wire::mad::{MadHeader, MAD_LEN};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::net::Ipv4Addr;
 
 /// The connection manager of one local IPv4 address.
@@ -38,6 +40,11 @@ pub struct Cm {
     rng: ChaCha8Rng,
     listeners: BTreeSet<u16>,
     conns: BTreeMap<u32, Conn>,
+    /// Every deadline set on a connection (its timer or connect deadline), earliest first, so
+    /// neither `poll_timeout` nor `handle_timeout` scans the connections (set-up cost stays
+    /// flat in their number). Entries go stale when a timer changes or its connection goes;
+    /// `poll_timeout` drops stale ones from the top, `handle_timeout` those that are due.
+    deadlines: RefCell<BinaryHeap<Reverse<(Instant, u32)>>>,
     /// (peer IP, peer comm ID) -> local comm ID, for duplicate detection.
     by_remote: HashMap<(Ipv4Addr, u32), u32>,
     transmits: VecDeque<CmTransmit>,
@@ -60,6 +67,7 @@ impl Cm {
             rng: ChaCha8Rng::seed_from_u64(seed),
             listeners: BTreeSet::new(),
             conns: BTreeMap::new(),
+            deadlines: RefCell::new(BinaryHeap::new()),
             by_remote: HashMap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
@@ -120,11 +128,28 @@ impl Cm {
 
     /// When `handle_timeout` must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.conns
-            .values()
-            .flat_map(|c| [c.timer, c.connect_deadline()])
-            .flatten()
-            .min()
+        let mut heap = self.deadlines.borrow_mut();
+        while let Some(&Reverse((t, id))) = heap.peek() {
+            if self.conns.get(&id).is_some_and(|c| c.has_deadline(t)) {
+                return Some(t);
+            }
+            heap.pop();
+        }
+        None
+    }
+
+    /// Stores connection `id` and indexes its deadlines.
+    fn put(&mut self, id: u32, c: Conn) {
+        self.arm(id, &c);
+        self.conns.insert(id, c);
+    }
+
+    /// Indexes the deadlines of `c` (connection `id`).
+    fn arm(&self, id: u32, c: &Conn) {
+        let mut heap = self.deadlines.borrow_mut();
+        for t in [c.timer, c.connect_deadline()].into_iter().flatten() {
+            heap.push(Reverse((t, id)));
+        }
     }
 
     fn alloc_comm_id(&mut self) -> u32 {
@@ -267,7 +292,7 @@ impl Cm {
             access: p.access,
             ..QpAttr::default()
         };
-        self.conns.insert(
+        self.put(
             id,
             Conn {
                 state: State::ReqSent,
@@ -346,7 +371,7 @@ impl Cm {
             );
             c.last = Some(self.send(c.remote_ip, c.tid, &rej));
             self.time_wait(now, &mut c);
-            self.conns.insert(id.0, c);
+            self.put(id.0, c);
             return Err(CmError::Qp(e));
         }
         let mut rep = RepRepr {
@@ -371,7 +396,7 @@ impl Cm {
         c.state = State::RepSent;
         c.retries = 0;
         c.timer = Some(now + cm_timeout(c.peer_timeout));
-        self.conns.insert(id.0, c);
+        self.put(id.0, c);
         Ok(())
     }
 
@@ -401,7 +426,7 @@ impl Cm {
         );
         c.last = Some(self.send(c.remote_ip, c.tid, &rej));
         self.time_wait(now, &mut c);
-        self.conns.insert(id.0, c);
+        self.put(id.0, c);
         Ok(())
     }
 
@@ -464,7 +489,7 @@ impl Cm {
         c.state = State::DreqSent;
         c.retries = 0;
         c.timer = Some(now + cm_timeout(c.peer_timeout));
-        self.conns.insert(id.0, c);
+        self.put(id.0, c);
         qp.map_err(CmError::Qp)
     }
 
@@ -539,7 +564,7 @@ impl Cm {
             return reject(self, RejReason::InvalidMtu);
         };
         let id = self.alloc_comm_id();
-        self.conns.insert(
+        self.put(
             id,
             Conn {
                 state: State::ReqRcvd,
@@ -660,7 +685,7 @@ impl Cm {
             }
             _ => self.stats.unmatched += 1,
         }
-        self.conns.insert(id, c);
+        self.put(id, c);
     }
 
     /// A QP transition failed while connecting: REJ the peer, QP to ERROR, tell the consumer.
@@ -677,7 +702,7 @@ impl Cm {
         let rej = Self::rej(id, c.remote_comm_id, msg, RejReason::NoResources, &[], &[]);
         c.last = Some(self.send(c.remote_ip, c.tid, &rej));
         self.time_wait(now, &mut c);
-        self.conns.insert(id, c);
+        self.put(id, c);
         self.events.push_back(CmEvent::ConnectError {
             id: CmId(id),
             error: e,
@@ -708,7 +733,7 @@ impl Cm {
         }
         c.state = State::Established;
         c.timer = None;
-        self.conns.insert(id, c);
+        self.put(id, c);
         self.events.push_back(CmEvent::Established {
             id: CmId(id),
             private_data: Vec::new(),
@@ -736,7 +761,7 @@ impl Cm {
                 if let Some(mut c) = self.conns.remove(&id) {
                     c.last = None;
                     self.time_wait(now, &mut c);
-                    self.conns.insert(id, c);
+                    self.put(id, c);
                 }
                 self.events.push_back(event);
             }
@@ -762,6 +787,8 @@ impl Cm {
         };
         c.state = next;
         c.timer = Some(now + cm_timeout(mra.service_timeout) + cm_timeout(c.peer_timeout));
+        let c = c.clone();
+        self.arm(id, &c);
     }
 
     fn on_dreq(
@@ -800,7 +827,7 @@ impl Cm {
                 }
                 c.last = Some(self.send(src, hdr.transaction_id, &drep(id, c.remote_comm_id)));
                 self.time_wait(now, &mut c);
-                self.conns.insert(id, c);
+                self.put(id, c);
                 self.events
                     .push_back(CmEvent::Disconnected { id: CmId(id) });
             }
@@ -823,13 +850,13 @@ impl Cm {
             Some(mut c) if c.state == State::DreqSent => {
                 c.last = None;
                 self.time_wait(now, &mut c);
-                self.conns.insert(id, c);
+                self.put(id, c);
                 self.events
                     .push_back(CmEvent::Disconnected { id: CmId(id) });
             }
             Some(c) => {
                 self.stats.unmatched += 1;
-                self.conns.insert(id, c);
+                self.put(id, c);
             }
             None => self.stats.unmatched += 1,
         }
@@ -839,14 +866,22 @@ impl Cm {
 
     /// Retransmit what is due, give up where retries are exhausted, end time-waits.
     pub fn handle_timeout(&mut self, now: Instant, qpc: &mut dyn QpControl) {
-        let due: Vec<u32> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| {
-                c.timer.is_some_and(|t| t <= now) || c.connect_deadline().is_some_and(|t| t <= now)
-            })
-            .map(|(&id, _)| id)
-            .collect();
+        let mut due = Vec::new();
+        {
+            let mut heap = self.deadlines.borrow_mut();
+            while let Some(&Reverse((t, id))) = heap.peek() {
+                if t > now {
+                    break;
+                }
+                heap.pop();
+                if self.conns.get(&id).is_some_and(|c| c.has_deadline(t)) {
+                    due.push(id);
+                }
+            }
+        }
+        // In connection order, each once (a deadline may be indexed more than once).
+        due.sort_unstable();
+        due.dedup();
         for id in due {
             let Some(mut c) = self.conns.remove(&id) else {
                 continue;
@@ -855,12 +890,12 @@ impl Cm {
                 // dat_ep_connect(3DAT): the connect timeout expired before the REP.
                 c.deadline = None;
                 self.reject_timed_out(now, id, &mut c);
-                self.conns.insert(id, c);
+                self.put(id, c);
                 self.events.push_back(CmEvent::TimedOut { id: CmId(id) });
                 continue;
             }
             if c.state == State::TimeWait {
-                self.conns.insert(id, c);
+                self.put(id, c);
                 self.forget(id);
                 continue;
             }
@@ -876,7 +911,7 @@ impl Cm {
                     s => s,
                 };
                 c.timer = Some(now + cm_timeout(c.peer_timeout));
-                self.conns.insert(id, c);
+                self.put(id, c);
                 continue;
             }
             match c.state {
@@ -885,19 +920,19 @@ impl Cm {
                         let _ = qpc.modify_qp(now, c.local_qpn, QpState::Error, &c.attr);
                     }
                     self.reject_timed_out(now, id, &mut c);
-                    self.conns.insert(id, c);
+                    self.put(id, c);
                     self.events.push_back(CmEvent::Unreachable { id: CmId(id) });
                 }
                 State::DreqSent => {
                     c.last = None;
                     self.time_wait(now, &mut c);
-                    self.conns.insert(id, c);
+                    self.put(id, c);
                     self.events
                         .push_back(CmEvent::Disconnected { id: CmId(id) });
                 }
                 _ => {
                     c.timer = None;
-                    self.conns.insert(id, c);
+                    self.put(id, c);
                 }
             }
         }
