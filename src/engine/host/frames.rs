@@ -1,0 +1,323 @@
+//! The frame builder: Ethernet, IPv4, UDP and RoCE headers, the payload read from registered
+//! memory or pinned for zero-copy transmit, and the ICRC.
+
+use super::*;
+
+/// The parts of a [`Host`] a frame is built from, borrowed apart from its QP table: the
+/// transmit path builds a QP's frame while that QP's entry (its cached route) stays borrowed.
+pub(super) struct FrameBuilder<'h, M> {
+    pub(super) mem: &'h M,
+    pub(super) net: &'h mut Net,
+    pub(super) stats: &'h mut HostStats,
+}
+
+impl<M: Memory> FrameBuilder<'_, M> {
+    /// Builds a pinned frame (see `poll_transmit_pinned`); `None` when the memory cannot pin
+    /// (build a whole frame instead), `Some(false)` when the packet was dropped and counted.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn build_pinned(
+        &mut self,
+        now: Instant,
+        dst: Ipv4Addr,
+        src_qpn: u32,
+        dst_qpn: u32,
+        tx: &Transmit,
+        out: &mut Vec<u8>,
+        pinned: &mut PinnedTx,
+    ) -> Option<bool> {
+        let table = self.mem.pin_table()?;
+        pinned.segments.clear();
+        for seg in tx.payload.segments() {
+            let access = match seg.kind {
+                KeyKind::Local => Access::empty(),
+                KeyKind::Remote => Access::REMOTE_READ,
+            };
+            match table.pin(seg, access) {
+                Ok(g) => pinned.segments.push(g.into_token()),
+                Err(_) => {
+                    for t in pinned.segments.drain(..) {
+                        table.unpin(t);
+                    }
+                    self.stats.tx_payload_errors += 1;
+                    return Some(false);
+                }
+            }
+        }
+        let unpin = |pinned: &mut PinnedTx| {
+            for t in pinned.segments.drain(..) {
+                table.unpin(t);
+            }
+        };
+        let Ok((eth, ipv4, udp)) = self.net.frame_for(now, dst, src_qpn, dst_qpn) else {
+            unpin(pinned);
+            self.stats.tx_no_peer += 1;
+            return Some(false);
+        };
+        let len = tx.payload.len();
+        let pad = usize::from(pad_for(len));
+        let mut headers = tx.headers;
+        headers.bth.pad_count = pad as u8;
+        // `emit_headers` needs only the payload's length: a zero slice of that length stands in.
+        let frame = RoceFrame {
+            eth,
+            ipv4,
+            udp,
+            headers,
+            payload: &ZERO_PAYLOAD[..len],
+            pad: pad as u8,
+            icrc: 0,
+            bth_resv: 0,
+        };
+        out.clear();
+        out.resize(ETH_LEN + 20 + 8 + 64, 0);
+        let n = match frame.emit_headers(out) {
+            Ok(n) => n,
+            Err(_) => {
+                unpin(pinned);
+                self.stats.tx_build_errors += 1;
+                return Some(false);
+            }
+        };
+        out.truncate(n);
+        let mut h = IcrcHasher::new();
+        if h.update_headers(&out[ETH_LEN..]).is_err() {
+            unpin(pinned);
+            self.stats.tx_build_errors += 1;
+            return Some(false);
+        }
+        for t in &pinned.segments {
+            table.for_each_pinned_chunk(t, &mut |c| h.update(c));
+        }
+        h.update(&[0u8; 3][..pad]);
+        pinned.trailer = [0; 7];
+        pinned.trailer[pad..pad + 4].copy_from_slice(&h.finalize().to_le_bytes());
+        pinned.trailer_len = (pad + 4) as u8;
+        self.stats.tx_frames += 1;
+        self.stats.tx_pinned += 1;
+        Some(true)
+    }
+
+    /// Builds the frame of an RC RDMA WRITE Only request (header prediction on send) into
+    /// `out` along `route`: the bytes `build_frame` writes for the same packet, in the same
+    /// order (payload read first, so a packet dropped for it takes no IP identification).
+    /// False (and counted as `build_frame` counts it) when it cannot be built.
+    #[inline(always)]
+    pub(super) fn build_write_only(
+        &mut self,
+        route: &Route,
+        w: &WriteOnlyRequest,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        const AT_BTH: usize = HEADERS_LEN;
+        const AT_RETH: usize = AT_BTH + BTH_LEN;
+        const AT_PAYLOAD: usize = AT_RETH + RETH_LEN;
+        let plen = w.payload.len as usize;
+        let pad = pad_for(plen);
+        let pay_end = AT_PAYLOAD + plen;
+        let body_end = pay_end + usize::from(pad);
+        let len = body_end + ICRC_LEN;
+        // Sized, not cleared: every byte is written below.
+        out.resize(len, 0);
+        out[pay_end..pay_end + ICRC_LEN].copy_from_slice(&[0; ICRC_LEN]);
+        if self
+            .mem
+            .read(&w.payload, Access::empty(), &mut out[AT_PAYLOAD..pay_end])
+            .is_err()
+        {
+            self.stats.tx_payload_errors += 1;
+            return false;
+        }
+        let written =
+            self.net
+                .write_route_headers(route, len - HEADERS_LEN, &mut out[..HEADERS_LEN]);
+        if !self.headers_written(written) {
+            return false;
+        }
+        // `out` is `len` bytes long: both chunks are there (a failure would be counted).
+        let Some((bth, rest)) = out[AT_BTH..].split_first_chunk_mut::<BTH_LEN>() else {
+            self.stats.tx_build_errors += 1;
+            return false;
+        };
+        let Some((reth, _)) = rest.split_first_chunk_mut::<RETH_LEN>() else {
+            self.stats.tx_build_errors += 1;
+            return false;
+        };
+        BthRepr {
+            pad_count: pad,
+            ..w.bth
+        }
+        .write_to(bth);
+        w.reth.write_to(reth);
+        if !self.seal(out, body_end) {
+            return false;
+        }
+        self.stats.tx_predicted += 1;
+        true
+    }
+
+    /// Counts a failed Ethernet/IPv4/UDP header write: a packet too long for IPv4 is a build
+    /// error, anything else has no peer. True when the headers were written.
+    #[inline(always)]
+    pub(super) fn headers_written(&mut self, written: Result<usize, crate::net::NetError>) -> bool {
+        match written {
+            Ok(_) => true,
+            Err(crate::net::NetError::TooLong { .. }) => {
+                self.stats.tx_build_errors += 1;
+                false
+            }
+            Err(_) => {
+                self.stats.tx_no_peer += 1;
+                false
+            }
+        }
+    }
+
+    /// Writes the ICRC over `out[ETH_LEN..body_end]` into `out[body_end..]` and counts the
+    /// frame; false (a build error, counted) when the headers do not hash.
+    #[inline(always)]
+    pub(super) fn seal(&mut self, out: &mut [u8], body_end: usize) -> bool {
+        let Ok(icrc) = icrc_in_place(&mut out[ETH_LEN..body_end]) else {
+            self.stats.tx_build_errors += 1;
+            return false;
+        };
+        out[body_end..].copy_from_slice(&icrc.to_le_bytes());
+        self.stats.tx_frames += 1;
+        true
+    }
+
+    /// Builds the complete frame into `out`, in place: the payload read (or copied) into its
+    /// place, the Ethernet/IPv4/UDP headers from the destination's template, the RoCE headers,
+    /// the zero pad and the ICRC over the emitted bytes. The bytes are those of
+    /// `RoceFrame::new(frame_for(..), ..).emit(..)`. False (and counted) when it cannot be
+    /// built: payload unreadable, no peer MAC, or headers that do not emit.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn build_frame(
+        &mut self,
+        now: Instant,
+        to: To<'_>,
+        src_qpn: u32,
+        dst_qpn: u32,
+        headers: &RoceHeaders,
+        body: Body<'_>,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let payload_len = match body {
+            Body::Bytes(b) => b.len(),
+            Body::Gather(p) => p.len(),
+        };
+        let pad = pad_for(payload_len);
+        let at_payload = HEADERS_LEN + headers.header_len();
+        let body_end = at_payload + payload_len + usize::from(pad);
+        let len = body_end + ICRC_LEN;
+        // Sized, not cleared: every byte is written below (the template's headers, the RoCE
+        // headers, whose emit writes each byte of their span, the payload, the zero pad and
+        // the ICRC), so the bytes of the previous frame in the reused buffer do not matter.
+        out.resize(len, 0);
+        let pay_end = at_payload + payload_len;
+        // The pad (at most 3 bytes) is zero; the ICRC after it is written last.
+        out[pay_end..pay_end + ICRC_LEN].copy_from_slice(&[0; ICRC_LEN]);
+        let payload = &mut out[at_payload..pay_end];
+        match body {
+            Body::Bytes(b) => payload.copy_from_slice(b),
+            Body::Gather(p) => {
+                if p.gather(self.mem, payload).is_err() {
+                    self.stats.tx_payload_errors += 1;
+                    return false;
+                }
+            }
+        }
+        let roce_len = len - HEADERS_LEN;
+        let written = match to {
+            To::Route(_, Some(route)) => {
+                self.net
+                    .write_route_headers(route, roce_len, &mut out[..HEADERS_LEN])
+            }
+            To::Route(dst, None) | To::Ip(dst) => self.net.write_headers_any_len(
+                now,
+                dst,
+                src_qpn,
+                dst_qpn,
+                roce_len,
+                &mut out[..HEADERS_LEN],
+            ),
+        };
+        if !self.headers_written(written) {
+            return false;
+        }
+        // Emitted as the QP made them, then the pad count set in the BTH (no header copy).
+        if headers
+            .emit_inlined(&mut out[HEADERS_LEN..at_payload])
+            .is_err()
+        {
+            self.stats.tx_build_errors += 1;
+            return false;
+        }
+        crate::wire::bth::Packet::new_unchecked(&mut out[HEADERS_LEN..]).set_pad_count(pad);
+        self.seal(out, body_end)
+    }
+}
+
+/// Where a frame being built goes.
+#[derive(Clone, Copy)]
+pub(super) enum To<'a> {
+    /// To this address, looked up in the neighbour layer for this frame.
+    Ip(Ipv4Addr),
+    /// To this address along the sending QP's route, checked fresh by the caller (`None`: no
+    /// route could be built; the lookup then reports why).
+    Route(Ipv4Addr, Option<&'a Route>),
+}
+
+/// Where the payload of a frame being built comes from.
+#[derive(Clone, Copy)]
+pub(super) enum Body<'a> {
+    /// These bytes (a CM MAD).
+    Bytes(&'a [u8]),
+    /// A QP packet's segments in registered memory, read through the checked accessor.
+    Gather(&'a crate::transport::transmit::Payload),
+}
+
+/// Largest payload of one packet (the largest path MTU, IBTA vol. 1 §9.6.1.1: 4096).
+pub(super) static ZERO_PAYLOAD: [u8; 4096] = [0; 4096];
+
+/// Ethernet header length.
+pub(super) const ETH_LEN: usize = crate::wire::ethernet::HEADER_LEN;
+
+/// What `Host::poll_transmit_pinned` produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxOut {
+    /// A whole frame in `out`.
+    Whole,
+    /// Headers in `out`, payload pins and trailer in the [`PinnedTx`].
+    Pinned,
+}
+
+/// The pinned part of a frame from `Host::poll_transmit_pinned` (reused between calls).
+#[derive(Debug, Default)]
+pub struct PinnedTx {
+    /// Pins of the payload segments, in order; the caller must unpin each exactly once.
+    pub segments: Vec<PinToken>,
+    trailer: [u8; 7],
+    trailer_len: u8,
+}
+
+impl PinnedTx {
+    /// Room for the most segments a packet can have (no allocation later).
+    pub fn new() -> PinnedTx {
+        PinnedTx {
+            segments: Vec::with_capacity(crate::transport::transmit::MAX_TX_SEGS),
+            trailer: [0; 7],
+            trailer_len: 0,
+        }
+    }
+
+    /// BTH pad bytes and the ICRC (little-endian), which follow the payload.
+    pub fn trailer(&self) -> &[u8] {
+        &self.trailer[..usize::from(self.trailer_len)]
+    }
+
+    /// The trailer by value (array and length), to use while `segments` is borrowed mutably.
+    pub fn trailer_bytes(&self) -> ([u8; 7], usize) {
+        (self.trailer, usize::from(self.trailer_len))
+    }
+}

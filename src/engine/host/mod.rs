@@ -1,0 +1,369 @@
+//! The protocol state of one RoCEv2 port, sans-IO: the IPv4/ARP neighbour layer (`net`), the IB
+//! CM on QP1, RC queue pairs, shared receive queues and registered memory. It turns `Transmit`s,
+//! CM MADs and ARP packets into complete Ethernet frames (ICRC included) and demultiplexes
+//! received frames by destination QP. The DPDK engine and the in-memory simulator both drive a
+//! `Host`: frames in with `handle_frame`, frames out with `poll_transmit`, time passed in.
+//!
+//! # Work tracking (no scan of every QP per call)
+//!
+//! A QP is *touched* when it handled a packet or a timeout, got a post, or the CM changed its
+//! state. Touching puts it (once: a flag per QP) on two lists with room reserved at
+//! `create_qp`, so the fast path does not allocate:
+//! - `cq_dirty`: `collect` drains completions and watermark events of these QPs only;
+//! - `tx_ready`: `poll_transmit_into` asks only these QPs for packets, round robin; a QP whose
+//!   peer's MAC is not known waits on `arp_wait` until the neighbour layer changes.
+//!
+//! CM events are drained only after the CM ran, SRQ limit flags checked only after a QP on that
+//! SRQ took a WQE (or the limit was armed through the host). QP timers are summarised by a
+//! lower bound (`qp_deadline`) lowered whenever a touched QP's deadline is earlier; when it is
+//! reached, `handle_timeout` scans the QPs once and recomputes it exactly. The CM's deadline is
+//! cached and recomputed after the CM ran.
+//!
+//! # Receive accounting
+//!
+//! Every QP has an [`EpRecvAccount`] (own receive queue: buffers allocated when posted) or an
+//! [`SrqPort`] (on a [`SharedSrq`]: allocated when taken), completed in completion order, for
+//! `dat_ep_recv_query` and the EP watermarks (seeds 002/004): [`Host::ep_recv_handle`].
+//!
+//! # Files, along the path a frame takes
+//!
+//! - `receive`: frames in (`handle_frame`), header prediction, demultiplexing by QP;
+//! - `qps`: the QP table, posts, completions and the work lists;
+//! - `cm_glue`: connection management on QP1 and what it does to QPs;
+//! - `transmit`: which QP or MAD sends next (`poll_transmit*`);
+//! - `frames`: the frame builder (headers, payload, ICRC) and pinned frames;
+//! - this file: the host itself, its identity, counters, errors and timers.
+
+mod cm_glue;
+mod frames;
+mod qps;
+mod receive;
+mod transmit;
+
+use frames::{Body, FrameBuilder, To, ZERO_PAYLOAD};
+pub use frames::{PinnedTx, TxOut};
+use qps::{QpEntry, QpTable, RecvAcct, Work};
+
+use crate::cm::{AcceptParams, Cm, CmError, CmEvent, CmId, ConnectParams, QpControl, CM_QPN};
+use crate::mem::{MrTable, PinToken, Pz};
+use crate::net::HEADERS_LEN;
+use crate::net::{Inbound, Net, NetConfig, NetEvent, NetStats, Resolve, Route};
+use crate::srq::{EpRecvAccount, EpRecvHandle, RecvSource, SharedSrq, SrqPort, WatermarkEvents};
+use crate::time::Instant;
+use crate::transport::memory::Access;
+use crate::transport::memory::KeyKind;
+use crate::transport::memory::Memory;
+use crate::transport::qp::Qp;
+use crate::transport::transmit::Transmit;
+use crate::transport::types::{
+    QpAttr, QpConfig, QpError, QpState, RecvWr, SendWr, WcOpcode, WorkCompletion, MAX_SGE,
+};
+use crate::transport::WriteOnlyRequest;
+use crate::wire::bth::{BthRepr, BTH_LEN, DEFAULT_PKEY};
+use crate::wire::deth::{DethRepr, GSI_QKEY};
+use crate::wire::ethernet::EthernetAddress;
+use crate::wire::frame::pad_for;
+use crate::wire::frame::{ReceivedPacket, RoceFrame};
+use crate::wire::icrc::{icrc_in_place, IcrcHasher, ICRC_LEN};
+use crate::wire::mad::MAD_LEN;
+use crate::wire::opcode::Opcode;
+use crate::wire::psn::Psn;
+use crate::wire::reth::RETH_LEN;
+use crate::wire::roce::RoceHeaders;
+use crate::wire::write_only::WriteOnlyFrame;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+/// Identity of a port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostConfig {
+    /// MAC, IPv4 address/prefix, MTU, traffic class and ARP timing.
+    pub net: NetConfig,
+    /// CA GUID the CM advertises.
+    pub ca_guid: u64,
+    /// Seed of the CM's comm ID / transaction ID generator.
+    pub seed: u64,
+}
+
+/// MADs held while their destination is being resolved, at most.
+const MAX_HELD_MADS: usize = 64;
+
+/// What a host reports besides work completions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostEvent {
+    /// A connection-manager event.
+    Cm(CmEvent),
+    /// A neighbour-layer event (e.g. a peer that does not answer ARP).
+    Net(NetEvent),
+    /// The limit (low watermark) of SRQ `srqn` fired: fewer WQEs than the armed limit are
+    /// posted (IBTA vol. 1 §11.5.2.4 "SRQ limit reached"; DAT `dat_srq_set_lw`). Also returned,
+    /// one at a time, by [`Host::poll_srq_limit`].
+    SrqLimit { srqn: u32 },
+    /// A receive-buffer watermark of the EP on QP `qpn` was exceeded (seed 002,
+    /// `dat_ep_set_watermark`): `soft` is an asynchronous event for the consumer; `hard` means
+    /// the connection must be broken (the DAT layer disconnects and reports it broken).
+    EpWatermark { qpn: u32, soft: bool, hard: bool },
+}
+
+/// Options of a new RC QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpOptions {
+    pub pd: u32,
+    pub sq_depth: u32,
+    pub rq_depth: u32,
+    /// Draw receives from this SRQ instead of the QP's own receive queue.
+    pub srq: Option<u32>,
+    /// Remote access rights granted on this QP.
+    pub access: Access,
+    pub sig_all: bool,
+    /// How long a lone ACK may wait to leave with this QP's next request
+    /// (`Qp::set_ack_delay`; zero sends ACKs at once).
+    pub ack_delay: core::time::Duration,
+}
+
+impl Default for QpOptions {
+    fn default() -> Self {
+        QpOptions {
+            pd: 1,
+            sq_depth: 256,
+            rq_depth: 256,
+            srq: None,
+            access: Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC,
+            sig_all: false,
+            ack_delay: DEFAULT_ACK_DELAY,
+        }
+    }
+}
+
+/// The default ACK delay of new QPs: none. A responder coalesces ACKs only over what has
+/// already arrived (the ACKs of one receive burst leave as one, when the burst is handled) and
+/// never holds one for a request that may come later, so a lone RDMA WRITE or SEND completes in
+/// one network round trip. A delay (`QpOptions::ack_delay`, `Qp::set_ack_delay`) lets a
+/// ping-pong's ACK ride with the answer at the cost of every lone completion; it is a knob for
+/// that benchmark only (`roce-lat --ack-delay-us`).
+pub const DEFAULT_ACK_DELAY: core::time::Duration = core::time::Duration::ZERO;
+
+/// Frame counters of a port above the neighbour layer (which counts its own drops).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostStats {
+    /// Valid RoCEv2 frames for a QP that does not exist.
+    pub rx_unknown_qp: u64,
+    /// Frames to QP1 that are not UD SEND only with the GSI Q_Key.
+    pub rx_bad_gsi: u64,
+    pub tx_frames: u64,
+    /// Packets not sent because the QP has no peer address.
+    pub tx_no_peer: u64,
+    /// MADs dropped because too many were waiting for address resolution.
+    pub tx_mads_dropped: u64,
+    /// Frames that could not be built (e.g. larger than the MTU).
+    pub tx_build_errors: u64,
+    /// Packets not sent because their payload could not be read (region freed in flight).
+    pub tx_payload_errors: u64,
+    /// QPs whose completions `collect` looked at (only QPs touched since the last look).
+    pub qps_collected: u64,
+    /// Frames handed out with their payload pinned in registered memory (zero-copy).
+    pub tx_pinned: u64,
+    /// Frames taken by header prediction (`Host::set_header_prediction`); also counted where
+    /// the general path counts them.
+    pub rx_predicted: u64,
+    /// Frames built by the send side of header prediction (an RC RDMA WRITE Only written from
+    /// the QP's headers without the general header set: `Qp::next_write_only`); also counted
+    /// in `tx_frames`.
+    pub tx_predicted: u64,
+}
+
+/// Errors of the host API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    #[error("no such QP")]
+    UnknownQp,
+    #[error("no such SRQ")]
+    UnknownSrq,
+    #[error("QP: {0}")]
+    Qp(#[from] QpError),
+    #[error("CM: {0}")]
+    Cm(#[from] CmError),
+    #[error("QP numbers exhausted")]
+    NoQpn,
+    #[error("SRQ: {0}")]
+    Srq(QpError),
+}
+
+/// One port with its neighbour layer, CM, QPs, SRQs and memory.
+pub struct Host<M: Memory> {
+    config: HostConfig,
+    /// Registered memory of this port.
+    pub mem: M,
+    net: Net,
+    cm: Cm,
+    /// MADs waiting for their destination's MAC.
+    held_mads: VecDeque<(Ipv4Addr, [u8; MAD_LEN])>,
+    qps: BTreeMap<u32, QpEntry>,
+    srqs: BTreeMap<u32, Arc<SharedSrq>>,
+    work: Work,
+    /// The CM ran since its events were last drained.
+    cm_ran: bool,
+    /// The CM's next deadline, recomputed after it ran.
+    cm_deadline: Option<Instant>,
+    /// SRQs whose limit flag may have been set since the last check.
+    srq_check: Vec<u32>,
+    /// CM connection of each QP.
+    conn_of_qp: BTreeMap<u32, CmId>,
+    /// Remote IP of each pending connection request.
+    request_src: BTreeMap<CmId, Ipv4Addr>,
+    next_qpn: u32,
+    next_srqn: u32,
+    gsi_psn: Psn,
+    completions: VecDeque<WorkCompletion>,
+    events: VecDeque<HostEvent>,
+    stats: HostStats,
+    /// Header prediction on receive and send (on by default).
+    predict: bool,
+}
+
+impl<M: Memory> Host<M> {
+    /// A port with no QPs over memory `mem`; fails if the network configuration is invalid.
+    pub fn new(config: HostConfig, mem: M) -> Result<Host<M>, crate::net::ConfigError> {
+        Ok(Host {
+            net: Net::new(config.net)?,
+            cm: Cm::new(config.net.ip, config.ca_guid, config.seed),
+            held_mads: VecDeque::new(),
+            config,
+            mem,
+            qps: BTreeMap::new(),
+            srqs: BTreeMap::new(),
+            work: Work::default(),
+            cm_ran: false,
+            cm_deadline: None,
+            srq_check: Vec::new(),
+            conn_of_qp: BTreeMap::new(),
+            request_src: BTreeMap::new(),
+            // QPNs 0 and 1 are special; start somewhere recognisable in captures.
+            next_qpn: 0x11,
+            next_srqn: 1,
+            gsi_psn: Psn::new(0),
+            completions: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: HostStats::default(),
+            predict: true,
+        })
+    }
+
+    /// The port's identity.
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    /// Counters above the neighbour layer.
+    pub fn stats(&self) -> &HostStats {
+        &self.stats
+    }
+
+    /// The neighbour layer's counters (ARP, and every received frame dropped, by reason).
+    pub fn net_stats(&self) -> &NetStats {
+        self.net.stats()
+    }
+
+    /// The neighbour layer.
+    pub fn net(&self) -> &Net {
+        &self.net
+    }
+
+    /// The CM (for its counters).
+    pub fn cm(&self) -> &Cm {
+        &self.cm
+    }
+
+    /// Adds a static neighbour entry (never expires, never changed by ARP).
+    pub fn add_neighbour(
+        &mut self,
+        ip: Ipv4Addr,
+        mac: EthernetAddress,
+    ) -> Result<(), crate::net::NetError> {
+        let r = self.net.add_static(ip, mac);
+        self.work.neighbours_changed();
+        r
+    }
+
+    /// Earliest timer of the neighbour layer, the CM and the QPs (for the QPs possibly a bit
+    /// early: a lower bound, exact again after `handle_timeout` reaches it).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        // Called on every turn of the poll loop: plain comparisons, no iterator adaptors.
+        let earliest = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, None) => x,
+            (None, y) => y,
+        };
+        earliest(
+            earliest(self.work.qp_deadline, self.cm_deadline),
+            self.net.poll_timeout(),
+        )
+    }
+
+    /// Fires every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.net.poll_timeout().is_some_and(|t| t <= now) {
+            self.net.handle_timeout(now);
+        }
+        // ARP retries, failures and expiries change what QPs waiting for a MAC can do.
+        self.work.neighbours_changed();
+        if self.cm_deadline.is_some_and(|t| t <= now) {
+            self.cm.handle_timeout(
+                now,
+                &mut QpTable {
+                    qps: &mut self.qps,
+                    work: &mut self.work,
+                },
+            );
+            self.cm_ran();
+        }
+        if self.work.qp_deadline.is_some_and(|t| t <= now) {
+            let mut next: Option<Instant> = None;
+            for (&qpn, e) in self.qps.iter_mut() {
+                if e.qp.poll_timeout().is_some_and(|t| t <= now) {
+                    e.qp.handle_timeout(now);
+                    if !e.cq_dirty {
+                        e.cq_dirty = true;
+                        self.work.cq_dirty.push(qpn);
+                    }
+                    if !e.tx_queued {
+                        e.tx_queued = true;
+                        self.work.tx_ready.push_back(qpn);
+                    }
+                }
+                if let Some(t) = e.qp.poll_timeout() {
+                    next = Some(next.map_or(t, |n| n.min(t)));
+                }
+            }
+            self.work.qp_deadline = next;
+        }
+        self.collect();
+    }
+}
+
+impl Host<crate::transport::vec_memory::VecMemory> {
+    /// Registers `len` bytes of zeroed memory in protection domain `pd` (test memory).
+    pub fn register(
+        &mut self,
+        pd: u32,
+        len: usize,
+        access: Access,
+    ) -> crate::transport::vec_memory::Region {
+        self.mem.register(pd, len, access)
+    }
+}
+
+/// A port whose memory is the checked region table of `crate::mem`: protection zones from the
+/// table, regions registered from consumer memory or the table's allocator (DPDK hugepages).
+impl Host<Arc<MrTable>> {
+    /// The region table (register, deregister, query, pin).
+    pub fn mr_table(&self) -> &Arc<MrTable> {
+        &self.mem
+    }
+
+    /// A new protection zone (`dat_pz_create`); pass its id as `QpOptions::pd`.
+    pub fn create_pz(&self) -> Pz {
+        self.mem.create_pz()
+    }
+}
