@@ -750,6 +750,27 @@ pub(super) fn post_request(
     })
 }
 
+/// Posts a request whose completion flags the Rust EP applies itself (`Ep::post_*_with`:
+/// SUPPRESS and UNSIGNALLED make the work request unsignaled, so no completion is made at
+/// all; SOLICITED_WAIT and BARRIER_FENCE reach the transport). `flags_arg`: its argument
+/// number.
+fn post_with_flags(
+    e: &EpObj,
+    flags: u32,
+    flags_arg: u32,
+    post: impl FnOnce(&Ep, CompletionFlags) -> Result<(), crate::dat::DatError>,
+) -> R {
+    if flags & !KNOWN_FLAGS != 0 {
+        return Err(arg(flags_arg));
+    }
+    post(&e.ep, CompletionFlags::from_bits_truncate(flags)).map_err(|err| {
+        if super::codes::trace_on() {
+            eprintln!("dpdk-roce: post: {err}");
+        }
+        map(&err, 0)
+    })
+}
+
 pub(super) extern "C" fn ep_post_send(
     ep: d::DAT_EP_HANDLE,
     n: d::DAT_COUNT,
@@ -763,7 +784,7 @@ pub(super) extern "C" fn ep_post_send(
         let t = triplets(n, iov, e.attr().max_request_iov, 2)?;
         // SAFETY: a cookie is 64 bits of consumer data in any variant.
         let c = unsafe { cookie.as_64 };
-        post_request(e, c, flags, 5, None, |ep| ep.post_send(&t, c))
+        post_with_flags(e, flags, 5, |ep, f| ep.post_send_with(&t, c, f))
     })
 }
 
@@ -823,11 +844,11 @@ pub(super) extern "C" fn ep_post_rdma_read(
     remote: *const d::DAT_RMR_TRIPLET,
     flags: d::DAT_COMPLETION_FLAGS,
 ) -> d::DAT_RETURN {
-    post_rdma(ep, n, iov, cookie, remote, flags, Ep::post_rdma_read)
+    post_rdma(ep, n, iov, cookie, remote, flags, Ep::post_rdma_read_with)
 }
 
 /// What dat_ep_post_rdma_read and dat_ep_post_rdma_write share: the handle, IOV (argument 2),
-/// remote triplet (5) and flag (6) checks, then `op` through [`post_request`].
+/// remote triplet (5) and flag (6) checks, then `op` with the flags ([`post_with_flags`]).
 fn post_rdma(
     ep: d::DAT_EP_HANDLE,
     n: d::DAT_COUNT,
@@ -835,7 +856,13 @@ fn post_rdma(
     cookie: d::DAT_DTO_COOKIE,
     remote: *const d::DAT_RMR_TRIPLET,
     flags: d::DAT_COMPLETION_FLAGS,
-    op: impl FnOnce(&Ep, &[LmrTriplet], &RmrTriplet, u64) -> Result<(), crate::dat::DatError>,
+    op: impl FnOnce(
+        &Ep,
+        &[LmrTriplet],
+        &RmrTriplet,
+        u64,
+        CompletionFlags,
+    ) -> Result<(), crate::dat::DatError>,
 ) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
@@ -844,7 +871,7 @@ fn post_rdma(
         let r = rmr(remote, 5)?;
         // SAFETY: a cookie is 64 bits of consumer data.
         let c = unsafe { cookie.as_64 };
-        post_request(e, c, flags, 6, None, |ep| op(ep, &t, &r, c))
+        post_with_flags(e, flags, 6, |ep, f| op(ep, &t, &r, c, f))
     })
 }
 
@@ -878,7 +905,7 @@ pub(super) extern "C" fn ep_post_rdma_write(
     remote: *const d::DAT_RMR_TRIPLET,
     flags: d::DAT_COMPLETION_FLAGS,
 ) -> d::DAT_RETURN {
-    post_rdma(ep, n, iov, cookie, remote, flags, Ep::post_rdma_write)
+    post_rdma(ep, n, iov, cookie, remote, flags, Ep::post_rdma_write_with)
 }
 
 pub(super) extern "C" fn ep_get_status(

@@ -497,3 +497,62 @@ fn srq_resize_and_set_lw_through_the_c_table() {
         ok(p.srq_free_func.unwrap()(srq2));
     }
 }
+
+/// dat_ep_post_rdma_write's completion flags reach the Rust EP: suppressed WRITEs make no
+/// event and free their queue slots all the same (many more of them than the DTO EVD holds),
+/// every signaled one completes in order, and a suppressed WRITE that fails still reports
+/// its error (DAT_COMPLETION_SUPPRESS_FLAG suppresses successful completions only).
+#[test]
+fn suppressed_rdma_writes_make_no_event_and_report_errors_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let (mut a, b) = connected_via_handoff(&t);
+    let write = p.ep_post_rdma_write_func.unwrap();
+    let suppress = d::DAT_COMPLETION_SUPPRESS_FLAG;
+    // SAFETY (all calls): this provider's entries with live handles and local storage; the
+    // LMR buffers stay alive (owned by the sides) while registered.
+    unsafe {
+        a.buf[..8].copy_from_slice(b"suppress");
+        let remote = rmr_triplet(b.rkey, b.addr + 512, 8);
+        let mut posted = 0u64;
+        let mut tries = 0;
+        while posted < 400 {
+            let mut local = a.triplet(0, 8);
+            let flags = if (posted + 1).is_multiple_of(100) { 0 } else { suppress };
+            match write(a.ep, 1, &mut local, cookie(posted), &remote, flags) {
+                d::DAT_SUCCESS => posted += 1,
+                rc if rc & d::DAT_TYPE_MASK == d::DAT_INSUFFICIENT_RESOURCES => {
+                    t.drive();
+                    tries += 1;
+                    assert!(tries < 1_000_000, "the request queue never drained");
+                }
+                rc => panic!("dat_ep_post_rdma_write: {rc:#x}"),
+            }
+        }
+        for k in 1..=4u64 {
+            let ev = t.next(a.dto);
+            assert_eq!(ev.event_number, d::DAT_DTO_COMPLETION_EVENT);
+            let c = dto_of(&ev);
+            assert_eq!(c.status, d::DAT_DTO_SUCCESS);
+            assert_eq!(
+                c.user_cookie.as_64,
+                k * 100 - 1,
+                "only the signaled WRITEs complete"
+            );
+        }
+        assert!(t.quiet(a.dto), "no event for a suppressed WRITE");
+        assert_eq!(&b.buf[512..520], b"suppress");
+        // A suppressed WRITE with a bad R_Key: its error is reported.
+        let mut local = a.triplet(0, 8);
+        let bad = rmr_triplet(b.rkey ^ 0x100, b.addr + 512, 8);
+        ok(write(a.ep, 1, &mut local, cookie(7777), &bad, suppress));
+        let ev = t.next(a.dto);
+        let c = dto_of(&ev);
+        assert_eq!(c.user_cookie.as_64, 7777);
+        assert_ne!(
+            c.status,
+            d::DAT_DTO_SUCCESS,
+            "the failed WRITE reports its error"
+        );
+    }
+}
