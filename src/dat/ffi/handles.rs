@@ -8,7 +8,7 @@ use super::codes::err;
 use super::objects::Body;
 use super::state::IaState;
 use dat_sys as d;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -83,11 +83,13 @@ pub(crate) struct Object {
     pub body: Body,
 }
 
-type Map = HashMap<usize, Arc<Object>>;
+/// Handles by address. Fx hashing: the keys are this process's own allocations, and the
+/// lookup is on every DAT call's path.
+type Map = FxHashMap<usize, Arc<Object>>;
 
 fn registry() -> &'static RwLock<Map> {
     static REG: OnceLock<RwLock<Map>> = OnceLock::new();
-    REG.get_or_init(|| RwLock::new(HashMap::new()))
+    REG.get_or_init(|| RwLock::new(FxHashMap::default()))
 }
 
 fn read() -> std::sync::RwLockReadGuard<'static, Map> {

@@ -22,7 +22,8 @@ use crate::time::Instant;
 use crate::transport::memory::Memory;
 use crate::transport::types::{QpState, SendOp, WcOpcode, WcStatus, WorkCompletion};
 use crossbeam_queue::ArrayQueue;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -95,20 +96,22 @@ pub struct Worker<M: Memory, Io: FrameIo> {
     shards: usize,
     pub shard: Shard<M, ShardIo<Io>>,
     commands: Arc<ArrayQueue<Command<M>>>,
-    routes: HashMap<u32, QpRoute>,
+    /// Where each QP's completions and events go. This and the maps below are keyed by this
+    /// process's own QPNs and ids and looked up per completion and post: Fx hashing.
+    routes: FxHashMap<u32, QpRoute>,
     async_sink: Arc<EventSink>,
     /// The async sink of each SRQ created with one (its IA's async EVD).
-    srq_async: HashMap<u32, Arc<EventSink>>,
+    srq_async: FxHashMap<u32, Arc<EventSink>>,
     /// Further sinks of the interface's own async events (the engine's, shared).
     pub async_listeners: Arc<super::event::AsyncListeners>,
     // Shard 0: the CM's tables.
     stand_ins: BTreeMap<u32, StandIn>,
-    conn_qpn: HashMap<CmId, u32>,
-    requests: HashMap<CmId, Ipv4Addr>,
-    listeners: HashMap<u16, Arc<EventSink>>,
+    conn_qpn: FxHashMap<CmId, u32>,
+    requests: FxHashMap<CmId, Ipv4Addr>,
+    listeners: FxHashMap<u16, Arc<EventSink>>,
     /// Per QP routed with `suppress_unsignaled`: the `signaled` flag of each send WR applied
     /// and not yet completed, in SQ order (RC completes sends in order).
-    signaled: HashMap<u32, VecDeque<bool>>,
+    signaled: FxHashMap<u32, VecDeque<bool>>,
     /// Shard 0: QPs whose connection was broken (their later DISCONNECTED is not reported).
     broken: HashSet<u32>,
     stats: WorkerStats,
@@ -128,15 +131,15 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             shards,
             shard,
             commands,
-            routes: HashMap::new(),
+            routes: FxHashMap::default(),
             async_sink,
-            srq_async: HashMap::new(),
+            srq_async: FxHashMap::default(),
             async_listeners: Default::default(),
             stand_ins: BTreeMap::new(),
-            conn_qpn: HashMap::new(),
-            requests: HashMap::new(),
-            listeners: HashMap::new(),
-            signaled: HashMap::new(),
+            conn_qpn: FxHashMap::default(),
+            requests: FxHashMap::default(),
+            listeners: FxHashMap::default(),
+            signaled: FxHashMap::default(),
             broken: HashSet::new(),
             stats: WorkerStats::default(),
             pinned: false,
