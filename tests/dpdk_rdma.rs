@@ -6,7 +6,9 @@
 
 mod dpdk_common;
 
-use dpdk_common::{assert_no_runtime_dirs, output_text, repo, retry_fanout_collision, Veth};
+use dpdk_common::{
+    assert_no_runtime_dirs, output_text, provider_lib, repo, retry_fanout_collision, Veth,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -344,8 +346,9 @@ fn raw_echo_interleaved_with_rdma_write_in_one_run() {
     assert_no_runtime_dirs(&veth.prefix);
 }
 
-/// The shipped net_memif profile of `role` on this test's own socket, without hugepages.
-fn memif_profile(dir: &Path, role: &str) -> PathBuf {
+/// The shipped net_memif profile of `role` on this test's own socket, without hugepages,
+/// named `<name>-<role>`.
+fn memif_profile(dir: &Path, name: &str, role: &str) -> PathBuf {
     let text = std::fs::read_to_string(repo().join(format!("dpdk-config/memif-{role}.toml")))
         .unwrap()
         .replace(
@@ -355,7 +358,7 @@ fn memif_profile(dir: &Path, role: &str) -> PathBuf {
         .replace("hugepages = true", "hugepages = false\nmemory_mb = 512")
         .replace(
             &format!("name = \"memif-{role}\""),
-            &format!("name = \"memif-end-{role}\""),
+            &format!("name = \"{name}-{role}\""),
         );
     let p = dir.join(format!("memif-{role}.toml"));
     std::fs::write(&p, text).unwrap();
@@ -371,8 +374,8 @@ fn memif_profile(dir: &Path, role: &str) -> PathBuf {
 fn memif_pairs_end_in_order_raw_write_and_write_with_raw() {
     let dir = std::env::temp_dir().join(format!("dpdk-roce-memif-end-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let server = memif_profile(&dir, "server");
-    let client = memif_profile(&dir, "client");
+    let server = memif_profile(&dir, "memif-end", "server");
+    let client = memif_profile(&dir, "memif-end", "client");
     for mode in [
         &["--raw"][..],
         &["--op", "write"],
@@ -388,5 +391,69 @@ fn memif_pairs_end_in_order_raw_write_and_write_with_raw() {
         }
     }
     assert_no_runtime_dirs("memif-end-");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The lone completion (`--op write-completion`: post one WRITE, wait for its completion, the
+/// server passive) through the Rust API, and the client through the DAT C API (`--api dat`:
+/// libdat2 loading the provider through a dat.conf of the test's own) for the WRITE
+/// ping-pong, READ and the lone completion, against the same Rust server over net_memif.
+#[test]
+fn lone_write_completion_and_the_dat_api_client_over_memif() {
+    let dir = std::env::temp_dir().join(format!("dpdk-roce-lat-dat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = memif_profile(&dir, "memif-latdat", "server");
+    let client = memif_profile(&dir, "memif-latdat", "client");
+    let text = run_pair_at(
+        &server,
+        &client,
+        "10.77.3.1",
+        &[
+            "--op",
+            "write-completion",
+            "--size",
+            "64",
+            "--iters",
+            "300",
+            "--warmup",
+            "30",
+        ],
+    );
+    assert!(
+        text.contains("RDMA_Write_Completion Latency Test"),
+        "{text}"
+    );
+    assert!(text.contains("full round trip"), "{text}");
+    assert_eq!(table_sizes(&text), [64], "{text}");
+    let conf = dir.join("dat.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "latdat u2.0 nonthreadsafe default {} dapl.2.0 \"{}\" \"\"\n",
+            provider_lib().display(),
+            client.display()
+        ),
+    )
+    .unwrap();
+    for op in ["write", "read", "write-completion"] {
+        let out = Command::new("bash")
+            .arg(repo().join("scripts/run-pair.sh"))
+            .arg(LAT)
+            .arg(&server)
+            .arg(&client)
+            .args(["--server-ip", "10.77.3.1", "--timeout-ms", "20000"])
+            .args(["--api", "dat", "--ia", "latdat", "--op", op])
+            .args(["--size", "64", "--iters", "300", "--warmup", "30"])
+            .env("DAT_OVERRIDE", &conf)
+            .env("RUN_PAIR_TIMEOUT", "240")
+            .output()
+            .unwrap();
+        let text = output_text(&out);
+        assert!(out.status.success(), "--api dat --op {op}:\n{text}");
+        assert!(text.contains("IA latdat through libdat2"), "{op}:\n{text}");
+        assert!(text.contains("server done"), "{op}:\n{text}");
+        assert_eq!(table_sizes(&text), [64], "{op}:\n{text}");
+    }
+    assert_no_runtime_dirs("memif-latdat-");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,23 +7,13 @@
 
 mod dpdk_common;
 
-use dpdk_common::{assert_no_runtime_dirs, output_text, repo, retry_fanout_collision, Veth};
+use dpdk_common::{
+    assert_no_runtime_dirs, output_text, provider_lib, repo, retry_fanout_collision, Veth,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const BW: &str = env!("CARGO_BIN_EXE_roce-bw");
-
-/// The provider library `cargo test` built beside the test binaries (as in dat_programs_common).
-fn provider_lib() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let lib = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>")
-        .join("deps/libdpdk_roce.so");
-    assert!(lib.is_file(), "provider library missing: {}", lib.display());
-    lib
-}
 
 /// A shipped profile (`dpdk-config/<name>.toml`) on this test's own interfaces or socket,
 /// without hugepages, named `<prefix>-<name>`.

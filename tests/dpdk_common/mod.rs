@@ -25,6 +25,19 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The provider library `cargo test` built beside the test binaries, for a dat.conf of a
+/// test's own (`cargo build` copies it to target/<profile>/ only then; deps/ is current).
+pub fn provider_lib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let lib = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target/<profile>")
+        .join("deps/libdpdk_roce.so");
+    assert!(lib.is_file(), "provider library missing: {}", lib.display());
+    lib
+}
+
 /// A veth pair `<prefix>a` / `<prefix>b` (scripts/veth.sh), deleted on drop.
 pub struct Veth {
     pub prefix: String,

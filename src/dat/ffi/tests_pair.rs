@@ -518,7 +518,11 @@ fn suppressed_rdma_writes_make_no_event_and_report_errors_through_the_c_table() 
         let mut tries = 0;
         while posted < 400 {
             let mut local = a.triplet(0, 8);
-            let flags = if (posted + 1).is_multiple_of(100) { 0 } else { suppress };
+            let flags = if (posted + 1).is_multiple_of(100) {
+                0
+            } else {
+                suppress
+            };
             match write(a.ep, 1, &mut local, cookie(posted), &remote, flags) {
                 d::DAT_SUCCESS => posted += 1,
                 rc if rc & d::DAT_TYPE_MASK == d::DAT_INSUFFICIENT_RESOURCES => {

@@ -48,11 +48,39 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod dat_client;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Op {
     Write,
     Send,
     Read,
+    /// One RDMA WRITE posted and its completion waited for (the peer is passive): the lone
+    /// completion an application waits for, what dapltest `-p 1 RW` measures; full round trip.
+    WriteCompletion,
+}
+
+impl Op {
+    /// perftest's name of the test.
+    fn label(self) -> &'static str {
+        match self {
+            Op::Write => "RDMA_Write",
+            Op::Send => "Send",
+            Op::Read => "RDMA_Read",
+            Op::WriteCompletion => "RDMA_Write_Completion",
+        }
+    }
+
+    /// The peer does nothing but answer in its transport (READ responses, ACKs).
+    fn passive_peer(self) -> bool {
+        matches!(self, Op::Read | Op::WriteCompletion)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Api {
+    Rust,
+    Dat,
 }
 
 #[derive(Parser, Debug)]
@@ -61,9 +89,18 @@ enum Op {
     about = "perftest-style RDMA latency over a DPDK port"
 )]
 struct Args {
-    /// dpdk-config profile of this process.
+    /// dpdk-config profile of this process (with `--api dat` the IA's profile is the one its
+    /// dat.conf entry names; this one is only printed).
     #[arg(long)]
     profile: PathBuf,
+    /// The API the client measures through: the provider's Rust API, or the DAT C API (libdat2
+    /// loads the provider through dat.conf: `DAT_OVERRIDE` or /etc/dat.conf). The server
+    /// always runs on the Rust API.
+    #[arg(long, value_enum, default_value_t = Api::Rust, requires_if("dat", "ia"))]
+    api: Api,
+    /// The IA name in dat.conf (`--api dat`).
+    #[arg(long)]
+    ia: Option<String>,
     /// Run the server side (listens, answers).
     #[arg(long, conflicts_with = "client")]
     server: bool,
@@ -226,6 +263,15 @@ fn run(args: &Args) -> Result<(), String> {
     }
     if args.iters == 0 {
         return Err("--iters must be at least 1".into());
+    }
+    if args.client && args.api == Api::Dat {
+        let ia = args.ia.as_deref().ok_or("--api dat needs --ia")?;
+        return dat_client::client(args, ia);
+    }
+    if args.op == Op::WriteCompletion && args.verify {
+        return Err(
+            "--verify checks write, send and read (a write-completion peer is passive)".into(),
+        );
     }
     let mut profile = Profile::load_with_env(&args.profile).map_err(|e| e.to_string())?;
     if let Some(c) = &args.capture {
@@ -541,7 +587,7 @@ fn server(
                     shard.send_now();
                 }
             }
-            Op::Read => {}
+            Op::Read | Op::WriteCompletion => {}
         }
         print_stages("server", size, shard);
     }
@@ -820,7 +866,7 @@ fn client(
     })?;
     let (addr, rkey) = decode_buffer(&private)?;
     let peer = Peer { addr, rkey, qpn };
-    let scale = if args.op == Op::Read {
+    let scale = if args.op.passive_peer() {
         Scale::Full
     } else {
         Scale::HalfRoundTrip
@@ -893,12 +939,45 @@ fn client(
                         }
                     })?;
                 }
+                Op::WriteCompletion => {
+                    let now = shard.clock().now();
+                    shard
+                        .host
+                        .post_send(
+                            now,
+                            qpn,
+                            SendWr {
+                                wr_id: i as u64,
+                                op: SendOp::Write {
+                                    remote_addr: peer.addr,
+                                    rkey: peer.rkey,
+                                },
+                                sgl: dpdk_roce::sgl![Sge {
+                                    addr: bufs.src.addr,
+                                    len: size as u32,
+                                    lkey: bufs.src.lkey,
+                                }],
+                                signaled: true,
+                                fence: false,
+                                solicited: false,
+                            },
+                        )
+                        .map_err(|e| e.to_string())?;
+                    shard.send_now();
+                    poll_until(shard, timeout, "the RDMA WRITE's completion", |s| {
+                        match s.host.poll_completion() {
+                            Some(wc) => check_wc(&wc).map(|()| Some(())),
+                            None => Ok(None),
+                        }
+                    })?;
+                }
             }
             let dt = t0.elapsed();
             if args.verify {
                 match args.op {
                     Op::Write => verify_dst(shard, &bufs, size, i, "RDMA WRITE")?,
                     Op::Send => verify_dst(shard, &bufs, size, i, "SEND")?,
+                    Op::WriteCompletion => {}
                     Op::Read => {
                         let mut b = vec![0u8; size];
                         read_region(shard, &bufs.dst, 0, &mut b)?;
@@ -943,11 +1022,7 @@ fn client(
     if let Some(r) = shard.raw_channel() {
         eprintln!("raw channel: {:?}", r.stats());
     }
-    let label = match args.op {
-        Op::Write => "RDMA_Write",
-        Op::Send => "Send",
-        Op::Read => "RDMA_Read",
-    };
+    let label = args.op.label();
     let memory = format!(
         "{} MR, zero-copy TX {}",
         if p.eal.hugepages { "hugepage" } else { "heap" },
@@ -1026,10 +1101,11 @@ fn report_interleaved_raw(
 
 fn report(args: &Args, label: &str, memory: &str, series: &[LatencySeries]) -> Result<(), String> {
     println!("{RULE}");
-    println!(
-        "                    {label} Latency Test (dpdk-roce, {})",
-        args.profile.display()
-    );
+    let source = match (args.api, args.ia.as_deref()) {
+        (Api::Dat, Some(ia)) if args.client => format!("IA {ia} through libdat2"),
+        _ => args.profile.display().to_string(),
+    };
+    println!("                    {label} Latency Test (dpdk-roce, {source})");
     println!(" Connection type : RC   Transport : RoCEv2   Progress : inline");
     println!(" Memory       : {memory}");
     let rtt = if series.first().is_some_and(|s| s.scale == Scale::Full) {
