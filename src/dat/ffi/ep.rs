@@ -24,8 +24,14 @@ pub(super) fn ep_of(o: &Object) -> Result<&EpObj, u32> {
 /// Drops an EP's QPN from its IA's map (before its handle goes).
 pub(super) fn forget_ep(o: &Object) {
     if let Body::Ep(e) = &o.body {
-        lock(&o.ia.eps).retain(|_, h| *h != o.handle);
-        let _ = e;
+        let mut eps = lock(&o.ia.eps);
+        // Its entry is under its QPN (kept current by ep_reset); a scan only if it is not.
+        let qpn = e.ep.qpn();
+        if eps.get(&qpn) == Some(&o.handle) {
+            eps.remove(&qpn);
+        } else {
+            eps.retain(|_, h| *h != o.handle);
+        }
     }
 }
 

@@ -33,7 +33,7 @@ impl<M: Memory> Host<M> {
         if let Some(e) = self.qps.get_mut(&qpn) {
             e.peer = Some(ip);
         }
-        self.conn_of_qp.insert(qpn, id);
+        self.bind_conn(qpn, id);
         Ok(id)
     }
 
@@ -65,7 +65,7 @@ impl<M: Memory> Host<M> {
         if let (Some(ip), Some(e)) = (src, self.qps.get_mut(&qpn)) {
             e.peer = Some(ip);
         }
-        self.conn_of_qp.insert(qpn, id);
+        self.bind_conn(qpn, id);
         Ok(())
     }
 
@@ -117,13 +117,22 @@ impl<M: Memory> Host<M> {
 
     /// Connection `id` was established (arms the hard watermark, seed 002) or went down.
     pub(super) fn connection_changed(&mut self, id: CmId, up: bool) {
-        let Some(qpn) = self
-            .conn_of_qp
-            .iter()
-            .find_map(|(&q, &c)| (c == id).then_some(q))
-        else {
+        let Some(&qpn) = self.qp_of_conn.get(&id) else {
             return;
         };
+        if self.conn_of_qp.get(&qpn) != Some(&id) {
+            // The QP has moved on to another connection since.
+            self.qp_of_conn.remove(&id);
+            return;
+        }
         self.set_ep_connected(qpn, up);
+    }
+
+    /// Records that QP `qpn` now belongs to connection `id` (both directions).
+    fn bind_conn(&mut self, qpn: u32, id: CmId) {
+        if let Some(old) = self.conn_of_qp.insert(qpn, id) {
+            self.qp_of_conn.remove(&old);
+        }
+        self.qp_of_conn.insert(id, qpn);
     }
 }

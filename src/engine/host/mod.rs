@@ -210,6 +210,10 @@ pub struct Host<M: Memory> {
     srq_check: Vec<u32>,
     /// CM connection of each QP.
     conn_of_qp: BTreeMap<u32, CmId>,
+    /// The QP of each connection (the reverse of `conn_of_qp`, so a connection change finds
+    /// its QP without a scan; an entry whose QP has moved on to another connection is stale
+    /// and ignored).
+    qp_of_conn: BTreeMap<CmId, u32>,
     /// Remote IP of each pending connection request.
     request_src: BTreeMap<CmId, Ipv4Addr>,
     next_qpn: u32,
@@ -238,6 +242,7 @@ impl<M: Memory> Host<M> {
             cm_deadline: None,
             srq_check: Vec::new(),
             conn_of_qp: BTreeMap::new(),
+            qp_of_conn: BTreeMap::new(),
             request_src: BTreeMap::new(),
             // QPNs 0 and 1 are special; start somewhere recognisable in captures.
             next_qpn: 0x11,

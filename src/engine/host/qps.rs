@@ -365,7 +365,9 @@ impl<M: Memory> Host<M> {
     /// `ibv_destroy_qp` does.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), HostError> {
         self.qps.remove(&qpn).ok_or(HostError::UnknownQp)?;
-        self.conn_of_qp.remove(&qpn);
+        if let Some(id) = self.conn_of_qp.remove(&qpn) {
+            self.qp_of_conn.remove(&id);
+        }
         Ok(())
     }
 
