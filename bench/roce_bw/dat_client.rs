@@ -6,6 +6,7 @@
 //! front end. RDMA WRITE and READ streams, one direction, no `--verify` or `--raw` (the DAT
 //! side has no SEND with immediate for the verify markers and no port of its own to blast).
 
+use super::common::dat::{dat_err, lmr, must};
 use super::report::{print_header, print_row, Tally};
 use super::*;
 use dat_sys as d;
@@ -33,26 +34,6 @@ struct DatSide {
     timeout: Duration,
     samples: Vec<(Instant, u64)>,
     completed: u64,
-}
-
-fn dat_err(what: &str, rc: u32) -> String {
-    let (major, minor) = c::strerror(rc);
-    format!("{what}: {major} {minor}")
-}
-
-fn must(what: &str, rc: u32) -> Result<(), String> {
-    if rc == d::DAT_SUCCESS {
-        Ok(())
-    } else {
-        Err(dat_err(what, rc))
-    }
-}
-
-fn lmr(ia: Handle, pz: Handle, len: usize) -> Result<(Lmr, &'static c::Region), String> {
-    let r = c::Region::new(len.max(64), 0);
-    let l = c::lmr_create(ia, pz, r, 0, r.len(), d::DAT_MEM_PRIV_ALL_FLAG)
-        .map_err(|rc| dat_err("dat_lmr_create", rc))?;
-    Ok((l, r))
 }
 
 impl DatSide {

@@ -29,18 +29,16 @@ use clap::{Parser, ValueEnum};
 use dpdk_roce::cm::timeout::cm_timeout;
 use dpdk_roce::cm::{AcceptParams, CmConfig, CmEvent, ConnectParams};
 use dpdk_roce::config::Profile;
-use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
-use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
+use dpdk_roce::dpdk::{DpdkFrameIo, ProfilePort};
+use dpdk_roce::engine::host::QpOptions;
 use dpdk_roce::engine::io::FrameIo;
 use dpdk_roce::engine::raw_l2::{RawChannel, RawMode};
 use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::mem::{MrTable, Region};
-use dpdk_roce::net::NetConfig;
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{
     RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
-use dpdk_roce::wire::ethernet::EthernetAddress;
 use dpdk_roce::wire::psn::Psn;
 use std::collections::VecDeque;
 use std::io::Write;
@@ -50,7 +48,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "../common/mod.rs"]
+mod common;
 mod dat_client;
+
+use common::{poll_until, BenchShard};
 mod report;
 
 use report::{print_header, print_row, Tally};
@@ -588,8 +590,6 @@ fn cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
-type BenchShard = Shard<Arc<MrTable>, DpdkFrameIo>;
-
 /// A sending QP's progress within one size.
 #[derive(Clone, Copy, Debug, Default)]
 struct Stream {
@@ -628,6 +628,51 @@ struct Side<'a> {
     /// `received_total` when the test of the current size started.
     received_base: u64,
     scratch: Vec<u8>,
+}
+
+/// A side's three registered regions (see `Layout`).
+struct Regions {
+    out: Region,
+    inc: Region,
+    rx: Region,
+}
+
+impl<'a> Side<'a> {
+    /// A side over its connected `qpns`, every receive posted.
+    fn new(
+        shard: &'a mut BenchShard,
+        params: Params,
+        layout: Layout,
+        qpns: Vec<u32>,
+        r: Regions,
+        peer: RemoteBuf,
+        timeout: Duration,
+    ) -> Result<Side<'a>, String> {
+        let mut side = Side {
+            shard,
+            params,
+            layout,
+            streams: vec![Stream::default(); qpns.len()],
+            qpns,
+            out: r.out,
+            inc: r.inc,
+            rx: r.rx,
+            peer,
+            ready: VecDeque::new(),
+            size: params.max_size(),
+            ctl_sent: 0,
+            ctl_in: VecDeque::new(),
+            timeout,
+            samples: Vec::new(),
+            completed: 0,
+            received_base: 0,
+            scratch: Vec::new(),
+        };
+        for qp in 0..side.qpns.len() {
+            side.post_all_recvs(qp)?;
+        }
+        Ok(side)
+    }
 }
 
 impl Side<'_> {
@@ -1189,28 +1234,7 @@ fn run(args: &Args) -> Result<(), String> {
         io.set_zero_copy_min(Some(min), &pp.port)
             .map_err(|e| e.to_string())?;
     }
-    let table = if profile.eal.hugepages {
-        MrTable::with_allocator(16, Arc::new(HugepageAllocator::new(pp.eal)))
-    } else {
-        MrTable::new(16)
-    };
-    let mut net = NetConfig::new(
-        EthernetAddress(mac),
-        profile.roce.address.addr(),
-        profile.roce.address.prefix_len(),
-    );
-    net.mtu = profile.port.mtu;
-    let host = Host::new(
-        HostConfig {
-            net,
-            ca_guid: u64::from_be_bytes([
-                mac[0], mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5],
-            ]),
-            seed: u64::from(std::process::id()),
-        },
-        Arc::new(table),
-    )
-    .map_err(|e| e.to_string())?;
+    let host = common::host(&profile, &pp, mac, 16)?;
     let mut shard = Shard::new(host, io);
     let timeout = Duration::from_millis(args.timeout_ms);
     match params {
@@ -1252,27 +1276,6 @@ fn qp_options(pd: u32, p: &Params) -> QpOptions {
         sq_depth: sq,
         rq_depth: p.recv_depth(),
         ..QpOptions::default()
-    }
-}
-
-/// Polls until `done` returns Some or `timeout` passes.
-fn poll_until<T>(
-    shard: &mut BenchShard,
-    timeout: Duration,
-    what: &str,
-    mut done: impl FnMut(&mut BenchShard) -> Result<Option<T>, String>,
-) -> Result<T, String> {
-    let deadline = Instant::now() + timeout;
-    let mut n = 0u32;
-    loop {
-        shard.poll();
-        if let Some(v) = done(shard)? {
-            return Ok(v);
-        }
-        n = n.wrapping_add(1);
-        if n.is_multiple_of(CLOCK_EVERY) && Instant::now() > deadline {
-            return Err(format!("timed out waiting for {what}"));
-        }
     }
 }
 
@@ -1361,29 +1364,9 @@ fn server(
     }
     let (p, layout, _, out, inc, rx) = setup.ok_or("no connection")?;
     let qpns: Vec<u32> = qpns.into_iter().flatten().collect();
-    let mut side = Side {
-        shard,
-        params: p,
-        layout,
-        streams: vec![Stream::default(); qpns.len()],
-        qpns,
-        out,
-        inc,
-        rx,
-        peer: peer.ok_or("no peer")?,
-        ready: VecDeque::new(),
-        size: p.max_size(),
-        ctl_sent: 0,
-        ctl_in: VecDeque::new(),
-        timeout,
-        samples: Vec::new(),
-        completed: 0,
-        received_base: 0,
-        scratch: Vec::new(),
-    };
-    for qp in 0..side.qpns.len() {
-        side.post_all_recvs(qp)?;
-    }
+    let regions = Regions { out, inc, rx };
+    let peer = peer.ok_or("no peer")?;
+    let mut side = Side::new(shard, p, layout, qpns, regions, peer, timeout)?;
     // Serve one test per size the client starts, until it disconnects.
     // The raw blast: when its first and last frames were seen, and the counts before it.
     let mut raw_first: Option<Instant> = None;
@@ -1505,29 +1488,9 @@ fn client(
         cp.private_data = private;
         shard.host.connect(now, cp).map_err(|e| e.to_string())?;
     }
-    let mut side = Side {
-        shard,
-        params: p,
-        layout,
-        streams: vec![Stream::default(); qpns.len()],
-        qpns,
-        out,
-        inc,
-        rx,
-        peer: RemoteBuf { addr: 0, rkey: 0 },
-        ready: VecDeque::new(),
-        size: p.max_size(),
-        ctl_sent: 0,
-        ctl_in: VecDeque::new(),
-        timeout,
-        samples: Vec::new(),
-        completed: 0,
-        received_base: 0,
-        scratch: Vec::new(),
-    };
-    for qp in 0..side.qpns.len() {
-        side.post_all_recvs(qp)?;
-    }
+    let regions = Regions { out, inc, rx };
+    let unknown = RemoteBuf { addr: 0, rkey: 0 };
+    let mut side = Side::new(shard, p, layout, qpns, regions, unknown, timeout)?;
     let mut up = 0;
     let mut peer = None;
     poll_until(

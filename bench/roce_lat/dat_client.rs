@@ -6,22 +6,10 @@
 //! progress runs), RDMA READ and the lone WRITE completion (`write-completion`: post, then
 //! `dat_evd_dequeue` until its event).
 
+use super::common::dat::{dat_err, lmr, must};
 use super::*;
 use dat_sys as d;
 use dpdk_roce::dat::ffi::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
-
-fn dat_err(what: &str, rc: u32) -> String {
-    let (major, minor) = c::strerror(rc);
-    format!("{what}: {major} {minor}")
-}
-
-fn must(what: &str, rc: u32) -> Result<(), String> {
-    if rc == d::DAT_SUCCESS {
-        Ok(())
-    } else {
-        Err(dat_err(what, rc))
-    }
-}
 
 /// The IA, its DTO EVD, the connected EP and both buffers.
 struct Dat {
@@ -107,13 +95,6 @@ impl Dat {
     }
 }
 
-fn lmr(ia: Handle, pz: Handle) -> Result<(Lmr, &'static c::Region), String> {
-    let r = c::Region::new(MAX_SIZE, 0);
-    let l = c::lmr_create(ia, pz, r, 0, r.len(), d::DAT_MEM_PRIV_ALL_FLAG)
-        .map_err(|rc| dat_err("dat_lmr_create", rc))?;
-    Ok((l, r))
-}
-
 /// Opens the IA, connects one EP to the server and exchanges buffers as the Rust client does.
 fn connect(args: &Args, ia_name: &str) -> Result<Dat, String> {
     let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
@@ -132,8 +113,8 @@ fn connect(args: &Args, ia_name: &str) -> Result<Dat, String> {
     };
     let dto = evd(d::DAT_EVD_DTO_FLAG)?;
     let conn = evd(d::DAT_EVD_CONNECTION_FLAG)?;
-    let src = lmr(ia, pz)?;
-    let dst = lmr(ia, pz)?;
+    let src = lmr(ia, pz, MAX_SIZE)?;
+    let dst = lmr(ia, pz, MAX_SIZE)?;
     let mut ep = Handle::NULL;
     let attr = c::EpAttr {
         max_recv_dtos: 8,

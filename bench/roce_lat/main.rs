@@ -28,27 +28,28 @@ use clap::{Parser, ValueEnum};
 use dpdk_roce::cm::timeout::cm_timeout;
 use dpdk_roce::cm::{AcceptParams, CmConfig, CmEvent, ConnectParams};
 use dpdk_roce::config::Profile;
-use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
+use dpdk_roce::dpdk::{DpdkFrameIo, ProfilePort};
 use dpdk_roce::engine::clock::Clock;
-use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
+use dpdk_roce::engine::host::QpOptions;
 use dpdk_roce::engine::io::FrameIo;
 use dpdk_roce::engine::raw_l2::{turn_around, RawChannel, RawMode};
 use dpdk_roce::engine::shard::{Shard, StageTimes};
 use dpdk_roce::mem::{MrTable, PinGuard, Region};
-use dpdk_roce::net::NetConfig;
 use dpdk_roce::perf::latency::{table_header, table_line, LatencySeries, Scale, RULE};
 use dpdk_roce::transport::memory::{Access, KeyKind, MemRef};
 use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus, WorkCompletion};
-use dpdk_roce::wire::ethernet::EthernetAddress;
 use dpdk_roce::wire::psn::Psn;
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "../common/mod.rs"]
+mod common;
 mod dat_client;
+
+use common::{poll_until, BenchShard};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Op {
@@ -295,28 +296,7 @@ fn run(args: &Args) -> Result<(), String> {
         return raw(args, io, mac, &pp, timeout);
     }
     // Buffers from DPDK hugepages when the EAL has them (the provider's LMR memory), else heap.
-    let table = if profile.eal.hugepages {
-        MrTable::with_allocator(MR_CAPACITY, Arc::new(HugepageAllocator::new(pp.eal)))
-    } else {
-        MrTable::new(MR_CAPACITY)
-    };
-    let mut net = NetConfig::new(
-        EthernetAddress(mac),
-        profile.roce.address.addr(),
-        profile.roce.address.prefix_len(),
-    );
-    net.mtu = profile.port.mtu;
-    let mut host = Host::new(
-        HostConfig {
-            net,
-            ca_guid: u64::from_be_bytes([
-                mac[0], mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5],
-            ]),
-            seed: u64::from(std::process::id()),
-        },
-        Arc::new(table),
-    )
-    .map_err(|e| e.to_string())?;
+    let mut host = common::host(&profile, &pp, mac, MR_CAPACITY)?;
     host.set_header_prediction(!args.no_header_prediction);
     eprintln!(
         "memory: {} regions, zero-copy TX from {}",
@@ -356,8 +336,6 @@ fn run(args: &Args) -> Result<(), String> {
     }
     result
 }
-
-type BenchShard = Shard<Arc<MrTable>, DpdkFrameIo>;
 
 /// Both sides' buffers: `src` is what this side writes/sends from, `dst` what the peer writes
 /// into (and what a READ reads). Both in one protection zone, the QP's.
@@ -424,27 +402,6 @@ fn decode_buffer(p: &[u8]) -> Result<(u64, u32), String> {
     let addr = u64::from_be_bytes(p[0..8].try_into().map_err(|_| "bad private data")?);
     let rkey = u32::from_be_bytes(p[8..12].try_into().map_err(|_| "bad private data")?);
     Ok((addr, rkey))
-}
-
-/// Polls the shard until `done` returns Some, or the timeout passes.
-fn poll_until<T>(
-    shard: &mut BenchShard,
-    timeout: Duration,
-    what: &str,
-    mut done: impl FnMut(&mut BenchShard) -> Result<Option<T>, String>,
-) -> Result<T, String> {
-    let deadline = Instant::now() + timeout;
-    let mut n = 0u32;
-    loop {
-        shard.poll();
-        if let Some(v) = done(shard)? {
-            return Ok(v);
-        }
-        n = n.wrapping_add(1);
-        if n.is_multiple_of(CLOCK_EVERY) && Instant::now() > deadline {
-            return Err(format!("timed out waiting for {what}"));
-        }
-    }
 }
 
 /// With `--stages`: where this side's loop spent its busy time over the measured iterations

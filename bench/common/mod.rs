@@ -1,0 +1,77 @@
+//! What the bench programs share: a port's host from its profile, the poll-until loop of a
+//! consumer driving its shard inline, and the DAT consumer helpers of their `--api dat`
+//! clients. Each program includes it with `#[path = "../common/mod.rs"] mod common;`.
+
+#![allow(dead_code)]
+
+pub mod dat;
+
+use dpdk_roce::config::Profile;
+use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
+use dpdk_roce::engine::host::{Host, HostConfig};
+use dpdk_roce::engine::shard::Shard;
+use dpdk_roce::mem::MrTable;
+use dpdk_roce::net::NetConfig;
+use dpdk_roce::wire::ethernet::EthernetAddress;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A bench program's shard: the checked region table over one DPDK queue pair.
+pub type BenchShard = Shard<Arc<MrTable>, DpdkFrameIo>;
+
+/// How often a poll loop reads the clock for its deadline.
+const CLOCK_EVERY: u32 = 1024;
+
+/// The host of `profile`'s port (MAC `mac`): its RoCE address and MTU, a CA GUID from the MAC
+/// (EUI-64), and a region table of `mr_capacity` regions allocated from DPDK hugepages when
+/// the profile's EAL has them (the provider's LMR memory), from the heap otherwise.
+pub fn host(
+    profile: &Profile,
+    pp: &ProfilePort,
+    mac: [u8; 6],
+    mr_capacity: u32,
+) -> Result<Host<Arc<MrTable>>, String> {
+    let table = if profile.eal.hugepages {
+        MrTable::with_allocator(mr_capacity, Arc::new(HugepageAllocator::new(pp.eal)))
+    } else {
+        MrTable::new(mr_capacity)
+    };
+    let mut net = NetConfig::new(
+        EthernetAddress(mac),
+        profile.roce.address.addr(),
+        profile.roce.address.prefix_len(),
+    );
+    net.mtu = profile.port.mtu;
+    Host::new(
+        HostConfig {
+            net,
+            ca_guid: u64::from_be_bytes([
+                mac[0], mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5],
+            ]),
+            seed: u64::from(std::process::id()),
+        },
+        Arc::new(table),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Polls the shard until `done` returns Some, or `timeout` passes.
+pub fn poll_until<T>(
+    shard: &mut BenchShard,
+    timeout: Duration,
+    what: &str,
+    mut done: impl FnMut(&mut BenchShard) -> Result<Option<T>, String>,
+) -> Result<T, String> {
+    let deadline = Instant::now() + timeout;
+    let mut n = 0u32;
+    loop {
+        shard.poll();
+        if let Some(v) = done(shard)? {
+            return Ok(v);
+        }
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(CLOCK_EVERY) && Instant::now() > deadline {
+            return Err(format!("timed out waiting for {what}"));
+        }
+    }
+}
