@@ -26,3 +26,25 @@ pub fn lmr(ia: Handle, pz: Handle, len: usize) -> Result<(Lmr, &'static c::Regio
         .map_err(|rc| dat_err("dat_lmr_create", rc))?;
     Ok((l, r))
 }
+
+/// Opens IA `name` (its async EVD of 8 entries) and a protection zone on it: (IA, PZ).
+pub fn open_ia(name: &str) -> Result<(Handle, Handle), String> {
+    let (mut ia, mut async_evd) = (Handle::NULL, Handle::NULL);
+    must(
+        "dat_ia_open",
+        c::ia_open(name, 8, Some(&mut async_evd), Some(&mut ia)),
+    )?;
+    let mut pz = Handle::NULL;
+    must("dat_pz_create", c::pz_create(ia, Some(&mut pz)))?;
+    Ok((ia, pz))
+}
+
+/// An EVD of `qlen` entries with `flags` (DAT_EVD_*_FLAG) on `ia`.
+pub fn evd(ia: Handle, qlen: i32, flags: u32) -> Result<Handle, String> {
+    let mut h = Handle::NULL;
+    must(
+        "dat_evd_create",
+        c::evd_create(ia, qlen, flags, Some(&mut h)),
+    )?;
+    Ok(h)
+}

@@ -6,8 +6,9 @@
 //! front end. RDMA WRITE and READ streams, one direction, no `--verify` or `--raw` (the DAT
 //! side has no SEND with immediate for the verify markers and no port of its own to blast).
 
-use super::common::dat::{dat_err, lmr, must};
-use super::report::{print_header, print_row, Tally};
+use super::common::dat::{dat_err, evd, lmr, must, open_ia};
+use super::report::{print_header, print_row};
+use super::stream::{self, Poster, StreamSet};
 use super::*;
 use dat_sys as d;
 use dpdk_roce::dat::ffi::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
@@ -26,14 +27,11 @@ struct DatSide {
     layout: Layout,
     params: Params,
     peer: RemoteBuf,
-    streams: Vec<Stream>,
-    ready: VecDeque<usize>,
+    set: StreamSet,
     size: usize,
     ctl_sent: usize,
     ctl_in: VecDeque<Ctl>,
     timeout: Duration,
-    samples: Vec<(Instant, u64)>,
-    completed: u64,
 }
 
 impl DatSide {
@@ -100,7 +98,12 @@ impl DatSide {
                         self.ctl_in.push_back(ctl);
                         self.post_recv(qp, slot)?;
                     } else if cookie != CTL_WRID {
-                        self.stream_done(cookie)?;
+                        if !self
+                            .set
+                            .completed_through((cookie & 0xffff) as usize, cookie >> 16)
+                        {
+                            return Err(format!("completion of an unknown EP: {cookie:#x}"));
+                        }
                         any = true;
                     }
                 }
@@ -110,42 +113,32 @@ impl DatSide {
             }
         }
         if any {
-            self.samples.push((Instant::now(), self.completed));
+            self.set.sample();
         }
         Ok(())
     }
 
-    fn stream_done(&mut self, cookie: u64) -> Result<(), String> {
-        let qp = (cookie & 0xffff) as usize;
-        let seq = cookie >> 16;
-        let Some(s) = self.streams.get_mut(qp) else {
-            return Err(format!("completion of an unknown EP: {cookie:#x}"));
-        };
-        if seq + 1 > s.done {
-            self.completed += seq + 1 - s.done;
-            s.done = seq + 1;
-        }
-        self.maybe_ready(qp);
-        Ok(())
+    /// Starts the stream of one size (`-n` messages per EP, or until `-D` stops it).
+    fn start(&mut self, size: usize) {
+        self.size = size;
+        self.set.start(if self.params.duration_s > 0 {
+            u64::MAX
+        } else {
+            u64::from(self.params.iters)
+        });
+    }
+}
+
+impl Poster for DatSide {
+    fn streams(&mut self) -> &mut StreamSet {
+        &mut self.set
     }
 
-    fn maybe_ready(&mut self, qp: usize) {
-        let t = u64::from(self.params.tx_depth);
-        let l = u64::from(self.params.post_list);
-        let s = &mut self.streams[qp];
-        let left = s.total.saturating_sub(s.posted);
-        if !s.queued && left > 0 && t - (s.posted - s.done) >= l.min(left) {
-            s.queued = true;
-            self.ready.push_back(qp);
-        }
-    }
-
-    fn post_message(&mut self, qp: usize, last: bool) -> Result<(), String> {
-        let seq = self.streams[qp].posted;
+    /// One `dat_ep_post_rdma_write` / `_read`, suppressed unless `signaled`.
+    fn post_message(&mut self, qp: usize, seq: u64, signaled: bool) -> Result<(), String> {
         let off = self
             .layout
             .slot(qp, (seq % self.layout.slots as u64) as usize);
-        let signaled = last || (seq + 1).is_multiple_of(u64::from(self.params.cq_mod));
         let flags = if signaled {
             d::DAT_COMPLETION_DEFAULT_FLAG
         } else {
@@ -167,93 +160,11 @@ impl DatSide {
             },
             flags,
         );
-        must("dat_ep_post_rdma", rc)?;
-        self.streams[qp].posted += 1;
-        Ok(())
+        must("dat_ep_post_rdma", rc)
     }
 
-    fn post_some(&mut self) -> Result<(), String> {
-        let l = u64::from(self.params.post_list);
-        let mut budget = POST_BUDGET;
-        while budget > 0 {
-            let Some(qp) = self.ready.pop_front() else {
-                break;
-            };
-            self.streams[qp].queued = false;
-            let s = self.streams[qp];
-            let n = l.min(s.total.saturating_sub(s.posted));
-            for k in 0..n {
-                self.post_message(qp, s.posted + k + 1 == s.total)?;
-            }
-            budget = budget.saturating_sub(n as usize);
-            self.maybe_ready(qp);
-        }
-        Ok(())
-    }
-
-    /// The stream of one size; returns this side's tally.
-    fn run(&mut self, size: usize) -> Result<Tally, String> {
-        self.size = size;
-        self.samples.clear();
-        self.completed = 0;
-        self.ready.clear();
-        let total = if self.params.duration_s > 0 {
-            u64::MAX
-        } else {
-            u64::from(self.params.iters)
-        };
-        for s in self.streams.iter_mut() {
-            s.done = s.posted;
-            s.total = total.saturating_add(s.posted);
-            s.queued = false;
-        }
-        for qp in 0..self.streams.len() {
-            self.maybe_ready(qp);
-        }
-        let t0 = Instant::now();
-        let cpu0 = cpu_ns();
-        let limit = Duration::from_secs(u64::from(self.params.duration_s));
-        let mut stopped = self.params.duration_s == 0;
-        let mut last_progress = (t0, 0u64);
-        let mut n = 0u32;
-        while !self.streams.iter().all(|s| s.done >= s.total) {
-            self.post_some()?;
-            self.completions()?;
-            n = n.wrapping_add(1);
-            if n.is_multiple_of(CLOCK_EVERY) {
-                let now = Instant::now();
-                if !stopped && now.duration_since(t0) >= limit {
-                    // Time is up: one last signaled message where the last was not.
-                    self.ready.clear();
-                    for qp in 0..self.streams.len() {
-                        let s = self.streams[qp];
-                        let signaled = s.posted == s.done
-                            || s.posted.is_multiple_of(u64::from(self.params.cq_mod));
-                        self.streams[qp].total = s.posted + u64::from(!signaled);
-                        self.streams[qp].queued = false;
-                        if !signaled {
-                            self.post_message(qp, true)?;
-                        }
-                    }
-                    stopped = true;
-                }
-                if self.completed != last_progress.1 {
-                    last_progress = (now, self.completed);
-                } else if now.duration_since(last_progress.0) > self.timeout {
-                    return Err(format!(
-                        "no completion for {:?} ({} messages done)",
-                        self.timeout, self.completed
-                    ));
-                }
-            }
-        }
-        let elapsed = t0.elapsed();
-        Ok(Tally {
-            sent: self.completed,
-            elapsed,
-            cpu_ns: cpu_ns().saturating_sub(cpu0),
-            peak_rate: peak_rate(&self.samples, elapsed),
-        })
+    fn turn(&mut self) -> Result<(), String> {
+        self.completions()
     }
 }
 
@@ -266,21 +177,7 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
     let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
     let layout = Layout::new(&p)?;
     let timeout = Duration::from_millis(args.timeout_ms);
-    let (mut ia, mut async_evd) = (Handle::NULL, Handle::NULL);
-    must(
-        "dat_ia_open",
-        c::ia_open(ia_name, 8, Some(&mut async_evd), Some(&mut ia)),
-    )?;
-    let mut pz = Handle::NULL;
-    must("dat_pz_create", c::pz_create(ia, Some(&mut pz)))?;
-    let evd = |flags: u32, qlen: i32| -> Result<Handle, String> {
-        let mut h = Handle::NULL;
-        must(
-            "dat_evd_create",
-            c::evd_create(ia, qlen, flags, Some(&mut h)),
-        )?;
-        Ok(h)
-    };
+    let (ia, pz) = open_ia(ia_name)?;
     let qps = usize::from(p.qps);
     // Room for every outstanding request and receive of every EP: the provider's EVD ring
     // carries suppressed completions too (it drops them at dequeue).
@@ -288,8 +185,8 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
     let qlen = i32::try_from(qps as u32 * per_ep)
         .unwrap_or(i32::MAX)
         .min(1 << 16);
-    let dto = evd(d::DAT_EVD_DTO_FLAG, qlen)?;
-    let conn = evd(d::DAT_EVD_CONNECTION_FLAG, qlen.min(8192))?;
+    let dto = evd(ia, qlen, d::DAT_EVD_DTO_FLAG)?;
+    let conn = evd(ia, qlen.min(8192), d::DAT_EVD_CONNECTION_FLAG)?;
     let out = lmr(ia, pz, layout.out_len())?;
     let inc = lmr(ia, pz, layout.inc_len())?;
     let rx = lmr(ia, pz, layout.rx_len())?;
@@ -303,14 +200,11 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
         layout,
         params: p,
         peer: RemoteBuf { addr: 0, rkey: 0 },
-        streams: vec![Stream::default(); qps],
-        ready: VecDeque::new(),
+        set: StreamSet::new(qps, &p),
         size: p.max_size(),
         ctl_sent: 0,
         ctl_in: VecDeque::new(),
         timeout,
-        samples: Vec::new(),
-        completed: 0,
     };
     let attr = c::EpAttr {
         max_recv_dtos: p.recv_depth() as i32,
@@ -368,7 +262,8 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
             Ctl::Ready => {}
             other => return Err(format!("expected READY, got {other:?}")),
         }
-        let mine = side.run(size)?;
+        side.start(size);
+        let mine = stream::run(&mut side, p.duration_s, timeout)?;
         side.send_ctl(Ctl::Done {
             sent: mine.sent,
             ns: mine.elapsed.as_nanos() as u64,

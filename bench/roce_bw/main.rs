@@ -54,8 +54,10 @@ mod dat_client;
 
 use common::{poll_until, BenchShard};
 mod report;
+mod stream;
 
-use report::{print_header, print_row, Tally};
+use report::{print_header, print_row};
+use stream::{Poster, StreamSet};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Op {
@@ -590,21 +592,6 @@ fn cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// A sending QP's progress within one size.
-#[derive(Clone, Copy, Debug, Default)]
-struct Stream {
-    /// Messages posted and completed (a signaled completion completes all before it).
-    posted: u64,
-    done: u64,
-    /// Messages to send (`u64::MAX` until a `-D` run's time is up).
-    total: u64,
-    queued: bool,
-    /// Messages received and checked (SEND data or WRITE markers).
-    received: u64,
-    /// Atomics completed (their fetched values are checked against it).
-    atomics_seen: u64,
-}
-
 /// One side of the test: its shard, QPs, memory and what the peer sent.
 struct Side<'a> {
     shard: &'a mut BenchShard,
@@ -615,16 +602,12 @@ struct Side<'a> {
     inc: Region,
     rx: Region,
     peer: RemoteBuf,
-    streams: Vec<Stream>,
-    ready: VecDeque<usize>,
+    set: StreamSet,
     /// The size of the test running.
     size: usize,
     ctl_sent: usize,
     ctl_in: VecDeque<Ctl>,
     timeout: Duration,
-    /// (time, messages completed) at each completion batch, for the peak rate.
-    samples: Vec<(Instant, u64)>,
-    completed: u64,
     /// `received_total` when the test of the current size started.
     received_base: u64,
     scratch: Vec<u8>,
@@ -652,19 +635,16 @@ impl<'a> Side<'a> {
             shard,
             params,
             layout,
-            streams: vec![Stream::default(); qpns.len()],
+            set: StreamSet::new(qpns.len(), &params),
             qpns,
             out: r.out,
             inc: r.inc,
             rx: r.rx,
             peer,
-            ready: VecDeque::new(),
             size: params.max_size(),
             ctl_sent: 0,
             ctl_in: VecDeque::new(),
             timeout,
-            samples: Vec::new(),
-            completed: 0,
             received_base: 0,
             scratch: Vec::new(),
         };
@@ -800,7 +780,7 @@ impl Side<'_> {
             }
         }
         if any {
-            self.samples.push((Instant::now(), self.completed));
+            self.set.sample();
         }
         Ok(())
     }
@@ -809,7 +789,7 @@ impl Side<'_> {
     fn stream_done(&mut self, wc: &WorkCompletion) -> Result<(), String> {
         let qp = (wc.wr_id & 0xffff) as usize;
         let seq = wc.wr_id >> 16;
-        let Some(s) = self.streams.get(qp).copied() else {
+        let Some(s) = self.set.streams.get(qp).copied() else {
             return Err(format!("completion of an unknown QP: {wc:?}"));
         };
         if self.params.verify {
@@ -819,15 +799,10 @@ impl Side<'_> {
                 _ => {}
             }
         }
-        let s = &mut self.streams[qp];
-        if seq + 1 > s.done {
-            self.completed += seq + 1 - s.done;
-            s.done = seq + 1;
-        }
+        self.set.completed_through(qp, seq);
         if self.params.op == Op::Atomic {
-            s.atomics_seen += 1;
+            self.set.streams[qp].atomics_seen += 1;
         }
-        self.maybe_ready(qp);
         Ok(())
     }
 
@@ -873,7 +848,7 @@ impl Side<'_> {
     fn received(&mut self, wc: &WorkCompletion) -> Result<(), String> {
         let qp = (wc.wr_id & 0xffff) as usize;
         let slot = (wc.wr_id >> 16) as usize;
-        if qp >= self.streams.len() || slot >= self.layout.rx_per_qp {
+        if qp >= self.set.streams.len() || slot >= self.layout.rx_per_qp {
             return Err(format!("receive completion of an unknown buffer: {wc:?}"));
         }
         match wc.imm_data {
@@ -882,7 +857,7 @@ impl Side<'_> {
             Some(seq) => {
                 // A WRITE's marker: the WRITE before it has landed.
                 let seq = u64::from(seq);
-                let expect = self.streams[qp].received & u64::from(!CTL_BIT);
+                let expect = self.set.streams[qp].received & u64::from(!CTL_BIT);
                 if seq != expect {
                     return Err(format!("QP {qp}: marker {seq}, expected {expect}"));
                 }
@@ -893,10 +868,10 @@ impl Side<'_> {
                     &self.inc.clone(),
                     off,
                     qp,
-                    self.streams[qp].received,
+                    self.set.streams[qp].received,
                     "WRITE",
                 )?;
-                self.streams[qp].received += 1;
+                self.set.streams[qp].received += 1;
             }
             None => {
                 if wc.byte_len as usize != self.size {
@@ -911,11 +886,11 @@ impl Side<'_> {
                         &self.rx.clone(),
                         off,
                         qp,
-                        self.streams[qp].received,
+                        self.set.streams[qp].received,
                         "SEND",
                     )?;
                 }
-                self.streams[qp].received += 1;
+                self.set.streams[qp].received += 1;
             }
         }
         self.post_recv(qp, slot)
@@ -961,25 +936,10 @@ impl Side<'_> {
         }
     }
 
-    /// Queues `qp` for posting when it has room for a post list (or for its last messages).
-    fn maybe_ready(&mut self, qp: usize) {
-        let t = u64::from(self.params.tx_depth);
-        let l = u64::from(self.params.post_list);
-        let s = &mut self.streams[qp];
-        let left = s.total.saturating_sub(s.posted);
-        let room = t - (s.posted - s.done);
-        if !s.queued && left > 0 && room >= l.min(left) {
-            s.queued = true;
-            self.ready.push_back(qp);
-        }
-    }
-
-    /// Posts the next message of QP `qp`; `last` makes it signaled whatever `--cq-mod` says.
-    fn post_message(&mut self, qp: usize, last: bool) -> Result<(), String> {
-        let seq = self.streams[qp].posted;
+    /// Posts message `seq` of QP `qp` (with `--verify` a WRITE's marker behind it).
+    fn post_one(&mut self, qp: usize, seq: u64, signaled: bool) -> Result<(), String> {
         let slot = (seq % self.layout.slots as u64) as usize;
         let off = self.layout.slot(qp, slot);
-        let signaled = last || (seq + 1).is_multiple_of(u64::from(self.params.cq_mod));
         let wr_id = (seq << 16) | qp as u64;
         let local = Sge {
             addr: self.out.addr + off,
@@ -1051,36 +1011,12 @@ impl Side<'_> {
                 },
             )?;
         }
-        self.streams[qp].posted += 1;
-        Ok(())
-    }
-
-    /// Posts up to `POST_BUDGET` messages from the ready QPs, a post list at a time.
-    fn post_some(&mut self) -> Result<(), String> {
-        let l = u64::from(self.params.post_list);
-        let mut budget = POST_BUDGET;
-        while budget > 0 {
-            let Some(qp) = self.ready.pop_front() else {
-                break;
-            };
-            self.streams[qp].queued = false;
-            let s = self.streams[qp];
-            let left = s.total.saturating_sub(s.posted);
-            let n = l.min(left);
-            for k in 0..n {
-                let last_of_run = s.posted + k + 1 == s.total;
-                self.post_message(qp, last_of_run)?;
-            }
-            budget = budget.saturating_sub(n as usize);
-            self.maybe_ready(qp);
-        }
         Ok(())
     }
 
     /// Resets the counters for a test of `size` bytes; `sending`: this side streams.
     fn start(&mut self, size: usize, sending: bool) {
         self.size = size;
-        self.ready.clear();
         let total = if !sending {
             0
         } else if self.params.duration_s > 0 {
@@ -1088,96 +1024,33 @@ impl Side<'_> {
         } else {
             u64::from(self.params.iters)
         };
-        for s in self.streams.iter_mut() {
-            // Sequence numbers continue across sizes (markers and atomics count on).
-            s.done = s.posted;
-            s.total = total.saturating_add(s.posted);
-            s.queued = false;
-        }
         self.received_base = self.received_total();
-        for qp in 0..self.streams.len() {
-            self.maybe_ready(qp);
-        }
-        self.samples.clear();
-        self.completed = 0;
-    }
-
-    /// Ends a `-D` run: no more messages after those posted, plus one signaled message on
-    /// each QP whose last posted one was not signaled.
-    fn stop_duration(&mut self) -> Result<(), String> {
-        for qp in 0..self.streams.len() {
-            let s = self.streams[qp];
-            let last_signaled = s.posted == 0
-                || s.posted.is_multiple_of(u64::from(self.params.cq_mod))
-                || s.posted == s.done;
-            self.streams[qp].total = if last_signaled {
-                s.posted
-            } else {
-                s.posted + 1
-            };
-            self.streams[qp].queued = false;
-        }
-        self.ready.clear();
-        for qp in 0..self.streams.len() {
-            let s = self.streams[qp];
-            if s.posted < s.total {
-                self.post_message(qp, true)?;
-            }
-        }
-        Ok(())
+        self.set.start(total);
     }
 
     /// Messages received and checked so far, over all QPs and sizes.
     fn received_total(&self) -> u64 {
-        self.streams.iter().map(|s| s.received).sum()
+        self.set.streams.iter().map(|s| s.received).sum()
     }
 
     /// Messages received and checked in the test of the current size.
     fn received_now(&self) -> u64 {
         self.received_total() - self.received_base
     }
+}
 
-    fn stream_finished(&self) -> bool {
-        self.streams.iter().all(|s| s.done >= s.total)
+impl Poster for Side<'_> {
+    fn streams(&mut self) -> &mut StreamSet {
+        &mut self.set
     }
 
-    /// Runs this side's stream (if `sending`) until every message completed; handles the
-    /// peer's traffic meanwhile. Returns (messages, elapsed, cpu time).
-    fn run_stream(&mut self, sending: bool) -> Result<(u64, Duration, u64), String> {
-        let t0 = Instant::now();
-        let cpu0 = cpu_ns();
-        let deadline = self.params.duration_s;
-        let mut stopped = deadline == 0;
-        let mut last_progress = (t0, 0u64);
-        let mut n = 0u32;
-        while sending && !self.stream_finished() {
-            self.post_some()?;
-            self.shard.poll();
-            self.completions()?;
-            n = n.wrapping_add(1);
-            if n.is_multiple_of(CLOCK_EVERY) {
-                let now = Instant::now();
-                if !stopped && now.duration_since(t0) >= Duration::from_secs(u64::from(deadline)) {
-                    self.stop_duration()?;
-                    stopped = true;
-                }
-                if self.completed != last_progress.1 {
-                    last_progress = (now, self.completed);
-                } else if now.duration_since(last_progress.0) > self.timeout {
-                    return Err(format!(
-                        "no completion for {:?} ({} of the stream's messages done)",
-                        self.timeout, self.completed
-                    ));
-                }
-            }
-        }
-        let elapsed = t0.elapsed();
-        let msgs = self.completed;
-        Ok((msgs, elapsed, cpu_ns().saturating_sub(cpu0)))
+    fn post_message(&mut self, qp: usize, seq: u64, signaled: bool) -> Result<(), String> {
+        self.post_one(qp, seq, signaled)
     }
 
-    fn peak_rate(&self, elapsed: Duration) -> f64 {
-        peak_rate(&self.samples, elapsed)
+    fn turn(&mut self) -> Result<(), String> {
+        self.shard.poll();
+        self.completions()
     }
 }
 
@@ -1396,7 +1269,8 @@ fn server(
                     let (t0, cpu0) = (Instant::now(), cpu_ns());
                     side.start(size as usize, p.bidirectional);
                     side.send_ctl(Ctl::Ready)?;
-                    let (sent, mut elapsed, mut cpu) = side.run_stream(p.bidirectional)?;
+                    let mine = stream::run(&mut side, p.duration_s, timeout)?;
+                    let (sent, mut elapsed, mut cpu) = (mine.sent, mine.elapsed, mine.cpu_ns);
                     let client_done = match side.wait_ctl("the client's end of the test")? {
                         d @ Ctl::Done { .. } => d,
                         other => return Err(format!("unexpected {other:?}")),
@@ -1542,22 +1416,15 @@ fn client(
             other => return Err(format!("expected READY, got {other:?}")),
         }
         side.start(size, true);
-        let (sent, elapsed, cpu) = side.run_stream(true)?;
-        let peak = side.peak_rate(elapsed);
+        let mine = stream::run(&mut side, p.duration_s, timeout)?;
         let received = side.received_now();
         side.send_ctl(Ctl::Done {
-            sent,
-            ns: elapsed.as_nanos() as u64,
+            sent: mine.sent,
+            ns: mine.elapsed.as_nanos() as u64,
             received,
-            cpu_ns: cpu,
+            cpu_ns: mine.cpu_ns,
         })?;
         let server_done = side.wait_ctl("the server's end of the test")?;
-        let mine = Tally {
-            sent,
-            elapsed,
-            cpu_ns: cpu,
-            peak_rate: peak,
-        };
         let row = report::row(args, &p, size, pmtu, &mine, server_done, raw)?;
         print_row(&row);
         rows.push(row);

@@ -6,7 +6,7 @@
 //! progress runs), RDMA READ and the lone WRITE completion (`write-completion`: post, then
 //! `dat_evd_dequeue` until its event).
 
-use super::common::dat::{dat_err, lmr, must};
+use super::common::dat::{dat_err, evd, lmr, must, open_ia};
 use super::*;
 use dat_sys as d;
 use dpdk_roce::dat::ffi::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
@@ -99,20 +99,9 @@ impl Dat {
 fn connect(args: &Args, ia_name: &str) -> Result<Dat, String> {
     let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
     let timeout = Duration::from_millis(args.timeout_ms);
-    let (mut ia, mut async_evd) = (Handle::NULL, Handle::NULL);
-    must(
-        "dat_ia_open",
-        c::ia_open(ia_name, 8, Some(&mut async_evd), Some(&mut ia)),
-    )?;
-    let mut pz = Handle::NULL;
-    must("dat_pz_create", c::pz_create(ia, Some(&mut pz)))?;
-    let evd = |flags: u32| -> Result<Handle, String> {
-        let mut h = Handle::NULL;
-        must("dat_evd_create", c::evd_create(ia, 64, flags, Some(&mut h)))?;
-        Ok(h)
-    };
-    let dto = evd(d::DAT_EVD_DTO_FLAG)?;
-    let conn = evd(d::DAT_EVD_CONNECTION_FLAG)?;
+    let (ia, pz) = open_ia(ia_name)?;
+    let dto = evd(ia, 64, d::DAT_EVD_DTO_FLAG)?;
+    let conn = evd(ia, 64, d::DAT_EVD_CONNECTION_FLAG)?;
     let src = lmr(ia, pz, MAX_SIZE)?;
     let dst = lmr(ia, pz, MAX_SIZE)?;
     let mut ep = Handle::NULL;

@@ -146,8 +146,13 @@ impl Cm {
 
     /// Indexes the deadlines of `c` (connection `id`).
     fn arm(&self, id: u32, c: &Conn) {
+        self.index_deadlines(id, [c.timer, c.connect_deadline()]);
+    }
+
+    /// Indexes connection `id`'s timer and connect deadline, where set.
+    fn index_deadlines(&self, id: u32, deadlines: [Option<Instant>; 2]) {
         let mut heap = self.deadlines.borrow_mut();
-        for t in [c.timer, c.connect_deadline()].into_iter().flatten() {
+        for t in deadlines.into_iter().flatten() {
             heap.push(Reverse((t, id)));
         }
     }
@@ -787,8 +792,8 @@ impl Cm {
         };
         c.state = next;
         c.timer = Some(now + cm_timeout(mra.service_timeout) + cm_timeout(c.peer_timeout));
-        let c = c.clone();
-        self.arm(id, &c);
+        let deadlines = [c.timer, c.connect_deadline()];
+        self.index_deadlines(id, deadlines);
     }
 
     fn on_dreq(
