@@ -309,11 +309,20 @@ impl Evd {
     /// Dequeues an event without waiting (DAT_QUEUE_EMPTY when none). In inline progress the
     /// shards are polled once first.
     pub fn dequeue(&self) -> Result<DatEvent, DatError> {
-        if self.inner.sink.queue.is_empty() {
-            self.inner.ia.engine.progress();
-        }
-        let ev = self.inner.sink.queue.pop().ok_or(DatError::QueueEmpty)?;
-        Ok(self.convert(ev))
+        self.dequeue_noting_empty().map(|(ev, _)| ev)
+    }
+
+    /// [`Evd::dequeue`], and whether the EVD was empty after it (a CNO re-arms then).
+    pub(crate) fn dequeue_noting_empty(&self) -> Result<(DatEvent, bool), DatError> {
+        let queue = &self.inner.sink.queue;
+        let got = match queue.pop_noting_empty() {
+            Some(got) => got,
+            None => {
+                self.inner.ia.engine.progress();
+                queue.pop_noting_empty().ok_or(DatError::QueueEmpty)?
+            }
+        };
+        Ok((self.convert(got.0), got.1))
     }
 
     /// Waits until `threshold` events are queued (at least 1), then dequeues one;

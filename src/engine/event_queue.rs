@@ -147,6 +147,13 @@ impl<T> EventQueue<T> {
         self.ring().pop()
     }
 
+    /// [`EventQueue::pop`], and whether the queue was empty after it (one look at the ring).
+    pub fn pop_noting_empty(&self) -> Option<(T, bool)> {
+        let ring = self.ring();
+        let ev = ring.pop()?;
+        Some((ev, ring.is_empty()))
+    }
+
     /// Waits until at least `threshold` events are queued (at least 1), then dequeues one.
     /// `progress` is called while waiting: it drives the poll loop in inline mode and returns
     /// false when there was nothing to do; after [`SPIN_ROUNDS`] such rounds in a row the

@@ -11,7 +11,7 @@ use crate::dat::{Ep, EpAttr, EpParam, EpParamMask, EpState};
 use dat_sys as d;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(super) fn ep_of(o: &Object) -> Result<&EpObj, u32> {
@@ -256,7 +256,7 @@ fn create(
             remote_port: AtomicU64::new(0),
             pdata: Mutex::new(Vec::new()),
             tags: Mutex::new(HashMap::new()),
-            tagged: AtomicUsize::new(0),
+            tagged: ia.ia.tagged.clone(),
         })
     });
     lock(&ia.ia.eps).insert(qpn, o.handle);
@@ -286,7 +286,7 @@ pub(super) fn provider_ep(ia: &Arc<IaState>, pz: &crate::dat::Pz) -> Result<Arc<
             remote_port: AtomicU64::new(0),
             pdata: Mutex::new(Vec::new()),
             tags: Mutex::new(HashMap::new()),
-            tagged: AtomicUsize::new(0),
+            tagged: ia.tagged.clone(),
         })
     });
     lock(&ia.eps).insert(qpn, o.handle);

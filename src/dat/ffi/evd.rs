@@ -245,8 +245,10 @@ pub(super) extern "C" fn evd_dequeue(
         let e = evd_of(&o)?;
         nonnull(event, 2)?;
         loop {
-            let ev = e.evd.dequeue().map_err(|err| map(&err, 0))?;
-            rearm(e);
+            let (ev, empty) = e.evd.dequeue_noting_empty().map_err(|err| map(&err, 0))?;
+            if empty {
+                e.notified.store(false, Ordering::Release);
+            }
             let mut out = d::DAT_EVENT::default();
             if convert(&o, ev, &mut out) {
                 return put(event, 2, out);

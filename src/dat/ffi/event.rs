@@ -63,10 +63,12 @@ fn ext_data(ev: &mut d::DAT_EVENT, ty: u32, immed: u32) {
 
 fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) -> bool {
     let ep_handle = evd.ia.ep_handle(c.ep);
-    let ep = handles::get(ep_handle as d::DAT_HANDLE, Kind::Ep).ok();
     let tag = match c.opcode {
         WcOpcode::Recv | WcOpcode::RecvRdmaWithImm => None,
-        _ => ep.as_ref().and_then(|e| take_tag(e, c.cookie)),
+        _ if evd.ia.tagged.load(Ordering::Acquire) == 0 => None,
+        _ => handles::get(ep_handle as d::DAT_HANDLE, Kind::Ep)
+            .ok()
+            .and_then(|e| take_tag(&e, c.cookie)),
     };
     let ok = c.status == WcStatus::Success;
     if ok

@@ -9,8 +9,9 @@ use super::objects::Body;
 use super::state::IaState;
 use dat_sys as d;
 use rustc_hash::FxHashMap;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 /// The header a handle points at (`DAT_PROVIDER*` first, as libdat2 requires).
 #[repr(C)]
@@ -153,10 +154,73 @@ pub(crate) fn insert(
     obj
 }
 
+/// Bumped by every [`remove`]: a thread's [`RECENT`] lookups are valid while it is unchanged
+/// (a handle only names another object after its old one was removed).
+static REMOVALS: AtomicU64 = AtomicU64::new(0);
+
+/// Slots of a thread's lookup cache (direct-mapped by handle address).
+const RECENT_SLOTS: usize = 16;
+const _: () = assert!(RECENT_SLOTS.is_power_of_two());
+
+/// A thread's recent lookups and the [`REMOVALS`] count they were made at. The data path
+/// (a post and a dequeue per message) looks up the same few handles again and again; the
+/// cache spares it the registry's lock. It holds weak references: an object still goes with
+/// its last user (an EP's QP with dat_ep_free), never with a thread's cache.
+struct Recent {
+    removals: u64,
+    slots: [Option<(usize, Weak<Object>)>; RECENT_SLOTS],
+}
+
+thread_local! {
+    static RECENT: RefCell<Recent> = const {
+        RefCell::new(Recent {
+            removals: 0,
+            slots: [const { None }; RECENT_SLOTS],
+        })
+    };
+}
+
+/// A handle's slot: a multiplicative hash (headers are small allocations a fixed stride
+/// apart, so their low bits repeat).
+fn recent_slot(handle: usize) -> usize {
+    (handle as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize
+        >> (usize::BITS - RECENT_SLOTS.trailing_zeros())
+}
+
+/// The live object of `handle`, from this thread's cache or the registry.
+fn lookup(handle: usize) -> Option<Arc<Object>> {
+    let removals = REMOVALS.load(Ordering::Acquire);
+    let cached = RECENT.try_with(|r| {
+        let mut r = r.borrow_mut();
+        if r.removals != removals {
+            r.slots = [const { None }; RECENT_SLOTS];
+            r.removals = removals;
+            return None;
+        }
+        match &r.slots[recent_slot(handle)] {
+            Some((h, o)) if *h == handle => o.upgrade(),
+            _ => None,
+        }
+    });
+    if let Ok(Some(o)) = cached {
+        return Some(o);
+    }
+    let o = read().get(&handle).cloned()?;
+    // Cached only if no removal ran since `removals` was read: the registry's answer may
+    // predate a removal whose count is newer.
+    let _ = RECENT.try_with(|r| {
+        let mut r = r.borrow_mut();
+        if r.removals == removals && REMOVALS.load(Ordering::Acquire) == removals {
+            r.slots[recent_slot(handle)] = Some((handle, Arc::downgrade(&o)));
+        }
+    });
+    Some(o)
+}
+
 /// The live object of `handle` if it is of `kind` (else DAT_INVALID_HANDLE of `kind`).
 pub(crate) fn get(handle: *mut core::ffi::c_void, kind: Kind) -> Result<Arc<Object>, u32> {
-    match read().get(&(handle as usize)) {
-        Some(o) if o.kind == kind => Ok(o.clone()),
+    match lookup(handle as usize) {
+        Some(o) if o.kind == kind => Ok(o),
         _ => Err(kind.invalid()),
     }
 }
@@ -185,16 +249,14 @@ pub(crate) fn get_opt(
 
 /// Any live object (for the calls that take a DAT_HANDLE of any kind).
 pub(crate) fn get_any(handle: *mut core::ffi::c_void) -> Result<Arc<Object>, u32> {
-    read()
-        .get(&(handle as usize))
-        .cloned()
-        .ok_or(err(d::DAT_INVALID_HANDLE, 0))
+    lookup(handle as usize).ok_or(err(d::DAT_INVALID_HANDLE, 0))
 }
 
 /// Unregisters `handle` and quarantines its header, which keeps its `DAT_PROVIDER*` (see
 /// [`freed`]); the object itself goes with its last user.
 pub(crate) fn remove(handle: usize) -> Option<Arc<Object>> {
     let obj = write().remove(&handle)?;
+    REMOVALS.fetch_add(1, Ordering::AcqRel);
     freed()
         .lock()
         .unwrap_or_else(|p| p.into_inner())

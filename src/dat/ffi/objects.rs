@@ -5,7 +5,7 @@ use super::state::SockAddrIn;
 use crate::dat::{Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Srq};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The body of a handle.
 pub(crate) enum Body {
@@ -81,7 +81,8 @@ pub(crate) struct EpObj {
     pub pdata: Mutex<Vec<u8>>,
     /// Requests whose completion is tagged, by cookie, in posting order.
     pub tags: Mutex<HashMap<u64, VecDeque<Tag>>>,
-    pub tagged: AtomicUsize,
+    /// The IA's count of tagged requests ([`super::state::IaState::tagged`]).
+    pub tagged: Arc<AtomicUsize>,
 }
 
 /// The handles and attributes of an EP that dat_ep_modify changes.

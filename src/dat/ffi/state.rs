@@ -4,11 +4,12 @@
 
 use crate::dat::Ia;
 use dat_sys as d;
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 /// `struct sockaddr_in` (netinet/in.h): AF_INET, port and address in network order.
 #[repr(C)]
@@ -91,7 +92,10 @@ pub(crate) struct IaState {
     pub handle: AtomicUsize,
     pub async_evd: AtomicUsize,
     /// EP handles by QPN (events name their EP by QPN).
-    pub eps: Mutex<HashMap<u32, usize>>,
+    pub eps: Mutex<FxHashMap<u32, usize>>,
+    /// Requests of all its EPs whose completion is tagged (see `objects::Tag`): while none
+    /// is, a completion is converted without looking at its EP's tags.
+    pub tagged: Arc<AtomicUsize>,
     /// SRQ handles by (shard, SRQ number) (low-watermark events name their SRQ so).
     pub srqs: Mutex<HashMap<(usize, u32), usize>>,
     /// PSP/RSP handles by connection qualifier.
@@ -122,7 +126,8 @@ impl IaState {
             ia: RwLock::new(Some(ia)),
             handle: AtomicUsize::new(0),
             async_evd: AtomicUsize::new(0),
-            eps: Mutex::new(HashMap::new()),
+            eps: Mutex::new(FxHashMap::default()),
+            tagged: Arc::new(AtomicUsize::new(0)),
             srqs: Mutex::new(HashMap::new()),
             sps: Mutex::new(HashMap::new()),
             provider_attrs: attrs,

@@ -160,24 +160,22 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
     pub fn poll_once(&mut self) -> bool {
         let mut work = false;
         let mut cm_moved = false;
-        let now = self.shard.clock().now();
+        // The clock is read only when a command or a stand-in needs it (a waiting consumer
+        // spins through here).
+        let mut now: Option<Instant> = None;
         for _ in 0..COMMANDS_PER_POLL {
             let Some(cmd) = self.commands.pop() else {
                 break;
             };
             self.stats.commands += 1;
-            cm_moved |= self.execute(now, cmd);
+            let at = *now.get_or_insert_with(|| self.shard.clock().now());
+            cm_moved |= self.execute(at, cmd);
             work = true;
         }
-        if self.index == 0
-            && !self.stand_ins.is_empty()
-            && self
-                .shard
-                .host
-                .cm()
-                .poll_timeout()
-                .is_some_and(|t| t <= now)
-        {
+        if self.index == 0 && !self.stand_ins.is_empty() && {
+            let at = *now.get_or_insert_with(|| self.shard.clock().now());
+            self.shard.host.cm().poll_timeout().is_some_and(|t| t <= at)
+        } {
             cm_moved = true;
         }
         let cm_frames = self.shard.io.stats.cm_frames;
@@ -563,15 +561,14 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         self.count_dto(&wc);
         let route = self.routes.get(&wc.qp_num);
         let recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
-        let sink = route.and_then(|r| {
-            if recv {
-                r.recv.clone()
-            } else {
-                r.request.clone()
-            }
-        });
+        let sink = route.and_then(|r| if recv { &r.recv } else { &r.request }.as_ref());
         match sink {
-            Some(sink) => self.push(&sink, Event::Dto(wc)),
+            Some(sink) => {
+                if sink.queue.push(Event::Dto(wc)).is_err() {
+                    let sink = sink.clone();
+                    self.overflowed(&sink);
+                }
+            }
             None => self.stats.unrouted += 1,
         }
     }
@@ -767,15 +764,21 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
     /// reported on the async EVD.
     fn push(&mut self, sink: &Arc<EventSink>, ev: Event) {
         if sink.queue.push(ev).is_err() {
-            self.stats.evd_overflows += 1;
-            let report = sink
-                .overflow_sink()
-                .unwrap_or_else(|| self.async_sink.clone());
-            if !Arc::ptr_eq(sink, &report) {
-                let _ = report
-                    .queue
-                    .push(Event::Async(AsyncEvent::EvdOverflow { evd: sink.id() }));
-            }
+            self.overflowed(sink);
+        }
+    }
+
+    /// An event did not fit `sink`: counted, and reported on its overflow sink (DAT: the
+    /// async EVD's DAT_ASYNC_ERROR_EVD_OVERFLOW).
+    fn overflowed(&mut self, sink: &Arc<EventSink>) {
+        self.stats.evd_overflows += 1;
+        let report = sink
+            .overflow_sink()
+            .unwrap_or_else(|| self.async_sink.clone());
+        if !Arc::ptr_eq(sink, &report) {
+            let _ = report
+                .queue
+                .push(Event::Async(AsyncEvent::EvdOverflow { evd: sink.id() }));
         }
     }
 }
