@@ -165,6 +165,12 @@ struct Args {
     /// (no RoCE) and print the PMD's rate and the ratio of the RDMA figures to it.
     #[arg(long)]
     raw: bool,
+    /// Local ACK timeout exponent of the connections (perftest -u): 4.096 us * 2^N before
+    /// an unanswered request is sent again; 0 waits forever. The REQ carries it, so both
+    /// sides use it. perftest's default, 14 (67 ms).
+    #[arg(short = 'u', long = "qp-timeout", default_value_t = 14,
+          value_parser = clap::value_parser!(u8).range(0..=31))]
+    qp_timeout: u8,
     /// Give up when the peer does not answer for this many milliseconds.
     #[arg(long, default_value_t = 10_000)]
     timeout_ms: u64,
@@ -1355,6 +1361,7 @@ fn client(
         cp.responder_resources = 16;
         cp.initiator_depth = 16;
         cp.min_rnr_timer = 1;
+        cp.local_ack_timeout = args.qp_timeout;
         cp.access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
         let mut private = p.encode().to_vec();
         private.extend_from_slice(&idx.to_be_bytes());
