@@ -309,6 +309,7 @@ fn bad_arguments_are_refused_before_the_port_opens() {
         (&["-s", "0"], "-s must be 1..="),
         (&["-s", "2097152"], "-s must be 1..="),
         (&["-D", "0"], "-D must be at least 1 second"),
+        (&["-u", "32"], "32 is not in 0..=31"),
         (
             &["--verify", "-q", "4096", "-t", "128", "-s", "65536"],
             "--verify needs",

@@ -69,11 +69,8 @@ impl StreamSet {
 
     /// Queues `qp` for posting when it has room for a post list (or for its last messages).
     fn maybe_ready(&mut self, qp: usize) {
-        let s = &mut self.streams[qp];
-        let left = s.total.saturating_sub(s.posted);
-        let room = self.tx_depth - (s.posted - s.done);
-        if !s.queued && left > 0 && room >= self.post_list.min(left) {
-            s.queued = true;
+        if !self.streams[qp].queued && self.next_list(qp) > 0 {
+            self.streams[qp].queued = true;
             self.ready.push_back(qp);
         }
     }
@@ -141,7 +138,23 @@ fn post_next<P: Poster>(p: &mut P, qp: usize, force_signaled: bool) -> Result<()
     Ok(())
 }
 
-/// Posts up to `POST_BUDGET` messages from the ready QPs, a post list at a time.
+impl StreamSet {
+    /// Messages `qp` may post now as one post list (0: no room or nothing left).
+    fn next_list(&self, qp: usize) -> u64 {
+        let s = &self.streams[qp];
+        let left = s.total.saturating_sub(s.posted);
+        let room = self.tx_depth - (s.posted - s.done);
+        let n = self.post_list.min(left);
+        if n > 0 && room >= n {
+            n
+        } else {
+            0
+        }
+    }
+}
+
+/// Posts up to `POST_BUDGET` messages from the ready QPs. Like perftest, a QP posts list
+/// after list while its window has room before the next QP's turn (its state stays in cache).
 fn post_some<P: Poster>(p: &mut P) -> Result<(), String> {
     let mut budget = POST_BUDGET as u64;
     while budget > 0 {
@@ -150,12 +163,16 @@ fn post_some<P: Poster>(p: &mut P) -> Result<(), String> {
             break;
         };
         set.streams[qp].queued = false;
-        let s = set.streams[qp];
-        let n = set.post_list.min(s.total.saturating_sub(s.posted));
-        for _ in 0..n {
-            post_next(p, qp, false)?;
+        loop {
+            let n = p.streams().next_list(qp);
+            if n == 0 || budget == 0 {
+                break;
+            }
+            for _ in 0..n {
+                post_next(p, qp, false)?;
+            }
+            budget = budget.saturating_sub(n);
         }
-        budget = budget.saturating_sub(n);
         p.streams().maybe_ready(qp);
     }
     Ok(())
