@@ -46,6 +46,10 @@ const SPIN_ROUNDS: u32 = 20_000;
 pub struct EventQueue<T> {
     /// Write-locked only by [`EventQueue::resize`]; pushes and pops share it.
     ring: RwLock<ArrayQueue<T>>,
+    /// Events pushed or being pushed, less those popped: never below the ring's length, and
+    /// 0 only when the ring is empty with no push under way. A poll of an empty queue reads
+    /// this alone (no lock, no fence).
+    queued: AtomicUsize,
     sleepers: AtomicUsize,
     lock: Mutex<()>,
     cond: Condvar,
@@ -57,6 +61,7 @@ impl<T> EventQueue<T> {
     pub fn new(capacity: usize) -> Self {
         EventQueue {
             ring: RwLock::new(ArrayQueue::new(capacity.max(1))),
+            queued: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
             lock: Mutex::new(()),
             cond: Condvar::new(),
@@ -110,7 +115,7 @@ impl<T> EventQueue<T> {
     /// Queues an event; a full queue hands it back and remembers the overflow (DAT reports it
     /// as DAT_EVD_OVERFLOW on the async EVD: an event is never dropped silently).
     pub fn push(&self, ev: T) -> Result<(), T> {
-        let pushed = self.ring().push(ev);
+        let pushed = self.ring_push(ev);
         match pushed {
             Ok(()) => {
                 if self.sleepers.load(Ordering::SeqCst) > 0 {
@@ -129,7 +134,7 @@ impl<T> EventQueue<T> {
     /// Queues an event unless the queue is full (then hands it back without recording an
     /// overflow: the caller reports the refusal itself, as dat_evd_post_se's DAT_QUEUE_FULL).
     pub fn try_push(&self, ev: T) -> Result<(), T> {
-        self.ring().push(ev)?;
+        self.ring_push(ev)?;
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             self.cond.notify_all();
@@ -142,16 +147,36 @@ impl<T> EventQueue<T> {
         self.overflowed.swap(false, Ordering::SeqCst)
     }
 
-    /// Dequeues an event without waiting (DAT_QUEUE_EMPTY when `None`).
-    pub fn pop(&self) -> Option<T> {
-        self.ring().pop()
+    /// Pushes into the ring, counted in [`EventQueue::queued`] from before the push.
+    fn ring_push(&self, ev: T) -> Result<(), T> {
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        let pushed = self.ring().push(ev);
+        if pushed.is_err() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+        pushed
     }
 
-    /// [`EventQueue::pop`], and whether the queue was empty after it (one look at the ring).
-    pub fn pop_noting_empty(&self) -> Option<(T, bool)> {
-        let ring = self.ring();
+    /// Pops from `ring`, counted out of [`EventQueue::queued`]; with whether nothing else is
+    /// queued or being pushed now.
+    fn ring_pop(&self, ring: &ArrayQueue<T>) -> Option<(T, bool)> {
         let ev = ring.pop()?;
-        Some((ev, ring.is_empty()))
+        let before = self.queued.fetch_sub(1, Ordering::AcqRel);
+        Some((ev, before == 1))
+    }
+
+    /// Dequeues an event without waiting (DAT_QUEUE_EMPTY when `None`).
+    pub fn pop(&self) -> Option<T> {
+        self.pop_noting_empty().map(|(ev, _)| ev)
+    }
+
+    /// [`EventQueue::pop`], and whether the queue was empty after it. An empty queue costs
+    /// one load.
+    pub fn pop_noting_empty(&self) -> Option<(T, bool)> {
+        if self.queued.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.ring_pop(&self.ring())
     }
 
     /// Waits until at least `threshold` events are queued (at least 1), then dequeues one.
@@ -193,7 +218,7 @@ impl<T> EventQueue<T> {
         loop {
             let open = gate().map_err(GatedWaitError::Gate)?;
             if open && met() {
-                if let Some(ev) = self.ring().pop() {
+                if let Some((ev, _)) = self.ring_pop(&self.ring()) {
                     return Ok(ev);
                 }
             }
@@ -252,6 +277,23 @@ mod tests {
         assert!(!q.take_overflow(), "reported once");
         assert_eq!(q.pop(), Some(1));
         assert_eq!(q.pop(), Some(2));
+    }
+
+    #[test]
+    fn pop_noting_empty_follows_pushes_pops_refusals_and_resizes() {
+        let q = EventQueue::new(2);
+        assert_eq!(q.pop_noting_empty(), None);
+        q.push(1).unwrap();
+        q.push(2).unwrap();
+        assert_eq!(q.push(3), Err(3));
+        assert_eq!(q.try_push(4), Err(4));
+        assert_eq!(q.pop_noting_empty(), Some((1, false)));
+        q.resize(8).unwrap();
+        q.push(5).unwrap();
+        assert_eq!(q.pop_noting_empty(), Some((2, false)));
+        assert_eq!(q.pop_noting_empty(), Some((5, true)), "the refused pushes left no count");
+        assert_eq!(q.pop_noting_empty(), None);
+        assert!(q.is_empty());
     }
 
     #[test]

@@ -149,6 +149,18 @@ impl<M: Memory, Io: FrameIo> Shared<M, Io> {
     }
 }
 
+/// Pops from a ring a poll loop looks at on every turn. An empty `ArrayQueue::pop` ends in a
+/// full fence (crossbeam's `pop`); the emptiness check first is two plain loads, so an idle
+/// turn stays cheap. A push racing the check is seen on the next turn.
+#[inline]
+pub(crate) fn pop_if_any<T>(ring: &ArrayQueue<T>) -> Option<T> {
+    if ring.is_empty() {
+        None
+    } else {
+        ring.pop()
+    }
+}
+
 /// The engine of one port.
 pub struct Engine<M: Memory, Io: FrameIo> {
     shared: Arc<Shared<M, Io>>,

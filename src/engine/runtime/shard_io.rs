@@ -219,7 +219,9 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
             if index == 0 {
                 let mut relayed = 0;
                 while relayed < BURST {
-                    let Some(buf) = relay.pop() else { break };
+                    let Some(buf) = super::pop_if_any(relay) else {
+                        break;
+                    };
                     if port.tx(&buf) {
                         stats.relayed_sent += 1;
                     } else {
@@ -277,7 +279,7 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
         }
         let mut taken = 0;
         while taken < BURST {
-            let Some(msg) = inboxes[index].pop() else {
+            let Some(msg) = super::pop_if_any(&inboxes[index]) else {
                 break;
             };
             taken += 1;

@@ -164,7 +164,7 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         // spins through here).
         let mut now: Option<Instant> = None;
         for _ in 0..COMMANDS_PER_POLL {
-            let Some(cmd) = self.commands.pop() else {
+            let Some(cmd) = super::pop_if_any(&self.commands) else {
                 break;
             };
             self.stats.commands += 1;
