@@ -12,11 +12,17 @@ use dat_programs_common::*;
 /// Runs dtest with `-b 4096` and `extra` over `link`; both sides must pass. Returns the client
 /// output.
 fn dtest(tag: &str, link: Link, extra: &[&str], progress: Progress) -> String {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let s = Setup::with_link(tag, link);
     let mut args = vec!["-b", "4096"];
     args.extend_from_slice(extra);
-    let (srv, cli) = run_pair_retrying(&s, "dtest", &args, LOCALHOST, progress);
+    dtest_as_typed(tag, link, &args, progress)
+}
+
+/// Runs dtest with exactly `args` (its own defaults for the rest) over `link`; both sides must
+/// pass. Returns the client output.
+fn dtest_as_typed(tag: &str, link: Link, args: &[&str], progress: Progress) -> String {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let s = Setup::with_link(tag, link);
+    let (srv, cli) = run_pair_retrying(&s, "dtest", args, LOCALHOST, progress);
     assert_passed("dtest server", &srv, "PASSED");
     assert_passed("dtest client", &cli, "PASSED");
     assert_no_dpdk_runtime_dir(tag);
@@ -41,6 +47,22 @@ fn dtest_default_passes_over_af_packet() {
 #[test]
 fn dtest_default_passes_over_tap() {
     dtest_default("tdd", Link::Tap);
+}
+
+/// dtest as a user first types it: no options. It creates its EPs with `max_rdma_size`
+/// 64 KiB and writes its whole buffer; the provider refuses a post only beyond what the
+/// transport carries, as the reference providers do.
+#[test]
+fn dtest_with_no_options_passes_over_af_packet() {
+    assert_all_phases(&dtest_as_typed("dn", Link::AfPacket, &[], Progress::Inline));
+}
+
+/// A 1 MiB buffer: every RDMA WRITE and READ is 1 MiB, far above the EP's hint.
+#[test]
+fn dtest_with_a_1_mib_buffer_passes_over_af_packet() {
+    let cli = dtest_as_typed("dm", Link::AfPacket, &["-b", "1048576"], Progress::Inline);
+    assert_all_phases(&cli);
+    assert!(cli.contains("100 x 1048576"), "{cli}");
 }
 
 /// `-p`: completions are polled (dat_evd_dequeue) instead of waited for.

@@ -291,7 +291,11 @@ mod tests {
         q.resize(8).unwrap();
         q.push(5).unwrap();
         assert_eq!(q.pop_noting_empty(), Some((2, false)));
-        assert_eq!(q.pop_noting_empty(), Some((5, true)), "the refused pushes left no count");
+        assert_eq!(
+            q.pop_noting_empty(),
+            Some((5, true)),
+            "the refused pushes left no count"
+        );
         assert_eq!(q.pop_noting_empty(), None);
         assert!(q.is_empty());
     }
