@@ -65,6 +65,20 @@ fn dtest_with_a_1_mib_buffer_passes_over_af_packet() {
     assert!(cli.contains("100 x 1048576"), "{cli}");
 }
 
+/// Over net_memif the server's IA opens while its link is down (no client attached yet:
+/// the client starts 3 s later) and waits for the connection; dtest with no options.
+#[test]
+fn dtest_with_no_options_passes_over_memif_its_server_started_first() {
+    assert_all_phases(&dtest_as_typed("mn", Link::Memif, &[], Progress::Inline));
+}
+
+#[test]
+fn dtest_with_a_1_mib_buffer_passes_over_memif() {
+    let cli = dtest_as_typed("mm", Link::Memif, &["-b", "1048576"], Progress::Inline);
+    assert_all_phases(&cli);
+    assert!(cli.contains("100 x 1048576"), "{cli}");
+}
+
 /// `-p`: completions are polled (dat_evd_dequeue) instead of waited for.
 fn dtest_polling(tag: &str, link: Link) {
     assert_all_phases(&dtest(tag, link, &["-p"], Progress::Inline));

@@ -298,6 +298,40 @@ fn the_dat_api_client_streams_writes_and_reads_over_memif() {
     assert_no_runtime_dirs(&link.prefix);
 }
 
+/// An IA opens while its link is down (a net_memif server with no client), and a connection
+/// from it fails within its timeout as unreachable (the ARP request is never answered), not
+/// at dat_ia_open.
+#[test]
+fn a_dat_connection_over_a_link_that_stays_down_is_unreachable() {
+    let link = memif("u");
+    let conf = link.dir.join("down.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "bwdown u2.0 nonthreadsafe default {} dapl.2.0 \"{}\" \"\"\n",
+            provider_lib().display(),
+            link.server.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(BW)
+        .args([
+            "--client", "--api", "dat", "--ia", "bwdown", "-s", "64", "-n", "10",
+        ])
+        .args(["--server-ip", "10.77.3.2", "--timeout-ms", "30000"])
+        .env("DAT_OVERRIDE", &conf)
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(!out.status.success(), "{text}");
+    // 16392 = 0x4008, DAT_CONNECTION_EVENT_UNREACHABLE (dat.h).
+    assert!(
+        text.contains("connecting: Ok(Connection { number: 16392"),
+        "{text}"
+    );
+    assert_no_runtime_dirs(&link.prefix);
+}
+
 #[test]
 fn bad_arguments_are_refused_before_the_port_opens() {
     for (args, why) in [

@@ -65,6 +65,9 @@ impl IaInner {
     }
 }
 
+/// How long `Ia::open` waits for the port's link before it opens with the link down.
+const LINK_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// An open interface adapter.
 pub struct Ia {
     pub(crate) inner: Arc<IaInner>,
@@ -114,8 +117,13 @@ impl Ia {
     fn profile_device(profile: &Profile) -> Result<Device, DatError> {
         let pp = crate::dpdk::ProfilePort::open(profile)
             .map_err(|e| DatError::Internal(format!("port: {e}")))?;
-        if !pp.wait_link_up(std::time::Duration::from_secs(10)) {
-            return Err(DatError::Internal("link down".into()));
+        // An IA opens with its link down, like a NIC whose cable is not in yet (a net_memif
+        // server's link comes up only when a client attaches). The short wait spares a link
+        // that is about to come up (a memif client's) a first ARP or REQ into the void; a
+        // connection made while the link is down waits for it within the CM's and ARP's
+        // retries, and fails as unreachable when it stays down.
+        if !pp.wait_link_up(LINK_UP_WAIT) {
+            tracing::info!(profile = %profile.name, "IA opened with the link down");
         }
         let mac = pp
             .port

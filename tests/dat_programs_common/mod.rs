@@ -41,6 +41,10 @@ pub enum Link {
     /// when the process exits; scripts/tap-mirred.sh joins the two taps with tc mirred
     /// redirects (dpdk-config/tap-{a,b}.toml, 10.77.2.0/24).
     Tap,
+    /// net_memif: side a is the server of a memif socket in the test's temp dir, side b its
+    /// client (dpdk-config/memif-{server,client}.toml, 10.77.3.0/24). The server's link is
+    /// down until the client attaches.
+    Memif,
 }
 
 impl Link {
@@ -49,14 +53,17 @@ impl Link {
         match self {
             Link::AfPacket => format!("af_packet-{side}"),
             Link::Tap => format!("tap-{side}"),
+            Link::Memif if side == 'a' => "memif-server".into(),
+            Link::Memif => "memif-client".into(),
         }
     }
 
-    /// The interface the template profile names.
-    fn template_iface(self, side: char) -> String {
+    /// The line of the template profile that names the side's end of the link.
+    fn template_end(self, side: char) -> String {
         match self {
-            Link::AfPacket => format!("rocev0{side}"),
-            Link::Tap => format!("rocetap0{side}"),
+            Link::AfPacket => format!("iface = \"rocev0{side}\""),
+            Link::Tap => format!("iface = \"rocetap0{side}\""),
+            Link::Memif => "socket = \"/run/dpdk-roce/memif0.sock\"".into(),
         }
     }
 }
@@ -65,12 +72,21 @@ impl Link {
 /// the processes create (net_tap removes them itself when its process exits).
 enum Ends {
     Veth(Veth),
-    Tap { prefix: String },
+    Tap {
+        prefix: String,
+    },
+    /// The memif socket (in the test's temp dir, removed with it).
+    Memif {
+        socket: String,
+    },
 }
 
 impl Ends {
-    fn up(link: Link, tag: &str) -> Ends {
+    fn up(link: Link, tag: &str, dir: &std::path::Path) -> Ends {
         match link {
+            Link::Memif => Ends::Memif {
+                socket: dir.join("memif.sock").display().to_string(),
+            },
             Link::AfPacket => Ends::Veth(Veth::up(tag)),
             Link::Tap => {
                 // `dt<tag><pid mod 10^5><side>`: at most 15 characters (IFNAMSIZ - 1) for tags
@@ -86,6 +102,15 @@ impl Ends {
         match self {
             Ends::Veth(v) => v.end(side),
             Ends::Tap { prefix } => format!("{prefix}{side}"),
+            Ends::Memif { socket } => socket.clone(),
+        }
+    }
+
+    /// The profile line naming the side's end.
+    fn line(&self, side: char) -> String {
+        match self {
+            Ends::Memif { socket } => format!("socket = \"{socket}\""),
+            _ => format!("iface = \"{}\"", self.end(side)),
         }
     }
 }
@@ -107,24 +132,24 @@ impl Setup {
     /// Over `link`. `tag` (at most 7 characters) names the interfaces, the temp dir and the
     /// profiles (`dat<tag>-a` / `dat<tag>-b`): each test uses its own.
     pub fn with_link(tag: &str, link: Link) -> Setup {
-        let ends = Ends::up(link, tag);
         let dir = std::env::temp_dir().join(format!("dpdk-roce-dat-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        let ends = Ends::up(link, tag, &dir);
         let repo = dpdk_common::repo();
         let mut server_address = String::new();
         for side in ['a', 'b'] {
             let template = link.template(side);
             let text =
                 std::fs::read_to_string(repo.join(format!("dpdk-config/{template}.toml"))).unwrap();
-            let iface = format!("iface = \"{}\"", link.template_iface(side));
+            let end = link.template_end(side);
             let name = format!("name = \"{template}\"");
             assert!(
-                text.contains(&iface) && text.contains(&name),
+                text.contains(&end) && text.contains(&name),
                 "{template}.toml changed"
             );
             let text = text
-                .replace(&iface, &format!("iface = \"{}\"", ends.end(side)))
+                .replace(&end, &ends.line(side))
                 .replace(&name, &format!("name = \"dat{tag}-{side}\""))
                 // Core progress shares each of the 2 vCPUs between a poll thread and the
                 // program's own spinning thread: an idle poll thread sleeps so that the
