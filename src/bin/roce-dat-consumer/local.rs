@@ -28,6 +28,32 @@ pub(crate) fn local(name: &str, nobody: Ipv4Addr, r: &mut Report) -> Result<(), 
         c::pz_free(pz),
     );
     let ep = x.ep(None)?;
+    // Outputs the pages fill "if ... is not NULL": NULL ones are skipped, not refused.
+    let (rc, _) = c::ep_get_status_some(ep, [false; 3]);
+    r.code("ep_get_status_all_outputs_null", d::DAT_SUCCESS, rc);
+    let (rc, got_state) = c::ep_get_status_some(ep, [true, false, false]);
+    r.code("ep_get_status_state_only", d::DAT_SUCCESS, rc);
+    r.state(
+        "ep_get_status_state_only.state",
+        d::DAT_EP_STATE_UNCONNECTED,
+        got_state[0].ok_or(u32::MAX),
+    );
+    let (rc, idle) = c::ep_get_status_some(ep, [false, true, true]);
+    r.code("ep_get_status_null_state", d::DAT_SUCCESS, rc);
+    r.check(
+        "ep_get_status_null_state.idle",
+        "Some(1) Some(1)",
+        &format!("{:?} {:?}", idle[1], idle[2]),
+    );
+    let (rc, _) = c::ep_recv_query_some(ep, [false, false]);
+    r.code("ep_recv_query_both_outputs_null", d::DAT_SUCCESS, rc);
+    let (rc, q) = c::ep_recv_query_some(ep, [false, true]);
+    r.code("ep_recv_query_span_only", d::DAT_SUCCESS, rc);
+    r.check(
+        "ep_recv_query_span_only.span",
+        "None Some(0)",
+        &format!("{:?} {:?}", q[0], q[1]),
+    );
     let forged = Forged::of(ep).ok_or("forge")?;
     r.code(
         "forged_ep_post_recv",

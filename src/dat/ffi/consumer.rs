@@ -559,6 +559,49 @@ pub fn ep_state(ep: Handle) -> Result<u32, u32> {
     }
 }
 
+/// dat_ep_get_status with each output present or NULL (`want`: state, recv_idle,
+/// request_idle); the return code and the outputs written (`None` where NULL was passed).
+pub fn ep_get_status_some(ep: Handle, want: [bool; 3]) -> (u32, [Option<u32>; 3]) {
+    let mut v: [u32; 3] = [u32::MAX; 3];
+    let [a, b, c] = &mut v;
+    let p = |x: &mut u32, w: bool| {
+        if w {
+            x as *mut u32
+        } else {
+            core::ptr::null_mut()
+        }
+    };
+    // SAFETY: see the module doc on handles; each out-pointer is valid or NULL.
+    let rc = unsafe {
+        d::dat_ep_get_status(
+            ep.raw(),
+            p(a, want[0]) as *mut d::DAT_EP_STATE,
+            p(b, want[1]) as *mut d::DAT_BOOLEAN,
+            p(c, want[2]) as *mut d::DAT_BOOLEAN,
+        )
+    };
+    let out = |i: usize| (want[i] && v[i] != u32::MAX).then_some(v[i]);
+    (rc, [out(0), out(1), out(2)])
+}
+
+/// dat_ep_recv_query with each output present or NULL (`want`: nbufs_allocated,
+/// bufs_alloc_span); the return code and the values written.
+pub fn ep_recv_query_some(ep: Handle, want: [bool; 2]) -> (u32, [Option<i32>; 2]) {
+    let mut v: [i32; 2] = [i32::MIN; 2];
+    let [a, b] = &mut v;
+    let p = |x: &mut i32, w: bool| {
+        if w {
+            x as *mut i32
+        } else {
+            core::ptr::null_mut()
+        }
+    };
+    // SAFETY: see the module doc on handles; each out-pointer is valid or NULL.
+    let rc = unsafe { d::dat_ep_recv_query(ep.raw(), p(a, want[0]), p(b, want[1])) };
+    let out = |i: usize| (want[i] && v[i] != i32::MIN).then_some(v[i]);
+    (rc, [out(0), out(1)])
+}
+
 /// One local segment (DAT_LMR_TRIPLET). Any value is safe to pass: the provider checks the
 /// segment against its registration table before touching memory.
 #[derive(Clone, Copy, Debug, Default)]
