@@ -42,8 +42,8 @@ pub const MAX_EPS: u32 = 16_384;
 pub const MAX_DTO_PER_EP: u32 = 16_384;
 /// Outstanding RDMA reads / atomics per EP and direction at most.
 pub const MAX_RDMA_READ_PER_EP: u32 = 16;
-/// Events one EVD holds at most.
-pub const MAX_EVD_QLEN: u32 = 1 << 20;
+/// Events one EVD holds at most (its ring is allocated whole at creation).
+pub const MAX_EVD_QLEN: u32 = 1 << 16;
 
 impl Ia {
     /// dat_ia_query: the IA's attributes and limits.

@@ -417,7 +417,10 @@ pub(super) extern "C" fn ep_modify(
         }
         // SAFETY: non-NULL DAT_EP_PARAM pointer of the consumer, read once by value.
         let p = unsafe { param.read() };
-        let evd_code = |sub| err(d::DAT_INVALID_HANDLE, sub);
+        // A PZ or EVD handle inside `ep_param` that is NULL where one is needed, freed, forged
+        // or of another type is one of "the requested Endpoint parameters" that is invalid:
+        // DAT_INVALID_PARAMETER (argument 3). DAT_INVALID_HANDLE is for `ep_handle` only
+        // (dat_ep_modify(3DAT)).
         let masked = |bit: EpParamMask, h: *mut core::ffi::c_void| {
             if m.contains(bit) {
                 h
@@ -426,25 +429,14 @@ pub(super) extern "C" fn ep_modify(
             }
         };
         let pzo = if m.contains(EpParamMask::PZ_HANDLE) {
-            Some(handles::get(p.pz_handle, Kind::Pz)?)
+            Some(handles::get_or(p.pz_handle, Kind::Pz, arg(3))?)
         } else {
             None
         };
-        let recv = handles::get_opt(
-            masked(EpParamMask::RECV_EVD_HANDLE, p.recv_evd_handle),
-            Kind::Evd,
-            evd_code(d::DAT_INVALID_HANDLE_EVD_RECV),
-        )?;
-        let req = handles::get_opt(
-            masked(EpParamMask::REQUEST_EVD_HANDLE, p.request_evd_handle),
-            Kind::Evd,
-            evd_code(d::DAT_INVALID_HANDLE_EVD_REQUEST),
-        )?;
-        let conn = handles::get_opt(
-            masked(EpParamMask::CONNECT_EVD_HANDLE, p.connect_evd_handle),
-            Kind::Evd,
-            evd_code(d::DAT_INVALID_HANDLE_EVD_CONN),
-        )?;
+        let evd_of_param = |bit, h| handles::get_opt(masked(bit, h), Kind::Evd, arg(3));
+        let recv = evd_of_param(EpParamMask::RECV_EVD_HANDLE, p.recv_evd_handle)?;
+        let req = evd_of_param(EpParamMask::REQUEST_EVD_HANDLE, p.request_evd_handle)?;
+        let conn = evd_of_param(EpParamMask::CONNECT_EVD_HANDLE, p.connect_evd_handle)?;
         fn evd(o: &Option<Arc<Object>>) -> Option<&crate::dat::Evd> {
             match o.as_deref().map(|o| &o.body) {
                 Some(Body::Evd(e)) => Some(&e.evd),
@@ -453,7 +445,7 @@ pub(super) extern "C" fn ep_modify(
         }
         let pz = match pzo.as_deref().map(|o| &o.body) {
             Some(Body::Pz(pz)) => Some(pz),
-            Some(_) => return Err(Kind::Pz.invalid()),
+            Some(_) => return Err(arg(3)),
             None => None,
         };
         let a = &p.ep_attr;

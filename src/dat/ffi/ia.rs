@@ -5,17 +5,18 @@ use super::handles::{self, Kind, Object};
 use super::objects::{Body, EvdObj};
 use super::state::IaState;
 use crate::config::Profile;
-use crate::dat::{Evd, Ia};
+use crate::dat::{ia_attr, Evd, Ia};
 use dat_sys as d;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// Limits reported by dat_ia_query and enforced at creation.
-pub(crate) const MAX_DTO_PER_EP: i32 = 4096;
+/// The IA limits (src/dat/ia_attr.rs) as the C types carry them: what dat_ia_query reports is
+/// what creation enforces.
+pub(crate) const MAX_DTO_PER_EP: i32 = ia_attr::MAX_DTO_PER_EP as i32;
 pub(crate) const MAX_IOV: i32 = crate::transport::types::MAX_SGE as i32;
-pub(crate) const MAX_EVD_QLEN: i32 = 1 << 16;
-pub(crate) const MAX_RDMA_READ_PER_EP: i32 = 16;
+pub(crate) const MAX_EVD_QLEN: i32 = ia_attr::MAX_EVD_QLEN as i32;
+pub(crate) const MAX_RDMA_READ_PER_EP: i32 = ia_attr::MAX_RDMA_READ_PER_EP as i32;
 pub(crate) const MAX_PRIVATE_DATA: i32 = 92;
 
 fn name_of(name: *const c_char) -> Result<String, u32> {
@@ -197,28 +198,34 @@ pub(super) extern "C" fn ia_query(
             a.hardware_version_major = 0;
             a.firmware_version_major = 0;
             a.ia_address_ptr = st.addr.as_dat();
-            a.max_eps = 4096;
-            a.max_dto_per_ep = MAX_DTO_PER_EP;
-            a.max_rdma_read_per_ep_in = MAX_RDMA_READ_PER_EP;
-            a.max_rdma_read_per_ep_out = MAX_RDMA_READ_PER_EP;
-            a.max_evds = 4096;
-            a.max_evd_qlen = MAX_EVD_QLEN;
-            a.max_iov_segments_per_dto = MAX_IOV;
-            a.max_lmrs = 1 << 16;
-            a.max_lmr_block_size = u32::MAX;
+            let q = st
+                .ia()
+                .as_ref()
+                .map(Ia::query)
+                .ok_or(err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_IA))?;
+            let c = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+            a.max_eps = c(q.max_eps);
+            a.max_dto_per_ep = c(q.max_dto_per_ep);
+            a.max_rdma_read_per_ep_in = c(q.max_rdma_read_per_ep);
+            a.max_rdma_read_per_ep_out = c(q.max_rdma_read_per_ep);
+            a.max_evds = c(q.max_evds);
+            a.max_evd_qlen = c(q.max_evd_qlen);
+            a.max_iov_segments_per_dto = c(q.max_iov_segments_per_dto);
+            a.max_lmrs = c(q.max_lmrs);
+            a.max_lmr_block_size = u32::try_from(q.max_lmr_block_size).unwrap_or(u32::MAX);
             a.max_lmr_virtual_address = u64::MAX;
-            a.max_pzs = 1 << 16;
-            a.max_message_size = crate::transport::MAX_MSG_SIZE;
-            a.max_rdma_size = crate::transport::MAX_MSG_SIZE;
-            a.max_rmrs = 1 << 16;
+            a.max_pzs = c(q.max_pzs);
+            a.max_message_size = q.max_message_size;
+            a.max_rdma_size = q.max_rdma_size;
+            a.max_rmrs = c(q.max_rmrs);
             a.max_rmr_target_address = u64::MAX;
-            a.max_srqs = 1024;
-            a.max_ep_per_srq = 4096;
-            a.max_recv_per_srq = MAX_DTO_PER_EP;
-            a.max_iov_segments_per_rdma_read = MAX_IOV;
-            a.max_iov_segments_per_rdma_write = MAX_IOV;
-            a.max_rdma_read_in = MAX_RDMA_READ_PER_EP;
-            a.max_rdma_read_out = MAX_RDMA_READ_PER_EP;
+            a.max_srqs = c(q.max_srqs);
+            a.max_ep_per_srq = c(q.max_ep_per_srq);
+            a.max_recv_per_srq = c(q.max_recv_per_srq);
+            a.max_iov_segments_per_rdma_read = c(q.max_iov_segments_per_rdma_read);
+            a.max_iov_segments_per_rdma_write = c(q.max_iov_segments_per_rdma_write);
+            a.max_rdma_read_in = c(q.max_rdma_read_in);
+            a.max_rdma_read_out = c(q.max_rdma_read_out);
             a.max_rdma_read_per_ep_in_guaranteed = d::DAT_TRUE;
             a.max_rdma_read_per_ep_out_guaranteed = d::DAT_TRUE;
             a.zb_supported = d::DAT_FALSE;

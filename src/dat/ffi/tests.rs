@@ -272,6 +272,94 @@ fn ep_modify_and_rmr_bind_through_the_c_table_on_an_in_memory_ia() {
         assert_eq!(modify(ep, 0x0008_0000, core::ptr::null()), arg(3));
         param.ep_attr.max_request_dtos = -1;
         assert_eq!(modify(ep, 0x0008_0000, &param), arg(3));
+        // Every modified attribute is checked against the limits dat_ia_query reports.
+        let mut limits = d::DAT_IA_ATTR::default();
+        ok(p.ia_query_func.unwrap()(
+            ia,
+            core::ptr::null_mut(),
+            u64::MAX,
+            &mut limits,
+            0,
+            core::ptr::null_mut(),
+        ));
+        let over = |f: fn(&mut d::DAT_EP_ATTR, i32), v: i32| {
+            let mut bad = before;
+            f(&mut bad.ep_attr, v);
+            bad
+        };
+        for (mask, f, max, what) in [
+            (
+                0x0008_0000u64,
+                (|a: &mut d::DAT_EP_ATTR, v| a.max_request_dtos = v) as fn(&mut _, i32),
+                limits.max_dto_per_ep,
+                "request DTOs",
+            ),
+            (
+                0x0004_0000,
+                |a, v| a.max_recv_dtos = v,
+                limits.max_dto_per_ep,
+                "recv DTOs",
+            ),
+            (
+                0x0020_0000,
+                |a, v| a.max_request_iov = v,
+                limits.max_iov_segments_per_dto,
+                "request IOVs",
+            ),
+            (
+                0x0010_0000,
+                |a, v| a.max_recv_iov = v,
+                limits.max_iov_segments_per_dto,
+                "recv IOVs",
+            ),
+            (
+                0x0040_0000,
+                |a, v| a.max_rdma_read_in = v,
+                limits.max_rdma_read_in,
+                "reads in",
+            ),
+            (
+                0x0080_0000,
+                |a, v| a.max_rdma_read_out = v,
+                limits.max_rdma_read_out,
+                "reads out",
+            ),
+            (
+                0x0200_0000,
+                |a, v| a.max_rdma_read_iov = v,
+                limits.max_iov_segments_per_rdma_read,
+                "read IOVs",
+            ),
+            (
+                0x0400_0000,
+                |a, v| a.max_rdma_write_iov = v,
+                limits.max_iov_segments_per_rdma_write,
+                "write IOVs",
+            ),
+        ] {
+            assert!(max > 0, "{what}: limit {max}");
+            assert_eq!(
+                modify(ep, mask, &over(f, max + 1)),
+                arg(3),
+                "{what} above the limit"
+            );
+            ok(modify(ep, mask, &over(f, max)));
+            ok(modify(ep, mask, &before));
+        }
+        let mut big = before;
+        big.ep_attr.max_rdma_size = limits.max_rdma_size + 1;
+        assert_eq!(
+            modify(ep, 0x0000_4000, &big),
+            arg(3),
+            "RDMA size above the limit"
+        );
+        big.ep_attr.max_message_size = limits.max_message_size + 1;
+        assert_eq!(
+            modify(ep, 0x0000_2000, &big),
+            arg(3),
+            "message size above the limit"
+        );
+        param = before;
         assert_eq!(
             modify(garbage(), 0, &param),
             err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EP)
@@ -288,13 +376,28 @@ fn ep_modify_and_rmr_bind_through_the_c_table_on_an_in_memory_ia() {
         assert_eq!(after.ep_attr.max_recv_dtos, before.ep_attr.max_recv_dtos);
         assert_eq!(after.request_evd_handle, req2);
         assert_eq!(after.recv_evd_handle, recv);
-        // A garbage EVD handle is the EVD-request handle error; nothing changed.
-        param.request_evd_handle = garbage();
-        assert_eq!(
-            modify(ep, 0x0200, &param),
-            err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_REQUEST)
-        );
+        // A garbage, wrong-type or NULL-where-needed handle inside ep_param is an invalid
+        // parameter (argument 3), not DAT_INVALID_HANDLE (that is ep_handle's); nothing changed.
+        for (mask, field, h, what) in [
+            (0x0200u64, 0, garbage(), "garbage request EVD"),
+            (0x0200, 0, pz, "a PZ as request EVD"),
+            (0x0100, 1, ep, "an EP as recv EVD"),
+            (0x0400, 2, pz, "a PZ as connect EVD"),
+            (0x0080, 3, req2, "an EVD as PZ"),
+            (0x0080, 3, garbage(), "garbage PZ"),
+            (0x0080, 3, null, "NULL PZ"),
+        ] {
+            let mut bad = param;
+            match field {
+                0 => bad.request_evd_handle = h,
+                1 => bad.recv_evd_handle = h,
+                2 => bad.connect_evd_handle = h,
+                _ => bad.pz_handle = h,
+            }
+            assert_eq!(modify(ep, mask, &bad), arg(3), "{what}");
+        }
         assert_eq!(query(ep).request_evd_handle, req2);
+        assert_eq!(query(ep).pz_handle, before.pz_handle);
 
         // RMR: bind a window over part of an LMR; the completion is an RMR bind event on the
         // EP's (modified) request EVD.
