@@ -265,8 +265,13 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool 
                         evd.ia.srq_handle((shard, srqn)),
                     )
                 }
-                AsyncEvent::EpWatermark { qpn, .. }
-                | AsyncEvent::QpTransitionFailed { qpn }
+                AsyncEvent::EpWatermark { qpn, .. } => {
+                    // Only the soft watermark comes as an event (the hard one breaks the
+                    // connection): the reason dat.h defines for it tells it from a broken EP.
+                    reason = d::DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT as i32;
+                    (d::DAT_ASYNC_ERROR_EP_BROKEN, evd.ia.ep_handle(qpn))
+                }
+                AsyncEvent::QpTransitionFailed { qpn }
                 | AsyncEvent::LastWqeReached { qpn }
                 | AsyncEvent::PostFailed { qpn, .. } => {
                     (d::DAT_ASYNC_ERROR_EP_BROKEN, evd.ia.ep_handle(qpn))

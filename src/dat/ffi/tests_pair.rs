@@ -560,3 +560,47 @@ fn suppressed_rdma_writes_make_no_event_and_report_errors_through_the_c_table() 
         );
     }
 }
+
+#[test]
+fn a_soft_watermark_event_names_its_reason_and_ep_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let a = side(p, t.a.0);
+        for i in 0..2 {
+            let mut iov = [a.triplet(i * 64, 64)];
+            ok(p.ep_post_recv_func.unwrap()(
+                a.ep,
+                1,
+                iov.as_mut_ptr(),
+                cookie(i),
+                d::DAT_COMPLETION_DEFAULT_FLAG,
+            ));
+        }
+        let set = p.ep_set_watermark_func.unwrap();
+        assert!(t.quiet(t.a.1));
+        // Two buffers at the EP exceed a soft watermark of 1: the event comes at once
+        // (dat_ep_set_watermark(3DAT)), on the IA's async EVD, naming the EP.
+        ok(set(a.ep, 1, -1));
+        let ev = t.next(t.a.1);
+        assert_eq!(ev.event_number, d::DAT_ASYNC_ERROR_EP_BROKEN);
+        let data = ev.event_data.asynch_error_event_data;
+        assert_eq!(data.dat_handle, a.ep as d::DAT_HANDLE);
+        assert_eq!(
+            data.reason,
+            d::DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT as i32,
+            "a watermark, not DAT_EP_TRANSFER_TO_ERROR"
+        );
+        assert!(t.quiet(t.a.1), "one event per arming");
+        // The EP is not broken by it.
+        let mut state = 0;
+        ok(p.ep_get_status_func.unwrap()(
+            a.ep,
+            &mut state,
+            core::ptr::null_mut(),
+            core::ptr::null_mut(),
+        ));
+        assert_eq!(state, d::DAT_EP_STATE_UNCONNECTED);
+    }
+}
