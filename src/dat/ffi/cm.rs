@@ -6,7 +6,7 @@ use super::ep::ep_of;
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, CrObj, SpObj};
 use super::state::lock;
-use crate::dat::{DatError, EpState, Psp, Pz};
+use crate::dat::{DatError, Psp, Pz, Rsp};
 use dat_sys as d;
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +20,26 @@ pub(super) fn port_of(qual: d::DAT_CONN_QUAL) -> u16 {
 }
 
 /// Creates a PSP or RSP on `qual`.
+/// The CR EVD of a service point of `ia` (DAT_INVALID_HANDLE_EVD_CR otherwise).
+fn cr_evd(ia: &Arc<Object>, evd: d::DAT_EVD_HANDLE) -> Result<Arc<Object>, u32> {
+    let bad = err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_CR);
+    let evdo = handles::get_or(evd, Kind::Evd, bad)?;
+    match &evdo.body {
+        Body::Evd(e) if Arc::ptr_eq(&evdo.ia, &ia.ia) && e.flags & d::DAT_EVD_CR_FLAG != 0 => {
+            Ok(evdo)
+        }
+        _ => Err(bad),
+    }
+}
+
+/// Registers a service point object (its handle found by connection qualifier).
+fn register_sp(ia: &Arc<Object>, kind: Kind, sp: SpObj) -> Arc<Object> {
+    let port = port_of(sp.conn_qual);
+    let o = handles::insert(ia.ia.provider(), kind, ia.ia.clone(), |_| Body::Sp(sp));
+    lock(&ia.ia.sps).insert(port, o.handle);
+    o
+}
+
 fn listen(
     ia: &Arc<Object>,
     qual: u64,
@@ -29,17 +49,10 @@ fn listen(
     kind: Kind,
 ) -> Result<Arc<Object>, u32> {
     let port = port_of(qual);
-    let evdo = handles::get_or(
-        evd,
-        Kind::Evd,
-        err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_CR),
-    )?;
+    let evdo = cr_evd(ia, evd)?;
     let Body::Evd(e) = &evdo.body else {
         return Err(Kind::Evd.invalid());
     };
-    if !Arc::ptr_eq(&evdo.ia, &ia.ia) || e.flags & d::DAT_EVD_CR_FLAG == 0 {
-        return Err(err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_CR));
-    }
     let (psp, provider_pz) = {
         let g = ia.ia.ia();
         let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
@@ -51,18 +64,19 @@ fn listen(
         let psp = Psp::create(ia_ref, port, &e.evd).map_err(|err| map(&err, 0))?;
         (psp, provider_pz)
     };
-    let o = handles::insert(ia.ia.provider(), kind, ia.ia.clone(), |_| {
-        Body::Sp(SpObj {
+    Ok(register_sp(
+        ia,
+        kind,
+        SpObj {
             psp: Mutex::new(Some(psp)),
+            rsp: Mutex::new(None),
             conn_qual: qual,
             evd: evdo.handle,
             flags,
             ep,
             provider_pz,
-        })
-    });
-    lock(&ia.ia.sps).insert(port, o.handle);
-    Ok(o)
+        },
+    ))
 }
 
 pub(super) extern "C" fn psp_create(
@@ -147,6 +161,7 @@ fn sp_free(h: d::DAT_HANDLE, kind: Kind) -> R {
     let (o, q, _, _, _) = sp_query(h, kind)?;
     if let Body::Sp(s) = &o.body {
         drop(lock(&s.psp).take());
+        drop(lock(&s.rsp).take());
     }
     let port = port_of(q);
     lock(&o.ia.sps).retain(|p, h| !(*p == port && *h == o.handle));
@@ -158,7 +173,8 @@ pub(super) extern "C" fn psp_free(psp: d::DAT_PSP_HANDLE) -> d::DAT_RETURN {
     guard(|| sp_free(psp, Kind::Psp))
 }
 
-/// dat_rsp_create: a service point for one UNCONNECTED EP; its CRs name the EP.
+/// dat_rsp_create: a service point for one UNCONNECTED EP, which it holds RESERVED (the Rust
+/// [`Rsp`]); its CRs name the EP.
 pub(super) extern "C" fn rsp_create(
     ia: d::DAT_IA_HANDLE,
     qual: d::DAT_CONN_QUAL,
@@ -169,12 +185,30 @@ pub(super) extern "C" fn rsp_create(
     guard(|| {
         let ia = handles::get(ia, Kind::Ia)?;
         let epo = handles::get(ep, Kind::Ep)?;
-        let s = ep_of(&epo)?.ep.state();
-        if s != EpState::Unconnected {
-            return Err(map(&DatError::EpState { state: s }, 0));
-        }
+        let e = ep_of(&epo)?;
+        let evdo = cr_evd(&ia, evd)?;
+        let Body::Evd(cr_evd) = &evdo.body else {
+            return Err(Kind::Evd.invalid());
+        };
         nonnull(out, 5)?;
-        let o = listen(&ia, qual, evd, 0, epo.handle, Kind::Rsp)?;
+        let rsp = {
+            let g = ia.ia.ia();
+            let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
+            Rsp::create(ia_ref, port_of(qual), &e.ep, &cr_evd.evd).map_err(|err| map(&err, 0))?
+        };
+        let o = register_sp(
+            &ia,
+            Kind::Rsp,
+            SpObj {
+                psp: Mutex::new(None),
+                rsp: Mutex::new(Some(rsp)),
+                conn_qual: qual,
+                evd: evdo.handle,
+                flags: 0,
+                ep: epo.handle,
+                provider_pz: None,
+            },
+        );
         put(out, 5, o.handle as d::DAT_RSP_HANDLE)
     })
 }

@@ -2,7 +2,7 @@
 //! keep (handles of related objects, query parameters, event buffers).
 
 use super::state::SockAddrIn;
-use crate::dat::{Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Srq};
+use crate::dat::{Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp, Srq};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
@@ -134,7 +134,10 @@ pub(crate) struct SrqObj {
 }
 
 pub(crate) struct SpObj {
+    /// A PSP's listener (None for an RSP, and once freed).
     pub psp: Mutex<Option<Psp>>,
+    /// An RSP: the Rust RSP, which holds its EP RESERVED (None once freed).
+    pub rsp: Mutex<Option<Rsp>>,
     pub conn_qual: u64,
     pub evd: usize,
     pub flags: u32,

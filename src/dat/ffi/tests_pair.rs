@@ -604,3 +604,117 @@ fn a_soft_watermark_event_names_its_reason_and_ep_through_the_c_table() {
         assert_eq!(state, d::DAT_EP_STATE_UNCONNECTED);
     }
 }
+
+/// The EP state through the C table.
+fn state_of(p: &d::DAT_PROVIDER, ep: d::DAT_EP_HANDLE) -> u32 {
+    let mut s = 0;
+    // SAFETY: a live EP handle of this provider; NULL idle outputs are skipped.
+    ok(unsafe {
+        p.ep_get_status_func.unwrap()(ep, &mut s, core::ptr::null_mut(), core::ptr::null_mut())
+    });
+    s
+}
+
+#[test]
+fn an_rsp_holds_its_ep_reserved_where_modify_follows_the_page_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
+        let mut rsp = null;
+        ok(p.rsp_create_func.unwrap()(
+            t.b.0, QUAL, b.ep, b.cr, &mut rsp,
+        ));
+        assert_eq!(state_of(p, b.ep), d::DAT_EP_STATE_RESERVED);
+        // A second RSP on the reserved EP: it is no longer UNCONNECTED.
+        let mut rsp2 = null;
+        assert_eq!(
+            p.rsp_create_func.unwrap()(t.b.0, OTHER_QUAL, b.ep, b.cr, &mut rsp2),
+            err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EP_RESERVED)
+        );
+        // dat_ep_modify(3DAT) in RESERVED: the EVDs and every EP attribute may change; the
+        // PZ only in a quiescent state (UNCONNECTED, TENTATIVE_CONNECTION_PENDING).
+        let modify = p.ep_modify_func.unwrap();
+        let mut param = d::DAT_EP_PARAM::default();
+        ok(p.ep_query_func.unwrap()(b.ep, 0, &mut param));
+        for (mask, what) in [
+            (0x0100u64, "recv EVD"),
+            (0x0200, "request EVD"),
+            (0x0400, "connect EVD"),
+            (0x1000, "service type"),
+            (0x2000, "max message size"),
+            (0x4000, "max RDMA size"),
+            (0x8000, "QoS"),
+            (0x0001_0000, "recv completion flags"),
+            (0x0002_0000, "request completion flags"),
+            (0x0004_0000, "max recv DTOs"),
+            (0x0008_0000, "max request DTOs"),
+            (0x0010_0000, "max recv IOV"),
+            (0x0020_0000, "max request IOV"),
+            (0x0040_0000, "max RDMA read in"),
+            (0x0080_0000, "max RDMA read out"),
+            (0x0200_0000, "max RDMA read IOV"),
+            (0x0400_0000, "max RDMA write IOV"),
+        ] {
+            ok(modify(b.ep, mask, &param));
+            assert_eq!(state_of(p, b.ep), d::DAT_EP_STATE_RESERVED, "{what}");
+        }
+        assert_eq!(
+            modify(b.ep, 0x0080, &param),
+            err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EP_RESERVED),
+            "PZ"
+        );
+        // A request on the RSP names the reserved EP, which waits for the answer in
+        // PASSIVE_CONNECTION_PENDING; accepting with a NULL EP connects it.
+        let peer = SockAddrIn::new(IP_B);
+        ok(p.ep_connect_func.unwrap()(
+            a.ep,
+            peer.as_dat(),
+            QUAL,
+            d::DAT_TIMEOUT::MAX,
+            0,
+            null,
+            d::DAT_QOS_BEST_EFFORT,
+            d::DAT_CONNECT_DEFAULT_FLAG,
+        ));
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let data = ev.event_data.cr_arrival_event_data;
+        assert_eq!(data.sp_handle.rsp_handle, rsp);
+        let mut cr = d::DAT_CR_PARAM::default();
+        ok(p.cr_query_func.unwrap()(data.cr_handle, 0, &mut cr));
+        assert_eq!(cr.local_ep_handle, b.ep, "the CR names the reserved EP");
+        assert_eq!(
+            state_of(p, b.ep),
+            d::DAT_EP_STATE_PASSIVE_CONNECTION_PENDING
+        );
+        ok(p.cr_accept_func.unwrap()(data.cr_handle, null, 0, null));
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_ESTABLISHED
+            );
+        }
+        assert_eq!(state_of(p, b.ep), d::DAT_EP_STATE_CONNECTED);
+        ok(p.rsp_free_func.unwrap()(rsp));
+        // Freeing an RSP whose EP is still reserved returns the EP to UNCONNECTED.
+        let mut ep2 = null;
+        ok(p.ep_create_func.unwrap()(
+            t.b.0,
+            b.pz,
+            b.dto,
+            b.dto,
+            b.conn,
+            core::ptr::null(),
+            &mut ep2,
+        ));
+        ok(p.rsp_create_func.unwrap()(
+            t.b.0, OTHER_QUAL, ep2, b.cr, &mut rsp2,
+        ));
+        assert_eq!(state_of(p, ep2), d::DAT_EP_STATE_RESERVED);
+        ok(p.rsp_free_func.unwrap()(rsp2));
+        assert_eq!(state_of(p, ep2), d::DAT_EP_STATE_UNCONNECTED);
+    }
+}
