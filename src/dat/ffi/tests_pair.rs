@@ -753,8 +753,8 @@ fn read_then_write_of_the_read_buffer(flags: u32) -> Vec<u8> {
 
 /// DAT_COMPLETION_BARRIER_FENCE_FLAG on a post through the C table reaches the transport: the
 /// fenced WRITE waits for the READ before it, so it carries the bytes the READ brought.
-/// (Without the flag this transport sends the WRITE at once, with the stale bytes: RC does
-/// not order a WRITE after a READ, IBTA vol. 1 §10.8.3.3.)
+/// (Without the flag this transport sends the WRITE at once, with the stale bytes: a WRITE
+/// need not wait for an earlier READ's response unless fenced.)
 #[test]
 fn a_fenced_write_after_a_read_carries_the_read_data_through_the_c_table() {
     assert_eq!(
