@@ -1,9 +1,10 @@
 //! The real DAT test programs (Debian dapl2-utils) through libdat2 on dpdk-roce: two processes
-//! over net_af_packet on a veth pair created here, and again over net_tap (two taps the
-//! processes create, joined by tc mirred). Each side gets its own `dat.conf` (DAT_OVERRIDE)
-//! naming the same IA `dr` with its own profile: the dtest client takes the IA name the server
-//! publishes over TCP 15828, so the name must mean "this host's port" on both. Inline progress
-//! (each process drives its port while it waits in a DAT call).
+//! over net_af_packet on a veth pair created here, again over net_tap (two taps the processes
+//! create, joined by tc mirred), and over net_memif (the server started first). Each side gets
+//! its own `dat.conf` (DAT_OVERRIDE) naming the same IA `dr` with its own profile: the dtest
+//! client takes the IA name the server publishes over TCP 15828, so the name must mean "this
+//! host's port" on both. Inline progress (each process drives its port while it waits in a DAT
+//! call).
 
 mod dat_programs_common;
 
@@ -174,6 +175,11 @@ fn dtestx_extensions_pass_over_tap() {
     dtestx("tdx", Link::Tap);
 }
 
+#[test]
+fn dtestx_extensions_pass_over_memif() {
+    dtestx("mx", Link::Memif);
+}
+
 /// dtestcm -c N: N connections set up and torn down, all connected on both sides.
 fn dtestcm(tag: &str, link: Link, n: usize) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
@@ -197,6 +203,11 @@ fn dtestcm_100_connections_pass_over_tap() {
     dtestcm("tdm", Link::Tap, 100);
 }
 
+#[test]
+fn dtestcm_1000_connections_pass_over_memif() {
+    dtestcm("mcm", Link::Memif, 1000);
+}
+
 /// The connection count of the throughput issue's target (set-up cost flat from 100 to
 /// 10 000 connections; figures in bench/README.md).
 #[test]
@@ -208,7 +219,7 @@ fn dtestcm_10000_connections_pass() {
 /// sides wait for DAT_ASYNC_ERROR_EP_BROKEN on the IA's async EVD (the SRQ EP's "last WQE
 /// reached"), and the server's last sends must complete successfully, not flushed. The
 /// client takes the server's IA address itself (side a's profile address: 10.77.0.1 over
-/// af_packet, 10.77.2.1 over tap).
+/// af_packet, 10.77.2.1 over tap, 10.77.3.1 over memif).
 fn dtestsrq(tag: &str, link: Link) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let s = Setup::with_link(tag, link);
@@ -227,6 +238,11 @@ fn dtestsrq_passes() {
 #[test]
 fn dtestsrq_passes_over_tap() {
     dtestsrq("tdq", Link::Tap);
+}
+
+#[test]
+fn dtestsrq_passes_over_memif() {
+    dtestsrq("mq", Link::Memif);
 }
 
 /// The tap runner's guard fails loudly, naming the tap, when a tap never appears (here: no
