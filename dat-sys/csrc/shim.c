@@ -1,7 +1,8 @@
 /*
  * The IB extension entry of the provider table. libdat2 forwards dat_extension_op(handle, op, ...)
  * as handle_extendedop(handle, op, va_list); the argument order per op is the one of the
- * dat_ib_post_* macros in dat_ib_extensions.h (DAT IB extensions 2.0).
+ * dat_ib_post_* and dat_ib_query/print_counters macros in dat_ib_extensions.h (DAT IB
+ * extensions 2.0).
  */
 #include <string.h>
 #include "shim.h"
@@ -35,6 +36,15 @@ int shim_dat_unpack(DAT_EXTENDED_OP op, va_list args, shim_dat_ext_args *out)
         out->remote_iov = va_arg(args, DAT_RMR_TRIPLET *);
         out->immed_data = va_arg(args, DAT_UINT32);
         out->flags = va_arg(args, DAT_COMPLETION_FLAGS);
+        return 0;
+    case DAT_IB_QUERY_COUNTERS_OP:
+        out->counter = va_arg(args, int);
+        out->counters_out = va_arg(args, DAT_UINT64 *);
+        out->reset = va_arg(args, int);
+        return 0;
+    case DAT_IB_PRINT_COUNTERS_OP:
+        out->counter = va_arg(args, int);
+        out->reset = va_arg(args, int);
         return 0;
     default:
         return -1;

@@ -20,6 +20,9 @@ typedef struct shim_dat_ext_args {
     const DAT_RMR_TRIPLET *remote_iov;
     DAT_UINT32 immed_data;      /* RDMA_WRITE_IMMED */
     DAT_COMPLETION_FLAGS flags;
+    int counter;                /* QUERY/PRINT_COUNTERS: one DCNT_* index or *_ALL_COUNTERS */
+    DAT_UINT64 *counters_out;   /* QUERY_COUNTERS: where the value(s) go */
+    int reset;                  /* QUERY/PRINT_COUNTERS: zero the counters after reading */
 } shim_dat_ext_args;
 
 /* The provider's handler of one unpacked extension operation (set once at provider init). */

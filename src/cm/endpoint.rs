@@ -170,6 +170,7 @@ impl Cm {
         let mut mad = [0u8; MAD_LEN];
         msg.emit(&MadHeader::cm(msg.attribute_id(), tid), &mut mad);
         self.transmits.push_back(CmTransmit { dst, mad });
+        self.stats.sent.count(msg);
         mad
     }
 
@@ -524,6 +525,7 @@ impl Cm {
             self.stats.malformed += 1;
             return;
         };
+        self.stats.received.count(&msg);
         match msg {
             CmMessage::Req(m) => self.on_req(src, &hdr, &m),
             CmMessage::Rep(m) => self.on_rep(now, src, &m, qpc),
@@ -676,6 +678,7 @@ impl Cm {
                 c.last = Some(self.send(src, c.tid, &CmMessage::Rtu(rtu)));
                 c.state = State::Established;
                 c.timer = None;
+                self.stats.established_active += 1;
                 self.events.push_back(CmEvent::Established {
                     id: CmId(id),
                     private_data: rep.private_data.to_vec(),
@@ -739,6 +742,7 @@ impl Cm {
         c.state = State::Established;
         c.timer = None;
         self.put(id, c);
+        self.stats.established_passive += 1;
         self.events.push_back(CmEvent::Established {
             id: CmId(id),
             private_data: Vec::new(),

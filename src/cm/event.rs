@@ -89,4 +89,40 @@ pub struct CmStats {
     pub duplicates: u64,
     /// Retransmissions on timeout.
     pub retransmits: u64,
+    /// CM messages sent (retransmissions not included) and received (decoded), by kind.
+    pub sent: MadCounts,
+    pub received: MadCounts,
+    /// Connections established as the active (REP received) and the passive side (RTU
+    /// received).
+    pub established_active: u64,
+    pub established_passive: u64,
+}
+
+/// CM messages by kind (IBTA vol. 1 §12.6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MadCounts {
+    pub req: u64,
+    pub mra: u64,
+    pub rej: u64,
+    pub rep: u64,
+    pub rtu: u64,
+    pub dreq: u64,
+    pub drep: u64,
+}
+
+impl MadCounts {
+    /// Counts one message of `msg`'s kind.
+    pub fn count(&mut self, msg: &crate::wire::cm_msg::CmMessage) {
+        use crate::wire::cm_msg::CmMessage as M;
+        let n = match msg {
+            M::Req(_) => &mut self.req,
+            M::Mra(_) => &mut self.mra,
+            M::Rej(_) => &mut self.rej,
+            M::Rep(_) => &mut self.rep,
+            M::Rtu(_) => &mut self.rtu,
+            M::Dreq(_) => &mut self.dreq,
+            M::Drep(_) => &mut self.drep,
+        };
+        *n += 1;
+    }
 }

@@ -11,6 +11,6 @@ pub mod qp_control;
 pub mod timeout;
 
 pub use endpoint::Cm;
-pub use event::{CmError, CmEvent, CmId, CmStats, CmTransmit, CM_QPN};
+pub use event::{CmError, CmEvent, CmId, CmStats, CmTransmit, MadCounts, CM_QPN};
 pub use params::{AcceptParams, CmConfig, ConnectParams};
 pub use qp_control::QpControl;

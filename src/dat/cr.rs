@@ -171,7 +171,11 @@ impl Cr {
         p.private_data = private_data.to_vec();
         self.ia.engine.accept(self.id, p)?;
         self.answered = true;
-        ep.set_state(EpState::CompletionPending);
+        {
+            let mut c = ep.lock();
+            c.state = EpState::CompletionPending;
+            c.posts.connect += 1;
+        }
         Ok(())
     }
 

@@ -8,6 +8,7 @@
 //! `dat_ep_recv_query` in [`ep_recv`](super::ep_recv).
 
 use super::context::ConsumerContext;
+use super::counters::EpCounters;
 use super::ep_attr::{CompletionFlags, EpAttr};
 use super::error::{AccessKind, DatError, HandleKind};
 use super::evd::{ConnectionEventKind, Evd, EvdInner};
@@ -68,6 +69,10 @@ pub(crate) struct EpCore {
     pub recvs_posted: bool,
     /// Remote address and connection qualifier once connecting.
     pub remote: Option<(Ipv4Addr, u16)>,
+    /// Posts and connections counted here; receives are counted in `counters`.
+    pub posts: EpCounters,
+    /// The reading of the counters at the last reset (dat_query_counters).
+    pub counters_base: EpCounters,
 }
 
 pub(crate) struct EpInner {
@@ -356,6 +361,8 @@ impl Ep {
                 recv: None,
                 recvs_posted: false,
                 remote: None,
+                posts: EpCounters::default(),
+                counters_base: EpCounters::default(),
             }),
             context: ConsumerContext::default(),
         });
@@ -464,6 +471,7 @@ impl Ep {
         ia.engine.connect(p)?;
         c.state = EpState::ActiveConnectionPending;
         c.remote = Some((remote, conn_qual));
+        c.posts.connect += 1;
         Ok(())
     }
 
@@ -476,6 +484,7 @@ impl Ep {
             EpState::Connected | EpState::ActiveConnectionPending | EpState::CompletionPending => {
                 self.inner.ia.engine.disconnect(c.qpn)?;
                 c.state = EpState::DisconnectPending;
+                c.posts.disconnect += 1;
                 Ok(())
             }
             s => Err(state_error(s)),
@@ -640,6 +649,7 @@ impl Ep {
         };
         self.inner.ia.engine.post_send(c.qpn, wr)?;
         c.posted_requests += 1;
+        c.posts.posted(&op, total);
         Ok(())
     }
 
@@ -791,7 +801,7 @@ impl Ep {
             return Err(DatError::InvalidParameter("EP receives from its SRQ"));
         }
         let mut c = self.inner.lock();
-        let (sgl, _) = Self::sgl(
+        let (sgl, total) = Self::sgl(
             &c,
             &self.inner.ia.mem,
             local,
@@ -811,6 +821,8 @@ impl Ep {
             .post_recv(c.qpn, RecvWr { wr_id: cookie, sgl })?;
         c.posted_recvs += 1;
         c.recvs_posted = true;
+        c.posts.post_recv += 1;
+        c.posts.post_recv_data += total;
         Ok(())
     }
 

@@ -232,6 +232,8 @@ impl Ep {
             recv: c.recv.clone(),
             recvs_posted: c.recvs_posted,
             remote: c.remote,
+            posts: c.posts,
+            counters_base: c.counters_base,
         };
         if mask.intersects(
             EpParamMask::RECV_EVD_HANDLE

@@ -49,6 +49,8 @@ pub(crate) struct IaInner {
     /// Bound RMRs of this IA by `rmr_context` (dat_ep_post_rdma_read_to_rmr resolves its
     /// local RMR triplet here).
     pub windows: Mutex<HashMap<u32, super::rmr::WindowSink>>,
+    /// The CM counters at the IA's open or last reset ([`Ia::counters`]).
+    pub counters_base: Mutex<super::counters::IaCounters>,
 }
 
 impl std::ops::Deref for IaInner {
@@ -62,6 +64,10 @@ impl std::ops::Deref for IaInner {
 impl IaInner {
     pub fn lock_windows(&self) -> MutexGuard<'_, HashMap<u32, super::rmr::WindowSink>> {
         self.windows.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn lock_counters_base(&self) -> MutexGuard<'_, super::counters::IaCounters> {
+        self.counters_base.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -104,11 +110,18 @@ impl Ia {
     fn on_device(dev: Arc<Device>) -> Ia {
         let async_sink = EventSink::new(ASYNC_EVD_SIZE);
         dev.engine.async_listeners().add(&async_sink);
+        // The CM is the port's: this IA counts from what it has counted so far.
+        let base = dev
+            .engine
+            .with_host(0, |h| h.cm().stats())
+            .map(super::counters::IaCounters::from)
+            .unwrap_or_default();
         let inner = Arc::new(IaInner {
             dev,
             context: Default::default(),
             async_sink: async_sink.clone(),
             windows: Mutex::new(HashMap::new()),
+            counters_base: Mutex::new(base),
         });
         let async_evd = Evd::from_sink(&inner, async_sink, EvdFlags::ASYNC);
         Ia { inner, async_evd }

@@ -9,6 +9,7 @@
 
 pub mod cno;
 pub mod context;
+pub mod counters;
 pub mod cr;
 pub(crate) mod device;
 pub mod ep;
@@ -35,6 +36,7 @@ pub mod srq;
 
 pub use cno::{Cno, CnoParam};
 pub use context::ConsumerContext;
+pub use counters::{EpCounters, IaCounters};
 pub use cr::{Cr, CrParam};
 pub use ep::{Ep, EpState};
 pub use ep_attr::{CompletionFlags, EpAttr, EpParamMask, VALUE_UNKNOWN, WATERMARK_INFINITE};

@@ -8,6 +8,7 @@ use super::objects::{Body, CrObj, SpObj};
 use super::state::lock;
 use crate::dat::{DatError, Psp, Pz, Rsp};
 use dat_sys as d;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 /// The CM port of a DAT connection qualifier. Service IDs are in the rdma_cm TCP port space,
@@ -337,6 +338,7 @@ pub(super) extern "C" fn cr_accept(
         let taken = lock(&c.cr).take().ok_or(Kind::Cr.invalid())?;
         let remote = taken.remote_address();
         taken.accept(&e.ep, &data).map_err(|err| map(&err, 0))?;
+        o.ia.calls.cr_accepted.fetch_add(1, Ordering::Relaxed);
         *lock(&e.remote) = super::state::SockAddrIn::new(remote);
         e.remote_port
             .store(c.remote_port, std::sync::atomic::Ordering::Relaxed);
@@ -357,6 +359,9 @@ pub(super) extern "C" fn cr_reject(
         let taken = lock(&c.cr).take().ok_or(Kind::Cr.invalid())?;
         handles::remove(o.handle);
         let r = taken.reject(&data).map_err(|err| map(&err, 0));
+        if r.is_ok() {
+            o.ia.calls.cr_rejected.fetch_add(1, Ordering::Relaxed);
+        }
         if c.provider_ep {
             // dat_psp_create(3DAT): the EP the provider created for a rejected request is the
             // provider's to destroy.

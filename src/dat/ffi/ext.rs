@@ -1,13 +1,16 @@
 //! The IB extension operations (dat_ib_extensions.h) after dat-sys's shim unpacked the
-//! `va_list`: RDMA write with immediate, compare-and-swap, fetch-and-add on an EP. Their
-//! completions are DAT_IB_DTO_EVENTs ([`super::event`]).
+//! `va_list`: RDMA write with immediate, compare-and-swap, fetch-and-add on an EP (their
+//! completions are DAT_IB_DTO_EVENTs, [`super::event`]), and the counters of an IA or an EP
+//! (dat_query_counters, dat_print_counters; [`crate::dat::counters`]).
 
-use super::codes::{arg, guard};
+use super::codes::{arg, guard, map};
 use super::ep::{ep_of, post_request};
 use super::handles::{self, Kind};
 use super::objects::Tag;
+use super::state::lock;
 use crate::dat::{LmrTriplet, RmrTriplet};
 use dat_sys as d;
+use std::sync::atomic::Ordering;
 
 /// Registers [`handler`] with the shim (idempotent).
 pub(super) fn install() {
@@ -17,13 +20,19 @@ pub(super) fn install() {
 
 extern "C" fn handler(handle: d::DAT_HANDLE, args: *const d::shim_dat_ext_args) -> d::DAT_RETURN {
     guard(|| {
-        let o = handles::get(handle, Kind::Ep)?;
-        let e = ep_of(&o)?;
         if args.is_null() {
             return Err(arg(2));
         }
         // SAFETY: the shim passes its unpacked arguments, valid for this call.
         let a = unsafe { args.read() };
+        if matches!(
+            a.op,
+            d::DAT_IB_QUERY_COUNTERS_OP | d::DAT_IB_PRINT_COUNTERS_OP
+        ) {
+            return counters(handle, &a);
+        }
+        let o = handles::get(handle, Kind::Ep)?;
+        let e = ep_of(&o)?;
         if a.remote_iov.is_null() {
             return Err(arg(5));
         }
@@ -78,6 +87,151 @@ extern "C" fn handler(handle: d::DAT_HANDLE, args: *const d::shim_dat_ext_args) 
             _ => Err(d::DAT_NOT_IMPLEMENTED),
         }
     })
+}
+
+/// The counters of `handle` (an IA or an EP) in `DCNT_*` order, as many as the kind has.
+fn counter_values(handle: d::DAT_HANDLE, reset: bool) -> Result<Vec<u64>, u32> {
+    let o = handles::get_any(handle)?;
+    match o.kind {
+        Kind::Ep => {
+            let c = ep_of(&o)?.ep.counters(reset);
+            let mut v = vec![0u64; d::DCNT_EP_ALL_COUNTERS as usize];
+            for (i, n) in [
+                (d::DCNT_EP_CONNECT, c.connect),
+                (d::DCNT_EP_DISCONNECT, c.disconnect),
+                (d::DCNT_EP_POST_SEND, c.post_send),
+                (d::DCNT_EP_POST_SEND_DATA, c.post_send_data),
+                (d::DCNT_EP_POST_RECV, c.post_recv),
+                (d::DCNT_EP_POST_RECV_DATA, c.post_recv_data),
+                (d::DCNT_EP_POST_WRITE, c.post_write),
+                (d::DCNT_EP_POST_WRITE_DATA, c.post_write_data),
+                (d::DCNT_EP_POST_WRITE_IMM, c.post_write_imm),
+                (d::DCNT_EP_POST_WRITE_IMM_DATA, c.post_write_imm_data),
+                (d::DCNT_EP_POST_READ, c.post_read),
+                (d::DCNT_EP_POST_READ_DATA, c.post_read_data),
+                (d::DCNT_EP_POST_CMP_SWAP, c.post_cmp_swap),
+                (d::DCNT_EP_POST_FETCH_ADD, c.post_fetch_add),
+                (d::DCNT_EP_RECV, c.recv),
+                (d::DCNT_EP_RECV_DATA, c.recv_data),
+                (d::DCNT_EP_RECV_IMM, c.recv_imm),
+                (d::DCNT_EP_RECV_IMM_DATA, c.recv_imm_data),
+                (d::DCNT_EP_RECV_RDMA_IMM, c.recv_rdma_imm),
+                (d::DCNT_EP_RECV_RDMA_IMM_DATA, c.recv_rdma_imm_data),
+            ] {
+                v[i as usize] = n;
+            }
+            Ok(v)
+        }
+        Kind::Ia => {
+            let cm = {
+                let g = o.ia.ia();
+                let ia = g.as_ref().ok_or(Kind::Ia.invalid())?;
+                ia.counters(reset).map_err(|err| map(&err, 0))?
+            };
+            let calls = &o.ia.calls;
+            let made = |k: Kind, i: usize| calls.objects[k as usize][i].load(Ordering::Relaxed);
+            let mut v = vec![0u64; d::DCNT_IA_ALL_COUNTERS as usize];
+            for (i, n) in [
+                (d::DCNT_IA_PZ_CREATE, made(Kind::Pz, 0)),
+                (d::DCNT_IA_PZ_FREE, made(Kind::Pz, 1)),
+                (d::DCNT_IA_LMR_CREATE, made(Kind::Lmr, 0)),
+                (d::DCNT_IA_LMR_FREE, made(Kind::Lmr, 1)),
+                (d::DCNT_IA_RMR_CREATE, made(Kind::Rmr, 0)),
+                (d::DCNT_IA_RMR_FREE, made(Kind::Rmr, 1)),
+                (d::DCNT_IA_PSP_CREATE, made(Kind::Psp, 0)),
+                (d::DCNT_IA_PSP_FREE, made(Kind::Psp, 1)),
+                (d::DCNT_IA_RSP_CREATE, made(Kind::Rsp, 0)),
+                (d::DCNT_IA_RSP_FREE, made(Kind::Rsp, 1)),
+                (d::DCNT_IA_EVD_CREATE, made(Kind::Evd, 0)),
+                (d::DCNT_IA_EVD_FREE, made(Kind::Evd, 1)),
+                (d::DCNT_IA_EP_CREATE, made(Kind::Ep, 0)),
+                (d::DCNT_IA_EP_FREE, made(Kind::Ep, 1)),
+                (d::DCNT_IA_SRQ_CREATE, made(Kind::Srq, 0)),
+                (d::DCNT_IA_SRQ_FREE, made(Kind::Srq, 1)),
+                (d::DCNT_IA_SP_CR, made(Kind::Cr, 0)),
+                (
+                    d::DCNT_IA_SP_CR_ACCEPTED,
+                    calls.cr_accepted.load(Ordering::Relaxed),
+                ),
+                (
+                    d::DCNT_IA_SP_CR_REJECTED,
+                    calls.cr_rejected.load(Ordering::Relaxed),
+                ),
+            ] {
+                v[i as usize] = n;
+            }
+            // The object counts are kept since the IA opened; a reset moves their base.
+            {
+                let mut base = lock(&calls.base);
+                base.resize(v.len(), 0);
+                let now = v.clone();
+                for (x, b) in v.iter_mut().zip(base.iter()) {
+                    *x = x.saturating_sub(*b);
+                }
+                if reset {
+                    *base = now;
+                }
+            }
+            for (i, n) in [
+                (d::DCNT_IA_CM_REQ_TX, cm.req_tx),
+                (d::DCNT_IA_CM_REQ_RX, cm.req_rx),
+                (d::DCNT_IA_CM_REP_TX, cm.rep_tx),
+                (d::DCNT_IA_CM_REP_RX, cm.rep_rx),
+                (d::DCNT_IA_CM_RTU_TX, cm.rtu_tx),
+                (d::DCNT_IA_CM_RTU_RX, cm.rtu_rx),
+                (d::DCNT_IA_CM_USER_REJ_TX, cm.rej_tx),
+                (d::DCNT_IA_CM_USER_REJ_RX, cm.rej_rx),
+                (d::DCNT_IA_CM_ACTIVE_EST, cm.active_est),
+                (d::DCNT_IA_CM_PASSIVE_EST, cm.passive_est),
+                (d::DCNT_IA_CM_DREQ_TX, cm.dreq_tx),
+                (d::DCNT_IA_CM_DREQ_RX, cm.dreq_rx),
+                (d::DCNT_IA_CM_DREP_TX, cm.drep_tx),
+                (d::DCNT_IA_CM_DREP_RX, cm.drep_rx),
+                (d::DCNT_IA_CM_MRA_TX, cm.mra_tx),
+                (d::DCNT_IA_CM_MRA_RX, cm.mra_rx),
+                (
+                    d::DCNT_IA_CM_ERR,
+                    cm.unexpected + cm.duplicates + cm.retries,
+                ),
+                (d::DCNT_IA_CM_ERR_UNEXPECTED, cm.unexpected),
+            ] {
+                v[i as usize] = n;
+            }
+            Ok(v)
+        }
+        // This provider keeps no EVD counters (nor does the OFA one without DAPL_COUNTERS).
+        Kind::Evd => Err(d::DAT_NOT_IMPLEMENTED),
+        k => Err(k.invalid()),
+    }
+}
+
+/// dat_query_counters / dat_print_counters: one counter (`DCNT_*` index) or all
+/// (`DCNT_*_ALL_COUNTERS`: the whole array), zeroed afterwards when `reset` is set.
+fn counters(handle: d::DAT_HANDLE, a: &d::shim_dat_ext_args) -> Result<(), u32> {
+    let v = counter_values(handle, a.reset != 0)?;
+    let all = a.counter as usize == v.len();
+    if a.counter < 0 || (a.counter as usize > v.len()) {
+        return Err(arg(3));
+    }
+    let picked: &[u64] = if all {
+        &v
+    } else {
+        &v[a.counter as usize..=a.counter as usize]
+    };
+    if a.op == d::DAT_IB_QUERY_COUNTERS_OP {
+        if a.counters_out.is_null() {
+            return Err(arg(4));
+        }
+        // SAFETY: the consumer's array for one counter or `DCNT_*_ALL_COUNTERS` of them
+        // (dat_ib_query_counters' contract).
+        unsafe { core::ptr::copy_nonoverlapping(picked.as_ptr(), a.counters_out, picked.len()) };
+    } else {
+        let first = if all { 0 } else { a.counter as usize };
+        for (i, n) in picked.iter().enumerate() {
+            println!("dpdk-roce counter {} = {n}", first + i);
+        }
+    }
+    Ok(())
 }
 
 /// The handler as the shim calls it (tests).

@@ -762,3 +762,172 @@ fn a_fenced_write_after_a_read_carries_the_read_data_through_the_c_table() {
         b"fresh"
     );
 }
+
+/// dat_query_counters as libdat2 forwards it: the va_list unpacked by the shim, then the
+/// handler. `counter`: one DCNT_* index or the kind's ALL value; `out` sized for it.
+fn query_counters(h: *mut core::ffi::c_void, counter: u32, out: &mut [u64], reset: bool) -> u32 {
+    let mut a = d::shim_dat_ext_args::default();
+    // SAFETY: the shim reads exactly the arguments of dat_ib_query_counters.
+    let rc = unsafe {
+        d::shim_dat_unpack_variadic(
+            &mut a,
+            d::DAT_IB_QUERY_COUNTERS_OP as d::DAT_EXTENDED_OP,
+            counter as core::ffi::c_int,
+            out.as_mut_ptr(),
+            core::ffi::c_int::from(reset),
+        )
+    };
+    assert_eq!(rc, 0, "the shim unpacks DAT_QUERY_COUNTERS_OP");
+    super::ext::handler_for_tests(h, &a)
+}
+
+#[test]
+fn ep_and_ia_counters_through_the_extension() {
+    let t = ias();
+    let p = t.p;
+    let (mut a, b) = connected_via_handoff(&t);
+    // SAFETY (all calls): this provider's entries with live handles and local storage; the
+    // LMR buffers stay alive (owned by the sides) while registered.
+    unsafe {
+        let mut rx = b.triplet(0, 64);
+        ok(p.ep_post_recv_func.unwrap()(b.ep, 1, &mut rx, cookie(9), 0));
+        a.buf[..10].copy_from_slice(b"counted!!!");
+        let mut tx = a.triplet(0, 10);
+        ok(p.ep_post_send_func.unwrap()(a.ep, 1, &mut tx, cookie(1), 0));
+        let mut w = a.triplet(0, 100);
+        let write = p.ep_post_rdma_write_func.unwrap();
+        for k in 0..3 {
+            ok(write(
+                a.ep,
+                1,
+                &mut w,
+                cookie(2 + k),
+                &rmr_triplet(b.rkey, b.addr + 1024, 100),
+                0,
+            ));
+        }
+        let mut r = a.triplet(512, 40);
+        let read = p.ep_post_rdma_read_func.unwrap();
+        ok(read(
+            a.ep,
+            1,
+            &mut r,
+            cookie(5),
+            &rmr_triplet(b.rkey, b.addr, 40),
+            0,
+        ));
+        for _ in 0..5 {
+            assert_eq!(dto_of(&t.next(a.dto)).status, d::DAT_DTO_SUCCESS);
+        }
+        assert_eq!(dto_of(&t.next(b.dto)).transfered_length, 10);
+
+        let mut ep = [u64::MAX; d::DCNT_EP_ALL_COUNTERS as usize];
+        assert_eq!(
+            query_counters(a.ep, d::DCNT_EP_ALL_COUNTERS, &mut ep, false),
+            0
+        );
+        let at = |i: u32| ep[i as usize];
+        assert_eq!((at(d::DCNT_EP_CONNECT), at(d::DCNT_EP_DISCONNECT)), (1, 0));
+        assert_eq!(
+            (at(d::DCNT_EP_POST_SEND), at(d::DCNT_EP_POST_SEND_DATA)),
+            (1, 10)
+        );
+        assert_eq!(
+            (at(d::DCNT_EP_POST_WRITE), at(d::DCNT_EP_POST_WRITE_DATA)),
+            (3, 300)
+        );
+        assert_eq!(
+            (at(d::DCNT_EP_POST_READ), at(d::DCNT_EP_POST_READ_DATA)),
+            (1, 40)
+        );
+        assert_eq!(at(d::DCNT_EP_POST_SEND_UD), 0, "no UD here");
+        let mut bep = [u64::MAX; d::DCNT_EP_ALL_COUNTERS as usize];
+        assert_eq!(
+            query_counters(b.ep, d::DCNT_EP_ALL_COUNTERS, &mut bep, false),
+            0
+        );
+        let bt = |i: u32| bep[i as usize];
+        assert_eq!(
+            (bt(d::DCNT_EP_POST_RECV), bt(d::DCNT_EP_POST_RECV_DATA)),
+            (1, 64)
+        );
+        assert_eq!((bt(d::DCNT_EP_RECV), bt(d::DCNT_EP_RECV_DATA)), (1, 10));
+        assert_eq!(bt(d::DCNT_EP_CONNECT), 1, "the accepted connection");
+
+        // One counter, then a reset: the next reading starts from zero.
+        let mut one = [u64::MAX];
+        assert_eq!(
+            query_counters(a.ep, d::DCNT_EP_POST_WRITE, &mut one, true),
+            0
+        );
+        assert_eq!(one, [3]);
+        ok(write(
+            a.ep,
+            1,
+            &mut w,
+            cookie(6),
+            &rmr_triplet(b.rkey, b.addr + 1024, 100),
+            0,
+        ));
+        assert_eq!(dto_of(&t.next(a.dto)).status, d::DAT_DTO_SUCCESS);
+        assert_eq!(
+            query_counters(a.ep, d::DCNT_EP_ALL_COUNTERS, &mut ep, false),
+            0
+        );
+        assert_eq!(
+            (
+                ep[d::DCNT_EP_POST_WRITE as usize],
+                ep[d::DCNT_EP_POST_SEND as usize]
+            ),
+            (1, 0)
+        );
+        // Out of range: argument 3.
+        assert_eq!(
+            query_counters(a.ep, d::DCNT_EP_ALL_COUNTERS + 1, &mut ep, false),
+            arg(3)
+        );
+
+        // The IAs: A requested the connection, B accepted it (after a handoff).
+        let mut ia = [u64::MAX; d::DCNT_IA_ALL_COUNTERS as usize];
+        assert_eq!(
+            query_counters(t.a.0, d::DCNT_IA_ALL_COUNTERS, &mut ia, false),
+            0
+        );
+        let ai = |i: u32| ia[i as usize];
+        assert_eq!((ai(d::DCNT_IA_CM_REQ_TX), ai(d::DCNT_IA_CM_REP_RX)), (1, 1));
+        assert_eq!(
+            (ai(d::DCNT_IA_CM_RTU_TX), ai(d::DCNT_IA_CM_ACTIVE_EST)),
+            (1, 1)
+        );
+        assert_eq!((ai(d::DCNT_IA_EP_CREATE), ai(d::DCNT_IA_PZ_CREATE)), (1, 1));
+        // The async EVD dat_ia_open made and the side's three.
+        assert_eq!(
+            (ai(d::DCNT_IA_EVD_CREATE), ai(d::DCNT_IA_LMR_CREATE)),
+            (4, 1)
+        );
+        let mut ib = [u64::MAX; d::DCNT_IA_ALL_COUNTERS as usize];
+        assert_eq!(
+            query_counters(t.b.0, d::DCNT_IA_ALL_COUNTERS, &mut ib, false),
+            0
+        );
+        let bi = |i: u32| ib[i as usize];
+        assert_eq!((bi(d::DCNT_IA_CM_REQ_RX), bi(d::DCNT_IA_CM_REP_TX)), (1, 1));
+        assert_eq!(
+            (bi(d::DCNT_IA_CM_RTU_RX), bi(d::DCNT_IA_CM_PASSIVE_EST)),
+            (1, 1)
+        );
+        assert_eq!(
+            (bi(d::DCNT_IA_PSP_CREATE), bi(d::DCNT_IA_SP_CR_ACCEPTED)),
+            (2, 1)
+        );
+        // An EVD keeps no counters; a PZ is no counter handle.
+        assert_eq!(
+            query_counters(a.dto, d::DCNT_EVD_ALL_COUNTERS, &mut ia, false),
+            d::DAT_NOT_IMPLEMENTED
+        );
+        assert_eq!(
+            query_counters(a.pz, 0, &mut ia, false),
+            err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_PZ)
+        );
+    }
+}

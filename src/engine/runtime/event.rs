@@ -184,9 +184,19 @@ pub struct QpRoute {
     pub async_events: Option<Arc<EventSink>>,
 }
 
-/// Completions generated for one QP, by direction.
+/// Completions generated for one QP, by direction, and the receives by kind with their bytes
+/// (written by the QP's shard only).
 #[derive(Debug, Default)]
 pub struct DtoCounters {
     pub requests: AtomicU64,
     pub recvs: AtomicU64,
+    /// Successful receives of a SEND without immediate data, and their bytes.
+    pub recv_plain: AtomicU64,
+    pub recv_plain_bytes: AtomicU64,
+    /// Successful receives of a SEND with immediate data.
+    pub recv_imm: AtomicU64,
+    pub recv_imm_bytes: AtomicU64,
+    /// Successful receives consumed by an RDMA WRITE with immediate data.
+    pub recv_rdma_imm: AtomicU64,
+    pub recv_rdma_imm_bytes: AtomicU64,
 }

@@ -552,8 +552,19 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         let recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
         let route = self.routes.get(&wc.qp_num);
         if let Some(c) = route.and_then(|r| r.counters.as_ref()) {
+            use std::sync::atomic::Ordering::{Relaxed, Release};
+            if recv && wc.status == WcStatus::Success {
+                let (n, bytes) = match (wc.opcode, wc.imm_data) {
+                    (WcOpcode::RecvRdmaWithImm, _) => (&c.recv_rdma_imm, &c.recv_rdma_imm_bytes),
+                    (_, Some(_)) => (&c.recv_imm, &c.recv_imm_bytes),
+                    _ => (&c.recv_plain, &c.recv_plain_bytes),
+                };
+                // One writer (this shard): no read-modify-write needed.
+                n.store(n.load(Relaxed) + 1, Relaxed);
+                bytes.store(bytes.load(Relaxed) + u64::from(wc.byte_len), Relaxed);
+            }
             let n = if recv { &c.recvs } else { &c.requests };
-            n.fetch_add(1, std::sync::atomic::Ordering::Release);
+            n.fetch_add(1, Release);
         }
     }
 

@@ -1,0 +1,176 @@
+//! The counters of the IB extension's `dat_query_counters` / `dat_print_counters`
+//! (dat_ib_extensions.h 2.0.3, DAT_IB_QUERY_COUNTERS_OP): per EP its posts and receives, per
+//! IA its connection management. Each counts since the EP or IA was made or last reset
+//! (the query's `reset`); the C layer maps the fields onto the `DCNT_*` indices.
+
+use super::ep::Ep;
+use super::error::DatError;
+use super::ia::Ia;
+use crate::cm::CmStats;
+use crate::transport::types::SendOp;
+use std::sync::atomic::Ordering;
+
+/// Declares a counter struct with `since`, the field-wise difference to an earlier reading.
+macro_rules! counters {
+    ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $field:ident),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name {
+            $($(#[$fm])* pub $field: u64,)*
+        }
+
+        impl $name {
+            /// What was counted after `base` (an earlier reading of the same counters).
+            pub fn since(&self, base: &$name) -> $name {
+                $name { $($field: self.$field.saturating_sub(base.$field),)* }
+            }
+        }
+    };
+}
+
+counters!(
+    /// An EP's posts (work requests accepted, with their bytes), receives (completed
+    /// successfully, with their bytes) and connections (DAT_EP_COUNTERS).
+    EpCounters {
+        /// Connections requested (dat_ep_connect) or accepted on this EP.
+        connect,
+        /// dat_ep_disconnect calls that started a disconnect.
+        disconnect,
+        post_send,
+        post_send_data,
+        post_recv,
+        post_recv_data,
+        post_write,
+        post_write_data,
+        post_write_imm,
+        post_write_imm_data,
+        post_read,
+        post_read_data,
+        post_cmp_swap,
+        post_fetch_add,
+        /// Receives of a SEND without immediate data.
+        recv,
+        recv_data,
+        /// Receives of a SEND with immediate data.
+        recv_imm,
+        recv_imm_data,
+        /// Receives consumed by an RDMA WRITE with immediate data.
+        recv_rdma_imm,
+        recv_rdma_imm_data,
+    }
+);
+
+impl EpCounters {
+    /// Counts one accepted request of `op` moving `bytes`.
+    pub(crate) fn posted(&mut self, op: &SendOp, bytes: u64) {
+        let (n, data) = match op {
+            SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. } => {
+                (&mut self.post_send, Some(&mut self.post_send_data))
+            }
+            SendOp::Write { .. } => (&mut self.post_write, Some(&mut self.post_write_data)),
+            SendOp::WriteWithImm { .. } => (
+                &mut self.post_write_imm,
+                Some(&mut self.post_write_imm_data),
+            ),
+            SendOp::Read { .. } => (&mut self.post_read, Some(&mut self.post_read_data)),
+            SendOp::CompareSwap { .. } => (&mut self.post_cmp_swap, None),
+            SendOp::FetchAdd { .. } => (&mut self.post_fetch_add, None),
+        };
+        *n += 1;
+        if let Some(d) = data {
+            *d += bytes;
+        }
+    }
+}
+
+counters!(
+    /// An IA's connection management (DAT_IA_COUNTERS' `DCNT_IA_CM_*`): CM messages sent and
+    /// received by kind, connections established by side, and the CM's error counts. The CM
+    /// is the port's, shared by every IA open on it.
+    IaCounters {
+        req_tx,
+        req_rx,
+        rep_tx,
+        rep_rx,
+        rtu_tx,
+        rtu_rx,
+        rej_tx,
+        rej_rx,
+        dreq_tx,
+        dreq_rx,
+        drep_tx,
+        drep_rx,
+        mra_tx,
+        mra_rx,
+        active_est,
+        passive_est,
+        /// Duplicates answered from saved state.
+        duplicates,
+        /// Messages sent again after a timeout.
+        retries,
+        /// Messages that did not decode or matched no connection.
+        unexpected,
+    }
+);
+
+impl From<CmStats> for IaCounters {
+    fn from(s: CmStats) -> IaCounters {
+        IaCounters {
+            req_tx: s.sent.req,
+            req_rx: s.received.req,
+            rep_tx: s.sent.rep,
+            rep_rx: s.received.rep,
+            rtu_tx: s.sent.rtu,
+            rtu_rx: s.received.rtu,
+            rej_tx: s.sent.rej,
+            rej_rx: s.received.rej,
+            dreq_tx: s.sent.dreq,
+            dreq_rx: s.received.dreq,
+            drep_tx: s.sent.drep,
+            drep_rx: s.received.drep,
+            mra_tx: s.sent.mra,
+            mra_rx: s.received.mra,
+            active_est: s.established_active,
+            passive_est: s.established_passive,
+            duplicates: s.duplicates,
+            retries: s.retransmits,
+            unexpected: s.malformed + s.unmatched,
+        }
+    }
+}
+
+impl Ep {
+    /// The EP's counters since it was created or last reset; `reset` starts them again.
+    pub fn counters(&self, reset: bool) -> EpCounters {
+        let mut c = self.inner.lock();
+        let d = &c.counters;
+        let now = EpCounters {
+            recv: d.recv_plain.load(Ordering::Relaxed),
+            recv_data: d.recv_plain_bytes.load(Ordering::Relaxed),
+            recv_imm: d.recv_imm.load(Ordering::Relaxed),
+            recv_imm_data: d.recv_imm_bytes.load(Ordering::Relaxed),
+            recv_rdma_imm: d.recv_rdma_imm.load(Ordering::Relaxed),
+            recv_rdma_imm_data: d.recv_rdma_imm_bytes.load(Ordering::Relaxed),
+            ..c.posts
+        };
+        let out = now.since(&c.counters_base);
+        if reset {
+            c.counters_base = now;
+        }
+        out
+    }
+}
+
+impl Ia {
+    /// The connection-management counters since the IA was opened or last reset; `reset`
+    /// starts them again (for this IA only).
+    pub fn counters(&self, reset: bool) -> Result<IaCounters, DatError> {
+        let now = IaCounters::from(self.inner.engine.with_host(0, |h| h.cm().stats())?);
+        let mut base = self.inner.lock_counters_base();
+        let out = now.since(&base);
+        if reset {
+            *base = now;
+        }
+        Ok(out)
+    }
+}
