@@ -51,7 +51,7 @@ fn main() {
              |rmr_(create|free|bind|query)|evd_(create|free|wait|dequeue)\
              |ep_(create|free|connect|disconnect|reset|query|get_status|recv_query|post_send\
              |post_recv|post_rdma_write|post_rdma_read)|psp_(create|free)\
-             |cr_(accept|reject|query)|get_handle_type|strerror)",
+             |cr_(accept|reject|query)|get_handle_type|strerror|extension_op)",
         )
         .allowlist_function("shim_dat_.*")
         .allowlist_var("DAT_.*")

@@ -252,7 +252,7 @@ fn sweep_with_raw_bidirectional_json_and_duration_over_memif() {
 /// a dat.conf of the test's own; WRITE and READ over several EPs, the lone-completion case
 /// (`-t 1 --cq-mod 1`), and the JSON says which API ran.
 #[test]
-fn the_dat_api_client_streams_writes_and_reads_over_memif() {
+fn the_dat_api_client_streams_writes_reads_and_atomics_over_memif() {
     let link = memif("d");
     let conf = link.dir.join("dat.conf");
     std::fs::write(
@@ -270,6 +270,7 @@ fn the_dat_api_client_streams_writes_and_reads_over_memif() {
         ("write", &["-q", "4", "-t", "64", "--cq-mod", "16"][..]),
         ("read", &["-q", "2", "-t", "16", "--cq-mod", "4"]),
         ("write", &["-t", "1", "--cq-mod", "1"]),
+        ("atomic", &["-q", "2", "-t", "16", "--cq-mod", "8"]),
     ] {
         let mut args = vec![
             "--api", "dat", "--ia", "bwdat", "--op", op, "-s", "4096", "-n", "500",
@@ -281,7 +282,7 @@ fn the_dat_api_client_streams_writes_and_reads_over_memif() {
             text.contains("through libdat2 (IA bwdat)"),
             "{op} {extra:?}:\n{text}"
         );
-        assert_one_row(&text, 4096, 500);
+        assert_one_row(&text, if op == "atomic" { 8 } else { 4096 }, 500);
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert_eq!(v["api"], "dat");
@@ -294,7 +295,7 @@ fn the_dat_api_client_streams_writes_and_reads_over_memif() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(output_text(&out).contains("--api dat streams RDMA WRITE or READ"));
+    assert!(output_text(&out).contains("--api dat streams RDMA WRITE, READ or fetch-and-add"));
     assert_no_runtime_dirs(&link.prefix);
 }
 

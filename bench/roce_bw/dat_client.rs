@@ -1,10 +1,12 @@
 //! `roce-bw --api dat`: the client's stream through the DAT C API, the way a uDAPL program
 //! drives the provider. libdat2 loads the provider library through dat.conf (`--ia NAME`,
-//! `DAT_OVERRIDE`); each message is one `dat_ep_post_rdma_write` / `_read` (one in `--cq-mod`
-//! without `DAT_COMPLETION_SUPPRESS_FLAG`), completions come from `dat_evd_dequeue`. The server
-//! is the same Rust server as for `--api rust`, so the two APIs' figures differ only by the
-//! front end. RDMA WRITE and READ streams, one direction, no `--verify` or `--raw` (the DAT
-//! side has no SEND with immediate for the verify markers and no port of its own to blast).
+//! `DAT_OVERRIDE`); each message is one `dat_ep_post_rdma_write` / `_read`, or one
+//! `dat_ib_post_fetch_and_add` (the IB extension, through `dat_extension_op`), one in
+//! `--cq-mod` without `DAT_COMPLETION_SUPPRESS_FLAG`; completions come from
+//! `dat_evd_dequeue`. The server is the same Rust server as for `--api rust`, so the two APIs'
+//! figures differ only by the front end. RDMA WRITE, READ and fetch-and-add streams, one
+//! direction, no `--verify` or `--raw` (the DAT side has no SEND with immediate for the verify
+//! markers and no port of its own to blast).
 
 use super::common::dat::{dat_err, evd, lmr, must, open_ia};
 use super::report::{print_header, print_row};
@@ -134,7 +136,8 @@ impl Poster for DatSide {
         &mut self.set
     }
 
-    /// One `dat_ep_post_rdma_write` / `_read`, suppressed unless `signaled`.
+    /// One `dat_ep_post_rdma_write` / `_read` / `dat_ib_post_fetch_and_add`, suppressed
+    /// unless `signaled`.
     fn post_message(&mut self, qp: usize, seq: u64, signaled: bool) -> Result<(), String> {
         let off = self
             .layout
@@ -144,6 +147,26 @@ impl Poster for DatSide {
         } else {
             d::DAT_COMPLETION_SUPPRESS_FLAG
         };
+        if self.params.op == Op::Atomic {
+            // The old value lands in the message slot; the counter is the QP's own.
+            let rc = c::ep_post_fetch_add(
+                self.eps[qp],
+                1,
+                Segment {
+                    addr: self.out.0.addr + off,
+                    len: 8,
+                    lmr_context: self.out.0.lmr_context,
+                },
+                (seq << 16) | qp as u64,
+                Remote {
+                    addr: self.peer.addr + self.layout.counter(qp),
+                    len: 8,
+                    rmr_context: self.peer.rkey,
+                },
+                flags,
+            );
+            return must("dat_ib_post_fetch_and_add", rc);
+        }
         let rc = c::ep_post_rdma_one(
             self.eps[qp],
             self.params.op == Op::Write,
@@ -169,9 +192,11 @@ impl Poster for DatSide {
 }
 
 pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String> {
-    if !matches!(p.op, Op::Write | Op::Read) || p.verify || p.raw || p.bidirectional {
+    if !matches!(p.op, Op::Write | Op::Read | Op::Atomic) || p.verify || p.raw || p.bidirectional {
         return Err(
-            "--api dat streams RDMA WRITE or READ one way (no --verify, --raw or -b)".into(),
+            "--api dat streams RDMA WRITE, READ or fetch-and-add one way (no --verify, \
+                    --raw or -b)"
+                .into(),
         );
     }
     let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;

@@ -218,7 +218,9 @@ fn decode(ev: &d::DAT_EVENT) -> Event {
     // SAFETY (each arm): the event number says which member of the union the provider wrote
     // (dat.h), and connection private data is `private_data_size` readable bytes.
     unsafe {
-        if n == d::DAT_DTO_COMPLETION_EVENT {
+        // An IB extension DTO (atomics, immediate data) carries the DTO data too
+        // (dat_ib_extensions.h).
+        if n == d::DAT_DTO_COMPLETION_EVENT || n == d::DAT_IB_DTO_EVENT {
             let x = &ev.event_data.dto_completion_event_data;
             Event::Dto {
                 ep: Handle::from_raw(x.ep_handle),
@@ -600,6 +602,39 @@ pub fn ep_recv_query_some(ep: Handle, want: [bool; 2]) -> (u32, [Option<i32>; 2]
     let rc = unsafe { d::dat_ep_recv_query(ep.raw(), p(a, want[0]), p(b, want[1])) };
     let out = |i: usize| (want[i] && v[i] != i32::MIN).then_some(v[i]);
     (rc, [out(0), out(1)])
+}
+
+/// dat_ib_post_fetch_and_add (dat_ib_extensions.h): adds `add` to the 8 bytes at `remote`
+/// and returns their old value into `local` (8 bytes), through libdat2's
+/// `dat_extension_op`.
+pub fn ep_post_fetch_add(
+    ep: Handle,
+    add: u64,
+    local: Segment,
+    cookie: u64,
+    remote: Remote,
+    flags: u32,
+) -> u32 {
+    let iov = triplets(Some(&[local]));
+    let rmr = d::DAT_RMR_TRIPLET {
+        rmr_context: remote.rmr_context,
+        virtual_address: remote.addr,
+        segment_length: remote.len,
+    };
+    // SAFETY: see the module doc on handles; the variadic arguments are those of the
+    // dat_ib_post_fetch_and_add macro in its order and C types (the DAT_DTO_COOKIE union is
+    // passed as its 64 bits), and `iov` / `rmr` outlive the call.
+    unsafe {
+        d::dat_extension_op(
+            ep.raw(),
+            d::DAT_IB_FETCH_AND_ADD_OP as d::DAT_EXTENDED_OP,
+            add,
+            iov.as_ptr(),
+            cookie,
+            &rmr as *const d::DAT_RMR_TRIPLET,
+            flags,
+        )
+    }
 }
 
 /// One local segment (DAT_LMR_TRIPLET). Any value is safe to pass: the provider checks the
