@@ -494,6 +494,16 @@ impl Ep {
     /// dat_ep_dup_connect: connects to the same remote IA address and connection qualifier
     /// as `dup` (an EP that is connected or connecting; else DAT_INVALID_PARAMETER, argument 2).
     pub fn dup_connect(&self, dup: &Ep, private_data: &[u8]) -> Result<(), DatError> {
+        self.dup_connect_with_timeout(dup, private_data, None)
+    }
+
+    /// dat_ep_dup_connect with its `timeout` (as [`Ep::connect_with_timeout`]).
+    pub fn dup_connect_with_timeout(
+        &self,
+        dup: &Ep,
+        private_data: &[u8],
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(), DatError> {
         if !Arc::ptr_eq(&dup.inner.ia, &self.inner.ia) {
             return Err(DatError::InvalidHandleOf {
                 kind: super::error::HandleKind::Ep,
@@ -506,7 +516,7 @@ impl Ep {
                 what: "the dup EP has no connection to copy",
             });
         };
-        self.connect(remote, qual, private_data)
+        self.connect_with_timeout(remote, qual, private_data, timeout)
     }
 
     /// dat_ep_disconnect with DAT_CLOSE_GRACEFUL_FLAG: waits until every request DTO

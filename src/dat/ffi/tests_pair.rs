@@ -931,3 +931,50 @@ fn ep_and_ia_counters_through_the_extension() {
         );
     }
 }
+
+/// dat_ep_dup_connect honours its timeout: B's IA is not driven, so nobody answers the
+/// duplicate's REQ, and after the timeout the EP's connection EVD gets TIMED_OUT.
+#[test]
+fn dup_connect_times_out_when_nobody_answers_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let (a, _b) = connected_via_handoff(&t);
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let mut ep2 = core::ptr::null_mut();
+        ok(p.ep_create_func.unwrap()(
+            t.a.0,
+            a.pz,
+            a.dto,
+            a.dto,
+            a.conn,
+            core::ptr::null(),
+            &mut ep2,
+        ));
+        let timeout_us = 20_000;
+        ok(p.ep_dup_connect_func.unwrap()(
+            ep2,
+            a.ep,
+            timeout_us,
+            0,
+            core::ptr::null_mut(),
+            d::DAT_QOS_BEST_EFFORT,
+        ));
+        let t0 = std::time::Instant::now();
+        let dequeue = p.evd_dequeue_func.unwrap();
+        let ev = loop {
+            if let Some(ia) = t.a.2.ia().as_ref() {
+                ia.progress();
+            }
+            let mut ev = d::DAT_EVENT::default();
+            if dequeue(a.conn, &mut ev) == d::DAT_SUCCESS {
+                break ev;
+            }
+            assert!(t0.elapsed().as_secs() < 10, "no connection event");
+        };
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_EVENT_TIMED_OUT);
+        assert_eq!(ev.event_data.connect_event_data.ep_handle, ep2);
+        assert!(t0.elapsed() >= std::time::Duration::from_micros(timeout_us.into()));
+        assert_eq!(state_of(p, ep2), d::DAT_EP_STATE_DISCONNECTED);
+    }
+}
