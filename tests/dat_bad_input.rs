@@ -186,6 +186,44 @@ const LOCAL_CASES: &[&str] = &[
     "closed_ia_pz_create",
 ];
 
+/// The cells of the local run's bad-input matrix (`matrix.<call>.<what>`): the EP handle of
+/// every EP call bad in each way, each handle argument of dat_ep_create bad in turn, and the
+/// counts out of range.
+fn matrix_cases() -> Vec<String> {
+    let mut v = Vec::new();
+    for kind in ["null", "forged", "freed", "pz", "evd", "lmr"] {
+        for call in [
+            "ep_get_status",
+            "ep_recv_query",
+            "ep_set_watermark",
+            "ep_modify",
+            "ep_post_send",
+            "ep_post_recv",
+            "ep_post_rdma_write",
+            "ep_post_rdma_read",
+            "ep_disconnect",
+            "ep_free",
+        ] {
+            v.push(format!("matrix.{call}.{kind}_ep"));
+        }
+    }
+    for kind in ["forged", "freed", "lmr"] {
+        for arg in ["ia", "pz", "recv_evd", "request_evd", "connect_evd"] {
+            v.push(format!("matrix.ep_create.{kind}_{arg}"));
+        }
+    }
+    for call in [
+        "ep_post_send",
+        "ep_post_recv",
+        "ep_set_watermark_soft",
+        "ep_set_watermark_hard",
+    ] {
+        v.push(format!("matrix.{call}.negative_count"));
+    }
+    v.push("matrix.ep_modify.null_param".into());
+    v
+}
+
 /// Handles, NULL pointers, sizes, depths and states on one process, and connects to an
 /// address nobody answers: with dat_ep_connect's `timeout` (TIMED_OUT), and without (ARP
 /// fails: UNREACHABLE).
@@ -204,6 +242,9 @@ fn local_bad_input_gets_dat_errors() {
     println!("{out}");
     for case in LOCAL_CASES {
         assert_case(&out, case);
+    }
+    for case in matrix_cases() {
+        assert_case(&out, &case);
     }
     assert!(out.contains("RESULT 0 failed"), "{out}");
     assert_no_dpdk_runtime_dir("bl");

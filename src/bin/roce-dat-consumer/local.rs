@@ -121,6 +121,117 @@ pub(crate) fn local(name: &str, nobody: Ipv4Addr, r: &mut Report) -> Result<(), 
         c::get_handle_type(freed, Some(&mut 0)),
     );
 
+    // The bad-handle matrix: the EP handle of every call of the five seed pages and every
+    // post, NULL, forged, freed and of each other type: DAT_INVALID_HANDLE_EP, nothing done.
+    // (Not an IA handle: libdat2's IA handles are indices into its own table, which libdat2
+    // itself dereferences as a provider object when one is passed as another handle.)
+    let param = c::ep_query(ep).map_err(code_name)?;
+    let remote = Remote {
+        addr: lmr.addr,
+        len: 64,
+        rmr_context: lmr.rmr_context,
+    };
+    for (kind, h) in [
+        ("null", Handle::NULL),
+        ("forged", forged.handle()),
+        ("freed", freed),
+        ("pz", x.pz),
+        ("evd", x.dto),
+        ("lmr", lmr.handle),
+    ] {
+        for (call, got) in [
+            ("ep_get_status", c::ep_get_status_some(h, [true; 3]).0),
+            ("ep_recv_query", c::ep_recv_query_some(h, [true; 2]).0),
+            ("ep_set_watermark", c::ep_set_watermark(h, 1, 2)),
+            ("ep_modify", c::ep_modify(h, 0x0008_0000, Some(&param))),
+            ("ep_post_send", c::ep_post_send(h, Some(&one), 1, 1, 0)),
+            ("ep_post_recv", c::ep_post_recv(h, Some(&one), 1, 1, 0)),
+            (
+                "ep_post_rdma_write",
+                c::ep_post_rdma_write(h, &one, 1, remote),
+            ),
+            (
+                "ep_post_rdma_read",
+                c::ep_post_rdma_read(h, &one, 1, remote),
+            ),
+            ("ep_disconnect", c::ep_disconnect(h, false)),
+            ("ep_free", c::ep_free(h)),
+        ] {
+            r.code(
+                &format!("matrix.{call}.{kind}_ep"),
+                inv(d::DAT_INVALID_HANDLE_EP),
+                got,
+            );
+        }
+    }
+    // dat_ep_create's handles, each bad in turn (the others good): the subtype of the
+    // argument; no EP is made.
+    let create = |ia, pz, recv, req, conn| {
+        let mut out = Handle::NULL;
+        let rc = c::ep_create(ia, pz, recv, req, conn, None, Some(&mut out));
+        if rc == d::DAT_SUCCESS {
+            let _ = c::ep_free(out);
+        }
+        rc
+    };
+    for (kind, h) in [
+        ("forged", forged.handle()),
+        ("freed", freed),
+        ("lmr", lmr.handle),
+    ] {
+        for (arg_name, got, sub) in [
+            (
+                "ia",
+                create(h, x.pz, x.dto, x.dto, x.conn),
+                d::DAT_INVALID_HANDLE_IA,
+            ),
+            (
+                "pz",
+                create(x.ia, h, x.dto, x.dto, x.conn),
+                d::DAT_INVALID_HANDLE_PZ,
+            ),
+            (
+                "recv_evd",
+                create(x.ia, x.pz, h, x.dto, x.conn),
+                d::DAT_INVALID_HANDLE_EVD_RECV,
+            ),
+            (
+                "request_evd",
+                create(x.ia, x.pz, x.dto, h, x.conn),
+                d::DAT_INVALID_HANDLE_EVD_REQUEST,
+            ),
+            (
+                "connect_evd",
+                create(x.ia, x.pz, x.dto, x.dto, h),
+                d::DAT_INVALID_HANDLE_EVD_CONN,
+            ),
+        ] {
+            r.code(
+                &format!("matrix.ep_create.{kind}_{arg_name}"),
+                inv(sub),
+                got,
+            );
+        }
+    }
+    // Counts out of range on the posts: DAT_INVALID_PARAMETER naming the count (argument 2).
+    for (call, got) in [
+        ("ep_post_send", c::ep_post_send(ep, Some(&one), -1, 1, 0)),
+        ("ep_post_recv", c::ep_post_recv(ep, Some(&one), -1, 1, 0)),
+        ("ep_set_watermark_soft", c::ep_set_watermark(ep, -2, 1)),
+    ] {
+        r.code(&format!("matrix.{call}.negative_count"), arg(2), got);
+    }
+    r.code(
+        "matrix.ep_set_watermark_hard.negative_count",
+        arg(3),
+        c::ep_set_watermark(ep, 1, -2),
+    );
+    r.code(
+        "matrix.ep_modify.null_param",
+        arg(3),
+        c::ep_modify(ep, 0x0008_0000, None),
+    );
+
     // NULL out-pointers: DAT_INVALID_PARAMETER naming the argument.
     r.code("null_pz_out", arg(2), c::pz_create(x.ia, None));
     r.code(

@@ -586,6 +586,31 @@ pub fn ep_get_status_some(ep: Handle, want: [bool; 3]) -> (u32, [Option<u32>; 3]
     (rc, [out(0), out(1), out(2)])
 }
 
+/// dat_ep_set_watermark.
+pub fn ep_set_watermark(ep: Handle, soft: i32, hard: i32) -> u32 {
+    // SAFETY: see the module doc on handles.
+    unsafe { d::dat_ep_set_watermark(ep.raw(), soft, hard) }
+}
+
+/// dat_ep_modify with `mask` and the parameters of `param` (`None`: a NULL pointer).
+pub fn ep_modify(ep: Handle, mask: u64, param: Option<&d::DAT_EP_PARAM>) -> u32 {
+    let p = param.map_or(core::ptr::null(), |p| p as *const d::DAT_EP_PARAM);
+    // SAFETY: see the module doc on handles; `p` is valid or NULL.
+    unsafe { d::dat_ep_modify(ep.raw(), mask, p) }
+}
+
+/// dat_ep_query of every parameter (`None` when the call fails).
+pub fn ep_query(ep: Handle) -> Result<d::DAT_EP_PARAM, u32> {
+    let mut p = d::DAT_EP_PARAM::default();
+    // SAFETY: see the module doc on handles; `p` is valid.
+    let rc = unsafe { d::dat_ep_query(ep.raw(), 0, &mut p) };
+    if rc == d::DAT_SUCCESS {
+        Ok(p)
+    } else {
+        Err(rc)
+    }
+}
+
 /// dat_ep_recv_query with each output present or NULL (`want`: nbufs_allocated,
 /// bufs_alloc_span); the return code and the values written.
 pub fn ep_recv_query_some(ep: Handle, want: [bool; 2]) -> (u32, [Option<i32>; 2]) {
