@@ -15,8 +15,8 @@ pub enum NetError {
         subnet: Ipv4Addr,
         prefix_len: u8,
     },
-    /// The address is our own: loopback is not supported.
-    #[error("{0} is this port's own address: loopback connections are not supported")]
+    /// A host loopback address (127.0.0.0/8): not on the port (our own address is).
+    #[error("{0} is a host loopback address, not on the port (use the port's own address)")]
     Loopback(Ipv4Addr),
     /// Not a unicast host address (unspecified, multicast, limited or subnet broadcast).
     #[error("{0} is not a unicast host address")]

@@ -96,10 +96,14 @@ impl Net {
         dst_qpn: u32,
     ) -> Result<Route, NetError> {
         let mac = self.resolved(now, dst_ip)?;
-        let ready_until = self
-            .neighbours
-            .ready_until(dst_ip)
-            .ok_or(NetError::Pending(dst_ip))?;
+        // Our own address needs no neighbour entry (loopback): it never goes stale.
+        let ready_until = if dst_ip == self.config.ip {
+            None
+        } else {
+            self.neighbours
+                .ready_until(dst_ip)
+                .ok_or(NetError::Pending(dst_ip))?
+        };
         let tc = self.encap.traffic_class(dst_ip, src_qpn);
         let template = *self.encap.template(dst_ip, mac);
         Ok(Route {
@@ -135,10 +139,15 @@ impl Net {
             .write(buf, route.tc, ident, route.src_port, roce_len)
     }
 
-    /// Checks that `ip` is a peer we could reach: a unicast host of our subnet other than us.
+    /// Checks that `ip` is a peer we could reach: a unicast host of our subnet, ourselves
+    /// included (loopback through the port: the engine delivers frames to our own MAC to
+    /// ourselves).
     pub fn check_destination(&self, ip: Ipv4Addr) -> Result<(), NetError> {
         let c = &self.config;
-        if ip == c.ip || ip.is_loopback() {
+        if ip == c.ip {
+            return Ok(());
+        }
+        if ip.is_loopback() {
             return Err(NetError::Loopback(ip));
         }
         if ip.is_unspecified()
@@ -254,11 +263,18 @@ impl Net {
         if let Err(e) = self.check_destination(ip) {
             return Resolve::Failed(e);
         }
+        if ip == self.config.ip {
+            return Resolve::Ready(self.config.mac);
+        }
         self.neighbours.resolve(now, ip, &mut self.stats)
     }
 
-    /// The cached MAC of `ip` (stale included), with no side effects.
+    /// The cached MAC of `ip` (stale included; our own address: our MAC), with no side
+    /// effects.
     pub fn lookup(&self, ip: Ipv4Addr) -> Option<EthernetAddress> {
+        if ip == self.config.ip {
+            return Some(self.config.mac);
+        }
         self.neighbours.lookup(ip)
     }
 

@@ -12,8 +12,8 @@
 //!   packets to a resolved peer).
 //!
 //! Scope: one IPv4 subnet, directly attached. There is **no gateway support**: a destination
-//! outside `ip/prefix_len` is [`NetError::NoRoute`]. Sending to our own address (loopback) is
-//! [`NetError::Loopback`]. ICMP (echo included), IPv6, VLAN tags and IP fragments are counted and
+//! outside `ip/prefix_len` is [`NetError::NoRoute`]. Our own address resolves to our own MAC
+//! (the engine loops such frames back); 127.0.0.0/8 is [`NetError::Loopback`]. ICMP (echo included), IPv6, VLAN tags and IP fragments are counted and
 //! dropped, never answered.
 
 mod arp_frame;

@@ -978,3 +978,113 @@ fn dup_connect_times_out_when_nobody_answers_through_the_c_table() {
         assert_eq!(state_of(p, ep2), d::DAT_EP_STATE_DISCONNECTED);
     }
 }
+
+/// Loopback: two EPs of one IA connect through the IA's own address (the frames to the
+/// port's own MAC are delivered to it), move data both ways, and follow the seed pages'
+/// connected-state rules; B's IA at the other end of the cable sees nothing.
+#[test]
+fn two_eps_of_one_ia_connect_over_loopback_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage; the
+    // LMR buffers stay alive (owned by the sides) while registered.
+    unsafe {
+        let (mut a, mut b) = (side(p, t.a.0), side(p, t.a.0));
+        let mut psp = null;
+        let flags = d::DAT_PSP_CONSUMER_FLAG;
+        ok(p.psp_create_func.unwrap()(
+            t.a.0, QUAL, b.cr, flags, &mut psp,
+        ));
+        let own = SockAddrIn::new(IP_A);
+        ok(p.ep_connect_func.unwrap()(
+            a.ep,
+            own.as_dat(),
+            QUAL,
+            d::DAT_TIMEOUT::MAX,
+            4,
+            b"self".as_ptr() as _,
+            d::DAT_QOS_BEST_EFFORT,
+            d::DAT_CONNECT_DEFAULT_FLAG,
+        ));
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+        let mut param = d::DAT_CR_PARAM::default();
+        ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
+        let remote = (param.remote_ia_address_ptr as *const SockAddrIn).read_unaligned();
+        assert_eq!(remote, own, "the request comes from our own address");
+        ok(p.cr_accept_func.unwrap()(cr, b.ep, 0, null));
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_ESTABLISHED
+            );
+        }
+        for ep in [a.ep, b.ep] {
+            assert_eq!(state_of(p, ep), d::DAT_EP_STATE_CONNECTED);
+        }
+        // SEND/RECV, RDMA WRITE and READ between the two EPs.
+        let mut rx = b.triplet(0, 64);
+        ok(p.ep_post_recv_func.unwrap()(b.ep, 1, &mut rx, cookie(1), 0));
+        a.buf[100..108].copy_from_slice(b"loopback");
+        let mut tx = a.triplet(100, 8);
+        ok(p.ep_post_send_func.unwrap()(a.ep, 1, &mut tx, cookie(2), 0));
+        assert_eq!(dto_of(&t.next(a.dto)).status, d::DAT_DTO_SUCCESS);
+        let got = dto_of(&t.next(b.dto));
+        assert_eq!((got.user_cookie.as_64, got.transfered_length), (1, 8));
+        assert_eq!(&b.buf[..8], b"loopback");
+        let write = p.ep_post_rdma_write_func.unwrap();
+        ok(write(
+            a.ep,
+            1,
+            &mut tx,
+            cookie(3),
+            &rmr_triplet(b.rkey, b.addr + 2000, 8),
+            0,
+        ));
+        assert_eq!(dto_of(&t.next(a.dto)).status, d::DAT_DTO_SUCCESS);
+        assert_eq!(&b.buf[2000..2008], b"loopback");
+        b.buf[3000..3004].copy_from_slice(b"back");
+        let mut into = a.triplet(500, 4);
+        let read = p.ep_post_rdma_read_func.unwrap();
+        ok(read(
+            a.ep,
+            1,
+            &mut into,
+            cookie(4),
+            &rmr_triplet(b.rkey, b.addr + 3000, 4),
+            0,
+        ));
+        assert_eq!(dto_of(&t.next(a.dto)).status, d::DAT_DTO_SUCCESS);
+        assert_eq!(&a.buf[500..504], b"back");
+        // The seed pages in CONNECTED: dat_ep_modify refuses the attributes that change only
+        // before a connection (DAT_INVALID_STATE); get_status, recv_query and set_watermark
+        // answer.
+        let mut q = d::DAT_EP_PARAM::default();
+        ok(p.ep_query_func.unwrap()(b.ep, 0, &mut q));
+        assert_eq!(
+            p.ep_modify_func.unwrap()(b.ep, 0x0008_0000, &q) & !0xffff,
+            err(d::DAT_INVALID_STATE, 0)
+        );
+        let (mut n, mut span) = (-1, -1);
+        ok(p.ep_recv_query_func.unwrap()(b.ep, &mut n, &mut span));
+        assert_eq!((n, span), (0, 0), "the one receive was consumed");
+        ok(p.ep_set_watermark_func.unwrap()(b.ep, 4, -1));
+        assert!(t.quiet(t.a.1), "no watermark event below it");
+        // The peer IA saw none of it: nothing left the port.
+        assert!(t.quiet(t.b.1));
+        // Disconnecting one side disconnects the other, over loopback too.
+        ok(p.ep_disconnect_func.unwrap()(
+            a.ep,
+            d::DAT_CLOSE_ABRUPT_FLAG,
+        ));
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_DISCONNECTED
+            );
+        }
+        ok(p.psp_free_func.unwrap()(psp));
+    }
+}

@@ -209,7 +209,8 @@ where
             } else {
                 None
             };
-            let io = ShardIo::new(i, port, &rings);
+            let mut io = ShardIo::new(i, port, &rings);
+            io.set_own_mac(host.net().config().mac.0);
             let commands = Arc::new(ArrayQueue::new(config.submission_ring.max(1)));
             let mut shard = Shard::new(host, io);
             if let Some(base) = &config.capture {

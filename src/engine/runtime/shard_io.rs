@@ -27,6 +27,10 @@ use std::sync::Arc;
 /// Frames handled per burst from the inbox or the relay.
 const BURST: usize = 32;
 
+/// Frames to the port's own MAC held for delivery (loopback) at most; more are dropped and
+/// counted, like a full ring.
+const LOOPED_MAX: usize = 4096;
+
 /// A message between shards of one port.
 pub enum CrossShard {
     /// A received frame (buffer from the pool).
@@ -63,6 +67,8 @@ pub struct ShardIoStats {
     /// CM (QP1) frames this shard received for itself (shard 0: tells the runtime that the CM
     /// may have moved QPs of other shards).
     pub cm_frames: u64,
+    /// Frames sent to the port's own MAC and delivered here instead of the wire (loopback).
+    pub looped: u64,
 }
 
 /// The rings of one port, shared by its shards.
@@ -105,6 +111,11 @@ pub struct ShardIo<Io> {
     backlog: Vec<VecDeque<CrossShard>>,
     /// A control message taken from the inbox, for the runtime to apply before more frames.
     stash: Option<CrossShard>,
+    /// The port's own MAC: frames sent to it are looped back (received here, steered to
+    /// their shard) instead of leaving on the wire, which would not return them.
+    own_mac: Option<[u8; 6]>,
+    /// Looped-back frames waiting for the next receive burst (pool buffers).
+    looped: VecDeque<Vec<u8>>,
     pub stats: ShardIoStats,
 }
 
@@ -123,8 +134,38 @@ impl<Io: FrameIo> ShardIo<Io> {
             max_frame: rings.max_frame,
             backlog: (0..shards).map(|_| VecDeque::new()).collect(),
             stash: None,
+            own_mac: None,
+            looped: VecDeque::new(),
             stats: ShardIoStats::default(),
         }
+    }
+
+    /// Loops frames to `mac` (the port's own) back to the receive side.
+    pub fn set_own_mac(&mut self, mac: [u8; 6]) {
+        self.own_mac = Some(mac);
+    }
+
+    /// True for a frame to the port's own MAC.
+    fn to_own_mac(&self, frame: &[u8]) -> bool {
+        self.own_mac
+            .is_some_and(|m| frame.get(..6).is_some_and(|d| d == m))
+    }
+
+    /// Holds `frame` for the next receive burst; false (dropped, counted) when too many wait
+    /// or no buffer is free.
+    fn loop_back(&mut self, frame: &[u8]) -> bool {
+        let looped = &mut self.looped;
+        let ok = looped.len() < LOOPED_MAX
+            && forward_copy(&self.pool, self.max_frame, frame, |b| {
+                looped.push_back(b);
+                Ok(())
+            });
+        if ok {
+            self.stats.looped += 1;
+        } else {
+            self.stats.dropped += 1;
+        }
+        ok
     }
 
     /// The port queue pair, if this shard has one.
@@ -164,6 +205,59 @@ impl<Io: FrameIo> ShardIo<Io> {
                     break;
                 }
             }
+        }
+    }
+}
+
+/// Hands a received frame to this shard (`f`) or to the shard it belongs to (a copy in that
+/// shard's inbox); an ARP reply to every shard.
+#[allow(clippy::too_many_arguments)]
+fn steer(
+    frame: &[u8],
+    index: usize,
+    shards: usize,
+    max_frame: usize,
+    inboxes: &[Arc<ArrayQueue<CrossShard>>],
+    backlog: &[VecDeque<CrossShard>],
+    pool: &ArrayQueue<Vec<u8>>,
+    stats: &mut ShardIoStats,
+    f: &mut dyn FnMut(&[u8]),
+) {
+    let to_inbox = |s: usize, inbox: &ArrayQueue<CrossShard>| {
+        backlog[s].is_empty()
+            && forward_copy(pool, max_frame, frame, |b| {
+                inbox.push(CrossShard::Frame(b)).map_err(|m| match m {
+                    CrossShard::Frame(b) => b,
+                    _ => Vec::new(),
+                })
+            })
+    };
+    match classify(frame, shards) {
+        Steer::Shard(s) if s == index => {
+            if shards > 1 && roce_dest_qpn(frame) == Some(crate::cm::CM_QPN) {
+                stats.cm_frames += 1;
+            }
+            f(frame)
+        }
+        Steer::Shard(s) => {
+            if to_inbox(s, &inboxes[s]) {
+                stats.forwarded += 1;
+            } else {
+                stats.dropped += 1;
+            }
+        }
+        Steer::ArpReply => {
+            for (s, inbox) in inboxes.iter().enumerate() {
+                if s == index {
+                    continue;
+                }
+                if to_inbox(s, inbox) {
+                    stats.arp_copies += 1;
+                } else {
+                    stats.dropped += 1;
+                }
+            }
+            f(frame);
         }
     }
 }
@@ -212,6 +306,8 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
             backlog,
             stash,
             stats,
+            looped,
+            own_mac: _,
         } = self;
         let (index, shards, max_frame) = (*index, *shards, *max_frame);
         if let Some(port) = port.as_mut() {
@@ -234,48 +330,22 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
                     port.flush();
                 }
             }
-            n += port.rx_burst(&mut |frame| match classify(frame, shards) {
-                Steer::Shard(s) if s == index => {
-                    if shards > 1 && roce_dest_qpn(frame) == Some(crate::cm::CM_QPN) {
-                        stats.cm_frames += 1;
-                    }
-                    f(frame)
-                }
-                Steer::Shard(s) => {
-                    let ok = backlog[s].is_empty()
-                        && forward_copy(pool, max_frame, frame, |b| {
-                            inboxes[s].push(CrossShard::Frame(b)).map_err(|m| match m {
-                                CrossShard::Frame(b) => b,
-                                _ => Vec::new(),
-                            })
-                        });
-                    if ok {
-                        stats.forwarded += 1;
-                    } else {
-                        stats.dropped += 1;
-                    }
-                }
-                Steer::ArpReply => {
-                    for (s, inbox) in inboxes.iter().enumerate() {
-                        if s == index {
-                            continue;
-                        }
-                        let ok = backlog[s].is_empty()
-                            && forward_copy(pool, max_frame, frame, |b| {
-                                inbox.push(CrossShard::Frame(b)).map_err(|m| match m {
-                                    CrossShard::Frame(b) => b,
-                                    _ => Vec::new(),
-                                })
-                            });
-                        if ok {
-                            stats.arp_copies += 1;
-                        } else {
-                            stats.dropped += 1;
-                        }
-                    }
-                    f(frame);
-                }
+            n += port.rx_burst(&mut |frame| {
+                steer(
+                    frame, index, shards, max_frame, inboxes, backlog, pool, stats, f,
+                )
             });
+        }
+        // Frames this shard sent to the port's own MAC arrive as if from the wire.
+        for _ in 0..BURST.min(looped.len()) {
+            let Some(buf) = looped.pop_front() else {
+                break;
+            };
+            steer(
+                &buf, index, shards, max_frame, inboxes, backlog, pool, stats, f,
+            );
+            let _ = pool.push(buf);
+            n += 1;
         }
         let mut taken = 0;
         while taken < BURST {
@@ -300,6 +370,9 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
     }
 
     fn tx(&mut self, frame: &[u8]) -> bool {
+        if self.to_own_mac(frame) {
+            return self.loop_back(frame);
+        }
         if let Some(port) = self.port.as_mut() {
             return port.tx(frame);
         }
@@ -334,6 +407,9 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
     }
 
     fn tx_pinned(&mut self, frame: crate::engine::io::PinnedFrame<'_>) -> bool {
+        if self.to_own_mac(frame.headers) {
+            return crate::engine::io::tx_gathered(self, frame);
+        }
         match self.port.as_mut() {
             Some(port) => port.tx_pinned(frame),
             None => crate::engine::io::tx_gathered(self, frame),
