@@ -70,6 +70,13 @@ enum Role {
         #[arg(long)]
         qual: u64,
     },
+    /// Two EPs of this process connected through the IA's own address (`--own`).
+    Loopback {
+        #[arg(long)]
+        own: Ipv4Addr,
+        #[arg(long)]
+        qual: u64,
+    },
     /// A long stream the test interrupts by killing the server.
     Stream {
         #[arg(long)]
@@ -82,6 +89,7 @@ enum Role {
 mod client;
 mod ctx;
 mod local;
+mod loopback;
 mod report;
 mod server;
 mod stream;
@@ -89,6 +97,7 @@ mod stream;
 use client::*;
 use ctx::*;
 use local::*;
+use loopback::*;
 use report::*;
 use server::*;
 use stream::*;
@@ -101,6 +110,7 @@ fn main() -> ExitCode {
         Role::Server { qual, connections } => server(&args.ia, qual, connections, &mut r),
         Role::Client { server, qual } => client(&args.ia, server, qual, &mut r),
         Role::Stream { server, qual } => stream(&args.ia, server, qual, &mut r),
+        Role::Loopback { own, qual } => loopback(&args.ia, own, qual, &mut r),
     };
     if let Err(e) = res {
         println!("ERROR {e}");
