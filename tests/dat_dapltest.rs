@@ -1,8 +1,8 @@
 //! Debian's `dapltest` (dapl2-utils) on dpdk-roce, two processes over net_af_packet on a veth
-//! pair, and again over net_tap (libdat2 loads the provider from a per-side dat.conf): the
-//! server `-T S` with clients for the transaction tests (SR, SR+RW, SR+RR, data validated with
-//! `-V`), the performance test and the functional suites, stopped by `-T Q`; the limit test
-//! `-T L` runs alone.
+//! pair, again over net_tap, and over net_memif (the server's link comes up with each client;
+//! libdat2 loads the provider from a per-side dat.conf): the server `-T S` with clients for the
+//! transaction tests (SR, SR+RW, SR+RR, data validated with `-V`), the performance test and the
+//! functional suites, stopped by `-T Q`; the limit test `-T L` runs alone.
 //!
 //! Each helper takes the [`Setup`], so the same test over another link is one more line. Over
 //! net_tap every client process creates a new tap, which the harness joins to the server's
@@ -430,4 +430,32 @@ fn dapltest_queryinfo_passes_over_tap() {
     queryinfo(&s);
     s.assert_no_tap_left();
     assert_no_dpdk_runtime_dir("dlqt");
+}
+
+#[test]
+fn dapltest_transactions_sr_rw_rr_validated_over_memif() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    transaction(&Setup::with_link("dltm", Link::Memif));
+    assert_no_dpdk_runtime_dir("dltm");
+}
+
+#[test]
+fn dapltest_performance_rdma_write_over_memif() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    performance(&Setup::with_link("dlpm", Link::Memif));
+    assert_no_dpdk_runtime_dir("dlpm");
+}
+
+#[test]
+fn dapltest_functional_suites_pass_over_memif() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    functional(&Setup::with_link("dlfm", Link::Memif));
+    assert_no_dpdk_runtime_dir("dlfm");
+}
+
+#[test]
+fn dapltest_queryinfo_passes_over_memif() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    queryinfo(&Setup::with_link("dlqm", Link::Memif));
+    assert_no_dpdk_runtime_dir("dlqm");
 }
