@@ -221,6 +221,25 @@ fn matrix_cases() -> Vec<String> {
         v.push(format!("matrix.{call}.negative_count"));
     }
     v.push("matrix.ep_modify.null_param".into());
+    for call in ["ep_post_rdma_write", "ep_post_rdma_read"] {
+        for what in [
+            "null_iov",
+            "null_remote",
+            "negative_count",
+            "too_many_iovs",
+            "unknown_flags",
+        ] {
+            v.push(format!("matrix.{call}.{what}"));
+        }
+    }
+    for case in [
+        "ep_post_send.null_iov",
+        "ep_post_send.too_many_iovs",
+        "ep_post_send.unknown_flags",
+        "ep_post_recv.unknown_flags",
+    ] {
+        v.push(format!("matrix.{case}"));
+    }
     v
 }
 

@@ -231,6 +231,56 @@ pub(crate) fn local(name: &str, nobody: Ipv4Addr, r: &mut Report) -> Result<(), 
         arg(3),
         c::ep_modify(ep, 0x0008_0000, None),
     );
+    // The pointer, count and flag arguments of the posts (on an UNCONNECTED EP: the
+    // arguments are checked before the state): NULL IOV with a count, NULL remote triplet,
+    // counts out of range, unknown completion flags.
+    let many = vec![one[0]; 64];
+    for (write, name) in [(true, "ep_post_rdma_write"), (false, "ep_post_rdma_read")] {
+        let post = |count, iov, remote, flags| {
+            c::ep_post_rdma_raw(ep, write, count, iov, 1, remote, flags)
+        };
+        for (what, expected, got) in [
+            ("null_iov", arg(3), post(1, None, Some(remote), 0)),
+            ("null_remote", arg(5), post(1, Some(&one[..]), None, 0)),
+            (
+                "negative_count",
+                arg(2),
+                post(-1, Some(&one[..]), Some(remote), 0),
+            ),
+            (
+                "too_many_iovs",
+                arg(2),
+                post(64, Some(&many[..]), Some(remote), 0),
+            ),
+            (
+                "unknown_flags",
+                arg(6),
+                post(1, Some(&one[..]), Some(remote), 0x8000),
+            ),
+        ] {
+            r.code(&format!("matrix.{name}.{what}"), expected, got);
+        }
+    }
+    r.code(
+        "matrix.ep_post_send.null_iov",
+        arg(3),
+        c::ep_post_send(ep, None, 1, 1, 0),
+    );
+    r.code(
+        "matrix.ep_post_send.too_many_iovs",
+        arg(2),
+        c::ep_post_send(ep, Some(&many), 64, 1, 0),
+    );
+    r.code(
+        "matrix.ep_post_send.unknown_flags",
+        arg(5),
+        c::ep_post_send(ep, Some(&one), 1, 1, 0x8000),
+    );
+    r.code(
+        "matrix.ep_post_recv.unknown_flags",
+        arg(5),
+        c::ep_post_recv(ep, Some(&one), 1, 1, 0x8000),
+    );
 
     // NULL out-pointers: DAT_INVALID_PARAMETER naming the argument.
     r.code("null_pz_out", arg(2), c::pz_create(x.ia, None));

@@ -796,6 +796,50 @@ pub fn ep_post_rdma_one(
     }
 }
 
+/// dat_ep_post_rdma_write (`write`) or _read with every argument as given: `count` segments
+/// at `iov` (`None`: a NULL pointer), `remote` (`None`: NULL), completion `flags`.
+pub fn ep_post_rdma_raw(
+    ep: Handle,
+    write: bool,
+    count: i32,
+    iov: Option<&[Segment]>,
+    cookie: u64,
+    remote: Option<Remote>,
+    flags: u32,
+) -> u32 {
+    let mut t = triplets(iov);
+    let t_ptr = if iov.is_some() {
+        t.as_mut_ptr()
+    } else {
+        core::ptr::null_mut()
+    };
+    let r = remote.map(|remote| d::DAT_RMR_TRIPLET {
+        virtual_address: remote.addr,
+        segment_length: remote.len,
+        rmr_context: remote.rmr_context,
+    });
+    let r_ptr = r
+        .as_ref()
+        .map_or(core::ptr::null(), |r| r as *const d::DAT_RMR_TRIPLET);
+    let post: PostRdma = if write {
+        d::dat_ep_post_rdma_write
+    } else {
+        d::dat_ep_post_rdma_read
+    };
+    // SAFETY: see the module doc on handles; the pointers are valid or NULL (the provider
+    // checks `count` against the IOV before reading it).
+    unsafe {
+        post(
+            ep.raw(),
+            count,
+            t_ptr,
+            d::DAT_DTO_COOKIE { as_64: cookie },
+            r_ptr,
+            flags as _,
+        )
+    }
+}
+
 /// The C signature shared by dat_ep_post_rdma_write and dat_ep_post_rdma_read.
 type PostRdma = unsafe extern "C" fn(
     d::DAT_EP_HANDLE,
