@@ -213,6 +213,16 @@ impl Evd {
         })
     }
 
+    /// Enabled (dat_evd_enable / dat_evd_disable).
+    pub fn is_enabled(&self) -> bool {
+        self.inner.enabled.load(Ordering::Acquire)
+    }
+
+    /// Waitable (dat_evd_clear_unwaitable / dat_evd_set_unwaitable).
+    pub fn is_waitable(&self) -> bool {
+        self.inner.waitable.load(Ordering::Acquire)
+    }
+
     /// dat_evd_enable.
     pub fn enable(&self) {
         self.inner.enabled.store(true, Ordering::Release);

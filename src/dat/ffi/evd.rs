@@ -98,8 +98,6 @@ pub(super) extern "C" fn evd_create(
                 evd,
                 flags,
                 cno: AtomicUsize::new(cno_handle),
-                enabled: AtomicBool::new(true),
-                waitable: AtomicBool::new(true),
                 is_async: false,
                 notified: AtomicBool::new(false),
             })
@@ -119,12 +117,12 @@ pub(super) extern "C" fn evd_query(
     guard(|| {
         let o = handles::get(evd, Kind::Evd)?;
         let e = evd_of(&o)?;
-        let mut state = if e.enabled.load(Ordering::Relaxed) {
+        let mut state = if e.evd.is_enabled() {
             d::DAT_EVD_STATE_ENABLED
         } else {
             d::DAT_EVD_STATE_DISABLED
         };
-        state |= if e.waitable.load(Ordering::Relaxed) {
+        state |= if e.evd.is_waitable() {
             d::DAT_EVD_STATE_WAITABLE
         } else {
             d::DAT_EVD_STATE_UNWAITABLE
@@ -171,19 +169,20 @@ fn set_flag(evd: d::DAT_EVD_HANDLE, f: impl FnOnce(&EvdObj)) -> d::DAT_RETURN {
 }
 
 pub(super) extern "C" fn evd_enable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
-    set_flag(evd, |e| e.enabled.store(true, Ordering::Release))
+    set_flag(evd, |e| e.evd.enable())
 }
 
 pub(super) extern "C" fn evd_disable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
-    set_flag(evd, |e| e.enabled.store(false, Ordering::Release))
+    set_flag(evd, |e| e.evd.disable())
 }
 
+/// Also releases a thread waiting in dat_evd_wait (DAT_INVALID_STATE).
 pub(super) extern "C" fn evd_set_unwaitable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
-    set_flag(evd, |e| e.waitable.store(false, Ordering::Release))
+    set_flag(evd, |e| e.evd.set_unwaitable())
 }
 
 pub(super) extern "C" fn evd_clear_unwaitable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
-    set_flag(evd, |e| e.waitable.store(true, Ordering::Release))
+    set_flag(evd, |e| e.evd.clear_unwaitable())
 }
 
 fn deadline(timeout: u32) -> Option<Instant> {
@@ -210,13 +209,13 @@ pub(super) extern "C" fn evd_wait(
         }
         nonnull(event, 4)?;
         nonnull(nmore, 5)?;
-        if !e.waitable.load(Ordering::Acquire) {
+        if !e.evd.is_waitable() {
             return Err(err(
                 d::DAT_INVALID_STATE,
                 d::DAT_INVALID_STATE_EVD_UNWAITABLE,
             ));
         }
-        if !e.enabled.load(Ordering::Acquire) {
+        if !e.evd.is_enabled() {
             return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_DISABLED));
         }
         let dl = deadline(timeout);
@@ -396,7 +395,7 @@ fn ready(c: &CnoObj) -> Option<usize> {
                     e.notified.store(false, Ordering::Release);
                     false
                 } else {
-                    e.enabled.load(Ordering::Acquire) && !e.notified.swap(true, Ordering::AcqRel)
+                    e.evd.is_enabled() && !e.notified.swap(true, Ordering::AcqRel)
                 }),
                 _ => None,
             })

@@ -87,8 +87,6 @@ pub(super) fn register(
             evd: async_evd_obj,
             flags: d::DAT_EVD_ASYNC_FLAG,
             cno: AtomicUsize::new(0),
-            enabled: AtomicBool::new(true),
-            waitable: AtomicBool::new(true),
             is_async: true,
             notified: AtomicBool::new(false),
         })

@@ -45,8 +45,6 @@ pub(crate) struct EvdObj {
     pub evd: Evd,
     pub flags: u32,
     pub cno: AtomicUsize,
-    pub enabled: AtomicBool,
-    pub waitable: AtomicBool,
     pub is_async: bool,
     /// The attached CNO was told about the events queued now (cleared when the EVD is seen
     /// empty): a CNO notifies once per arrival on an empty EVD, not while events stay queued.

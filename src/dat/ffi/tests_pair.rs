@@ -1088,3 +1088,48 @@ fn two_eps_of_one_ia_connect_over_loopback_through_the_c_table() {
         ok(p.psp_free_func.unwrap()(psp));
     }
 }
+
+/// The EVD's enabled and waitable states are the Rust EVD's: dat_evd_set_unwaitable from
+/// another thread releases a thread blocked in dat_evd_wait with DAT_INVALID_STATE, and
+/// dat_evd_query reports the states the calls set.
+#[test]
+fn set_unwaitable_releases_a_waiter_in_dat_evd_wait_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let a = side(p, t.a.0);
+        let evd = a.dto as usize;
+        let wait = p.evd_wait_func.unwrap();
+        let waiter = std::thread::spawn(move || {
+            let mut ev = d::DAT_EVENT::default();
+            let mut nmore = 0;
+            // SAFETY: a live EVD handle of the provider and local storage.
+            // (A bounded wait: left waiting, it ends with DAT_TIMEOUT_EXPIRED and fails.)
+            unsafe { wait(evd as d::DAT_EVD_HANDLE, 5_000_000, 1, &mut ev, &mut nmore) }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "the waiter waits");
+        ok(p.evd_set_unwaitable_func.unwrap()(a.dto));
+        assert_eq!(
+            waiter.join().unwrap(),
+            err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_UNWAITABLE)
+        );
+        let query = |evd| {
+            let mut q = d::DAT_EVD_PARAM::default();
+            ok(p.evd_query_func.unwrap()(evd, 0, &mut q));
+            q.evd_state
+        };
+        assert_eq!(
+            query(a.dto),
+            d::DAT_EVD_STATE_ENABLED | d::DAT_EVD_STATE_UNWAITABLE
+        );
+        ok(p.evd_clear_unwaitable_func.unwrap()(a.dto));
+        ok(p.evd_disable_func.unwrap()(a.dto));
+        assert_eq!(
+            query(a.dto),
+            d::DAT_EVD_STATE_DISABLED | d::DAT_EVD_STATE_WAITABLE
+        );
+        ok(p.evd_enable_func.unwrap()(a.dto));
+    }
+}
