@@ -1104,9 +1104,10 @@ fn set_unwaitable_releases_a_waiter_in_dat_evd_wait_through_the_c_table() {
         let waiter = std::thread::spawn(move || {
             let mut ev = d::DAT_EVENT::default();
             let mut nmore = 0;
-            // SAFETY: a live EVD handle of the provider and local storage.
-            // (A bounded wait: left waiting, it ends with DAT_TIMEOUT_EXPIRED and fails.)
-            unsafe { wait(evd as d::DAT_EVD_HANDLE, 5_000_000, 1, &mut ev, &mut nmore) }
+            // A live EVD handle of the provider and local storage (the enclosing unsafe
+            // block's contract). A bounded wait: left waiting, it ends with
+            // DAT_TIMEOUT_EXPIRED and fails.
+            wait(evd as d::DAT_EVD_HANDLE, 5_000_000, 1, &mut ev, &mut nmore)
         });
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert!(!waiter.is_finished(), "the waiter waits");
