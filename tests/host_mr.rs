@@ -514,3 +514,59 @@ fn pinned_frames_match_whole_frames_and_hold_their_region_until_unpinned() {
     assert_eq!(read(&w.b, &dst, 0, 3001), pattern);
     assert_eq!(table.try_deregister(src.lkey), Ok(()));
 }
+
+/// A copy of `frame` (Ethernet/IPv4/UDP/RoCEv2) claiming to come from `src`: the IPv4
+/// checksum and the ICRC are made right again, so only the origin is wrong.
+fn from_elsewhere(frame: &[u8], src: Ipv4Addr) -> Vec<u8> {
+    use dpdk_roce::wire::{icrc, ipv4};
+    let mut f = frame.to_vec();
+    let mut ip = ipv4::Packet::new_unchecked(&mut f[14..]);
+    ip.set_src_addr(src);
+    ip.fill_checksum();
+    let total = usize::from(u16::from_be_bytes([f[16], f[17]]));
+    let (crc, _) = icrc::icrc_frame(&f).unwrap();
+    f[14 + total - 4..14 + total].copy_from_slice(&crc.to_le_bytes());
+    f
+}
+
+/// Origin checks (IBTA: a packet's source must match the QP's path; Linux rxe check_addr): a
+/// frame right in every RoCE field (QPN, PSN, R_Key, ICRC) but from another address is dropped
+/// unread and counted; the genuine frame behind it is executed as if the forgery never came.
+#[test]
+fn a_frame_from_an_address_that_is_not_the_peer_is_dropped() {
+    let mut w = Wire::new();
+    let (pa, pb) = (w.a.create_pz(), w.b.create_pz());
+    let (qa, qb) = (qp_in(&mut w.a, pa, None), qp_in(&mut w.b, pb, None));
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+    let src = w.a.mr_table().register_bytes(pa, b"genuine!", rw).unwrap();
+    let dst = w.b.mr_table().register_alloc(pb, 4096, 64, rw).unwrap();
+    w.connect(qa, qb, 7100, false);
+    let op = SendOp::Write {
+        remote_addr: dst.addr,
+        rkey: dst.rkey,
+    };
+    let now = w.now;
+    w.a.post_send(now, qa, wr(5, op, sge(&src, 0, 8))).unwrap();
+    let mut frame = Vec::new();
+    assert!(w.a.poll_transmit_into(now, &mut frame), "A sends the WRITE");
+    let before = w.b.stats().rx_wrong_origin;
+    // An off-path sender in the same subnet, with the connection's every secret.
+    w.b.handle_frame(now, &from_elsewhere(&frame, Ipv4Addr::new(192, 0, 2, 66)));
+    assert_eq!(w.b.stats().rx_wrong_origin, before + 1);
+    assert_eq!(read(&w.b, &dst, 0, 8), vec![0u8; 8], "nothing written");
+    let mut out = Vec::new();
+    assert!(
+        !w.b.poll_transmit_into(now, &mut out),
+        "no ACK or NAK for the forgery"
+    );
+    // The genuine WRITE at the same PSN is executed, not taken for a duplicate.
+    w.b.handle_frame(now, &frame);
+    assert_eq!(read(&w.b, &dst, 0, 8), b"genuine!");
+    let mut done = Vec::new();
+    w.run_until(|w| {
+        done.extend(std::iter::from_fn(|| w.a.poll_completion()));
+        !done.is_empty()
+    });
+    assert_eq!((done[0].wr_id, done[0].status), (5, WcStatus::Success));
+    assert_eq!(w.b.stats().rx_wrong_origin, before + 1);
+}

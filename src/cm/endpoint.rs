@@ -596,7 +596,9 @@ impl Cm {
         self.events.push_back(CmEvent::ConnectRequest {
             id: CmId(id),
             port,
-            src_ip: ip.src_ipv4(),
+            // The sender is the frame's source, not what its IP CM header claims: the
+            // accepted QP takes packets from this address only.
+            src_ip: src,
             src_port: ip.src_port,
             dst_ip: ip.dst_ipv4(),
             remote_qpn: req.local_qpn,

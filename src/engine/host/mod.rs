@@ -151,6 +151,9 @@ pub struct HostStats {
     pub rx_unknown_qp: u64,
     /// Frames to QP1 that are not UD SEND only with the GSI Q_Key.
     pub rx_bad_gsi: u64,
+    /// Frames for a connected QP from an address that is not its peer's (dropped unread:
+    /// IBTA requires a packet's source to match the QP's path, as Linux rxe's check_addr).
+    pub rx_wrong_origin: u64,
     pub tx_frames: u64,
     /// Packets not sent because the QP has no peer address.
     pub tx_no_peer: u64,

@@ -53,6 +53,10 @@ impl<M: Memory> Host<M> {
         let Some(e) = self.qps.get_mut(&dest) else {
             return false;
         };
+        if e.peer != Some(w.src_ip) {
+            // Not from the QP's peer: the general path counts and drops it.
+            return false;
+        }
         if !e
             .qp
             .handle_write_only(now, &w.bth, &w.reth, w.payload, &mut self.mem)
@@ -91,6 +95,12 @@ impl<M: Memory> Host<M> {
             self.stats.rx_unknown_qp += 1;
             return;
         };
+        // Origin: a QP with a peer takes packets from that address only (its path); a QP
+        // without one (RESET, INIT) takes none anyway.
+        if e.peer.is_some_and(|peer| peer != f.src_ip) {
+            self.stats.rx_wrong_origin += 1;
+            return;
+        }
         let e = if e.qp.state() == QpState::Rtr {
             // A data packet before the RTU: the implicit RTU of IBTA §12.9.6.
             self.cm.implicit_rtu(
