@@ -2,7 +2,7 @@
 //! an LMR over heap memory.
 
 use dat_sys as d;
-use dpdk_roce::dat::ffi::consumer::{self as c, Handle, Lmr};
+use dat_sys::consumer::{self as c, Handle, Lmr};
 
 /// `what` failed with DAT return code `rc` (dat_strerror's major and minor text).
 pub fn dat_err(what: &str, rc: u32) -> String {

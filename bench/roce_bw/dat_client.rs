@@ -13,7 +13,7 @@ use super::report::{print_header, print_row};
 use super::stream::{self, Poster, StreamSet};
 use super::*;
 use dat_sys as d;
-use dpdk_roce::dat::ffi::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
+use dat_sys::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
 
 /// The cookie bit of the receives (control messages from the server).
 const RECV_COOKIE: u64 = 1 << 62;

@@ -9,7 +9,7 @@
 use super::common::dat::{dat_err, evd, lmr, must, open_ia};
 use super::*;
 use dat_sys as d;
-use dpdk_roce::dat::ffi::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
+use dat_sys::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
 
 /// The IA, its DTO EVD, the connected EP and both buffers.
 struct Dat {

@@ -11,12 +11,17 @@
 //!   calls the handler the provider registered with [`shim_dat_set_extension_handler`].
 //!
 //! The safe provider is `dpdk_roce::dat::ffi`. Layouts the provider relies on are asserted here.
+//! [`consumer`] is the other side: safe wrappers a DAT program (and dpdk-roce's tests and
+//! benchmarks) calls libdat2 through.
 
 #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
 #![allow(clippy::all)]
 #![allow(rustdoc::all)]
 
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+
+#[warn(clippy::all)]
+pub mod consumer;
 
 use core::mem::{offset_of, size_of};
 

@@ -29,7 +29,7 @@
 
 use clap::{Parser, Subcommand};
 use dat_sys as d;
-use dpdk_roce::dat::ffi::consumer::{
+use dat_sys::consumer::{
     self as c, ep_state, strerror, Event, Forged, Handle, Region, Remote, Segment, INFINITE,
 };
 use std::io::Write;

@@ -13,7 +13,6 @@
 
 mod cm;
 pub(crate) mod codes;
-pub mod consumer;
 mod ep;
 mod evd;
 mod event;

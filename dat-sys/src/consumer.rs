@@ -1,7 +1,8 @@
 //! The consumer side of the DAT 2.0 API, as a DAT program sees it: safe wrappers over the
 //! libdat2 entry points (`dat_ia_openv`, `dat_ep_post_send`, ...) that dispatch through the
-//! registry to whatever provider `dat.conf` names (for `roce-dat-consumer`: this crate's C
-//! provider, loaded by libdat2 from `libdpdk_roce.so`).
+//! registry to whatever provider `dat.conf` names (for dpdk-roce's DAT programs,
+//! `roce-dat-consumer` and the `--api dat` benchmarks: dpdk-roce's C provider, loaded by
+//! libdat2 from `libdpdk_roce.so`). It lives beside the bindings, out of the provider library.
 //!
 //! Every call returns the raw `DAT_RETURN` so that bad-input cases can compare it with the
 //! code dat.h and the man pages name. Out-pointers are `Option<&mut T>`: `None` passes NULL.
@@ -11,9 +12,9 @@
 //! dereferences a non-NULL handle's first word (the `DAT_PROVIDER*`, udat_redirection.h), so a
 //! handle must point at readable memory: this provider keeps every handle header readable and
 //! pointing at its table even after the object is freed (`handles::remove`), which makes stale
-//! handles sound to pass too.
+//! handles sound to pass too. With another provider, pass only handles it returned.
 
-use dat_sys as d;
+use crate as d;
 use std::ffi::{c_void, CStr, CString};
 use std::net::Ipv4Addr;
 
