@@ -80,7 +80,7 @@ fn listen(
     ))
 }
 
-pub(super) extern "C" fn psp_create(
+pub(super) unsafe extern "C" fn psp_create(
     ia: d::DAT_IA_HANDLE,
     qual: d::DAT_CONN_QUAL,
     evd: d::DAT_EVD_HANDLE,
@@ -101,7 +101,7 @@ pub(super) extern "C" fn psp_create(
 }
 
 /// dat_psp_create_any: the first free qualifier of the dynamic port range.
-pub(super) extern "C" fn psp_create_any(
+pub(super) unsafe extern "C" fn psp_create_any(
     ia: d::DAT_IA_HANDLE,
     qual: *mut d::DAT_CONN_QUAL,
     evd: d::DAT_EVD_HANDLE,
@@ -138,7 +138,7 @@ fn sp_query(h: d::DAT_HANDLE, kind: Kind) -> Result<(Arc<Object>, u64, usize, u3
     Ok((o, q, e, f, ep))
 }
 
-pub(super) extern "C" fn psp_query(
+pub(super) unsafe extern "C" fn psp_query(
     psp: d::DAT_PSP_HANDLE,
     _mask: d::DAT_PSP_PARAM_MASK,
     param: *mut d::DAT_PSP_PARAM,
@@ -170,13 +170,13 @@ fn sp_free(h: d::DAT_HANDLE, kind: Kind) -> R {
     Ok(())
 }
 
-pub(super) extern "C" fn psp_free(psp: d::DAT_PSP_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn psp_free(psp: d::DAT_PSP_HANDLE) -> d::DAT_RETURN {
     guard(|| sp_free(psp, Kind::Psp))
 }
 
 /// dat_rsp_create: a service point for one UNCONNECTED EP, which it holds RESERVED (the Rust
 /// [`Rsp`]); its CRs name the EP.
-pub(super) extern "C" fn rsp_create(
+pub(super) unsafe extern "C" fn rsp_create(
     ia: d::DAT_IA_HANDLE,
     qual: d::DAT_CONN_QUAL,
     ep: d::DAT_EP_HANDLE,
@@ -214,7 +214,7 @@ pub(super) extern "C" fn rsp_create(
     })
 }
 
-pub(super) extern "C" fn rsp_query(
+pub(super) unsafe extern "C" fn rsp_query(
     rsp: d::DAT_RSP_HANDLE,
     _mask: d::DAT_RSP_PARAM_MASK,
     param: *mut d::DAT_RSP_PARAM,
@@ -234,13 +234,13 @@ pub(super) extern "C" fn rsp_query(
     })
 }
 
-pub(super) extern "C" fn rsp_free(rsp: d::DAT_RSP_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn rsp_free(rsp: d::DAT_RSP_HANDLE) -> d::DAT_RETURN {
     guard(|| sp_free(rsp, Kind::Rsp))
 }
 
 /// dat_csp_create: common service points (DAT 2.0 CSP) are not offered; the arguments are
 /// validated, then DAT_MODEL_NOT_SUPPORTED.
-pub(super) extern "C" fn csp_create(
+pub(super) unsafe extern "C" fn csp_create(
     ia: d::DAT_IA_HANDLE,
     comm: *mut d::DAT_COMM,
     addr: d::DAT_IA_ADDRESS_PTR,
@@ -260,7 +260,7 @@ pub(super) extern "C" fn csp_create(
 }
 
 /// No CSP handle ever exists: every one is invalid.
-pub(super) extern "C" fn csp_query(
+pub(super) unsafe extern "C" fn csp_query(
     _csp: d::DAT_CSP_HANDLE,
     _mask: d::DAT_CSP_PARAM_MASK,
     _param: *mut d::DAT_CSP_PARAM,
@@ -268,7 +268,7 @@ pub(super) extern "C" fn csp_query(
     err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_CSP)
 }
 
-pub(super) extern "C" fn csp_free(_csp: d::DAT_CSP_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn csp_free(_csp: d::DAT_CSP_HANDLE) -> d::DAT_RETURN {
     err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_CSP)
 }
 
@@ -280,7 +280,7 @@ fn cr_of(o: &Object) -> Result<&CrObj, u32> {
 }
 
 /// dat_cr_query: the private data pointer is into the CR (writable: dtest edits it).
-pub(super) extern "C" fn cr_query(
+pub(super) unsafe extern "C" fn cr_query(
     cr: d::DAT_CR_HANDLE,
     _mask: d::DAT_CR_PARAM_MASK,
     param: *mut d::DAT_CR_PARAM,
@@ -318,7 +318,7 @@ fn pdata(size: d::DAT_COUNT, p: d::DAT_PVOID, n: u32) -> Result<Vec<u8>, u32> {
 }
 
 /// dat_cr_accept: accepts on `ep` (NULL: the RSP's EP); the CR handle is gone afterwards.
-pub(super) extern "C" fn cr_accept(
+pub(super) unsafe extern "C" fn cr_accept(
     cr: d::DAT_CR_HANDLE,
     ep: d::DAT_EP_HANDLE,
     size: d::DAT_COUNT,
@@ -347,7 +347,7 @@ pub(super) extern "C" fn cr_accept(
     })
 }
 
-pub(super) extern "C" fn cr_reject(
+pub(super) unsafe extern "C" fn cr_reject(
     cr: d::DAT_CR_HANDLE,
     size: d::DAT_COUNT,
     p: d::DAT_PVOID,
@@ -376,7 +376,10 @@ pub(super) extern "C" fn cr_reject(
 /// dat_cr_handoff (DAT 2.0): the request moves to the PSP of `qual` in the same IA (a new
 /// DAT_CONNECTION_REQUEST_EVENT on that PSP's EVD, with a new CR handle); this CR handle is
 /// gone. DAT_INVALID_PARAMETER when no PSP of the IA listens on `qual` (the CR stays valid).
-pub(super) extern "C" fn cr_handoff(cr: d::DAT_CR_HANDLE, qual: d::DAT_CONN_QUAL) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn cr_handoff(
+    cr: d::DAT_CR_HANDLE,
+    qual: d::DAT_CONN_QUAL,
+) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(cr, Kind::Cr)?;
         let c = cr_of(&o)?;

@@ -294,7 +294,7 @@ pub(super) fn provider_ep(ia: &Arc<IaState>, pz: &crate::dat::Pz) -> Result<Arc<
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(super) extern "C" fn ep_create(
+pub(super) unsafe extern "C" fn ep_create(
     ia: d::DAT_IA_HANDLE,
     pz: d::DAT_PZ_HANDLE,
     recv_evd: d::DAT_EVD_HANDLE,
@@ -319,7 +319,7 @@ pub(super) extern "C" fn ep_create(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(super) extern "C" fn ep_create_with_srq(
+pub(super) unsafe extern "C" fn ep_create_with_srq(
     ia: d::DAT_IA_HANDLE,
     pz: d::DAT_PZ_HANDLE,
     recv_evd: d::DAT_EVD_HANDLE,
@@ -347,7 +347,7 @@ pub(super) extern "C" fn ep_create_with_srq(
     })
 }
 
-pub(super) extern "C" fn ep_query(
+pub(super) unsafe extern "C" fn ep_query(
     ep: d::DAT_EP_HANDLE,
     _mask: d::DAT_EP_PARAM_MASK,
     param: *mut d::DAT_EP_PARAM,
@@ -400,7 +400,7 @@ pub(super) extern "C" fn ep_query(
 /// of 0 changes nothing and succeeds; unknown bits and unmodifiable parameters (IA, state,
 /// communicator, addresses, port qualifiers, SRQ) are DAT_INVALID_PARAMETER of argument 2; a
 /// parameter the EP's state does not allow is DAT_INVALID_STATE with the EP-state subtype.
-pub(super) extern "C" fn ep_modify(
+pub(super) unsafe extern "C" fn ep_modify(
     ep: d::DAT_EP_HANDLE,
     mask: d::DAT_EP_PARAM_MASK,
     param: *const d::DAT_EP_PARAM,
@@ -548,7 +548,7 @@ pub(super) fn connect_timeout(t: d::DAT_TIMEOUT) -> Option<std::time::Duration> 
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(super) extern "C" fn ep_connect(
+pub(super) unsafe extern "C" fn ep_connect(
     ep: d::DAT_EP_HANDLE,
     remote: d::DAT_IA_ADDRESS_PTR,
     conn_qual: d::DAT_CONN_QUAL,
@@ -576,7 +576,7 @@ pub(super) extern "C" fn ep_connect(
 }
 
 /// dat_ep_common_connect: connect without a port qualifier (the port is in the address).
-pub(super) extern "C" fn ep_common_connect(
+pub(super) unsafe extern "C" fn ep_common_connect(
     ep: d::DAT_EP_HANDLE,
     remote: d::DAT_IA_ADDRESS_PTR,
     timeout: d::DAT_TIMEOUT,
@@ -608,7 +608,7 @@ pub(super) extern "C" fn ep_common_connect(
 }
 
 /// dat_ep_dup_connect: connects `ep` to the peer of the connected `dup_ep`.
-pub(super) extern "C" fn ep_dup_connect(
+pub(super) unsafe extern "C" fn ep_dup_connect(
     ep: d::DAT_EP_HANDLE,
     dup_ep: d::DAT_EP_HANDLE,
     timeout: d::DAT_TIMEOUT,
@@ -636,7 +636,7 @@ pub(super) extern "C" fn ep_dup_connect(
     })
 }
 
-pub(super) extern "C" fn ep_disconnect(
+pub(super) unsafe extern "C" fn ep_disconnect(
     ep: d::DAT_EP_HANDLE,
     flags: d::DAT_CLOSE_FLAGS,
 ) -> d::DAT_RETURN {
@@ -769,7 +769,7 @@ fn post_with_flags(
     })
 }
 
-pub(super) extern "C" fn ep_post_send(
+pub(super) unsafe extern "C" fn ep_post_send(
     ep: d::DAT_EP_HANDLE,
     n: d::DAT_COUNT,
     iov: *mut d::DAT_LMR_TRIPLET,
@@ -790,7 +790,7 @@ pub(super) extern "C" fn ep_post_send(
 /// peer's `rmr_context` on arrival (SEND with Invalidate, IBTA vol. 1 §9.4.1.1.1); else a
 /// plain send.
 #[allow(clippy::too_many_arguments)]
-pub(super) extern "C" fn ep_post_send_with_invalidate(
+pub(super) unsafe extern "C" fn ep_post_send_with_invalidate(
     ep: d::DAT_EP_HANDLE,
     n: d::DAT_COUNT,
     iov: *mut d::DAT_LMR_TRIPLET,
@@ -814,7 +814,7 @@ pub(super) extern "C" fn ep_post_send_with_invalidate(
     })
 }
 
-pub(super) extern "C" fn ep_post_recv(
+pub(super) unsafe extern "C" fn ep_post_recv(
     ep: d::DAT_EP_HANDLE,
     n: d::DAT_COUNT,
     iov: *mut d::DAT_LMR_TRIPLET,
@@ -834,7 +834,7 @@ pub(super) extern "C" fn ep_post_recv(
     })
 }
 
-pub(super) extern "C" fn ep_post_rdma_read(
+pub(super) unsafe extern "C" fn ep_post_rdma_read(
     ep: d::DAT_EP_HANDLE,
     n: d::DAT_COUNT,
     iov: *mut d::DAT_LMR_TRIPLET,
@@ -875,7 +875,7 @@ fn post_rdma(
 
 /// dat_ep_post_rdma_read_to_rmr: an RDMA read whose local sink is a bound RMR of this IA
 /// (`local`: rmr_context, address, length).
-pub(super) extern "C" fn ep_post_rdma_read_to_rmr(
+pub(super) unsafe extern "C" fn ep_post_rdma_read_to_rmr(
     ep: d::DAT_EP_HANDLE,
     local: *const d::DAT_RMR_TRIPLET,
     cookie: d::DAT_DTO_COOKIE,
@@ -895,7 +895,7 @@ pub(super) extern "C" fn ep_post_rdma_read_to_rmr(
     })
 }
 
-pub(super) extern "C" fn ep_post_rdma_write(
+pub(super) unsafe extern "C" fn ep_post_rdma_write(
     ep: d::DAT_EP_HANDLE,
     n: d::DAT_COUNT,
     iov: *mut d::DAT_LMR_TRIPLET,
@@ -906,7 +906,7 @@ pub(super) extern "C" fn ep_post_rdma_write(
     post_rdma(ep, n, iov, cookie, remote, flags, Ep::post_rdma_write_with)
 }
 
-pub(super) extern "C" fn ep_get_status(
+pub(super) unsafe extern "C" fn ep_get_status(
     ep: d::DAT_EP_HANDLE,
     state: *mut d::DAT_EP_STATE,
     recv_idle: *mut d::DAT_BOOLEAN,
@@ -931,7 +931,7 @@ pub(super) extern "C" fn ep_get_status(
     })
 }
 
-pub(super) extern "C" fn ep_free(ep: d::DAT_EP_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn ep_free(ep: d::DAT_EP_HANDLE) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         forget_ep(&o);
@@ -940,7 +940,7 @@ pub(super) extern "C" fn ep_free(ep: d::DAT_EP_HANDLE) -> d::DAT_RETURN {
     })
 }
 
-pub(super) extern "C" fn ep_reset(ep: d::DAT_EP_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn ep_reset(ep: d::DAT_EP_HANDLE) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
@@ -956,7 +956,7 @@ pub(super) extern "C" fn ep_reset(ep: d::DAT_EP_HANDLE) -> d::DAT_RETURN {
 
 /// dat_ep_recv_query (seed 004): both values from one snapshot of the EP's receive
 /// accounting; each is written "if ... is not NULL" (both NULL: nothing to report, success).
-pub(super) extern "C" fn ep_recv_query(
+pub(super) unsafe extern "C" fn ep_recv_query(
     ep: d::DAT_EP_HANDLE,
     nbufs: *mut d::DAT_COUNT,
     span: *mut d::DAT_COUNT,
@@ -977,7 +977,7 @@ pub(super) extern "C" fn ep_recv_query(
 
 /// dat_ep_set_watermark (seed 002): soft and hard high watermarks of the receive buffers at
 /// the EP; DAT_WATERMARK_INFINITE ((DAT_COUNT)~0) turns one off.
-pub(super) extern "C" fn ep_set_watermark(
+pub(super) unsafe extern "C" fn ep_set_watermark(
     ep: d::DAT_EP_HANDLE,
     soft: d::DAT_COUNT,
     hard: d::DAT_COUNT,

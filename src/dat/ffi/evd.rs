@@ -47,7 +47,7 @@ fn detach(cno: usize, evd: usize) {
     }
 }
 
-pub(super) extern "C" fn evd_create(
+pub(super) unsafe extern "C" fn evd_create(
     ia: d::DAT_IA_HANDLE,
     qlen: d::DAT_COUNT,
     cno: d::DAT_CNO_HANDLE,
@@ -109,7 +109,7 @@ pub(super) extern "C" fn evd_create(
     })
 }
 
-pub(super) extern "C" fn evd_query(
+pub(super) unsafe extern "C" fn evd_query(
     evd: d::DAT_EVD_HANDLE,
     _mask: d::DAT_EVD_PARAM_MASK,
     param: *mut d::DAT_EVD_PARAM,
@@ -141,7 +141,7 @@ pub(super) extern "C" fn evd_query(
     })
 }
 
-pub(super) extern "C" fn evd_modify_cno(
+pub(super) unsafe extern "C" fn evd_modify_cno(
     evd: d::DAT_EVD_HANDLE,
     cno: d::DAT_CNO_HANDLE,
 ) -> d::DAT_RETURN {
@@ -168,20 +168,20 @@ fn set_flag(evd: d::DAT_EVD_HANDLE, f: impl FnOnce(&EvdObj)) -> d::DAT_RETURN {
     })
 }
 
-pub(super) extern "C" fn evd_enable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn evd_enable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
     set_flag(evd, |e| e.evd.enable())
 }
 
-pub(super) extern "C" fn evd_disable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn evd_disable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
     set_flag(evd, |e| e.evd.disable())
 }
 
 /// Also releases a thread waiting in dat_evd_wait (DAT_INVALID_STATE).
-pub(super) extern "C" fn evd_set_unwaitable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn evd_set_unwaitable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
     set_flag(evd, |e| e.evd.set_unwaitable())
 }
 
-pub(super) extern "C" fn evd_clear_unwaitable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn evd_clear_unwaitable(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
     set_flag(evd, |e| e.evd.clear_unwaitable())
 }
 
@@ -194,7 +194,7 @@ fn remaining(dl: Option<Instant>) -> Option<Duration> {
 }
 
 /// dat_evd_wait: waits for `threshold` events, dequeues one, reports how many remain.
-pub(super) extern "C" fn evd_wait(
+pub(super) unsafe extern "C" fn evd_wait(
     evd: d::DAT_EVD_HANDLE,
     timeout: d::DAT_TIMEOUT,
     threshold: d::DAT_COUNT,
@@ -235,7 +235,7 @@ pub(super) extern "C" fn evd_wait(
 }
 
 /// dat_evd_dequeue: the bare DAT_QUEUE_EMPTY when nothing is queued (dtest -p compares it).
-pub(super) extern "C" fn evd_dequeue(
+pub(super) unsafe extern "C" fn evd_dequeue(
     evd: d::DAT_EVD_HANDLE,
     event: *mut d::DAT_EVENT,
 ) -> d::DAT_RETURN {
@@ -258,7 +258,10 @@ pub(super) extern "C" fn evd_dequeue(
 
 /// dat_evd_resize: a size below the events queued now is DAT_INVALID_STATE (the Rust EVD
 /// keeps every queued event across the resize).
-pub(super) extern "C" fn evd_resize(evd: d::DAT_EVD_HANDLE, qlen: d::DAT_COUNT) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn evd_resize(
+    evd: d::DAT_EVD_HANDLE,
+    qlen: d::DAT_COUNT,
+) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(evd, Kind::Evd)?;
         let e = evd_of(&o)?;
@@ -270,7 +273,7 @@ pub(super) extern "C" fn evd_resize(evd: d::DAT_EVD_HANDLE, qlen: d::DAT_COUNT) 
 }
 
 /// dat_evd_post_se: a DAT_SOFTWARE_EVENT on an EVD created with DAT_EVD_SOFTWARE_FLAG.
-pub(super) extern "C" fn evd_post_se(
+pub(super) unsafe extern "C" fn evd_post_se(
     evd: d::DAT_EVD_HANDLE,
     event: *const d::DAT_EVENT,
 ) -> d::DAT_RETURN {
@@ -290,7 +293,7 @@ pub(super) extern "C" fn evd_post_se(
     })
 }
 
-pub(super) extern "C" fn evd_free(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn evd_free(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(evd, Kind::Evd)?;
         let e = evd_of(&o)?;
@@ -309,7 +312,7 @@ pub(super) extern "C" fn evd_free(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETURN {
     })
 }
 
-pub(super) extern "C" fn cno_create(
+pub(super) unsafe extern "C" fn cno_create(
     ia: d::DAT_IA_HANDLE,
     agent: d::DAT_OS_WAIT_PROXY_AGENT,
     out: *mut d::DAT_CNO_HANDLE,
@@ -327,7 +330,7 @@ pub(super) extern "C" fn cno_create(
     })
 }
 
-pub(super) extern "C" fn cno_fd_create(
+pub(super) unsafe extern "C" fn cno_fd_create(
     ia: d::DAT_IA_HANDLE,
     fd: *mut d::DAT_FD,
     out: *mut d::DAT_CNO_HANDLE,
@@ -341,7 +344,7 @@ pub(super) extern "C" fn cno_fd_create(
     })
 }
 
-pub(super) extern "C" fn cno_modify_agent(
+pub(super) unsafe extern "C" fn cno_modify_agent(
     cno: d::DAT_CNO_HANDLE,
     agent: d::DAT_OS_WAIT_PROXY_AGENT,
 ) -> d::DAT_RETURN {
@@ -355,7 +358,7 @@ pub(super) extern "C" fn cno_modify_agent(
     })
 }
 
-pub(super) extern "C" fn cno_query(
+pub(super) unsafe extern "C" fn cno_query(
     cno: d::DAT_CNO_HANDLE,
     _mask: d::DAT_CNO_PARAM_MASK,
     param: *mut d::DAT_CNO_PARAM,
@@ -370,7 +373,7 @@ pub(super) extern "C" fn cno_query(
     })
 }
 
-pub(super) extern "C" fn cno_free(cno: d::DAT_CNO_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn cno_free(cno: d::DAT_CNO_HANDLE) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(cno, Kind::Cno)?;
         if !lock(&cno_of(&o)?.evds).is_empty() {
@@ -412,7 +415,7 @@ fn rearm(e: &EvdObj) {
 
 /// dat_cno_wait: returns the handle of the attached EVD that triggered it (received an
 /// event, see [`ready`]), or DAT_TIMEOUT_EXPIRED.
-pub(super) extern "C" fn cno_wait(
+pub(super) unsafe extern "C" fn cno_wait(
     cno: d::DAT_CNO_HANDLE,
     timeout: d::DAT_TIMEOUT,
     evd: *mut d::DAT_EVD_HANDLE,
@@ -444,7 +447,7 @@ pub(super) extern "C" fn cno_wait(
 }
 
 /// dat_cno_trigger: the EVD that made the CNO ready, without waiting.
-pub(super) extern "C" fn cno_trigger(
+pub(super) unsafe extern "C" fn cno_trigger(
     cno: d::DAT_CNO_HANDLE,
     evd: *mut d::DAT_EVD_HANDLE,
 ) -> d::DAT_RETURN {

@@ -18,7 +18,10 @@ pub(super) fn install() {
     unsafe { d::shim_dat_set_extension_handler(Some(handler)) };
 }
 
-extern "C" fn handler(handle: d::DAT_HANDLE, args: *const d::shim_dat_ext_args) -> d::DAT_RETURN {
+unsafe extern "C" fn handler(
+    handle: d::DAT_HANDLE,
+    args: *const d::shim_dat_ext_args,
+) -> d::DAT_RETURN {
     guard(|| {
         if args.is_null() {
             return Err(arg(2));
@@ -240,5 +243,7 @@ pub(super) fn handler_for_tests(
     handle: d::DAT_HANDLE,
     args: *const d::shim_dat_ext_args,
 ) -> d::DAT_RETURN {
-    handler(handle, args)
+    // SAFETY: tests pass an argument block they own (valid for the call) and any handle
+    // (handles are looked up, never dereferenced).
+    unsafe { handler(handle, args) }
 }

@@ -30,7 +30,7 @@ fn name_of(name: *const c_char) -> Result<String, u32> {
 }
 
 /// dat_ia_open: opens the IA on the profile named by the IA's `ia_params`.
-pub(super) extern "C" fn ia_open(
+pub(super) unsafe extern "C" fn ia_open(
     name: d::DAT_NAME_PTR,
     _async_evd_qlen: d::DAT_COUNT,
     async_evd: *mut d::DAT_EVD_HANDLE,
@@ -120,7 +120,7 @@ fn free_all(state: &Arc<IaState>) {
 
 /// dat_ia_close: graceful (refused while objects other than the async EVD are open) or abrupt
 /// (frees everything of the IA).
-pub(super) extern "C" fn ia_close(
+pub(super) unsafe extern "C" fn ia_close(
     ia: d::DAT_IA_HANDLE,
     flags: d::DAT_CLOSE_FLAGS,
 ) -> d::DAT_RETURN {
@@ -160,7 +160,7 @@ fn copy_name(dst: &mut [c_char], s: &str) {
 
 /// dat_ia_query: the IA attributes (address = the profile's IPv4 address) and the provider
 /// attributes with the provider-specific ones the DAT test programs read.
-pub(super) extern "C" fn ia_query(
+pub(super) unsafe extern "C" fn ia_query(
     ia: d::DAT_IA_HANDLE,
     async_evd: *mut d::DAT_EVD_HANDLE,
     ia_mask: d::DAT_IA_ATTR_MASK,
@@ -273,7 +273,7 @@ pub(super) extern "C" fn ia_query(
 }
 
 /// dat_set_consumer_context.
-pub(super) extern "C" fn set_consumer_context(
+pub(super) unsafe extern "C" fn set_consumer_context(
     h: d::DAT_HANDLE,
     ctx: d::DAT_CONTEXT,
 ) -> d::DAT_RETURN {
@@ -286,7 +286,7 @@ pub(super) extern "C" fn set_consumer_context(
 }
 
 /// dat_get_consumer_context.
-pub(super) extern "C" fn get_consumer_context(
+pub(super) unsafe extern "C" fn get_consumer_context(
     h: d::DAT_HANDLE,
     ctx: *mut d::DAT_CONTEXT,
 ) -> d::DAT_RETURN {
@@ -303,7 +303,7 @@ pub(super) extern "C" fn get_consumer_context(
 }
 
 /// dat_get_handle_type.
-pub(super) extern "C" fn get_handle_type(
+pub(super) unsafe extern "C" fn get_handle_type(
     h: d::DAT_HANDLE,
     ty: *mut d::DAT_HANDLE_TYPE,
 ) -> d::DAT_RETURN {
@@ -315,7 +315,7 @@ pub(super) extern "C" fn get_handle_type(
 
 /// dat_ia_ha_related: whether another IA name reaches the same port (HA is not supported:
 /// only the IA's own name is related).
-pub(super) extern "C" fn ia_ha_related(
+pub(super) unsafe extern "C" fn ia_ha_related(
     ia: d::DAT_IA_HANDLE,
     name: d::DAT_NAME_PTR,
     answer: *mut d::DAT_BOOLEAN,

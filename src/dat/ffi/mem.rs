@@ -12,7 +12,7 @@ use dat_sys as d;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub(super) extern "C" fn pz_create(
+pub(super) unsafe extern "C" fn pz_create(
     ia: d::DAT_IA_HANDLE,
     out: *mut d::DAT_PZ_HANDLE,
 ) -> d::DAT_RETURN {
@@ -29,7 +29,7 @@ pub(super) extern "C" fn pz_create(
     })
 }
 
-pub(super) extern "C" fn pz_query(
+pub(super) unsafe extern "C" fn pz_query(
     pz: d::DAT_PZ_HANDLE,
     _mask: d::DAT_PZ_PARAM_MASK,
     param: *mut d::DAT_PZ_PARAM,
@@ -46,7 +46,7 @@ pub(super) extern "C" fn pz_query(
     })
 }
 
-pub(super) extern "C" fn pz_free(pz: d::DAT_PZ_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn pz_free(pz: d::DAT_PZ_HANDLE) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(pz, Kind::Pz)?;
         let Body::Pz(p) = &o.body else {
@@ -87,7 +87,7 @@ fn access_of(privs: u32) -> Access {
 
 /// dat_lmr_create of `DAT_MEM_TYPE_VIRTUAL` memory (the only type offered, as ia_query says).
 #[allow(clippy::too_many_arguments)]
-pub(super) extern "C" fn lmr_create(
+pub(super) unsafe extern "C" fn lmr_create(
     ia: d::DAT_IA_HANDLE,
     mem_type: d::DAT_MEM_TYPE,
     region: d::DAT_REGION_DESCRIPTION,
@@ -177,7 +177,7 @@ pub(super) extern "C" fn lmr_create(
     })
 }
 
-pub(super) extern "C" fn lmr_query(
+pub(super) unsafe extern "C" fn lmr_query(
     lmr: d::DAT_LMR_HANDLE,
     _mask: d::DAT_LMR_PARAM_MASK,
     param: *mut d::DAT_LMR_PARAM,
@@ -205,7 +205,7 @@ pub(super) extern "C" fn lmr_query(
     })
 }
 
-pub(super) extern "C" fn lmr_free(lmr: d::DAT_LMR_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn lmr_free(lmr: d::DAT_LMR_HANDLE) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(lmr, Kind::Lmr)?;
         let Body::Lmr(l) = &o.body else {
@@ -240,7 +240,7 @@ fn lmr_sync(ia: d::DAT_IA_HANDLE, iov: *const d::DAT_LMR_TRIPLET, n: d::DAT_VLEN
     })
 }
 
-pub(super) extern "C" fn lmr_sync_rdma_read(
+pub(super) unsafe extern "C" fn lmr_sync_rdma_read(
     ia: d::DAT_IA_HANDLE,
     iov: *const d::DAT_LMR_TRIPLET,
     n: d::DAT_VLEN,
@@ -248,7 +248,7 @@ pub(super) extern "C" fn lmr_sync_rdma_read(
     lmr_sync(ia, iov, n)
 }
 
-pub(super) extern "C" fn lmr_sync_rdma_write(
+pub(super) unsafe extern "C" fn lmr_sync_rdma_write(
     ia: d::DAT_IA_HANDLE,
     iov: *const d::DAT_LMR_TRIPLET,
     n: d::DAT_VLEN,
@@ -256,7 +256,7 @@ pub(super) extern "C" fn lmr_sync_rdma_write(
     lmr_sync(ia, iov, n)
 }
 
-pub(super) extern "C" fn rmr_create(
+pub(super) unsafe extern "C" fn rmr_create(
     pz: d::DAT_PZ_HANDLE,
     out: *mut d::DAT_RMR_HANDLE,
 ) -> d::DAT_RETURN {
@@ -264,7 +264,7 @@ pub(super) extern "C" fn rmr_create(
 }
 
 /// dat_rmr_create_for_ep: an RMR of scope EP (bound to at most one EP at a time).
-pub(super) extern "C" fn rmr_create_for_ep(
+pub(super) unsafe extern "C" fn rmr_create_for_ep(
     pz: d::DAT_PZ_HANDLE,
     out: *mut d::DAT_RMR_HANDLE,
 ) -> d::DAT_RETURN {
@@ -313,7 +313,7 @@ fn privs_of(a: Access) -> u32 {
     p
 }
 
-pub(super) extern "C" fn rmr_query(
+pub(super) unsafe extern "C" fn rmr_query(
     rmr: d::DAT_RMR_HANDLE,
     _mask: d::DAT_RMR_PARAM_MASK,
     param: *mut d::DAT_RMR_PARAM,
@@ -350,7 +350,7 @@ pub(super) extern "C" fn rmr_query(
 /// `rmr_context` is written to `context`; the completion is a DAT_RMR_BIND_COMPLETION_EVENT
 /// on the EP's request EVD (none for a successful bind with DAT_COMPLETION_SUPPRESS_FLAG).
 #[allow(clippy::too_many_arguments)]
-pub(super) extern "C" fn rmr_bind(
+pub(super) unsafe extern "C" fn rmr_bind(
     rmr: d::DAT_RMR_HANDLE,
     lmr: d::DAT_LMR_HANDLE,
     triplet: *const d::DAT_LMR_TRIPLET,
@@ -437,7 +437,7 @@ pub(super) extern "C" fn rmr_bind(
 }
 
 /// dat_rmr_free: unbinds (the key dies) and frees.
-pub(super) extern "C" fn rmr_free(rmr: d::DAT_RMR_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn rmr_free(rmr: d::DAT_RMR_HANDLE) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(rmr, Kind::Rmr)?;
         let r = rmr_of(&o)?;

@@ -20,7 +20,7 @@ fn srq_of(o: &Object) -> Result<&SrqObj, u32> {
     }
 }
 
-pub(super) extern "C" fn srq_create(
+pub(super) unsafe extern "C" fn srq_create(
     ia: d::DAT_IA_HANDLE,
     pz: d::DAT_PZ_HANDLE,
     attr: *mut d::DAT_SRQ_ATTR,
@@ -72,7 +72,7 @@ pub(super) extern "C" fn srq_create(
     })
 }
 
-pub(super) extern "C" fn srq_free(srq: d::DAT_SRQ_HANDLE) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn srq_free(srq: d::DAT_SRQ_HANDLE) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(srq, Kind::Srq)?;
         let s = srq_of(&o)?;
@@ -85,7 +85,7 @@ pub(super) extern "C" fn srq_free(srq: d::DAT_SRQ_HANDLE) -> d::DAT_RETURN {
     })
 }
 
-pub(super) extern "C" fn srq_post_recv(
+pub(super) unsafe extern "C" fn srq_post_recv(
     srq: d::DAT_SRQ_HANDLE,
     n: d::DAT_COUNT,
     iov: *mut d::DAT_LMR_TRIPLET,
@@ -119,7 +119,7 @@ pub(super) extern "C" fn srq_post_recv(
     })
 }
 
-pub(super) extern "C" fn srq_query(
+pub(super) unsafe extern "C" fn srq_query(
     srq: d::DAT_SRQ_HANDLE,
     _mask: d::DAT_SRQ_PARAM_MASK,
     param: *mut d::DAT_SRQ_PARAM,
@@ -150,7 +150,10 @@ pub(super) extern "C" fn srq_query(
 
 /// dat_srq_resize (DAT 2.0): the new maximum of posted receives; DAT_INVALID_STATE when more
 /// are posted now than `size` allows.
-pub(super) extern "C" fn srq_resize(srq: d::DAT_SRQ_HANDLE, size: d::DAT_COUNT) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn srq_resize(
+    srq: d::DAT_SRQ_HANDLE,
+    size: d::DAT_COUNT,
+) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(srq, Kind::Srq)?;
         let s = srq_of(&o)?;
@@ -168,7 +171,10 @@ pub(super) extern "C" fn srq_resize(srq: d::DAT_SRQ_HANDLE, size: d::DAT_COUNT) 
 /// dat_srq_set_lw (DAT 2.0): arms the low watermark (DAT_SRQ_LW_DEFAULT, 0, disarms); one
 /// asynchronous event (SRQ handle, DAT_SRQ_LOW_WATERMARK_EVENT) per setting when fewer
 /// receives are posted.
-pub(super) extern "C" fn srq_set_lw(srq: d::DAT_SRQ_HANDLE, lw: d::DAT_COUNT) -> d::DAT_RETURN {
+pub(super) unsafe extern "C" fn srq_set_lw(
+    srq: d::DAT_SRQ_HANDLE,
+    lw: d::DAT_COUNT,
+) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(srq, Kind::Srq)?;
         let s = srq_of(&o)?;
