@@ -67,6 +67,19 @@ impl StreamSet {
         self.completed = 0;
     }
 
+    /// Messages `qp` may post now as one post list (0: no room or nothing left).
+    fn next_list(&self, qp: usize) -> u64 {
+        let s = &self.streams[qp];
+        let left = s.total.saturating_sub(s.posted);
+        let room = self.tx_depth - (s.posted - s.done);
+        let n = self.post_list.min(left);
+        if n > 0 && room >= n {
+            n
+        } else {
+            0
+        }
+    }
+
     /// Queues `qp` for posting when it has room for a post list (or for its last messages).
     fn maybe_ready(&mut self, qp: usize) {
         if !self.streams[qp].queued && self.next_list(qp) > 0 {
@@ -136,21 +149,6 @@ fn post_next<P: Poster>(p: &mut P, qp: usize, force_signaled: bool) -> Result<()
     p.post_message(qp, seq, signaled)?;
     p.streams().streams[qp].posted += 1;
     Ok(())
-}
-
-impl StreamSet {
-    /// Messages `qp` may post now as one post list (0: no room or nothing left).
-    fn next_list(&self, qp: usize) -> u64 {
-        let s = &self.streams[qp];
-        let left = s.total.saturating_sub(s.posted);
-        let room = self.tx_depth - (s.posted - s.done);
-        let n = self.post_list.min(left);
-        if n > 0 && room >= n {
-            n
-        } else {
-            0
-        }
-    }
 }
 
 /// Posts up to `POST_BUDGET` messages from the ready QPs. Like perftest, a QP posts list

@@ -550,15 +550,9 @@ pub fn ep_disconnect(ep: Handle, abrupt: bool) -> u32 {
 
 /// dat_ep_get_status: the EP's state (DAT_EP_STATE_*).
 pub fn ep_state(ep: Handle) -> Result<u32, u32> {
-    let mut st: d::DAT_EP_STATE = 0;
-    let mut r: d::DAT_BOOLEAN = 0;
-    let mut q: d::DAT_BOOLEAN = 0;
-    // SAFETY: see the module doc on handles; out-pointers valid.
-    let rc = unsafe { d::dat_ep_get_status(ep.raw(), &mut st, &mut r, &mut q) };
-    if rc == d::DAT_SUCCESS {
-        Ok(st)
-    } else {
-        Err(rc)
+    match ep_get_status_some(ep, [true; 3]) {
+        (d::DAT_SUCCESS, [Some(state), ..]) => Ok(state),
+        (rc, _) => Err(rc),
     }
 }
 
@@ -600,7 +594,7 @@ pub fn ep_modify(ep: Handle, mask: u64, param: Option<&d::DAT_EP_PARAM>) -> u32 
     unsafe { d::dat_ep_modify(ep.raw(), mask, p) }
 }
 
-/// dat_ep_query of every parameter (`None` when the call fails).
+/// dat_ep_query of every parameter (the return code when the call fails).
 pub fn ep_query(ep: Handle) -> Result<d::DAT_EP_PARAM, u32> {
     let mut p = d::DAT_EP_PARAM::default();
     // SAFETY: see the module doc on handles; `p` is valid.
