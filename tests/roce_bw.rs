@@ -249,11 +249,10 @@ fn sweep_with_raw_bidirectional_json_and_duration_over_memif() {
 }
 
 /// The client through libdat2 (`--api dat`): the IA's profile is the client profile, named in
-/// a dat.conf of the test's own; WRITE and READ over several EPs, the lone-completion case
-/// (`-t 1 --cq-mod 1`), and the JSON says which API ran.
-#[test]
-fn the_dat_api_client_streams_writes_reads_and_atomics_over_memif() {
-    let link = memif("d");
+/// a dat.conf of the test's own. Every operation with every byte checked over several EPs and
+/// both ways at once, the lone-completion case (`-t 1 --cq-mod 1`), and the JSON says which
+/// API ran.
+fn dat_client_every_op(link: &Link) {
     let conf = link.dir.join("dat.conf");
     std::fs::write(
         &conf,
@@ -266,37 +265,56 @@ fn the_dat_api_client_streams_writes_reads_and_atomics_over_memif() {
     .unwrap();
     let json = link.dir.join("dat.json");
     let env = [("DAT_OVERRIDE", conf.as_path())];
-    for (op, extra) in [
-        ("write", &["-q", "4", "-t", "64", "--cq-mod", "16"][..]),
-        ("read", &["-q", "2", "-t", "16", "--cq-mod", "4"]),
-        ("write", &["-t", "1", "--cq-mod", "1"]),
-        ("atomic", &["-q", "2", "-t", "16", "--cq-mod", "8"]),
+    let verified = [
+        "-q", "4", "-t", "64", "-l", "4", "--cq-mod", "16", "--verify",
+    ];
+    for (op, size, extra) in [
+        ("write", "4096", &verified[..]),
+        ("send", "4096", &verified),
+        ("read", "4096", &verified),
+        ("atomic", "8", &verified),
+        ("write", "4096", &["-q", "2", "-t", "32", "-b", "--verify"]),
+        ("send", "1024", &["-q", "2", "-t", "32", "-b", "--verify"]),
+        ("write", "65536", &["-q", "2", "-t", "8", "--verify"]),
+        ("write", "4096", &["-t", "1", "--cq-mod", "1"]),
     ] {
         let mut args = vec![
-            "--api", "dat", "--ia", "bwdat", "--op", op, "-s", "4096", "-n", "500",
+            "--api", "dat", "--ia", "bwdat", "--op", op, "-s", size, "-n", "300",
         ];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["--json", json.to_str().unwrap()]);
-        let text = run_with(&link, &args, &env);
+        let text = run_with(link, &args, &env);
         assert!(
             text.contains("through libdat2 (IA bwdat)"),
             "{op} {extra:?}:\n{text}"
         );
-        assert_one_row(&text, if op == "atomic" { 8 } else { 4096 }, 500);
+        assert_one_row(&text, size.parse().unwrap(), 300);
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert_eq!(v["api"], "dat");
+        assert_eq!(v["verified"], extra.contains(&"--verify"), "{op} {extra:?}");
+        assert_eq!(v["bidirectional"], extra.contains(&"-b"), "{op} {extra:?}");
     }
     // What the DAT client cannot do is refused with a reason.
     let out = Command::new(BW)
-        .args(["--client", "--api", "dat", "--ia", "bwdat", "--op", "send"])
+        .args(["--client", "--api", "dat", "--ia", "bwdat", "--raw"])
         .args(["--server-ip", "10.77.3.1"])
         .env("DAT_OVERRIDE", &conf)
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(output_text(&out).contains("--api dat streams RDMA WRITE, READ or fetch-and-add"));
+    assert!(output_text(&out).contains("--raw needs --api rust"));
     assert_no_runtime_dirs(&link.prefix);
+}
+
+#[test]
+fn the_dat_api_client_runs_every_op_verified_over_memif() {
+    dat_client_every_op(&memif("d"));
+}
+
+#[test]
+fn the_dat_api_client_runs_every_op_verified_over_af_packet() {
+    dat_client_every_op(&af_packet("e"));
 }
 
 /// An IA opens while its link is down (a net_memif server with no client), and a connection

@@ -1,12 +1,15 @@
 //! `roce-bw --api dat`: the client's stream through the DAT C API, the way a uDAPL program
 //! drives the provider. libdat2 loads the provider library through dat.conf (`--ia NAME`,
-//! `DAT_OVERRIDE`); each message is one `dat_ep_post_rdma_write` / `_read`, or one
+//! `DAT_OVERRIDE`); each message is one `dat_ep_post_rdma_write` / `_read` / `_send`, or one
 //! `dat_ib_post_fetch_and_add` (the IB extension, through `dat_extension_op`), one in
 //! `--cq-mod` without `DAT_COMPLETION_SUPPRESS_FLAG`; completions come from
 //! `dat_evd_dequeue`. The server is the same Rust server as for `--api rust`, so the two APIs'
-//! figures differ only by the front end. RDMA WRITE, READ and fetch-and-add streams, one
-//! direction, no `--verify` or `--raw` (the DAT side has no SEND with immediate for the verify
-//! markers and no port of its own to blast).
+//! figures differ only by the front end.
+//!
+//! Every op, `-b` and `--verify` work as with the Rust API; `--raw` does not (a DAT consumer
+//! has no port of its own to blast). A DAT SEND carries no immediate data, so this client's
+//! control messages are RDMA WRITEs with immediate (`dat_ib_post_rdma_write_immed`) into the
+//! server's control inboxes, and a verified WRITE's marker is a zero-length one.
 
 use super::common::dat::{dat_err, evd, lmr, must, open_ia};
 use super::report::{print_header, print_row};
@@ -15,7 +18,7 @@ use super::*;
 use dat_sys as d;
 use dat_sys::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
 
-/// The cookie bit of the receives (control messages from the server).
+/// The cookie bit of the receives (control messages from the server, its `-b` stream).
 const RECV_COOKIE: u64 = 1 << 62;
 
 /// One IA with its PZ, EVDs and registered memory, and the test's EPs.
@@ -25,6 +28,7 @@ struct DatSide {
     conn: Handle,
     eps: Vec<Handle>,
     out: (Lmr, &'static c::Region),
+    inc: (Lmr, &'static c::Region),
     rx: (Lmr, &'static c::Region),
     layout: Layout,
     params: Params,
@@ -34,6 +38,8 @@ struct DatSide {
     ctl_sent: usize,
     ctl_in: VecDeque<Ctl>,
     timeout: Duration,
+    /// `received_total` when the test of the current size started.
+    received_base: u64,
 }
 
 impl DatSide {
@@ -50,19 +56,29 @@ impl DatSide {
         )
     }
 
-    /// A control message to the server on EP 0 (a plain SEND: DAT has no immediate data).
+    /// A control message to the server on EP 0: written into the server's inbox, with the
+    /// immediate `CTL_BIT | inbox` (DAT has no SEND with immediate to mark it in a SEND stream).
     fn send_ctl(&mut self, ctl: Ctl) -> Result<(), String> {
-        let off = self.layout.ctl(self.ctl_sent);
+        let i = self.ctl_sent % CTL_SLOTS;
         self.ctl_sent += 1;
+        let off = self.layout.ctl(i);
         self.out.1.write(off as usize, &ctl.to_bytes());
-        let seg = Segment {
-            addr: self.out.0.addr + off,
+        let seg = self.out.0.seg(off, CTL_LEN as u32);
+        let remote = Remote {
+            addr: self.peer.addr + self.layout.inbox(i),
             len: CTL_LEN as u32,
-            lmr_context: self.out.0.lmr_context,
+            rmr_context: self.peer.rkey,
         };
         must(
-            "dat_ep_post_send",
-            c::ep_post_send(self.eps[0], Some(&[seg]), 1, CTL_WRID, 0),
+            "dat_ib_post_rdma_write_immed",
+            c::ep_post_write_immed(
+                self.eps[0],
+                &[seg],
+                CTL_WRID,
+                remote,
+                CTL_BIT | i as u32,
+                d::DAT_COMPLETION_DEFAULT_FLAG,
+            ),
         )
     }
 
@@ -84,28 +100,26 @@ impl DatSide {
         let mut any = false;
         loop {
             match c::evd_dequeue(self.dto) {
-                Ok(Event::Dto { cookie, status, .. }) => {
+                Ok(Event::Dto {
+                    cookie,
+                    status,
+                    len,
+                    imm,
+                    ..
+                }) => {
                     if status != d::DAT_DTO_SUCCESS {
                         return Err(format!("DTO {cookie:#x} completed with status {status}"));
                     }
                     if cookie & RECV_COOKIE != 0 {
-                        let qp = (cookie & 0xffff) as usize;
-                        let slot = ((cookie & !RECV_COOKIE) >> 16) as usize;
-                        if qp >= self.eps.len() || slot >= self.layout.rx_per_qp {
-                            return Err(format!("receive of an unknown buffer {cookie:#x}"));
+                        let queued = self.ctl_in.len();
+                        self.received(cookie, len, imm)?;
+                        if self.ctl_in.len() > queued {
+                            // The caller acts on it first: behind a READY come the
+                            // server's messages of the next size.
+                            break;
                         }
-                        let b = self.rx.1.read(self.layout.rx(qp, slot) as usize, CTL_LEN);
-                        let ctl = Ctl::from_bytes(&b)
-                            .ok_or_else(|| format!("unknown control message {b:?}"))?;
-                        self.ctl_in.push_back(ctl);
-                        self.post_recv(qp, slot)?;
                     } else if cookie != CTL_WRID {
-                        if !self
-                            .set
-                            .completed_through((cookie & 0xffff) as usize, cookie >> 16)
-                        {
-                            return Err(format!("completion of an unknown EP: {cookie:#x}"));
-                        }
+                        self.stream_done((cookie & 0xffff) as usize, cookie >> 16)?;
                         any = true;
                     }
                 }
@@ -120,14 +134,133 @@ impl DatSide {
         Ok(())
     }
 
-    /// Starts the stream of one size (`-n` messages per EP, or until `-D` stops it).
+    /// A signaled message of the stream completed: it and every one before it on its EP.
+    fn stream_done(&mut self, qp: usize, seq: u64) -> Result<(), String> {
+        let Some(s) = self.set.streams.get(qp).copied() else {
+            return Err(format!("completion of an unknown EP: {qp} {seq}"));
+        };
+        if self.params.verify {
+            let off = self.slot(qp, seq) as usize;
+            match self.params.op {
+                Op::Read => {
+                    let b = self.out.1.read(off, self.size);
+                    if let Some(j) = (0..self.size).find(|&j| b[j] != inc_fill(off + j)) {
+                        return Err(format!(
+                            "RDMA READ {seq} of EP {qp} ({} B): byte {j} differs",
+                            self.size
+                        ));
+                    }
+                }
+                Op::Atomic => {
+                    let got = u64::from_ne_bytes(
+                        self.out.1.read(off, 8).try_into().map_err(|_| "atomic")?,
+                    );
+                    if got != s.atomics_seen {
+                        return Err(format!(
+                            "fetch-and-add {seq} of EP {qp} returned {got}, expected {}",
+                            s.atomics_seen
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.set.completed_through(qp, seq);
+        if self.params.op == Op::Atomic {
+            self.set.streams[qp].atomics_seen += 1;
+        }
+        Ok(())
+    }
+
+    /// A receive completed: a control message, or the server's `-b` stream (a SEND, or a
+    /// WRITE's marker), as in the Rust side's `received`.
+    fn received(&mut self, cookie: u64, len: u32, imm: Option<u32>) -> Result<(), String> {
+        let qp = (cookie & 0xffff) as usize;
+        let slot = ((cookie & !RECV_COOKIE) >> 16) as usize;
+        if qp >= self.eps.len() || slot >= self.layout.rx_per_qp {
+            return Err(format!("receive of an unknown buffer {cookie:#x}"));
+        }
+        let at = self.layout.rx(qp, slot) as usize;
+        let seq = self.set.streams[qp].received;
+        match imm {
+            Some(i) if i & CTL_BIT != 0 => self.read_ctl(at)?,
+            None if self.params.op != Op::Send => self.read_ctl(at)?,
+            Some(marker) => {
+                // A WRITE's marker: the WRITE before it has landed.
+                let expect = seq & u64::from(!CTL_BIT);
+                if u64::from(marker) != expect {
+                    return Err(format!("EP {qp}: marker {marker}, expected {expect}"));
+                }
+                let off = self.slot(qp, seq) as usize;
+                self.check_message(self.inc.1, off, qp, seq, "WRITE")?;
+                self.set.streams[qp].received += 1;
+            }
+            None => {
+                if len as usize != self.size {
+                    return Err(format!(
+                        "EP {qp}: a SEND of {len} B, expected {}",
+                        self.size
+                    ));
+                }
+                if self.params.verify {
+                    self.check_message(self.rx.1, at, qp, seq, "SEND")?;
+                }
+                self.set.streams[qp].received += 1;
+            }
+        }
+        self.post_recv(qp, slot)
+    }
+
+    fn read_ctl(&mut self, at: usize) -> Result<(), String> {
+        let b = self.rx.1.read(at, CTL_LEN);
+        let ctl = Ctl::from_bytes(&b).ok_or_else(|| format!("unknown control message {b:?}"))?;
+        self.ctl_in.push_back(ctl);
+        Ok(())
+    }
+
+    /// Message `seq` of EP `qp` must be at `off` of `r`.
+    fn check_message(
+        &self,
+        r: &c::Region,
+        off: usize,
+        qp: usize,
+        seq: u64,
+        what: &str,
+    ) -> Result<(), String> {
+        let b = r.read(off, self.size);
+        match (0..self.size).find(|&j| b[j] != pattern(qp, seq, j)) {
+            Some(j) => Err(format!(
+                "{what} {seq} of EP {qp} ({} B): byte {j} differs",
+                self.size
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Offset of message `seq` of EP `qp` in `out` and in the peer's `inc`.
+    fn slot(&self, qp: usize, seq: u64) -> u64 {
+        self.layout
+            .slot(qp, (seq % self.layout.slots as u64) as usize)
+    }
+
+    /// Starts the test of one size: `-n` messages per EP, or until `-D` stops it; none when
+    /// only the server streams.
     fn start(&mut self, size: usize) {
         self.size = size;
+        self.received_base = self.received_total();
         self.set.start(if self.params.duration_s > 0 {
             u64::MAX
         } else {
             u64::from(self.params.iters)
         });
+    }
+
+    fn received_total(&self) -> u64 {
+        self.set.streams.iter().map(|s| s.received).sum()
+    }
+
+    fn received_now(&self) -> u64 {
+        self.received_total() - self.received_base
     }
 }
 
@@ -136,54 +269,79 @@ impl Poster for DatSide {
         &mut self.set
     }
 
-    /// One `dat_ep_post_rdma_write` / `_read` / `dat_ib_post_fetch_and_add`, suppressed
-    /// unless `signaled`.
+    /// One `dat_ep_post_rdma_write` / `_read` / `_send` / `dat_ib_post_fetch_and_add`,
+    /// suppressed unless `signaled` (with `--verify`, a WRITE's marker behind it).
     fn post_message(&mut self, qp: usize, seq: u64, signaled: bool) -> Result<(), String> {
-        let off = self
-            .layout
-            .slot(qp, (seq % self.layout.slots as u64) as usize);
-        let flags = if signaled {
-            d::DAT_COMPLETION_DEFAULT_FLAG
-        } else {
-            d::DAT_COMPLETION_SUPPRESS_FLAG
+        let off = self.slot(qp, seq);
+        let flags = |signaled: bool| {
+            if signaled {
+                d::DAT_COMPLETION_DEFAULT_FLAG
+            } else {
+                d::DAT_COMPLETION_SUPPRESS_FLAG
+            }
         };
-        if self.params.op == Op::Atomic {
-            // The old value lands in the message slot; the counter is the QP's own.
-            let rc = c::ep_post_fetch_add(
-                self.eps[qp],
-                1,
-                Segment {
-                    addr: self.out.0.addr + off,
-                    len: 8,
-                    lmr_context: self.out.0.lmr_context,
-                },
-                (seq << 16) | qp as u64,
-                Remote {
-                    addr: self.peer.addr + self.layout.counter(qp),
-                    len: 8,
-                    rmr_context: self.peer.rkey,
-                },
-                flags,
-            );
-            return must("dat_ib_post_fetch_and_add", rc);
+        let cookie = (seq << 16) | qp as u64;
+        let verify = self.params.verify;
+        match self.params.op {
+            Op::Write | Op::Send if verify => {
+                let msg: Vec<u8> = (0..self.size).map(|j| pattern(qp, seq, j)).collect();
+                self.out.1.write(off as usize, &msg);
+            }
+            Op::Read if verify => self.out.1.write(off as usize, &vec![0u8; self.size]),
+            _ => {}
         }
-        let rc = c::ep_post_rdma_one(
-            self.eps[qp],
-            self.params.op == Op::Write,
-            Segment {
-                addr: self.out.0.addr + off,
-                len: self.size as u32,
-                lmr_context: self.out.0.lmr_context,
-            },
-            (seq << 16) | qp as u64,
-            Remote {
-                addr: self.peer.addr + off,
-                len: self.size as u32,
-                rmr_context: self.peer.rkey,
-            },
-            flags,
-        );
-        must("dat_ep_post_rdma", rc)
+        let local = self.out.0.seg(off, self.size as u32);
+        let remote = Remote {
+            addr: self.peer.addr + off,
+            len: self.size as u32,
+            rmr_context: self.peer.rkey,
+        };
+        match self.params.op {
+            Op::Atomic => {
+                // The old value lands in the message slot; the counter is the EP's own.
+                let rc = c::ep_post_fetch_add(
+                    self.eps[qp],
+                    1,
+                    Segment { len: 8, ..local },
+                    cookie,
+                    Remote {
+                        addr: self.peer.addr + self.layout.counter(qp),
+                        len: 8,
+                        rmr_context: self.peer.rkey,
+                    },
+                    flags(signaled),
+                );
+                must("dat_ib_post_fetch_and_add", rc)
+            }
+            Op::Send => must(
+                "dat_ep_post_send",
+                c::ep_post_send(self.eps[qp], Some(&[local]), 1, cookie, flags(signaled)),
+            ),
+            Op::Write | Op::Read => {
+                let marker = verify && self.params.op == Op::Write;
+                let rc = c::ep_post_rdma_one(
+                    self.eps[qp],
+                    self.params.op == Op::Write,
+                    local,
+                    cookie,
+                    remote,
+                    flags(signaled && !marker),
+                );
+                must("dat_ep_post_rdma", rc)?;
+                if !marker {
+                    return Ok(());
+                }
+                let rc = c::ep_post_write_immed(
+                    self.eps[qp],
+                    &[],
+                    cookie,
+                    Remote { len: 0, ..remote },
+                    (seq as u32) & !CTL_BIT,
+                    flags(signaled),
+                );
+                must("dat_ib_post_rdma_write_immed", rc)
+            }
+        }
     }
 
     fn turn(&mut self) -> Result<(), String> {
@@ -192,12 +350,8 @@ impl Poster for DatSide {
 }
 
 pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String> {
-    if !matches!(p.op, Op::Write | Op::Read | Op::Atomic) || p.verify || p.raw || p.bidirectional {
-        return Err(
-            "--api dat streams RDMA WRITE, READ or fetch-and-add one way (no --verify, \
-                    --raw or -b)"
-                .into(),
-        );
+    if p.raw {
+        return Err("--raw needs --api rust (a DAT consumer has no port to blast)".into());
     }
     let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
     let layout = Layout::new(&p)?;
@@ -206,7 +360,8 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
     let qps = usize::from(p.qps);
     // Room for every outstanding request and receive of every EP: the provider's EVD ring
     // carries suppressed completions too (it drops them at dequeue).
-    let per_ep = u32::from(p.tx_depth) + CTL_SLOTS as u32 + p.recv_depth();
+    let requests = u32::from(p.tx_depth) * p.wrs_per_msg() + CTL_SLOTS as u32;
+    let per_ep = requests + p.recv_depth();
     let qlen = i32::try_from(qps as u32 * per_ep)
         .unwrap_or(i32::MAX)
         .min(1 << 16);
@@ -221,6 +376,7 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
         conn,
         eps: Vec::with_capacity(qps),
         out,
+        inc,
         rx,
         layout,
         params: p,
@@ -230,10 +386,11 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
         ctl_sent: 0,
         ctl_in: VecDeque::new(),
         timeout,
+        received_base: 0,
     };
     let attr = c::EpAttr {
         max_recv_dtos: p.recv_depth() as i32,
-        max_request_dtos: i32::from(p.tx_depth) + CTL_SLOTS as i32,
+        max_request_dtos: requests as i32,
         max_recv_iov: 1,
         max_request_iov: 1,
     };
@@ -292,11 +449,12 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
         side.send_ctl(Ctl::Done {
             sent: mine.sent,
             ns: mine.elapsed.as_nanos() as u64,
-            received: 0,
+            received: side.received_now(),
             cpu_ns: mine.cpu_ns,
         })?;
         let server_done = side.wait_ctl("the server's end of the test")?;
-        let row = report::row(args, &p, size, 1, &mine, server_done, None)?;
+        let received = side.received_now();
+        let row = report::row(args, &p, size, 1, &mine, received, server_done, None)?;
         print_row(&row);
         rows.push(row);
     }

@@ -184,8 +184,10 @@ struct Args {
 
 const MAX_SIZE: usize = 1 << 20;
 /// Bytes of a control message (`Ctl`): its kind and four numbers. A plain SEND where the
-/// stream sends none (WRITE, READ, atomics: also what a DAT client, `--api dat`, sends); in a
-/// SEND stream the kind is in the immediate data too (`CTL_BIT`), which data SENDs lack.
+/// stream sends none (WRITE, READ, atomics); in a SEND stream the kind is in the immediate
+/// data too (`CTL_BIT`), which data SENDs lack. A DAT client (`--api dat`), which has no SEND
+/// with immediate, writes its control messages into the server's inboxes with RDMA WRITE with
+/// immediate `CTL_BIT | inbox`.
 const CTL_LEN: usize = 40;
 /// Control messages kept in flight at once (each has its own source slot).
 const CTL_SLOTS: usize = 16;
@@ -370,7 +372,8 @@ impl Params {
 
 /// Where messages go in each side's regions. `out`: what this side sends from and where its
 /// READs and atomics land, then `CTL_SLOTS` control sources. `inc`: where the peer's WRITEs
-/// land and its READs read from, then one 8-byte atomic counter per QP. `rx`: receive buffers.
+/// land and its READs read from, then one 8-byte atomic counter per QP, then `CTL_SLOTS`
+/// control inboxes. `rx`: receive buffers.
 #[derive(Clone, Copy, Debug)]
 struct Layout {
     /// Bytes per message slot.
@@ -454,11 +457,16 @@ impl Layout {
     }
 
     fn inc_len(&self) -> usize {
-        self.slot_area() + self.qps * 8
+        self.slot_area() + self.qps * 8 + CTL_SLOTS * CTL_LEN
     }
 
     fn counter(&self, qp: usize) -> u64 {
         (self.slot_area() + qp * 8) as u64
+    }
+
+    /// Offset in `inc` of control inbox `i`, where a DAT client writes its control messages.
+    fn inbox(&self, i: usize) -> u64 {
+        (self.slot_area() + self.qps * 8 + (i % CTL_SLOTS) * CTL_LEN) as u64
     }
 
     fn rx_len(&self) -> usize {
@@ -497,7 +505,7 @@ fn decode_buf(b: &[u8]) -> Result<RemoteBuf, String> {
     })
 }
 
-/// Control messages between the two sides (SEND with immediate `CTL_BIT | kind` on QP 0).
+/// Control messages between the two sides, on QP 0 (see `CTL_LEN`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ctl {
     /// Client: the raw blast of this size is over; it sent `sent` frames.
@@ -777,7 +785,15 @@ impl Side<'_> {
                 return Err(format!("work request failed: {wc:?}"));
             }
             match wc.opcode {
-                WcOpcode::Recv | WcOpcode::RecvRdmaWithImm => self.received(&wc)?,
+                WcOpcode::Recv | WcOpcode::RecvRdmaWithImm => {
+                    let queued = self.ctl_in.len();
+                    self.received(&wc)?;
+                    if self.ctl_in.len() > queued {
+                        // The caller acts on it first: behind a READY come the peer's
+                        // messages of the next size.
+                        break;
+                    }
+                }
                 WcOpcode::Send if wc.wr_id & CTL_WRID != 0 => {}
                 _ => {
                     self.stream_done(&wc)?;
@@ -858,6 +874,11 @@ impl Side<'_> {
             return Err(format!("receive completion of an unknown buffer: {wc:?}"));
         }
         match wc.imm_data {
+            Some(imm) if imm & CTL_BIT != 0 && wc.opcode == WcOpcode::RecvRdmaWithImm => {
+                // A DAT client's control message, written into inbox `imm & !CTL_BIT`.
+                let at = self.inc.addr + self.layout.inbox((imm & !CTL_BIT) as usize);
+                self.read_ctl(self.inc.lkey, at)?
+            }
             Some(imm) if imm & CTL_BIT != 0 => self.received_ctl(qp, slot)?,
             None if self.params.op != Op::Send => self.received_ctl(qp, slot)?,
             Some(seq) => {
@@ -904,13 +925,14 @@ impl Side<'_> {
 
     /// A control message in receive buffer `slot` of QP `qp`.
     fn received_ctl(&mut self, qp: usize, slot: usize) -> Result<(), String> {
+        self.read_ctl(self.rx.lkey, self.rx.addr + self.layout.rx(qp, slot))
+    }
+
+    /// Queues the control message at `at` of the region of `lkey`.
+    fn read_ctl(&mut self, lkey: u32, at: u64) -> Result<(), String> {
         let mut b = [0u8; CTL_LEN];
         self.table()
-            .read_local(
-                self.rx.lkey,
-                self.rx.addr + self.layout.rx(qp, slot),
-                &mut b,
-            )
+            .read_local(lkey, at, &mut b)
             .map_err(|e| format!("reading a control message: {e:?}"))?;
         let c = Ctl::from_bytes(&b).ok_or_else(|| format!("unknown control message {b:?}"))?;
         self.ctl_in.push_back(c);
@@ -1424,15 +1446,15 @@ fn client(
         }
         side.start(size, true);
         let mine = stream::run(&mut side, p.duration_s, timeout)?;
-        let received = side.received_now();
         side.send_ctl(Ctl::Done {
             sent: mine.sent,
             ns: mine.elapsed.as_nanos() as u64,
-            received,
+            received: side.received_now(),
             cpu_ns: mine.cpu_ns,
         })?;
         let server_done = side.wait_ctl("the server's end of the test")?;
-        let row = report::row(args, &p, size, pmtu, &mine, server_done, raw)?;
+        let received = side.received_now();
+        let row = report::row(args, &p, size, pmtu, &mine, received, server_done, raw)?;
         print_row(&row);
         rows.push(row);
     }

@@ -36,14 +36,17 @@ pub(crate) struct Row {
     bw_to_raw: Option<f64>,
 }
 
-/// The row of a test of `size` bytes: this (client) side's tally, the server's `Done`, and
-/// the raw blast's (frames, payload bytes, nanoseconds) when there was one.
+/// The row of a test of `size` bytes: this (client) side's tally and the messages it
+/// received and checked (`-b`), the server's `Done`, and the raw blast's (frames, payload
+/// bytes, nanoseconds) when there was one.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn row(
     args: &Args,
     p: &Params,
     size: usize,
     pmtu: usize,
     mine: &Tally,
+    received: u64,
     server_done: Ctl,
     raw: Option<(u64, u64, u64)>,
 ) -> Result<Row, String> {
@@ -62,6 +65,12 @@ pub(crate) fn row(
     if counted && s_received != sent {
         return Err(format!(
             "the server received and checked {s_received} messages of {sent}"
+        ));
+    }
+    // The server's `Done` comes after its every message completed, so after their receives.
+    if counted && p.bidirectional && received != s_sent {
+        return Err(format!(
+            "the client received and checked {received} messages of {s_sent}"
         ));
     }
     let mut rate = sent as f64 / mine.elapsed.as_secs_f64();

@@ -195,12 +195,14 @@ pub fn evd_free(evd: Handle) -> u32 {
 /// A dequeued event, decoded by its number.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// DAT_DTO_COMPLETION_EVENT.
+    /// DAT_DTO_COMPLETION_EVENT, or an IB extension DTO (DAT_IB_DTO_EVENT): then `imm` is
+    /// the immediate data a receive consumed (a SEND or RDMA WRITE with immediate).
     Dto {
         ep: Handle,
         cookie: u64,
         status: u32,
         len: u32,
+        imm: Option<u32>,
     },
     /// DAT_CONNECTION_REQUEST_EVENT.
     ConnectionRequest { cr: Handle },
@@ -217,17 +219,33 @@ pub enum Event {
 fn decode(ev: &d::DAT_EVENT) -> Event {
     let n = ev.event_number;
     // SAFETY (each arm): the event number says which member of the union the provider wrote
-    // (dat.h), and connection private data is `private_data_size` readable bytes.
+    // (dat.h), an extension DTO's extension data is a DAT_IB_EXTENSION_EVENT_DATA (read
+    // unaligned from the event's 64-byte area; dat_ib_extensions.h), and connection private
+    // data is `private_data_size` readable bytes.
     unsafe {
         // An IB extension DTO (atomics, immediate data) carries the DTO data too
         // (dat_ib_extensions.h).
         if n == d::DAT_DTO_COMPLETION_EVENT || n == d::DAT_IB_DTO_EVENT {
             let x = &ev.event_data.dto_completion_event_data;
+            let imm = if n == d::DAT_IB_DTO_EVENT {
+                // The extension data is the provider's DAT_IB_EXTENSION_EVENT_DATA.
+                let ext = (ev.event_extension_data.as_ptr()
+                    as *const d::DAT_IB_EXTENSION_EVENT_DATA)
+                    .read_unaligned();
+                matches!(
+                    ext.type_,
+                    d::DAT_IB_RDMA_WRITE_IMMED_DATA | d::DAT_IB_RECV_IMMED_DATA
+                )
+                .then_some(ext.val.immed.data)
+            } else {
+                None
+            };
             Event::Dto {
                 ep: Handle::from_raw(x.ep_handle),
                 cookie: x.user_cookie.as_64,
                 status: x.status,
                 len: x.transfered_length,
+                imm,
             }
         } else if n == d::DAT_CONNECTION_REQUEST_EVENT {
             Event::ConnectionRequest {
@@ -652,6 +670,46 @@ pub fn ep_post_fetch_add(
             iov.as_ptr(),
             cookie,
             &rmr as *const d::DAT_RMR_TRIPLET,
+            flags,
+        )
+    }
+}
+
+/// dat_ib_post_rdma_write_immed (dat_ib_extensions.h): writes `iov` (possibly none) to
+/// `remote` and consumes a receive of the peer with the immediate data `imm`, through
+/// libdat2's `dat_extension_op`.
+pub fn ep_post_write_immed(
+    ep: Handle,
+    iov: &[Segment],
+    cookie: u64,
+    remote: Remote,
+    imm: u32,
+    flags: u32,
+) -> u32 {
+    let mut t = triplets(Some(iov));
+    let p = if t.is_empty() {
+        core::ptr::null_mut()
+    } else {
+        t.as_mut_ptr()
+    };
+    let rmr = d::DAT_RMR_TRIPLET {
+        rmr_context: remote.rmr_context,
+        virtual_address: remote.addr,
+        segment_length: remote.len,
+    };
+    // SAFETY: see the module doc on handles; the variadic arguments are those of the
+    // dat_ib_post_rdma_write_immed macro in its order and C types (the DAT_DTO_COOKIE union
+    // is passed as its 64 bits), `p` is NULL or `t.len()` triplets, and `t` / `rmr` outlive
+    // the call.
+    unsafe {
+        d::dat_extension_op(
+            ep.raw(),
+            d::DAT_IB_RDMA_WRITE_IMMED_OP as d::DAT_EXTENDED_OP,
+            t.len() as d::DAT_COUNT,
+            p,
+            cookie,
+            &rmr as *const d::DAT_RMR_TRIPLET,
+            imm,
             flags,
         )
     }
