@@ -202,6 +202,8 @@ fn dat_cno_wait_returns_the_evd_that_got_an_event() {
     );
     e2.post_se(1).unwrap();
     assert_eq!(cno.wait(TEN_MS), Ok(e2.id()));
+    // A notification, not a level: the event left on the EVD does not fire it again.
+    assert_eq!(cno.wait(TEN_MS).unwrap_err(), DatError::TimeoutExpired);
     assert_eq!(
         e2.dequeue().unwrap().software(),
         Some(1),

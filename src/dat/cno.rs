@@ -1,8 +1,10 @@
 //! Consumer notification objects (dat_cno_create / dat_cno_wait / dat_cno_query /
 //! dat_cno_free, DAT 2.0 §6.3.1): one wait over many EVDs. An EVD attached with
 //! [`Evd::modify_cno`](super::evd::Evd::modify_cno) (or created with
-//! [`Evd::create_with_cno`](super::evd::Evd::create_with_cno)) triggers its CNO while it is
-//! enabled and holds an event; `wait` names that EVD and leaves the event on it to be dequeued.
+//! [`Evd::create_with_cno`](super::evd::Evd::create_with_cno)) triggers its CNO when an event
+//! arrives while it is enabled, once until it was emptied again (dat_cno_wait(3): a
+//! notification, not a level); `wait` names that EVD and leaves the event on it to be
+//! dequeued.
 //! A CNO with attached EVDs is not freed (DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE).
 
 use super::context::ConsumerContext;
@@ -47,10 +49,10 @@ impl CnoInner {
         self.lock().retain(|w| w.as_ptr() != target);
     }
 
-    /// The first attached EVD that triggers the CNO.
+    /// The first attached EVD that triggers the CNO (taking its trigger).
     fn triggered(&self) -> Option<u64> {
         let evds: Vec<Arc<EvdInner>> = self.lock().iter().filter_map(Weak::upgrade).collect();
-        evds.iter().find(|e| e.triggers()).map(|e| e.sink.id())
+        evds.iter().find(|e| e.take_trigger()).map(|e| e.sink.id())
     }
 }
 
@@ -86,7 +88,7 @@ impl Cno {
         self.inner.id
     }
 
-    /// dat_cno_wait: waits until an attached, enabled EVD holds an event and returns that EVD's
+    /// dat_cno_wait: waits until an attached, enabled EVD got an event and returns that EVD's
     /// [`Evd::id`](super::evd::Evd::id); DAT_TIMEOUT_EXPIRED after `timeout` (`None`: forever).
     /// Inline progress is driven meanwhile; in core mode the wait spins, then naps briefly.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<u64, DatError> {

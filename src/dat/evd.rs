@@ -120,6 +120,11 @@ pub(crate) struct EvdInner {
     pub waitable: AtomicBool,
     /// The attached CNO (dat_evd_modify_cno).
     pub cno: Mutex<Option<Arc<CnoInner>>>,
+    /// The CNO was told about the events queued now; cleared when the EVD is emptied. A CNO
+    /// notifies of an arrival, not of a level (dat_cno_wait(3)): an EVD whose events stay
+    /// queued after it was reported does not wake the CNO again until it was emptied, so a
+    /// consumer that waits on the CNO and then serves another EVD is not woken in a loop.
+    notified: AtomicBool,
     pub context: ConsumerContext,
 }
 
@@ -128,9 +133,22 @@ impl EvdInner {
         self.cno.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// True when an enabled EVD holds an event (what triggers its CNO).
-    pub(crate) fn triggers(&self) -> bool {
-        self.enabled.load(Ordering::Acquire) && !self.sink.queue.is_empty()
+    /// True (once per arrival on an empty EVD, see `notified`) when an enabled EVD holds an
+    /// event the CNO was not told about: what triggers its CNO.
+    pub(crate) fn take_trigger(&self) -> bool {
+        if self.sink.queue.is_empty() {
+            self.rearm();
+            false
+        } else {
+            self.enabled.load(Ordering::Acquire) && !self.notified.swap(true, Ordering::AcqRel)
+        }
+    }
+
+    /// The EVD was seen empty: its next event triggers the CNO again.
+    fn rearm(&self) {
+        if self.notified.load(Ordering::Relaxed) {
+            self.notified.store(false, Ordering::Release);
+        }
     }
 
     pub(crate) fn lock_streams(&self) -> std::sync::MutexGuard<'_, super::evd_streams::DtoStreams> {
@@ -164,6 +182,7 @@ impl Evd {
                 enabled: AtomicBool::new(true),
                 waitable: AtomicBool::new(true),
                 cno: Mutex::new(None),
+                notified: AtomicBool::new(false),
                 context: ConsumerContext::default(),
             }),
         }
@@ -316,23 +335,21 @@ impl Evd {
         self.inner.sink.queue.take_overflow()
     }
 
-    /// Dequeues an event without waiting (DAT_QUEUE_EMPTY when none). In inline progress the
-    /// shards are polled once first.
+    /// Dequeues an event without waiting (DAT_QUEUE_EMPTY when none). When the ring is empty,
+    /// inline progress polls the shards once and looks again.
     pub fn dequeue(&self) -> Result<DatEvent, DatError> {
-        self.dequeue_noting_empty().map(|(ev, _)| ev)
-    }
-
-    /// [`Evd::dequeue`], and whether the EVD was empty after it (a CNO re-arms then).
-    pub(crate) fn dequeue_noting_empty(&self) -> Result<(DatEvent, bool), DatError> {
         let queue = &self.inner.sink.queue;
-        let got = match queue.pop_noting_empty() {
+        let (ev, emptied) = match queue.pop_noting_empty() {
             Some(got) => got,
             None => {
                 self.inner.ia.engine.progress();
                 queue.pop_noting_empty().ok_or(DatError::QueueEmpty)?
             }
         };
-        Ok((self.convert(got.0), got.1))
+        if emptied {
+            self.inner.rearm();
+        }
+        Ok(self.convert(ev))
     }
 
     /// Waits until `threshold` events are queued (at least 1), then dequeues one;
@@ -361,7 +378,12 @@ impl Evd {
             engine.idle(),
         );
         match got {
-            Ok(ev) => Ok(self.convert(ev)),
+            Ok(ev) => {
+                if inner.sink.queue.is_empty() {
+                    inner.rearm();
+                }
+                Ok(self.convert(ev))
+            }
             Err(GatedWaitError::Timeout) => Err(DatError::TimeoutExpired),
             Err(GatedWaitError::Gate(())) => Err(unwaitable()),
         }

@@ -1,6 +1,7 @@
-//! Event dispatchers (dat_evd_*) and consumer notification objects (dat_cno_*). Enabled /
-//! waitable states and CNO attachment are kept here; a CNO wakes its waiter when any attached
-//! EVD holds an event (inline progress drives the shards meanwhile).
+//! Event dispatchers (dat_evd_*) and consumer notification objects (dat_cno_*), translated to
+//! the Rust [`Evd`] and [`Cno`], which keep every state (enabled, waitable, the attachment,
+//! when a CNO fires). This file maps handles to Rust objects and back (a CNO names its EVD,
+//! an EVD its CNO, by the Rust object's id).
 
 use super::codes::{arg, err, guard, map, nonnull, put};
 use super::event::convert;
@@ -8,9 +9,10 @@ use super::handles::{self, Kind, Object};
 use super::ia::MAX_EVD_QLEN;
 use super::objects::{Body, CnoObj, EvdObj};
 use super::state::lock;
-use crate::dat::{DatError, Evd, EvdFlags};
+use crate::dat::{Cno, Evd, EvdFlags};
 use dat_sys as d;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,20 +33,10 @@ fn cno_of(o: &Object) -> Result<&CnoObj, u32> {
     }
 }
 
-fn attach(cno: usize, evd: usize) {
-    if let Ok(c) = handles::get(cno as d::DAT_HANDLE, Kind::Cno) {
-        if let Body::Cno(c) = &c.body {
-            lock(&c.evds).push(evd);
-        }
-    }
-}
-
-fn detach(cno: usize, evd: usize) {
-    if let Ok(c) = handles::get(cno as d::DAT_HANDLE, Kind::Cno) {
-        if let Body::Cno(c) = &c.body {
-            lock(&c.evds).retain(|&e| e != evd);
-        }
-    }
+/// The handle of the EVD or CNO whose Rust object has `id`, in `map` (`IaState::evds`,
+/// `IaState::cnos`); 0 for none.
+fn handle_of(map: &Mutex<FxHashMap<u64, usize>>, id: Option<u64>) -> usize {
+    id.and_then(|id| lock(map).get(&id).copied()).unwrap_or(0)
 }
 
 pub(super) unsafe extern "C" fn evd_create(
@@ -90,21 +82,21 @@ pub(super) unsafe extern "C" fn evd_create(
         let evd = {
             let g = ia.ia.ia();
             let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
-            Evd::create(ia_ref, qlen as usize, f).map_err(|e| map(&e, 2))?
+            let cno = cno.as_ref().map(|c| cno_of(c)).transpose()?;
+            let evd = Evd::create(ia_ref, qlen as usize, f).map_err(|e| map(&e, 2))?;
+            evd.modify_cno(cno.map(|c| &c.cno))
+                .map_err(|e| map(&e, 3))?;
+            evd
         };
-        let cno_handle = cno.as_ref().map_or(0, |c| c.handle);
+        let id = evd.id();
         let o = handles::insert(ia.ia.provider(), Kind::Evd, ia.ia.clone(), |_| {
             Body::Evd(EvdObj {
                 evd,
                 flags,
-                cno: AtomicUsize::new(cno_handle),
                 is_async: false,
-                notified: AtomicBool::new(false),
             })
         });
-        if cno_handle != 0 {
-            attach(cno_handle, o.handle);
-        }
+        lock(&ia.ia.evds).insert(id, o.handle);
         put(out, 5, o.handle as d::DAT_EVD_HANDLE)
     })
 }
@@ -134,7 +126,7 @@ pub(super) unsafe extern "C" fn evd_query(
                 ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
                 evd_qlen: e.evd.size() as i32,
                 evd_state: state,
-                cno_handle: e.cno.load(Ordering::Relaxed) as d::DAT_CNO_HANDLE,
+                cno_handle: handle_of(&o.ia.cnos, e.evd.query().cno) as d::DAT_CNO_HANDLE,
                 evd_flags: e.flags,
             },
         )
@@ -148,15 +140,11 @@ pub(super) unsafe extern "C" fn evd_modify_cno(
     guard(|| {
         let o = handles::get(evd, Kind::Evd)?;
         let e = evd_of(&o)?;
-        let new = handles::get_opt(cno, Kind::Cno, Kind::Cno.invalid())?.map_or(0, |c| c.handle);
-        let old = e.cno.swap(new, Ordering::AcqRel);
-        if old != 0 {
-            detach(old, o.handle);
-        }
-        if new != 0 {
-            attach(new, o.handle);
-        }
-        Ok(())
+        let cno = handles::get_opt(cno, Kind::Cno, Kind::Cno.invalid())?;
+        let cno = cno.as_ref().map(|c| cno_of(c)).transpose()?;
+        e.evd
+            .modify_cno(cno.map(|c| &c.cno))
+            .map_err(|err| map(&err, 2))
     })
 }
 
@@ -225,7 +213,6 @@ pub(super) unsafe extern "C" fn evd_wait(
                 .wait(remaining(dl), threshold as usize)
                 .map_err(|err| map(&err, 0))?;
             let mut out = d::DAT_EVENT::default();
-            rearm(e);
             if convert(&o, ev, &mut out) {
                 put(event, 4, out)?;
                 return put(nmore, 5, e.evd.len() as i32);
@@ -244,10 +231,7 @@ pub(super) unsafe extern "C" fn evd_dequeue(
         let e = evd_of(&o)?;
         nonnull(event, 2)?;
         loop {
-            let (ev, empty) = e.evd.dequeue_noting_empty().map_err(|err| map(&err, 0))?;
-            if empty {
-                e.notified.store(false, Ordering::Release);
-            }
+            let ev = e.evd.dequeue().map_err(|err| map(&err, 0))?;
             let mut out = d::DAT_EVENT::default();
             if convert(&o, ev, &mut out) {
                 return put(event, 2, out);
@@ -303,10 +287,8 @@ pub(super) unsafe extern "C" fn evd_free(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETUR
         if Arc::strong_count(&e.evd.inner) > 1 {
             return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_IN_USE));
         }
-        let cno = e.cno.load(Ordering::Relaxed);
-        if cno != 0 {
-            detach(cno, o.handle);
-        }
+        // The Rust EVD detaches from its CNO when it goes.
+        lock(&o.ia.evds).remove(&e.evd.id());
         handles::remove(o.handle);
         Ok(())
     })
@@ -320,12 +302,18 @@ pub(super) unsafe extern "C" fn cno_create(
     guard(|| {
         let ia = handles::get(ia, Kind::Ia)?;
         nonnull(out, 3)?;
+        let cno = {
+            let g = ia.ia.ia();
+            Cno::create(g.as_ref().ok_or(Kind::Ia.invalid())?).map_err(|e| map(&e, 1))?
+        };
+        let id = cno.id();
         let o = handles::insert(ia.ia.provider(), Kind::Cno, ia.ia.clone(), |_| {
             Body::Cno(CnoObj {
-                evds: Mutex::new(Vec::new()),
+                cno,
                 agent: AtomicU64::new(agent.proxy_agent_func.map_or(0, |f| f as usize as u64)),
             })
         });
+        lock(&ia.ia.cnos).insert(id, o.handle);
         put(out, 3, o.handle as d::DAT_CNO_HANDLE)
     })
 }
@@ -376,45 +364,18 @@ pub(super) unsafe extern "C" fn cno_query(
 pub(super) unsafe extern "C" fn cno_free(cno: d::DAT_CNO_HANDLE) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(cno, Kind::Cno)?;
-        if !lock(&cno_of(&o)?.evds).is_empty() {
+        let c = cno_of(&o)?;
+        if c.cno.query().attached > 0 {
             return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_CNO_IN_USE));
         }
+        lock(&o.ia.cnos).remove(&c.cno.id());
         handles::remove(o.handle);
         Ok(())
     })
 }
 
-/// The first attached, enabled EVD that received an event the CNO has not yet reported.
-/// A CNO is a notification, not a level (dat_cno_wait(3)): an EVD whose events are still
-/// queued after being reported does not wake the CNO again until it has been emptied, so a
-/// consumer that waits on the CNO and then dequeues another EVD is not woken in a loop.
-fn ready(c: &CnoObj) -> Option<usize> {
-    let evds = lock(&c.evds).clone();
-    evds.into_iter().find(|&h| {
-        handles::get(h as d::DAT_HANDLE, Kind::Evd)
-            .ok()
-            .and_then(|o| match &o.body {
-                Body::Evd(e) => Some(if e.evd.is_empty() {
-                    e.notified.store(false, Ordering::Release);
-                    false
-                } else {
-                    e.evd.is_enabled() && !e.notified.swap(true, Ordering::AcqRel)
-                }),
-                _ => None,
-            })
-            .unwrap_or(false)
-    })
-}
-
-/// After a dequeue: an emptied EVD notifies its CNO again on its next event.
-fn rearm(e: &EvdObj) {
-    if e.evd.is_empty() {
-        e.notified.store(false, Ordering::Release);
-    }
-}
-
-/// dat_cno_wait: returns the handle of the attached EVD that triggered it (received an
-/// event, see [`ready`]), or DAT_TIMEOUT_EXPIRED.
+/// dat_cno_wait: returns the handle of the attached EVD that triggered it (an event arrived
+/// on it while enabled, [`Cno::wait`]), or DAT_TIMEOUT_EXPIRED.
 pub(super) unsafe extern "C" fn cno_wait(
     cno: d::DAT_CNO_HANDLE,
     timeout: d::DAT_TIMEOUT,
@@ -424,25 +385,9 @@ pub(super) unsafe extern "C" fn cno_wait(
         let o = handles::get(cno, Kind::Cno)?;
         let c = cno_of(&o)?;
         nonnull(evd, 3)?;
-        let dl = deadline(timeout);
-        let mut spins = 0u32;
-        loop {
-            if let Some(h) = ready(c) {
-                return put(evd, 3, h as d::DAT_EVD_HANDLE);
-            }
-            if dl.is_some_and(|t| Instant::now() >= t) {
-                return Err(map(&DatError::TimeoutExpired, 0));
-            }
-            let progressed = o.ia.ia().as_ref().is_some_and(|ia| ia.progress());
-            if !progressed {
-                spins += 1;
-                if spins > 1000 {
-                    std::thread::yield_now();
-                } else {
-                    core::hint::spin_loop();
-                }
-            }
-        }
+        let timeout = (timeout != TIMEOUT_INFINITE).then(|| Duration::from_micros(timeout.into()));
+        let id = c.cno.wait(timeout).map_err(|e| map(&e, 0))?;
+        put(evd, 3, handle_of(&o.ia.evds, Some(id)) as d::DAT_EVD_HANDLE)
     })
 }
 

@@ -3,12 +3,12 @@
 use super::codes::{arg, err, guard, nonnull, put, R};
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, EvdObj};
-use super::state::IaState;
+use super::state::{lock, IaState};
 use crate::config::Profile;
 use crate::dat::{ia_attr, Evd, Ia};
 use dat_sys as d;
 use std::ffi::{c_char, CStr};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// The IA limits (src/dat/ia_attr.rs) as the C types carry them: what dat_ia_query reports is
@@ -73,6 +73,7 @@ pub(super) fn register(
     let async_evd_obj = Evd {
         inner: ia.async_evd().inner.clone(),
     };
+    let async_id = async_evd_obj.id();
     let state = Arc::new(IaState::new(
         provider as usize,
         name,
@@ -86,11 +87,10 @@ pub(super) fn register(
         Body::Evd(EvdObj {
             evd: async_evd_obj,
             flags: d::DAT_EVD_ASYNC_FLAG,
-            cno: AtomicUsize::new(0),
             is_async: true,
-            notified: AtomicBool::new(false),
         })
     });
+    lock(&state.evds).insert(async_id, evd.handle);
     state.async_evd.store(evd.handle, Ordering::Relaxed);
     (ia_obj.handle, evd.handle, state)
 }

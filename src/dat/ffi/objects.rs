@@ -2,9 +2,9 @@
 //! keep (handles of related objects, query parameters, event buffers).
 
 use super::state::SockAddrIn;
-use crate::dat::{Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp, Srq};
+use crate::dat::{Cno, Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp, Srq};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
 /// The body of a handle.
@@ -44,16 +44,12 @@ pub(crate) struct RmrObj {
 pub(crate) struct EvdObj {
     pub evd: Evd,
     pub flags: u32,
-    pub cno: AtomicUsize,
     pub is_async: bool,
-    /// The attached CNO was told about the events queued now (cleared when the EVD is seen
-    /// empty): a CNO notifies once per arrival on an empty EVD, not while events stay queued.
-    pub notified: AtomicBool,
 }
 
 pub(crate) struct CnoObj {
-    /// EVD handles attached to this CNO.
-    pub evds: Mutex<Vec<usize>>,
+    pub cno: Cno,
+    /// The OS wait proxy agent (dat_cno_modify_agent); never called: no proxy runs here.
     pub agent: AtomicU64,
 }
 

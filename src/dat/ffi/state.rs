@@ -93,6 +93,10 @@ pub(crate) struct IaState {
     pub async_evd: AtomicUsize,
     /// EP handles by QPN (events name their EP by QPN).
     pub eps: Mutex<FxHashMap<u32, usize>>,
+    /// EVD and CNO handles by the id of their Rust object (a CNO names its EVDs, an EVD its
+    /// CNO, by id).
+    pub evds: Mutex<FxHashMap<u64, usize>>,
+    pub cnos: Mutex<FxHashMap<u64, usize>>,
     /// Requests of all its EPs whose completion is tagged (see `objects::Tag`): while none
     /// is, a completion is converted without looking at its EP's tags.
     pub tagged: Arc<AtomicUsize>,
@@ -141,6 +145,8 @@ impl IaState {
             handle: AtomicUsize::new(0),
             async_evd: AtomicUsize::new(0),
             eps: Mutex::new(FxHashMap::default()),
+            evds: Mutex::new(FxHashMap::default()),
+            cnos: Mutex::new(FxHashMap::default()),
             tagged: Arc::new(AtomicUsize::new(0)),
             srqs: Mutex::new(HashMap::new()),
             sps: Mutex::new(HashMap::new()),

@@ -575,6 +575,79 @@ fn ep_modify_and_rmr_bind_through_the_c_table_on_an_in_memory_ia() {
     drop(state.take());
 }
 
+/// The C CNO is the Rust CNO: dat_cno_wait names the EVD handle that got an event, once per
+/// arrival (an event left queued does not fire it again until the EVD was emptied); a
+/// disabled EVD does not fire it; dat_evd_query names the CNO handle; dat_cno_free is refused
+/// while an EVD is attached.
+#[test]
+fn a_cno_names_the_evd_handle_once_per_arrival_through_the_c_table() {
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, state) = in_memory_ia(p);
+    let null = core::ptr::null_mut();
+    let soft = |n: usize| {
+        let mut ev = d::DAT_EVENT::default();
+        ev.event_number = d::DAT_SOFTWARE_EVENT;
+        ev.event_data.software_event_data.pointer = n as *mut core::ffi::c_void;
+        ev
+    };
+    // SAFETY (all calls below): the entries are this provider's, with live handles and
+    // pointers to local storage, as a consumer would call them.
+    unsafe {
+        let agent = d::DAT_OS_WAIT_PROXY_AGENT::default();
+        let mut cno = null;
+        ok(p.cno_create_func.unwrap()(ia, agent, &mut cno));
+        let (mut e1, mut e2) = (null, null);
+        let sw = d::DAT_EVD_SOFTWARE_FLAG;
+        ok(p.evd_create_func.unwrap()(ia, 8, cno, sw, &mut e1));
+        ok(p.evd_create_func.unwrap()(ia, 8, null, sw, &mut e2));
+        ok(p.evd_modify_cno_func.unwrap()(e2, cno));
+        let mut q = d::DAT_EVD_PARAM::default();
+        ok(p.evd_query_func.unwrap()(e2, 0, &mut q));
+        assert_eq!(q.cno_handle, cno);
+        let wait = |timeout_us: u32| {
+            let mut got = null;
+            let rc = p.cno_wait_func.unwrap()(cno, timeout_us, &mut got);
+            (rc, got)
+        };
+        let expired = err(d::DAT_TIMEOUT_EXPIRED, 0);
+        assert_eq!(wait(1000).0, expired);
+        ok(p.evd_post_se_func.unwrap()(e2, &soft(1)));
+        assert_eq!(wait(1000), (d::DAT_SUCCESS, e2));
+        // Still queued: reported already.
+        assert_eq!(wait(1000).0, expired);
+        let mut ev = d::DAT_EVENT::default();
+        ok(p.evd_dequeue_func.unwrap()(e2, &mut ev));
+        assert_eq!(ev.event_data.software_event_data.pointer as usize, 1);
+        // Emptied, then a new arrival: reported again.
+        ok(p.evd_post_se_func.unwrap()(e2, &soft(2)));
+        assert_eq!(wait(1000), (d::DAT_SUCCESS, e2));
+        ok(p.evd_dequeue_func.unwrap()(e2, &mut ev));
+        // A disabled EVD does not fire its CNO until enabled.
+        ok(p.evd_disable_func.unwrap()(e1));
+        ok(p.evd_post_se_func.unwrap()(e1, &soft(3)));
+        assert_eq!(wait(1000).0, expired);
+        ok(p.evd_enable_func.unwrap()(e1));
+        assert_eq!(wait(1000), (d::DAT_SUCCESS, e1));
+        ok(p.evd_dequeue_func.unwrap()(e1, &mut ev));
+        // Detached: no CNO named, and no wake-up.
+        ok(p.evd_modify_cno_func.unwrap()(e2, null));
+        ok(p.evd_query_func.unwrap()(e2, 0, &mut q));
+        assert!(q.cno_handle.is_null());
+        ok(p.evd_post_se_func.unwrap()(e2, &soft(4)));
+        assert_eq!(wait(1000).0, expired);
+        assert_eq!(
+            p.cno_free_func.unwrap()(cno),
+            err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_CNO_IN_USE)
+        );
+        ok(p.evd_free_func.unwrap()(e1));
+        ok(p.cno_free_func.unwrap()(cno));
+        assert!(state.cnos.lock().unwrap().is_empty());
+        ok(p.evd_dequeue_func.unwrap()(e2, &mut ev));
+        ok(p.evd_free_func.unwrap()(e2));
+    }
+    drop(state.take());
+}
+
 /// libdat2 reads the first word of every non-NULL handle and calls through it: a freed
 /// handle's header must still hold the provider, so that a stale handle reaches the provider
 /// and is answered DAT_INVALID_HANDLE instead of jumping through allocator metadata.
