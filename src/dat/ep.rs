@@ -705,7 +705,8 @@ impl Ep {
         self.post_request(op, local, cookie, flags, 6)
     }
 
-    /// dat_ib_post_rdma_write_immed (IB extension): the peer's receive completes with `imm`.
+    /// dat_ib_post_rdma_write_immed (IB extension): the peer's receive completes with `imm`;
+    /// this side's completion carries `imm` too (a DAT_IB_DTO_EVENT, not a plain WRITE's).
     pub fn post_rdma_write_imm(
         &self,
         local: &[LmrTriplet],
@@ -713,12 +714,24 @@ impl Ep {
         imm: u32,
         cookie: u64,
     ) -> Result<(), DatError> {
+        self.post_rdma_write_imm_with(local, remote, imm, cookie, CompletionFlags::DEFAULT)
+    }
+
+    /// dat_ib_post_rdma_write_immed with completion flags.
+    pub fn post_rdma_write_imm_with(
+        &self,
+        local: &[LmrTriplet],
+        remote: &RmrTriplet,
+        imm: u32,
+        cookie: u64,
+        flags: CompletionFlags,
+    ) -> Result<(), DatError> {
         let op = SendOp::WriteWithImm {
             remote_addr: remote.target_address,
             rkey: remote.rmr_context,
             imm,
         };
-        self.post_request(op, local, cookie, CompletionFlags::DEFAULT, 7)
+        self.post_request(op, local, cookie, flags, 7)
     }
 
     /// dat_ep_post_rdma_read.
@@ -765,6 +778,26 @@ impl Ep {
         remote: &RmrTriplet,
         cookie: u64,
     ) -> Result<(), DatError> {
+        self.post_cmp_and_swap_with(
+            compare,
+            swap,
+            local,
+            remote,
+            cookie,
+            CompletionFlags::DEFAULT,
+        )
+    }
+
+    /// dat_ib_post_cmp_and_swap with completion flags.
+    pub fn post_cmp_and_swap_with(
+        &self,
+        compare: u64,
+        swap: u64,
+        local: &LmrTriplet,
+        remote: &RmrTriplet,
+        cookie: u64,
+        flags: CompletionFlags,
+    ) -> Result<(), DatError> {
         Self::atomic_args(local, remote)?;
         let op = SendOp::CompareSwap {
             remote_addr: remote.target_address,
@@ -772,13 +805,7 @@ impl Ep {
             compare,
             swap,
         };
-        self.post_request(
-            op,
-            std::slice::from_ref(local),
-            cookie,
-            CompletionFlags::DEFAULT,
-            7,
-        )
+        self.post_request(op, std::slice::from_ref(local), cookie, flags, 7)
     }
 
     /// dat_ib_post_fetch_and_add: the original remote value lands in `local`.
@@ -789,19 +816,25 @@ impl Ep {
         remote: &RmrTriplet,
         cookie: u64,
     ) -> Result<(), DatError> {
+        self.post_fetch_add_with(add, local, remote, cookie, CompletionFlags::DEFAULT)
+    }
+
+    /// dat_ib_post_fetch_and_add with completion flags.
+    pub fn post_fetch_add_with(
+        &self,
+        add: u64,
+        local: &LmrTriplet,
+        remote: &RmrTriplet,
+        cookie: u64,
+        flags: CompletionFlags,
+    ) -> Result<(), DatError> {
         Self::atomic_args(local, remote)?;
         let op = SendOp::FetchAdd {
             remote_addr: remote.target_address,
             rkey: remote.rmr_context,
             add,
         };
-        self.post_request(
-            op,
-            std::slice::from_ref(local),
-            cookie,
-            CompletionFlags::DEFAULT,
-            6,
-        )
+        self.post_request(op, std::slice::from_ref(local), cookie, flags, 6)
     }
 
     /// dat_ep_post_recv (not on an SRQ EP: post to the SRQ). Segments of an LMR in another PZ

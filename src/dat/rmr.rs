@@ -18,6 +18,7 @@
 
 use super::context::ConsumerContext;
 use super::ep::{Ep, EpInner};
+use super::ep_attr::CompletionFlags;
 use super::error::{DatError, HandleKind};
 use super::lmr::{Lmr, LmrTriplet, Registered};
 use super::pz::{Pz, PzInner};
@@ -139,14 +140,19 @@ impl Rmr {
         drop(b.lmr);
     }
 
-    /// Checks `ep` (same PZ) and queues the bind completion on its request EVD.
-    fn complete(&self, ep: &Ep, cookie: u64) -> Result<(), DatError> {
+    /// Checks `ep` (same PZ) and queues the bind completion on its request EVD, unless
+    /// `flags` suppress it (DAT_COMPLETION_SUPPRESS_FLAG: a bind that succeeds reports
+    /// nothing, dat_rmr_bind(3DAT)).
+    fn complete(&self, ep: &Ep, cookie: u64, flags: CompletionFlags) -> Result<(), DatError> {
         let c = ep.inner.lock();
         if !Arc::ptr_eq(&c.pz, &self.pz) {
             return Err(DatError::InvalidArg {
                 arg: 6,
                 what: "EP of another PZ",
             });
+        }
+        if flags.contains(CompletionFlags::SUPPRESS) {
+            return Ok(());
         }
         if let Some(evd) = &c.request_evd {
             let wc = WorkCompletion {
@@ -177,6 +183,19 @@ impl Rmr {
         access: Access,
         ep: &Ep,
         cookie: u64,
+    ) -> Result<u32, DatError> {
+        self.bind_with(lmr, triplet, access, ep, cookie, CompletionFlags::DEFAULT)
+    }
+
+    /// [`Rmr::bind`] with completion flags (SUPPRESS: no completion when it succeeds).
+    pub fn bind_with(
+        &self,
+        lmr: &Lmr,
+        triplet: LmrTriplet,
+        access: Access,
+        ep: &Ep,
+        cookie: u64,
+        flags: CompletionFlags,
     ) -> Result<u32, DatError> {
         if !Arc::ptr_eq(&lmr.reg.pz, &self.pz) {
             return Err(DatError::InvalidArg {
@@ -222,7 +241,7 @@ impl Rmr {
             access,
             ep: self.for_ep.then(|| Arc::downgrade(&ep.inner)),
         };
-        if let Err(e) = self.complete(ep, cookie) {
+        if let Err(e) = self.complete(ep, cookie, flags) {
             self.release(binding);
             return Err(e);
         }
@@ -247,8 +266,18 @@ impl Rmr {
     /// dat_rmr_bind with DAT_HANDLE_NULL as LMR: unbinds (the key stops working); the
     /// completion goes to `ep`'s request EVD.
     pub fn unbind(&self, ep: &Ep, cookie: u64) -> Result<(), DatError> {
+        self.unbind_with(ep, cookie, CompletionFlags::DEFAULT)
+    }
+
+    /// [`Rmr::unbind`] with completion flags (SUPPRESS: no completion when it succeeds).
+    pub fn unbind_with(
+        &self,
+        ep: &Ep,
+        cookie: u64,
+        flags: CompletionFlags,
+    ) -> Result<(), DatError> {
         self.check_scope(ep)?;
-        self.complete(ep, cookie)?;
+        self.complete(ep, cookie, flags)?;
         let old = self.lock().take();
         if let Some(old) = old {
             self.release(old);

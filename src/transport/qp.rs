@@ -521,23 +521,12 @@ pub(super) fn send_completion(
     WorkCompletion {
         wr_id,
         status,
-        opcode: send_wc_opcode(op),
+        opcode: op.wc_opcode(),
         byte_len,
-        imm_data: None,
+        imm_data: op.immediate(),
         invalidated_rkey: None,
         qp_num: qpn,
         srq: None,
-    }
-}
-
-/// The completion opcode of a send WR.
-pub(super) fn send_wc_opcode(op: &SendOp) -> WcOpcode {
-    match op {
-        SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. } => WcOpcode::Send,
-        SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
-        SendOp::Read { .. } => WcOpcode::RdmaRead,
-        SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
-        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
     }
 }
 

@@ -193,6 +193,30 @@ pub enum SendOp {
     },
 }
 
+impl SendOp {
+    /// The opcode of this request's completion.
+    pub fn wc_opcode(&self) -> WcOpcode {
+        match self {
+            SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. } => {
+                WcOpcode::Send
+            }
+            SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
+            SendOp::Read { .. } => WcOpcode::RdmaRead,
+            SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
+            SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        }
+    }
+
+    /// The immediate data the request carries (a SEND or RDMA WRITE with immediate); its
+    /// completion reports it too, so a consumer can tell the two kinds of WRITE apart.
+    pub fn immediate(&self) -> Option<u32> {
+        match *self {
+            SendOp::SendWithImm { imm } | SendOp::WriteWithImm { imm, .. } => Some(imm),
+            _ => None,
+        }
+    }
+}
+
 /// A send work request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SendWr {
@@ -266,6 +290,7 @@ pub struct WorkCompletion {
     pub opcode: WcOpcode,
     /// Bytes transferred (receives: bytes placed; reads: bytes read).
     pub byte_len: u32,
+    /// The immediate data received, or (a send completion) sent ([`SendOp::immediate`]).
     pub imm_data: Option<u32>,
     pub invalidated_rkey: Option<u32>,
     /// This QP.

@@ -256,7 +256,6 @@ fn create(
             remote_port: AtomicU64::new(0),
             pdata: Mutex::new(Vec::new()),
             tags: Mutex::new(HashMap::new()),
-            tagged: ia.ia.tagged.clone(),
         })
     });
     lock(&ia.ia.eps).insert(qpn, o.handle);
@@ -286,7 +285,6 @@ pub(super) fn provider_ep(ia: &Arc<IaState>, pz: &crate::dat::Pz) -> Result<Arc<
             remote_port: AtomicU64::new(0),
             pdata: Mutex::new(Vec::new()),
             tags: Mutex::new(HashMap::new()),
-            tagged: ia.tagged.clone(),
         })
     });
     lock(&ia.eps).insert(qpn, o.handle);
@@ -698,10 +696,10 @@ const KNOWN_FLAGS: u32 = d::DAT_COMPLETION_SUPPRESS_FLAG
     | d::DAT_COMPLETION_EVD_THRESHOLD_FLAG
     | d::DAT_COMPLETION_LMR_INVALIDATE_FENCE_FLAG;
 
-/// Records how a request's completion is reported (before posting it).
+/// Notes what a request's completion event names beyond the Rust completion (before posting
+/// it; see `Tag`).
 pub(super) fn tag(e: &EpObj, cookie: u64, t: Tag) {
     lock(&e.tags).entry(cookie).or_default().push_back(t);
-    e.tagged.fetch_add(1, Ordering::AcqRel);
 }
 
 /// Undoes [`tag`] when the post failed.
@@ -712,47 +710,14 @@ pub(super) fn untag(e: &EpObj, cookie: u64) {
         if q.is_empty() {
             tags.remove(&cookie);
         }
-        e.tagged.fetch_sub(1, Ordering::AcqRel);
     }
-}
-
-/// Posts a request with its completion flags (`flags_arg`: its argument number).
-pub(super) fn post_request(
-    e: &EpObj,
-    cookie: u64,
-    flags: u32,
-    flags_arg: u32,
-    t: Option<Tag>,
-    post: impl FnOnce(&Ep) -> Result<(), crate::dat::DatError>,
-) -> R {
-    if flags & !KNOWN_FLAGS != 0 {
-        return Err(arg(flags_arg));
-    }
-    let suppress = flags & d::DAT_COMPLETION_SUPPRESS_FLAG != 0;
-    let t = match t {
-        Some(Tag::WriteImm { .. }) => Some(Tag::WriteImm { suppress }),
-        _ if suppress => Some(Tag::Suppress),
-        other => other,
-    };
-    if let Some(t) = t {
-        tag(e, cookie, t);
-    }
-    post(&e.ep).map_err(|err| {
-        if super::codes::trace_on() {
-            eprintln!("dpdk-roce: post: {err}");
-        }
-        if t.is_some() {
-            untag(e, cookie);
-        }
-        map(&err, 0)
-    })
 }
 
 /// Posts a request whose completion flags the Rust EP applies itself (`Ep::post_*_with`:
 /// SUPPRESS and UNSIGNALLED make the work request unsignaled, so no completion is made at
 /// all; SOLICITED_WAIT and BARRIER_FENCE reach the transport). `flags_arg`: its argument
 /// number.
-fn post_with_flags(
+pub(super) fn post_with_flags(
     e: &EpObj,
     flags: u32,
     flags_arg: u32,
@@ -808,8 +773,8 @@ pub(super) unsafe extern "C" fn ep_post_send_with_invalidate(
         let t = triplets(n, iov, e.attr().max_request_iov, 2)?;
         // SAFETY: a cookie is 64 bits of consumer data in any variant.
         let c = unsafe { cookie.as_64 };
-        post_request(e, c, flags, 5, None, |ep| {
-            ep.post_send_with_invalidate(&t, c, CompletionFlags::DEFAULT, rmr_context)
+        post_with_flags(e, flags, 5, |ep, f| {
+            ep.post_send_with_invalidate(&t, c, f, rmr_context)
         })
     })
 }
@@ -889,9 +854,7 @@ pub(super) unsafe extern "C" fn ep_post_rdma_read_to_rmr(
         let r = rmr(remote, 4)?;
         // SAFETY: a cookie is 64 bits of consumer data.
         let c = unsafe { cookie.as_64 };
-        post_request(e, c, flags, 5, None, |ep| {
-            ep.post_rdma_read_to_rmr(&l, &r, c, CompletionFlags::DEFAULT)
-        })
+        post_with_flags(e, flags, 5, |ep, f| ep.post_rdma_read_to_rmr(&l, &r, c, f))
     })
 }
 

@@ -11,7 +11,6 @@ use crate::engine::runtime::AsyncEvent;
 use crate::transport::types::{WcOpcode, WcStatus};
 use crate::wire::cm_msg::RejReason;
 use dat_sys as d;
-use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 fn status(s: WcStatus) -> d::DAT_DTO_COMPLETION_STATUS {
@@ -32,16 +31,12 @@ fn status(s: WcStatus) -> d::DAT_DTO_COMPLETION_STATUS {
 /// The tag of a completed request (posting order per cookie).
 fn take_tag(ep: &Object, cookie: u64) -> Option<Tag> {
     let Body::Ep(e) = &ep.body else { return None };
-    if e.tagged.load(Ordering::Acquire) == 0 {
-        return None;
-    }
     let mut tags = lock(&e.tags);
     let q = tags.get_mut(&cookie)?;
     let t = q.pop_front();
     if q.is_empty() {
         tags.remove(&cookie);
     }
-    e.tagged.fetch_sub(1, Ordering::AcqRel);
     t
 }
 
@@ -63,29 +58,15 @@ fn ext_data(ev: &mut d::DAT_EVENT, ty: u32, immed: u32) {
 
 fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) -> bool {
     let ep_handle = evd.ia.ep_handle(c.ep);
-    let tag = match c.opcode {
-        WcOpcode::Recv | WcOpcode::RecvRdmaWithImm => None,
-        _ if evd.ia.tagged.load(Ordering::Acquire) == 0 => None,
-        _ => handles::get(ep_handle as d::DAT_HANDLE, Kind::Ep)
-            .ok()
-            .and_then(|e| take_tag(&e, c.cookie)),
-    };
     let ok = c.status == WcStatus::Success;
-    if ok
-        && matches!(
-            tag,
-            Some(Tag::Suppress)
-                | Some(Tag::WriteImm { suppress: true })
-                | Some(Tag::Bind { suppress: true, .. })
-        )
-    {
-        return false;
-    }
     if c.opcode == WcOpcode::BindMw {
         ev.event_number = d::DAT_RMR_BIND_COMPLETION_EVENT;
-        let rmr = match tag {
-            Some(Tag::Bind { rmr, .. }) => rmr,
-            _ => 0,
+        let rmr = match handles::get(ep_handle as d::DAT_HANDLE, Kind::Ep)
+            .ok()
+            .and_then(|e| take_tag(&e, c.cookie))
+        {
+            Some(Tag::Bind { rmr }) => rmr,
+            None => 0,
         };
         ev.event_data.rmr_completion_event_data = d::DAT_RMR_BIND_COMPLETION_EVENT_DATA {
             rmr_handle: rmr as d::DAT_RMR_HANDLE,
@@ -107,26 +88,27 @@ fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) -> bool {
         _ => d::DAT_DTO_RECEIVE,
     };
     let mut len = c.transferred_length;
-    let ext = match (c.opcode, tag) {
-        (WcOpcode::RdmaWrite, Some(Tag::WriteImm { .. })) => Some((
+    let ext = match c.opcode {
+        // A WRITE's completion carries the immediate it sent (`SendOp::immediate`).
+        WcOpcode::RdmaWrite if c.immediate.is_some() => Some((
             d::DAT_IB_DTO_RDMA_WRITE_IMMED,
             d::DAT_IB_RDMA_WRITE_IMMED,
             0,
         )),
-        (WcOpcode::CompSwap, _) => {
+        WcOpcode::CompSwap => {
             len = 8;
             Some((d::DAT_IB_DTO_CMP_SWAP, d::DAT_IB_CMP_AND_SWAP, 0))
         }
-        (WcOpcode::FetchAdd, _) => {
+        WcOpcode::FetchAdd => {
             len = 8;
             Some((d::DAT_IB_DTO_FETCH_ADD, d::DAT_IB_FETCH_AND_ADD, 0))
         }
-        (WcOpcode::RecvRdmaWithImm, _) => Some((
+        WcOpcode::RecvRdmaWithImm => Some((
             d::DAT_IB_DTO_RECV_IMMED,
             d::DAT_IB_RDMA_WRITE_IMMED_DATA,
             c.immediate.unwrap_or(0),
         )),
-        (WcOpcode::Recv, _) if c.immediate.is_some() => Some((
+        WcOpcode::Recv if c.immediate.is_some() => Some((
             d::DAT_IB_DTO_RECV_MSG_IMMED,
             d::DAT_IB_RECV_IMMED_DATA,
             c.immediate.unwrap_or(0),

@@ -4,9 +4,8 @@
 //! (dat_query_counters, dat_print_counters; [`crate::dat::counters`]).
 
 use super::codes::{arg, guard, map};
-use super::ep::{ep_of, post_request};
+use super::ep::{ep_of, post_with_flags};
 use super::handles::{self, Kind};
-use super::objects::Tag;
 use super::state::lock;
 use crate::dat::{LmrTriplet, RmrTriplet};
 use dat_sys as d;
@@ -73,19 +72,14 @@ unsafe extern "C" fn handler(
         // SAFETY: 64 bits of consumer data.
         let cookie = unsafe { a.cookie.as_64 };
         match a.op {
-            d::DAT_IB_RDMA_WRITE_IMMED_OP => post_request(
-                e,
-                cookie,
-                a.flags,
-                7,
-                Some(Tag::WriteImm { suppress: false }),
-                |ep| ep.post_rdma_write_imm(&local, &remote, a.immed_data, cookie),
-            ),
-            d::DAT_IB_CMP_AND_SWAP_OP => post_request(e, cookie, a.flags, 7, None, |ep| {
-                ep.post_cmp_and_swap(a.add_or_cmp, a.swap, &local[0], &remote, cookie)
+            d::DAT_IB_RDMA_WRITE_IMMED_OP => post_with_flags(e, a.flags, 7, |ep, f| {
+                ep.post_rdma_write_imm_with(&local, &remote, a.immed_data, cookie, f)
             }),
-            d::DAT_IB_FETCH_AND_ADD_OP => post_request(e, cookie, a.flags, 6, None, |ep| {
-                ep.post_fetch_add(a.add_or_cmp, &local[0], &remote, cookie)
+            d::DAT_IB_CMP_AND_SWAP_OP => post_with_flags(e, a.flags, 7, |ep, f| {
+                ep.post_cmp_and_swap_with(a.add_or_cmp, a.swap, &local[0], &remote, cookie, f)
+            }),
+            d::DAT_IB_FETCH_AND_ADD_OP => post_with_flags(e, a.flags, 6, |ep, f| {
+                ep.post_fetch_add_with(a.add_or_cmp, &local[0], &remote, cookie, f)
             }),
             _ => Err(d::DAT_NOT_IMPLEMENTED),
         }

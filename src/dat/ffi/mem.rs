@@ -6,7 +6,7 @@ use super::ep::{ep_of, tag, untag};
 use super::handles::{self, Kind};
 use super::objects::{Body, LmrObj, RmrObj, Tag};
 use super::state::lock;
-use crate::dat::{Lmr, LmrTriplet, Pz, Rmr};
+use crate::dat::{CompletionFlags, Lmr, LmrTriplet, Pz, Rmr};
 use crate::transport::memory::Access;
 use dat_sys as d;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -373,20 +373,19 @@ pub(super) unsafe extern "C" fn rmr_bind(
         if flags & !(d::DAT_COMPLETION_SUPPRESS_FLAG | d::DAT_COMPLETION_UNSIGNALLED_FLAG) != 0 {
             return Err(arg(8));
         }
-        let suppress = flags & d::DAT_COMPLETION_SUPPRESS_FLAG != 0;
+        let flags = CompletionFlags::from_bits_truncate(flags);
+        // The event names the RMR handle: noted by cookie, unless no event comes.
+        let named = !flags.contains(CompletionFlags::SUPPRESS);
         let slot = lock(&r.rmr);
         let rust = slot.as_ref().ok_or(Kind::Rmr.invalid())?;
         let Some(lo) = lo else {
-            tag(
-                e,
-                cookie,
-                Tag::Bind {
-                    rmr: ro.handle,
-                    suppress,
-                },
-            );
-            if let Err(x) = rust.unbind(&e.ep, cookie) {
-                untag(e, cookie);
+            if named {
+                tag(e, cookie, Tag::Bind { rmr: ro.handle });
+            }
+            if let Err(x) = rust.unbind_with(&e.ep, cookie, flags) {
+                if named {
+                    untag(e, cookie);
+                }
                 return Err(x.code());
             }
             r.lmr.store(0, Ordering::Release);
@@ -416,18 +415,15 @@ pub(super) unsafe extern "C" fn rmr_bind(
         let access = access_of(privs) & remote;
         let lg = lock(&l.lmr);
         let lmr_ref = lg.as_ref().ok_or(Kind::Lmr.invalid())?;
-        tag(
-            e,
-            cookie,
-            Tag::Bind {
-                rmr: ro.handle,
-                suppress,
-            },
-        );
-        let rkey = match rust.bind(lmr_ref, t, access, &e.ep, cookie) {
+        if named {
+            tag(e, cookie, Tag::Bind { rmr: ro.handle });
+        }
+        let rkey = match rust.bind_with(lmr_ref, t, access, &e.ep, cookie, flags) {
             Ok(k) => k,
             Err(x) => {
-                untag(e, cookie);
+                if named {
+                    untag(e, cookie);
+                }
                 return Err(x.code());
             }
         };

@@ -5,7 +5,7 @@ use super::state::SockAddrIn;
 use crate::dat::{Cno, Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp, Srq};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// The body of a handle.
 pub(crate) enum Body {
@@ -53,15 +53,12 @@ pub(crate) struct CnoObj {
     pub agent: AtomicU64,
 }
 
-/// How a posted request's completion is reported differently from a plain DTO.
+/// What a completion's C event names that the Rust completion does not: the RMR handle of
+/// a bind or unbind (DAT_RMR_BIND_COMPLETION_EVENT). Completion flags are the Rust EP's and
+/// RMR's (`*_with`), never the C layer's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Tag {
-    /// DAT_COMPLETION_SUPPRESS_FLAG: no event when it succeeds.
-    Suppress,
-    /// An RDMA write with immediate (DAT_IB_DTO_EVENT).
-    WriteImm { suppress: bool },
-    /// An RMR bind or unbind (DAT_RMR_BIND_COMPLETION_EVENT naming the RMR handle).
-    Bind { rmr: usize, suppress: bool },
+    Bind { rmr: usize },
 }
 
 pub(crate) struct EpObj {
@@ -73,10 +70,8 @@ pub(crate) struct EpObj {
     pub remote_port: AtomicU64,
     /// Private data of the last connection event (the event points into it).
     pub pdata: Mutex<Vec<u8>>,
-    /// Requests whose completion is tagged, by cookie, in posting order.
+    /// The RMR handles of binds whose event is still to come, by cookie, in posting order.
     pub tags: Mutex<HashMap<u64, VecDeque<Tag>>>,
-    /// The IA's count of tagged requests ([`super::state::IaState::tagged`]).
-    pub tagged: Arc<AtomicUsize>,
 }
 
 /// The handles and attributes of an EP that dat_ep_modify changes.

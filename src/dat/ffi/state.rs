@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 /// `struct sockaddr_in` (netinet/in.h): AF_INET, port and address in network order.
 #[repr(C)]
@@ -97,9 +97,6 @@ pub(crate) struct IaState {
     /// CNO, by id).
     pub evds: Mutex<FxHashMap<u64, usize>>,
     pub cnos: Mutex<FxHashMap<u64, usize>>,
-    /// Requests of all its EPs whose completion is tagged (see `objects::Tag`): while none
-    /// is, a completion is converted without looking at its EP's tags.
-    pub tagged: Arc<AtomicUsize>,
     /// SRQ handles by (shard, SRQ number) (low-watermark events name their SRQ so).
     pub srqs: Mutex<HashMap<(usize, u32), usize>>,
     /// PSP/RSP handles by connection qualifier.
@@ -147,7 +144,6 @@ impl IaState {
             eps: Mutex::new(FxHashMap::default()),
             evds: Mutex::new(FxHashMap::default()),
             cnos: Mutex::new(FxHashMap::default()),
-            tagged: Arc::new(AtomicUsize::new(0)),
             srqs: Mutex::new(HashMap::new()),
             sps: Mutex::new(HashMap::new()),
             provider_attrs: attrs,

@@ -266,9 +266,14 @@ fn connected_via_handoff(t: &Ias) -> (Side, Side) {
     }
 }
 
+/// The DTO data of a DTO completion or an IB extension DTO event.
 fn dto_of(ev: &d::DAT_EVENT) -> d::DAT_DTO_COMPLETION_EVENT_DATA {
-    assert_eq!(ev.event_number, d::DAT_DTO_COMPLETION_EVENT);
-    // SAFETY: the union variant of a DTO completion event.
+    assert!(
+        [d::DAT_DTO_COMPLETION_EVENT, d::DAT_IB_DTO_EVENT].contains(&ev.event_number),
+        "{:#x}",
+        ev.event_number
+    );
+    // SAFETY: the union variant of both (dat_ib_extensions.h).
     unsafe { ev.event_data.dto_completion_event_data }
 }
 
@@ -1132,5 +1137,146 @@ fn set_unwaitable_releases_a_waiter_in_dat_evd_wait_through_the_c_table() {
             d::DAT_EVD_STATE_DISABLED | d::DAT_EVD_STATE_WAITABLE
         );
         ok(p.evd_enable_func.unwrap()(a.dto));
+    }
+}
+
+/// The extension data of a DAT_IB_DTO_EVENT.
+fn ext_of(ev: &d::DAT_EVENT) -> d::DAT_IB_EXTENSION_EVENT_DATA {
+    assert_eq!(ev.event_number, d::DAT_IB_DTO_EVENT);
+    // SAFETY: a DAT_IB_DTO_EVENT's extension area holds a DAT_IB_EXTENSION_EVENT_DATA
+    // (dat_ib_extensions.h), written by this provider.
+    unsafe {
+        (ev.event_extension_data.as_ptr() as *const d::DAT_IB_EXTENSION_EVENT_DATA).read_unaligned()
+    }
+}
+
+/// An IB extension operation as libdat2 forwards it (the shim unpacks the va_list).
+fn extension(ep: d::DAT_EP_HANDLE, unpack: impl FnOnce(&mut d::shim_dat_ext_args) -> i32) -> u32 {
+    let mut a = d::shim_dat_ext_args::default();
+    assert_eq!(unpack(&mut a), 0, "the shim unpacks the operation");
+    super::ext::handler_for_tests(ep, &a)
+}
+
+/// The completion flags of the extension operations and of dat_rmr_bind are the Rust EP's
+/// and RMR's: a write with immediate is a DAT_IB_DTO_EVENT on both sides whether or not its
+/// own completion is suppressed; a suppressed bind makes no event while a signaled unbind
+/// names its RMR; a suppressed fetch-and-add that fails reports its error.
+#[test]
+fn completion_flags_of_extension_ops_and_binds_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let (mut a, b) = connected_via_handoff(&t);
+    let null = core::ptr::null_mut();
+    let suppress = d::DAT_COMPLETION_SUPPRESS_FLAG;
+    // SAFETY (all calls): this provider's entries with live handles and local storage; the
+    // LMR buffers stay alive (owned by the sides) while registered.
+    unsafe {
+        for k in 0..2u64 {
+            let mut rx = b.triplet(64 * k, 64);
+            ok(p.ep_post_recv_func.unwrap()(
+                b.ep,
+                1,
+                &mut rx,
+                cookie(20 + k),
+                0,
+            ));
+        }
+        let write_immed = |lbuf: &mut d::DAT_LMR_TRIPLET, c: u64, imm: u32, flags: u32| {
+            let remote = rmr_triplet(b.rkey, b.addr + 256 + 8 * (c % 2), 8);
+            extension(a.ep, |args| {
+                d::shim_dat_unpack_variadic(
+                    args,
+                    d::DAT_IB_RDMA_WRITE_IMMED_OP as d::DAT_EXTENDED_OP,
+                    1 as d::DAT_COUNT,
+                    lbuf as *mut d::DAT_LMR_TRIPLET,
+                    cookie(c),
+                    &remote as *const d::DAT_RMR_TRIPLET,
+                    imm,
+                    flags as d::DAT_COMPLETION_FLAGS,
+                )
+            })
+        };
+        a.buf[..8].copy_from_slice(b"immedia1");
+        let mut l = a.triplet(0, 8);
+        ok(write_immed(&mut l, 1, 0xabc, 0));
+        let ev = t.next(a.dto);
+        assert_eq!(ext_of(&ev).type_, d::DAT_IB_RDMA_WRITE_IMMED);
+        assert_eq!(dto_of(&ev).user_cookie.as_64, 1);
+        let ev = t.next(b.dto);
+        let x = ext_of(&ev);
+        assert_eq!(x.type_, d::DAT_IB_RDMA_WRITE_IMMED_DATA);
+        assert_eq!(x.val.immed.data, 0xabc);
+        assert_eq!(dto_of(&ev).user_cookie.as_64, 20);
+        assert_eq!(&b.buf[264..272], b"immedia1");
+        // Suppressed: nothing here, the receive there all the same.
+        ok(write_immed(&mut l, 2, 0xdef, suppress));
+        let ev = t.next(b.dto);
+        assert_eq!(ext_of(&ev).val.immed.data, 0xdef);
+        assert_eq!(dto_of(&ev).user_cookie.as_64, 21);
+        assert!(
+            t.quiet(a.dto),
+            "a suppressed write with immediate makes no event"
+        );
+
+        // B binds an RMR suppressed (no event), then unbinds it signaled (an event naming it).
+        let mut rmr = null;
+        ok(p.rmr_create_func.unwrap()(b.pz, &mut rmr));
+        let bind = p.rmr_bind_func.unwrap();
+        let window = b.triplet(1024, 256);
+        let rw = d::DAT_MEM_PRIV_REMOTE_READ_FLAG | d::DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
+        let (mut ctx, rc) = (0, d::DAT_RMR_COOKIE { as_64: 31 });
+        let va = d::DAT_VA_TYPE_VA;
+        ok(bind(
+            rmr, b.lmr, &window, rw, va, b.ep, rc, suppress, &mut ctx,
+        ));
+        assert!(t.quiet(b.dto), "a suppressed bind makes no event");
+        let rc = d::DAT_RMR_COOKIE { as_64: 32 };
+        ok(bind(
+            rmr,
+            null,
+            core::ptr::null(),
+            0,
+            va,
+            b.ep,
+            rc,
+            0,
+            &mut ctx,
+        ));
+        let ev = t.next(b.dto);
+        assert_eq!(ev.event_number, d::DAT_RMR_BIND_COMPLETION_EVENT);
+        let r = ev.event_data.rmr_completion_event_data;
+        assert_eq!((r.rmr_handle, r.user_cookie.as_64), (rmr, 32));
+        ok(p.rmr_free_func.unwrap()(rmr));
+
+        let fetch_add = |rkey: u32, c: u64, l: &mut d::DAT_LMR_TRIPLET| {
+            let remote = rmr_triplet(rkey, b.addr + 512, 8);
+            extension(a.ep, |args| {
+                d::shim_dat_unpack_variadic(
+                    args,
+                    d::DAT_IB_FETCH_AND_ADD_OP as d::DAT_EXTENDED_OP,
+                    1u64,
+                    l as *mut d::DAT_LMR_TRIPLET,
+                    cookie(c),
+                    &remote as *const d::DAT_RMR_TRIPLET,
+                    suppress as d::DAT_COMPLETION_FLAGS,
+                )
+            })
+        };
+        // A suppressed fetch-and-add: done, no event.
+        let mut l = a.triplet(64, 8);
+        ok(fetch_add(b.rkey, 4, &mut l));
+        assert!(t.quiet(a.dto), "a suppressed fetch-and-add makes no event");
+        assert_eq!(b.buf[512], 1, "the fetch-and-add was done");
+        // One with a bad R_Key fails, and says so.
+        let rc = fetch_add(b.rkey ^ 0x100, 3, &mut l);
+        ok(rc);
+        let ev = t.next(a.dto);
+        let c = dto_of(&ev);
+        assert_eq!(c.user_cookie.as_64, 3);
+        assert_ne!(
+            c.status,
+            d::DAT_DTO_SUCCESS,
+            "the failed atomic reports its error"
+        );
     }
 }

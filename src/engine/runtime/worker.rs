@@ -20,7 +20,7 @@ use crate::engine::io::FrameIo;
 use crate::engine::shard::{Shard, ShardStats};
 use crate::time::Instant;
 use crate::transport::memory::Memory;
-use crate::transport::types::{QpState, SendOp, WcOpcode, WcStatus, WorkCompletion};
+use crate::transport::types::{QpState, WcOpcode, WcStatus, WorkCompletion};
 use crossbeam_queue::ArrayQueue;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -206,7 +206,7 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         let host = &mut self.shard.host;
         match cmd {
             Command::PostSend { qpn, wr } => {
-                let (wr_id, opcode, signaled) = (wr.wr_id, send_opcode(&wr.op), wr.signaled);
+                let (wr_id, opcode, signaled) = (wr.wr_id, wr.op.wc_opcode(), wr.signaled);
                 let r = host.post_send(now, qpn, wr);
                 if r.is_ok() {
                     if let Some(q) = self.signaled.get_mut(&qpn) {
@@ -791,17 +791,6 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 .queue
                 .push(Event::Async(AsyncEvent::EvdOverflow { evd: sink.id() }));
         }
-    }
-}
-
-/// The completion opcode of a send work request.
-fn send_opcode(op: &SendOp) -> WcOpcode {
-    match op {
-        SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. } => WcOpcode::Send,
-        SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
-        SendOp::Read { .. } => WcOpcode::RdmaRead,
-        SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
-        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
     }
 }
 
