@@ -48,10 +48,10 @@ fn main() {
         // The consumer API a DAT program calls (libdat2 dispatches it to the provider).
         .allowlist_function(
             "dat_(ia_openv|ia_close|ia_query|pz_(create|free)|lmr_(create|free|query)\
-             |rmr_(create|free|bind|query)|evd_(create|free|wait|dequeue)\
+             |rmr_(create|free|bind|query)|evd_(create|free|wait|dequeue|enable|disable)\
              |ep_(create|free|connect|disconnect|reset|query|modify|get_status|recv_query\
              |set_watermark|post_send\
-             |post_recv|post_rdma_write|post_rdma_read)|psp_(create|free)\
+             |post_recv|post_rdma_write|post_rdma_read)|psp_(create|free)|rsp_(create|free)\
              |cr_(accept|reject|query)|get_handle_type|strerror|extension_op)",
         )
         .allowlist_function("shim_dat_.*")

@@ -187,8 +187,9 @@ const LOCAL_CASES: &[&str] = &[
 ];
 
 /// The cells of the local run's bad-input matrix (`matrix.<call>.<what>`): the EP handle of
-/// every EP call bad in each way, each handle argument of dat_ep_create bad in turn, and the
-/// counts out of range.
+/// every EP call bad in each way, each handle argument of dat_ep_create bad in turn, the
+/// handle of the PZ, LMR, RMR, EVD, PSP, RSP and CR calls bad in each way, and the counts
+/// out of range.
 fn matrix_cases() -> Vec<String> {
     let mut v = Vec::new();
     for kind in ["null", "forged", "freed", "pz", "evd", "lmr"] {
@@ -232,6 +233,33 @@ fn matrix_cases() -> Vec<String> {
             v.push(format!("matrix.{call}.{what}"));
         }
     }
+    for kind in ["null", "forged", "freed", "ep"] {
+        for call in [
+            "pz_free",
+            "lmr_free",
+            "rmr_create",
+            "rmr_free",
+            "evd_free",
+            "evd_dequeue",
+            "evd_wait",
+            "evd_enable",
+            "evd_disable",
+            "psp_create",
+            "psp_free",
+            "rsp_create_evd",
+            "rsp_free",
+        ] {
+            v.push(format!("matrix.{call}.{kind}"));
+        }
+        if kind != "ep" {
+            v.push(format!("matrix.rsp_create_ep.{kind}"));
+        }
+        if kind != "freed" {
+            v.push(format!("matrix.cr_accept.{kind}"));
+            v.push(format!("matrix.cr_reject.{kind}"));
+        }
+    }
+    v.push("matrix.psp_create.qualifier_still_free".into());
     for case in [
         "ep_post_send.null_iov",
         "ep_post_send.too_many_iovs",

@@ -943,6 +943,60 @@ pub fn psp_free(psp: Handle) -> u32 {
     unsafe { d::dat_psp_free(psp.raw()) }
 }
 
+/// dat_rsp_create: `ep` reserved for `conn_qual`, its request to `evd`.
+pub fn rsp_create(
+    ia: Handle,
+    conn_qual: u64,
+    ep: Handle,
+    evd: Handle,
+    rsp: Option<&mut Handle>,
+) -> u32 {
+    let mut h: d::DAT_RSP_HANDLE = core::ptr::null_mut();
+    let p = out_ptr(rsp.is_some(), &mut h);
+    // SAFETY: see the module doc on handles; `p` valid or NULL.
+    let rc = unsafe { d::dat_rsp_create(ia.raw(), conn_qual, ep.raw(), evd.raw(), p) };
+    if let Some(o) = rsp {
+        *o = Handle::from_raw(h);
+    }
+    rc
+}
+
+/// dat_rsp_free.
+pub fn rsp_free(rsp: Handle) -> u32 {
+    // SAFETY: see the module doc on handles.
+    unsafe { d::dat_rsp_free(rsp.raw()) }
+}
+
+/// dat_rmr_create on `pz`.
+pub fn rmr_create(pz: Handle, rmr: Option<&mut Handle>) -> u32 {
+    let mut h: d::DAT_RMR_HANDLE = core::ptr::null_mut();
+    let p = out_ptr(rmr.is_some(), &mut h);
+    // SAFETY: see the module doc on handles; `p` valid or NULL.
+    let rc = unsafe { d::dat_rmr_create(pz.raw(), p) };
+    if let Some(o) = rmr {
+        *o = Handle::from_raw(h);
+    }
+    rc
+}
+
+/// dat_rmr_free.
+pub fn rmr_free(rmr: Handle) -> u32 {
+    // SAFETY: see the module doc on handles.
+    unsafe { d::dat_rmr_free(rmr.raw()) }
+}
+
+/// dat_evd_enable (`true`) or dat_evd_disable.
+pub fn evd_set_enabled(evd: Handle, enabled: bool) -> u32 {
+    // SAFETY: see the module doc on handles.
+    unsafe {
+        if enabled {
+            d::dat_evd_enable(evd.raw())
+        } else {
+            d::dat_evd_disable(evd.raw())
+        }
+    }
+}
+
 /// dat_cr_accept with `pdata`.
 pub fn cr_accept(cr: Handle, ep: Handle, pdata: &[u8]) -> u32 {
     // SAFETY: see the module doc on handles; `pdata` readable.

@@ -164,6 +164,129 @@ pub(crate) fn local(name: &str, nobody: Ipv4Addr, r: &mut Report) -> Result<(), 
             );
         }
     }
+    // The handle of every other object's calls, NULL, forged, freed (of its own kind) and of
+    // another type (an EP): DAT_INVALID_HANDLE with the subtype of the argument's kind,
+    // nothing done.
+    let mut freed_evd = Handle::NULL;
+    must(
+        "dat_evd_create",
+        c::evd_create(x.ia, 8, d::DAT_EVD_DTO_FLAG, Some(&mut freed_evd)),
+    )?;
+    must("dat_evd_free", c::evd_free(freed_evd))?;
+    let mut freed_rmr = Handle::NULL;
+    must("dat_rmr_create", c::rmr_create(x.pz, Some(&mut freed_rmr)))?;
+    must("dat_rmr_free", c::rmr_free(freed_rmr))?;
+    let rsp_ep = x.ep(None)?;
+    let mut freed_rsp = Handle::NULL;
+    must(
+        "dat_rsp_create",
+        c::rsp_create(x.ia, 4002, rsp_ep, x.cr, Some(&mut freed_rsp)),
+    )?;
+    must("dat_rsp_free", c::rsp_free(freed_rsp))?;
+    let qual = 4003;
+    for (kind, pick) in [
+        ("null", None),
+        ("forged", Some(forged.handle())),
+        ("freed", None),
+        ("ep", Some(ep)),
+    ] {
+        // A freed handle of the call's own kind (none for a CR: no request came).
+        let h = |own: Handle| pick.unwrap_or(if kind == "freed" { own } else { Handle::NULL });
+        let mut out = Handle::NULL;
+        let mut cases = vec![
+            ("pz_free", d::DAT_INVALID_HANDLE_PZ, c::pz_free(h(pz))),
+            (
+                "lmr_free",
+                d::DAT_INVALID_HANDLE_LMR,
+                c::lmr_free(h(spare.handle)),
+            ),
+            (
+                "rmr_create",
+                d::DAT_INVALID_HANDLE_PZ,
+                c::rmr_create(h(pz), Some(&mut out)),
+            ),
+            (
+                "rmr_free",
+                d::DAT_INVALID_HANDLE_RMR,
+                c::rmr_free(h(freed_rmr)),
+            ),
+            (
+                "evd_free",
+                d::DAT_INVALID_HANDLE_EVD_REQUEST,
+                c::evd_free(h(freed_evd)),
+            ),
+            (
+                "evd_dequeue",
+                d::DAT_INVALID_HANDLE_EVD_REQUEST,
+                c::evd_dequeue(h(freed_evd)).err().unwrap_or(d::DAT_SUCCESS),
+            ),
+            (
+                "evd_wait",
+                d::DAT_INVALID_HANDLE_EVD_REQUEST,
+                c::evd_wait(h(freed_evd), 0, true)
+                    .err()
+                    .unwrap_or(d::DAT_SUCCESS),
+            ),
+            (
+                "evd_enable",
+                d::DAT_INVALID_HANDLE_EVD_REQUEST,
+                c::evd_set_enabled(h(freed_evd), true),
+            ),
+            (
+                "evd_disable",
+                d::DAT_INVALID_HANDLE_EVD_REQUEST,
+                c::evd_set_enabled(h(freed_evd), false),
+            ),
+            (
+                "psp_create",
+                d::DAT_INVALID_HANDLE_EVD_CR,
+                c::psp_create(x.ia, qual, h(freed_evd), Some(&mut out)),
+            ),
+            ("psp_free", d::DAT_INVALID_HANDLE_PSP, c::psp_free(h(psp))),
+            (
+                "rsp_create_evd",
+                d::DAT_INVALID_HANDLE_EVD_CR,
+                c::rsp_create(x.ia, qual, rsp_ep, h(freed_evd), Some(&mut out)),
+            ),
+            (
+                "rsp_free",
+                d::DAT_INVALID_HANDLE_RSP,
+                c::rsp_free(h(freed_rsp)),
+            ),
+        ];
+        if kind != "ep" {
+            cases.push((
+                "rsp_create_ep",
+                d::DAT_INVALID_HANDLE_EP,
+                c::rsp_create(x.ia, qual, h(freed), x.cr, Some(&mut out)),
+            ));
+        }
+        if kind != "freed" {
+            cases.push((
+                "cr_accept",
+                d::DAT_INVALID_HANDLE_CR,
+                c::cr_accept(h(Handle::NULL), ep, &[]),
+            ));
+            cases.push((
+                "cr_reject",
+                d::DAT_INVALID_HANDLE_CR,
+                c::cr_reject(h(Handle::NULL)),
+            ));
+        }
+        for (call, sub, got) in cases {
+            r.code(&format!("matrix.{call}.{kind}"), inv(sub), got);
+        }
+    }
+    // Nothing was made on the qualifier the refused creates named.
+    let mut psp2 = Handle::NULL;
+    r.code(
+        "matrix.psp_create.qualifier_still_free",
+        d::DAT_SUCCESS,
+        c::psp_create(x.ia, qual, x.cr, Some(&mut psp2)),
+    );
+    must("dat_psp_free", c::psp_free(psp2))?;
+    must("dat_ep_free", c::ep_free(rsp_ep))?;
+
     // dat_ep_create's handles, each bad in turn (the others good): the subtype of the
     // argument; no EP is made.
     let create = |ia, pz, recv, req, conn| {
