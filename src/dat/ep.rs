@@ -285,7 +285,8 @@ pub(crate) struct PostFlags {
 
 impl Ep {
     /// Creates an EP in UNCONNECTED on `pz` with its receive, request and connection EVDs
-    /// (`None` = DAT_HANDLE_NULL) and attributes (`None` = provider defaults); with an SRQ its
+    /// (`None` = DAT_HANDLE_NULL) and attributes (`None` = provider defaults; zeros as
+    /// [`EpAttr::with_zeros_resolved`] reads them); with an SRQ its
     /// receives come from the SRQ and it lives on the SRQ's shard.
     pub fn create(
         ia: &Ia,
@@ -297,7 +298,7 @@ impl Ep {
         attr: Option<EpAttr>,
     ) -> Result<Ep, DatError> {
         let attr_arg = if srq.is_some() { 7 } else { 6 };
-        let attr = attr.unwrap_or_default();
+        let attr = attr.unwrap_or_default().with_zeros_resolved();
         if !Arc::ptr_eq(&pz.inner.ia, &ia.inner) {
             return Err(DatError::InvalidHandleOf {
                 kind: HandleKind::Pz,

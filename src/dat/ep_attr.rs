@@ -79,6 +79,30 @@ impl Default for EpAttr {
 }
 
 impl EpAttr {
+    /// What a consumer's zeros ask for, as the OFA providers read them (dtest leaves sizes and
+    /// RDMA IOVs 0): a 0 message or RDMA size is the provider's maximum, a 0 IOV count one
+    /// segment, a 0 RDMA read or write IOV count the request IOV count.
+    pub fn with_zeros_resolved(self) -> EpAttr {
+        let or_max = |v: u32| {
+            if v == 0 {
+                crate::transport::MAX_MSG_SIZE
+            } else {
+                v
+            }
+        };
+        let max_request_iov = self.max_request_iov.max(1);
+        let or_request_iov = |v: u32| if v == 0 { max_request_iov } else { v };
+        EpAttr {
+            max_message_size: or_max(self.max_message_size),
+            max_rdma_size: or_max(self.max_rdma_size),
+            max_recv_iov: self.max_recv_iov.max(1),
+            max_request_iov,
+            max_rdma_read_iov: or_request_iov(self.max_rdma_read_iov),
+            max_rdma_write_iov: or_request_iov(self.max_rdma_write_iov),
+            ..self
+        }
+    }
+
     /// Valid values of the completion-flag attributes (dat_ep_modify(3DAT): receives do not
     /// support SUPPRESS or BARRIER_FENCE; requests take UNSIGNALLED or EVD_THRESHOLD, the
     /// per-post flags are not attributes).

@@ -3,8 +3,8 @@
 
 use super::codes::{arg, err, guard, handle_arg, map, nonnull, put, R};
 use super::handles::{self, Kind, Object};
-use super::ia::{MAX_DTO_PER_EP, MAX_IOV, MAX_PRIVATE_DATA, MAX_RDMA_READ_PER_EP};
-use super::objects::{Body, EpAttrCopy, EpObj, EpView, Tag};
+use super::ia::{MAX_IOV, MAX_PRIVATE_DATA};
+use super::objects::{Body, EpObj, EpView, Tag};
 use super::state::{lock, IaState, SockAddrIn, AF_INET};
 use crate::dat::{CompletionFlags, LmrTriplet, RmrTriplet};
 use crate::dat::{Ep, EpAttr, EpParam, EpParamMask, EpState};
@@ -49,107 +49,62 @@ fn state_code(s: EpState) -> d::DAT_EP_STATE {
     }
 }
 
-/// The provider defaults a NULL attribute pointer gets (dat_ep_create(3DAT)).
-fn default_attr() -> EpAttrCopy {
-    let a = EpAttr::default();
-    EpAttrCopy {
+/// A consumer's DAT_EP_ATTR as the Rust attributes (NULL: `None`, the provider defaults).
+/// What only the C form can get wrong (a negative count, a service type or QoS other than RC
+/// and best effort, unknown completion flags) is DAT_INVALID_PARAMETER of argument `n`; the
+/// limits and the meaning of zeros are the Rust EP's ([`EpAttr::with_zeros_resolved`]).
+fn attr_from(p: *const d::DAT_EP_ATTR, n: u32) -> Result<Option<EpAttr>, u32> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL DAT_EP_ATTR pointer of the consumer, read once by value.
+    let a = unsafe { p.read() };
+    if a.service_type != d::DAT_SERVICE_TYPE_RC || a.qos != d::DAT_QOS_BEST_EFFORT {
+        return Err(arg(n));
+    }
+    let count = |v: i32| u32::try_from(v).map_err(|_| arg(n));
+    let depth = |v: i32| u8::try_from(v).map_err(|_| arg(n));
+    let flags = |v: u32| CompletionFlags::from_bits(v).ok_or(arg(n));
+    Ok(Some(EpAttr {
         max_message_size: a.max_message_size,
         max_rdma_size: a.max_rdma_size,
-        recv_completion_flags: d::DAT_COMPLETION_DEFAULT_FLAG,
-        request_completion_flags: d::DAT_COMPLETION_DEFAULT_FLAG,
+        recv_completion_flags: flags(a.recv_completion_flags)?,
+        request_completion_flags: flags(a.request_completion_flags)?,
+        max_recv_dtos: count(a.max_recv_dtos)?,
+        max_request_dtos: count(a.max_request_dtos)?,
+        max_recv_iov: count(a.max_recv_iov)?,
+        max_request_iov: count(a.max_request_iov)?,
+        max_rdma_read_in: depth(a.max_rdma_read_in)?,
+        max_rdma_read_out: depth(a.max_rdma_read_out)?,
+        // DAT_HW_DEFAULT is (DAT_COUNT)~0: WATERMARK_INFINITE.
+        srq_soft_hw: a.srq_soft_hw as u32,
+        max_rdma_read_iov: count(a.max_rdma_read_iov)?,
+        max_rdma_write_iov: count(a.max_rdma_write_iov)?,
+    }))
+}
+
+/// The Rust attributes as a DAT_EP_ATTR (dat_ep_query).
+fn c_attr(a: &EpAttr) -> d::DAT_EP_ATTR {
+    d::DAT_EP_ATTR {
+        service_type: d::DAT_SERVICE_TYPE_RC,
+        max_message_size: a.max_message_size,
+        max_rdma_size: a.max_rdma_size,
+        qos: d::DAT_QOS_BEST_EFFORT,
+        recv_completion_flags: a.recv_completion_flags.bits(),
+        request_completion_flags: a.request_completion_flags.bits(),
         max_recv_dtos: a.max_recv_dtos as i32,
         max_request_dtos: a.max_request_dtos as i32,
         max_recv_iov: a.max_recv_iov as i32,
         max_request_iov: a.max_request_iov as i32,
         max_rdma_read_in: a.max_rdma_read_in.into(),
         max_rdma_read_out: a.max_rdma_read_out.into(),
-        srq_soft_hw: 0,
-        max_rdma_read_iov: a.max_request_iov as i32,
-        max_rdma_write_iov: a.max_request_iov as i32,
-    }
-}
-
-/// Checks consumer attributes against the limits dat_ia_query reports (argument `n`).
-fn attr_from(p: *const d::DAT_EP_ATTR, n: u32, srq: bool) -> Result<EpAttrCopy, u32> {
-    if p.is_null() {
-        return Ok(default_attr());
-    }
-    // SAFETY: non-NULL DAT_EP_ATTR pointer of the consumer, read once by value.
-    let a = unsafe { p.read() };
-    let bad = a.service_type != d::DAT_SERVICE_TYPE_RC
-        || a.max_recv_dtos < 0
-        || (!srq && a.max_recv_dtos == 0)
-        || a.max_recv_dtos > MAX_DTO_PER_EP
-        || a.max_request_dtos <= 0
-        || a.max_request_dtos > MAX_DTO_PER_EP
-        || a.max_recv_iov < 0
-        || a.max_recv_iov > MAX_IOV
-        || a.max_request_iov < 0
-        || a.max_request_iov > MAX_IOV
-        || a.max_rdma_read_in < 0
-        || a.max_rdma_read_in > MAX_RDMA_READ_PER_EP
-        || a.max_rdma_read_out < 0
-        || a.max_rdma_read_out > MAX_RDMA_READ_PER_EP
-        || a.max_message_size > crate::transport::MAX_MSG_SIZE
-        || a.max_rdma_size > crate::transport::MAX_MSG_SIZE
-        || a.qos != d::DAT_QOS_BEST_EFFORT;
-    if bad {
-        return Err(arg(n));
-    }
-    // 0 asks for the provider's maximum (dtest leaves both 0).
-    let or_max = |v: u32| {
-        if v == 0 {
-            crate::transport::MAX_MSG_SIZE
-        } else {
-            v
-        }
-    };
-    Ok(EpAttrCopy {
-        max_message_size: or_max(a.max_message_size),
-        max_rdma_size: or_max(a.max_rdma_size),
-        recv_completion_flags: a.recv_completion_flags,
-        request_completion_flags: a.request_completion_flags,
-        max_recv_dtos: a.max_recv_dtos,
-        max_request_dtos: a.max_request_dtos,
-        max_recv_iov: a.max_recv_iov.max(1),
-        max_request_iov: a.max_request_iov.max(1),
-        max_rdma_read_in: a.max_rdma_read_in,
-        max_rdma_read_out: a.max_rdma_read_out,
-        srq_soft_hw: a.srq_soft_hw,
-        // 0 (dtest leaves them 0): the request IOV limit applies to RDMA too, as in the OFA
-        // providers.
-        max_rdma_read_iov: if a.max_rdma_read_iov == 0 {
-            a.max_request_iov
-        } else {
-            a.max_rdma_read_iov
-        },
-        max_rdma_write_iov: if a.max_rdma_write_iov == 0 {
-            a.max_request_iov
-        } else {
-            a.max_rdma_write_iov
-        },
-    })
-}
-
-fn rust_attr(a: &EpAttrCopy) -> EpAttr {
-    EpAttr {
-        max_message_size: a.max_message_size,
-        max_rdma_size: a.max_rdma_size,
-        max_recv_dtos: a.max_recv_dtos as u32,
-        max_request_dtos: a.max_request_dtos as u32,
-        max_recv_iov: a.max_recv_iov as u32,
-        max_request_iov: a.max_request_iov as u32,
-        max_rdma_read_in: a.max_rdma_read_in as u8,
-        max_rdma_read_out: a.max_rdma_read_out as u8,
-        recv_completion_flags: crate::dat::ep_attr::CompletionFlags::from_bits_truncate(
-            a.recv_completion_flags,
-        ),
-        request_completion_flags: crate::dat::ep_attr::CompletionFlags::from_bits_truncate(
-            a.request_completion_flags,
-        ),
-        max_rdma_read_iov: a.max_rdma_read_iov as u32,
-        max_rdma_write_iov: a.max_rdma_write_iov as u32,
-        srq_soft_hw: a.srq_soft_hw as u32,
+        srq_soft_hw: a.srq_soft_hw as i32,
+        max_rdma_read_iov: a.max_rdma_read_iov as i32,
+        max_rdma_write_iov: a.max_rdma_write_iov as i32,
+        ep_transport_specific_count: 0,
+        ep_transport_specific: core::ptr::null_mut(),
+        ep_provider_specific_count: 0,
+        ep_provider_specific: core::ptr::null_mut(),
     }
 }
 
@@ -185,7 +140,7 @@ fn create(
         evd_code(d::DAT_INVALID_HANDLE_EVD_CONN),
     )?;
     let srqo = handles::get_opt(srq, Kind::Srq, Kind::Srq.invalid())?;
-    let a = attr_from(attr, attr_arg, srqo.is_some())?;
+    let a = attr_from(attr, attr_arg)?;
     nonnull(out, attr_arg + 1)?;
     for o in [
         Some(&pzo),
@@ -217,27 +172,20 @@ fn create(
     let ep = {
         let g = ia.ia.ia();
         let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
-        Ep::create(
-            ia_ref,
-            pz,
-            evd(&recv),
-            evd(&req),
-            evd(&conn),
-            srq_ref,
-            Some(rust_attr(&a)),
-        )
-        .map_err(|e| match e {
-            crate::dat::DatError::InvalidParameter(what) if what.contains("recv EVD") => {
-                evd_code(d::DAT_INVALID_HANDLE_EVD_RECV)
-            }
-            crate::dat::DatError::InvalidParameter(what) if what.contains("request EVD") => {
-                evd_code(d::DAT_INVALID_HANDLE_EVD_REQUEST)
-            }
-            crate::dat::DatError::InvalidParameter(what) if what.contains("connect EVD") => {
-                evd_code(d::DAT_INVALID_HANDLE_EVD_CONN)
-            }
-            e => map(&e, attr_arg),
-        })?
+        Ep::create(ia_ref, pz, evd(&recv), evd(&req), evd(&conn), srq_ref, a).map_err(
+            |e| match e {
+                crate::dat::DatError::InvalidParameter(what) if what.contains("recv EVD") => {
+                    evd_code(d::DAT_INVALID_HANDLE_EVD_RECV)
+                }
+                crate::dat::DatError::InvalidParameter(what) if what.contains("request EVD") => {
+                    evd_code(d::DAT_INVALID_HANDLE_EVD_REQUEST)
+                }
+                crate::dat::DatError::InvalidParameter(what) if what.contains("connect EVD") => {
+                    evd_code(d::DAT_INVALID_HANDLE_EVD_CONN)
+                }
+                e => map(&e, attr_arg),
+            },
+        )?
     };
     let qpn = ep.qpn();
     let h = |o: &Option<Arc<Object>>| o.as_ref().map_or(0, |o| o.handle);
@@ -249,7 +197,6 @@ fn create(
                 recv_evd: h(&recv),
                 request_evd: h(&req),
                 connect_evd: h(&conn),
-                attr: a,
             }),
             srq: h(&srqo),
             remote: Mutex::new(SockAddrIn::default()),
@@ -276,10 +223,7 @@ pub(super) fn provider_ep(ia: &Arc<IaState>, pz: &crate::dat::Pz) -> Result<Arc<
     let o = handles::insert(ia.provider(), Kind::Ep, ia.clone(), |_| {
         Body::Ep(EpObj {
             ep,
-            view: Mutex::new(EpView {
-                attr: default_attr(),
-                ..EpView::default()
-            }),
+            view: Mutex::new(EpView::default()),
             srq: 0,
             remote: Mutex::new(SockAddrIn::default()),
             remote_port: AtomicU64::new(0),
@@ -355,7 +299,6 @@ pub(super) unsafe extern "C" fn ep_query(
         let e = ep_of(&o)?;
         nonnull(param, 3)?;
         let v = e.view();
-        let a = &v.attr;
         let mut p = d::DAT_EP_PARAM::default();
         p.ia_handle = o.ia.handle() as d::DAT_IA_HANDLE;
         p.ep_state = state_code(e.ep.state());
@@ -369,27 +312,7 @@ pub(super) unsafe extern "C" fn ep_query(
         p.request_evd_handle = v.request_evd as d::DAT_EVD_HANDLE;
         p.connect_evd_handle = v.connect_evd as d::DAT_EVD_HANDLE;
         p.srq_handle = e.srq as d::DAT_SRQ_HANDLE;
-        p.ep_attr = d::DAT_EP_ATTR {
-            service_type: d::DAT_SERVICE_TYPE_RC,
-            max_message_size: a.max_message_size,
-            max_rdma_size: a.max_rdma_size,
-            qos: d::DAT_QOS_BEST_EFFORT,
-            recv_completion_flags: a.recv_completion_flags,
-            request_completion_flags: a.request_completion_flags,
-            max_recv_dtos: a.max_recv_dtos,
-            max_request_dtos: a.max_request_dtos,
-            max_recv_iov: a.max_recv_iov,
-            max_request_iov: a.max_request_iov,
-            max_rdma_read_in: a.max_rdma_read_in,
-            max_rdma_read_out: a.max_rdma_read_out,
-            srq_soft_hw: a.srq_soft_hw,
-            max_rdma_read_iov: a.max_rdma_read_iov,
-            max_rdma_write_iov: a.max_rdma_write_iov,
-            ep_transport_specific_count: 0,
-            ep_transport_specific: core::ptr::null_mut(),
-            ep_provider_specific_count: 0,
-            ep_provider_specific: core::ptr::null_mut(),
-        };
+        p.ep_attr = c_attr(&e.ep.attr());
         put(param, 3, p)
     })
 }
@@ -448,12 +371,10 @@ pub(super) unsafe extern "C" fn ep_modify(
         };
         let a = &p.ep_attr;
         let read_depth = |v: i32| u8::try_from(v).map_err(|_| arg(3));
-        let mut copy = e.attr();
-        let mut attr = rust_attr(&copy);
+        let mut attr = e.ep.attr();
         macro_rules! take {
             ($bit:ident, $field:ident, $conv:expr) => {
                 if m.contains(EpParamMask::$bit) {
-                    copy.$field = a.$field;
                     attr.$field = $conv(a.$field)?;
                 }
             };
@@ -507,7 +428,6 @@ pub(super) unsafe extern "C" fn ep_modify(
         if m.contains(EpParamMask::CONNECT_EVD_HANDLE) {
             view.connect_evd = h(&conn);
         }
-        view.attr = copy;
         Ok(())
     })
 }
@@ -652,10 +572,9 @@ pub(super) unsafe extern "C" fn ep_disconnect(
 fn triplets(
     n: d::DAT_COUNT,
     iov: *const d::DAT_LMR_TRIPLET,
-    max: i32,
     n_arg: u32,
 ) -> Result<Vec<LmrTriplet>, u32> {
-    if n < 0 || n > max {
+    if n < 0 || n > MAX_IOV {
         return Err(arg(n_arg));
     }
     if n == 0 {
@@ -744,7 +663,7 @@ pub(super) unsafe extern "C" fn ep_post_send(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let t = triplets(n, iov, e.attr().max_request_iov, 2)?;
+        let t = triplets(n, iov, 2)?;
         // SAFETY: a cookie is 64 bits of consumer data in any variant.
         let c = unsafe { cookie.as_64 };
         post_with_flags(e, flags, 5, |ep, f| ep.post_send_with(&t, c, f))
@@ -770,7 +689,7 @@ pub(super) unsafe extern "C" fn ep_post_send_with_invalidate(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let t = triplets(n, iov, e.attr().max_request_iov, 2)?;
+        let t = triplets(n, iov, 2)?;
         // SAFETY: a cookie is 64 bits of consumer data in any variant.
         let c = unsafe { cookie.as_64 };
         post_with_flags(e, flags, 5, |ep, f| {
@@ -789,7 +708,7 @@ pub(super) unsafe extern "C" fn ep_post_recv(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let t = triplets(n, iov, e.attr().max_recv_iov, 2)?;
+        let t = triplets(n, iov, 2)?;
         if flags & !KNOWN_FLAGS != 0 {
             return Err(arg(5));
         }
@@ -830,7 +749,7 @@ fn post_rdma(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let t = triplets(n, iov, e.attr().max_request_iov, 2)?;
+        let t = triplets(n, iov, 2)?;
         let r = rmr(remote, 5)?;
         // SAFETY: a cookie is 64 bits of consumer data.
         let c = unsafe { cookie.as_64 };

@@ -50,7 +50,7 @@ unsafe extern "C" fn handler(
         } else {
             1
         };
-        if n < 0 || n > e.attr().max_request_iov {
+        if n < 0 || n > super::ia::MAX_IOV {
             return Err(arg(3));
         }
         if n > 0 && a.local_iov.is_null() {

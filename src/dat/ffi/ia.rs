@@ -16,7 +16,6 @@ use std::sync::Arc;
 pub(crate) const MAX_DTO_PER_EP: i32 = ia_attr::MAX_DTO_PER_EP as i32;
 pub(crate) const MAX_IOV: i32 = crate::transport::types::MAX_SGE as i32;
 pub(crate) const MAX_EVD_QLEN: i32 = ia_attr::MAX_EVD_QLEN as i32;
-pub(crate) const MAX_RDMA_READ_PER_EP: i32 = ia_attr::MAX_RDMA_READ_PER_EP as i32;
 pub(crate) const MAX_PRIVATE_DATA: i32 = 92;
 
 fn name_of(name: *const c_char) -> Result<String, u32> {

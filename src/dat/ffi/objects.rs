@@ -63,7 +63,7 @@ pub(crate) enum Tag {
 
 pub(crate) struct EpObj {
     pub ep: Ep,
-    /// The parameters dat_ep_modify can change.
+    /// The handles of its parameters.
     pub view: Mutex<EpView>,
     pub srq: usize,
     pub remote: Mutex<SockAddrIn>,
@@ -74,44 +74,21 @@ pub(crate) struct EpObj {
     pub tags: Mutex<HashMap<u64, VecDeque<Tag>>>,
 }
 
-/// The handles and attributes of an EP that dat_ep_modify changes.
+/// The handles an EP's parameters name that dat_ep_modify changes (the Rust EP holds the
+/// objects; these are what the consumer called them).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct EpView {
     pub pz: usize,
     pub recv_evd: usize,
     pub request_evd: usize,
     pub connect_evd: usize,
-    pub attr: EpAttrCopy,
 }
 
 impl EpObj {
-    /// The current modifiable parameters.
+    /// The handles now.
     pub fn view(&self) -> EpView {
         *self.view.lock().unwrap_or_else(|p| p.into_inner())
     }
-
-    /// The current attributes.
-    pub fn attr(&self) -> EpAttrCopy {
-        self.view().attr
-    }
-}
-
-/// The consumer's EP attributes as given (DAT_EP_ATTR without its pointers).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct EpAttrCopy {
-    pub max_message_size: u32,
-    pub max_rdma_size: u32,
-    pub recv_completion_flags: u32,
-    pub request_completion_flags: u32,
-    pub max_recv_dtos: i32,
-    pub max_request_dtos: i32,
-    pub max_recv_iov: i32,
-    pub max_request_iov: i32,
-    pub max_rdma_read_in: i32,
-    pub max_rdma_read_out: i32,
-    pub srq_soft_hw: i32,
-    pub max_rdma_read_iov: i32,
-    pub max_rdma_write_iov: i32,
 }
 
 pub(crate) struct SrqObj {

@@ -575,6 +575,137 @@ fn ep_modify_and_rmr_bind_through_the_c_table_on_an_in_memory_ia() {
     drop(state.take());
 }
 
+/// dat_ep_create's attributes go to the Rust EP, which keeps the only copy: what only the C
+/// form can get wrong is refused as argument 6, the limits are the Rust EP's (argument 6
+/// too), zeros read as the OFA providers read them, and dat_ep_query reports the EP's own.
+#[test]
+fn ep_attributes_are_the_rust_eps_through_the_c_table() {
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, state) = in_memory_ia(p);
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls below): the entries are this provider's, with live handles and
+    // pointers to local storage, as a consumer would call them.
+    unsafe {
+        let mut pz = null;
+        ok(p.pz_create_func.unwrap()(ia, &mut pz));
+        let mut evd = null;
+        ok(p.evd_create_func.unwrap()(
+            ia,
+            64,
+            null,
+            d::DAT_EVD_DTO_FLAG,
+            &mut evd,
+        ));
+        let good = d::DAT_EP_ATTR {
+            service_type: d::DAT_SERVICE_TYPE_RC,
+            qos: d::DAT_QOS_BEST_EFFORT,
+            max_recv_dtos: 8,
+            max_request_dtos: 8,
+            max_recv_iov: 2,
+            max_request_iov: 3,
+            max_rdma_read_in: 2,
+            max_rdma_read_out: 2,
+            ..Default::default()
+        };
+        let create = |a: &d::DAT_EP_ATTR, out: &mut d::DAT_EP_HANDLE| {
+            p.ep_create_func.unwrap()(ia, pz, evd, evd, null, a, out)
+        };
+        for (what, bad) in [
+            (
+                "negative recv DTOs",
+                d::DAT_EP_ATTR {
+                    max_recv_dtos: -1,
+                    ..good
+                },
+            ),
+            (
+                "negative read depth",
+                d::DAT_EP_ATTR {
+                    max_rdma_read_in: -1,
+                    ..good
+                },
+            ),
+            (
+                "read depth past a byte",
+                d::DAT_EP_ATTR {
+                    max_rdma_read_out: 300,
+                    ..good
+                },
+            ),
+            (
+                "not RC",
+                d::DAT_EP_ATTR {
+                    service_type: d::DAT_SERVICE_TYPE_RC + 1,
+                    ..good
+                },
+            ),
+            (
+                "unknown flags",
+                d::DAT_EP_ATTR {
+                    request_completion_flags: 0x400,
+                    ..good
+                },
+            ),
+            (
+                "DTOs past the IA's",
+                d::DAT_EP_ATTR {
+                    max_request_dtos: 1 << 20,
+                    ..good
+                },
+            ),
+            (
+                "IOVs past the IA's",
+                d::DAT_EP_ATTR {
+                    max_recv_iov: 1000,
+                    ..good
+                },
+            ),
+        ] {
+            let mut ep = null;
+            assert_eq!(
+                create(&bad, &mut ep),
+                err(d::DAT_INVALID_PARAMETER, d::DAT_INVALID_ARG6),
+                "{what}"
+            );
+            assert!(ep.is_null(), "{what}: no EP");
+        }
+        let mut ep = null;
+        ok(create(&good, &mut ep));
+        let mut q = d::DAT_EP_PARAM::default();
+        ok(p.ep_query_func.unwrap()(ep, 0, &mut q));
+        let a = q.ep_attr;
+        assert_eq!(
+            a.max_message_size,
+            crate::transport::MAX_MSG_SIZE,
+            "0: the maximum"
+        );
+        assert_eq!(a.max_rdma_size, crate::transport::MAX_MSG_SIZE);
+        assert_eq!(
+            (a.max_rdma_read_iov, a.max_rdma_write_iov),
+            (3, 3),
+            "0: the request IOVs"
+        );
+        assert_eq!(
+            (a.max_recv_dtos, a.max_recv_iov, a.max_rdma_read_in),
+            (8, 2, 2)
+        );
+        // dat_ep_modify changes the Rust EP's, which the next query reports.
+        let mut m = q;
+        m.ep_attr.max_request_dtos = 16;
+        ok(p.ep_modify_func.unwrap()(
+            ep,
+            crate::dat::ep_attr::EpParamMask::MAX_REQUEST_DTOS.bits(),
+            &m,
+        ));
+        ok(p.ep_query_func.unwrap()(ep, 0, &mut q));
+        assert_eq!(q.ep_attr.max_request_dtos, 16);
+        ok(p.ep_free_func.unwrap()(ep));
+        ok(p.evd_free_func.unwrap()(evd));
+        ok(p.pz_free_func.unwrap()(pz));
+    }
+    drop(state.take());
+}
+
 /// The C CNO is the Rust CNO: dat_cno_wait names the EVD handle that got an event, once per
 /// arrival (an event left queued does not fire it again until the EVD was emptied); a
 /// disabled EVD does not fire it; dat_evd_query names the CNO handle; dat_cno_free is refused
