@@ -574,7 +574,7 @@ fn triplets(
     iov: *const d::DAT_LMR_TRIPLET,
     n_arg: u32,
 ) -> Result<Vec<LmrTriplet>, u32> {
-    if n < 0 || n > MAX_IOV {
+    if !(0..=MAX_IOV).contains(&n) {
         return Err(arg(n_arg));
     }
     if n == 0 {

@@ -50,7 +50,7 @@ unsafe extern "C" fn handler(
         } else {
             1
         };
-        if n < 0 || n > super::ia::MAX_IOV {
+        if !(0..=super::ia::MAX_IOV).contains(&n) {
             return Err(arg(3));
         }
         if n > 0 && a.local_iov.is_null() {
