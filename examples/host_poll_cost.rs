@@ -30,6 +30,7 @@ fn main() {
                 ),
                 ca_guid: 1,
                 seed: 1,
+                qpns: dpdk_roce::engine::host::QpnPolicy::Sequential,
             },
             VecMemory::new(),
         )

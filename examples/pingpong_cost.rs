@@ -53,6 +53,8 @@ fn host(n: u8) -> H {
             net,
             ca_guid: u64::from(n),
             seed: u64::from(n),
+            // Deterministic: instruction counts compare across builds.
+            qpns: dpdk_roce::engine::host::QpnPolicy::Sequential,
         },
         Arc::new(MrTable::new(16)),
     )

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod mem;
 pub mod net;
 pub mod perf;
+pub mod random;
 pub mod sim;
 pub mod srq;
 pub mod time;

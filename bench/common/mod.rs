@@ -48,7 +48,8 @@ pub fn host(
             ca_guid: u64::from_be_bytes([
                 mac[0], mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5],
             ]),
-            seed: u64::from(std::process::id()),
+            seed: dpdk_roce::random::os_u64().map_err(|e| format!("OS random source: {e}"))?,
+            qpns: dpdk_roce::engine::host::QpnPolicy::Random,
         },
         Arc::new(table),
     )

@@ -103,6 +103,7 @@ fn run(args: &[String], prefix: &str) -> Result<(), String> {
                         net: NetConfig::new(mac, ip, 24),
                         ca_guid: 0x0200_00ff_fe00_0000 | seed,
                         seed: seed * 31 + i as u64,
+                        qpns: dpdk_roce::engine::host::QpnPolicy::Random,
                     },
                     VecMemory::new(),
                 )

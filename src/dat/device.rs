@@ -15,6 +15,8 @@ use crate::config::Profile;
 use crate::engine::runtime::Engine;
 use crate::mem::MrTable;
 use crate::transport::types::Mtu;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -30,7 +32,8 @@ pub(crate) struct Device {
     /// Live EPs of every IA of the device by QPN, to attach events to their EP and move its
     /// state (QPNs are unique per device).
     pub eps: Mutex<HashMap<u32, Weak<EpInner>>>,
-    next_psn: AtomicU32,
+    /// Starting PSNs (seeded from the OS).
+    psns: Mutex<ChaCha8Rng>,
     next_shard: AtomicUsize,
     /// Reserved service points: connection qualifier -> the reserved EP (dat_rsp_create).
     pub rsps: Mutex<HashMap<u16, Weak<EpInner>>>,
@@ -56,7 +59,7 @@ impl Device {
             ip,
             pmtu,
             eps: Mutex::new(HashMap::new()),
-            next_psn: AtomicU32::new(seed as u32),
+            psns: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
             next_shard: AtomicUsize::new(0),
             rsps: Mutex::new(HashMap::new()),
             psps: Mutex::new(HashMap::new()),
@@ -65,11 +68,13 @@ impl Device {
         }
     }
 
-    /// A starting PSN for a new connection (24 bits, varied per connection).
+    /// A starting PSN for a new connection: 24 random bits (a PSN an off-path peer could
+    /// predict lets it inject into the connection; [`crate::random`]).
     pub fn next_psn(&self) -> u32 {
-        self.next_psn
-            .fetch_add(0x01_0203, Ordering::Relaxed)
-            .wrapping_mul(2_654_435_761)
+        self.psns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_u32()
             & 0x00ff_ffff
     }
 
@@ -117,4 +122,52 @@ pub(crate) fn shared(
     let dev = Arc::new(open()?);
     devices.insert(key, Arc::downgrade(&dev));
     Ok(dev)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::dat::{Ep, Ia, IaConfig, Lmr, Pz};
+    use crate::transport::memory::Access;
+
+    fn ia(host: u8) -> Ia {
+        let (io, _other) = crate::engine::io::ChannelIo::pair(16);
+        Ia::open_with(
+            IaConfig {
+                mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 9, host]),
+                ip: std::net::Ipv4Addr::new(10, 35, 0, host),
+                prefix_len: 24,
+                mtu: 1500,
+                shards: 1,
+                engine: crate::engine::runtime::EngineConfig {
+                    progress: crate::config::Progress::Inline,
+                    ..Default::default()
+                },
+            },
+            vec![Box::new(io)],
+        )
+        .expect("in-memory IA")
+    }
+
+    /// What a peer must not guess differs between two devices and does not start where a
+    /// counter would: the first QP number, the first R_Key and the starting PSNs (issue:
+    /// every process gave its first QP 0x11 and its first region R_Key 0x80000001).
+    #[test]
+    fn two_devices_draw_different_qpns_r_keys_and_psns() {
+        let ids = |ia: &Ia| {
+            let pz = Pz::create(ia).unwrap();
+            let ep = Ep::create(ia, &pz, None, None, None, None, None).unwrap();
+            let lmr = Lmr::create(&pz, 64, Access::REMOTE_WRITE).unwrap();
+            let psns: Vec<u32> = (0..4).map(|_| ia.inner.next_psn()).collect();
+            (ep.qpn(), lmr.rmr_context(), psns)
+        };
+        let (a, b) = (ia(1), ia(2));
+        let (qa, ka, pa) = ids(&a);
+        let (qb, kb, pb) = ids(&b);
+        assert_ne!(qa, qb, "first QPNs");
+        assert_ne!(ka, kb, "first R_Keys");
+        assert_ne!(pa, pb, "starting PSNs");
+        assert!(qa != 0x11 && qb != 0x11, "{qa:#x} {qb:#x}");
+        assert!(ka != 0x8000_0001 && kb != 0x8000_0001, "{ka:#x} {kb:#x}");
+        assert!(pa.iter().chain(&pb).all(|&p| p <= 0x00ff_ffff));
+    }
 }

@@ -174,19 +174,20 @@ impl Ia {
             let m = config.mac.0;
             u64::from_be_bytes([m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
         };
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-            ^ u64::from(std::process::id());
+        let random = || {
+            crate::random::os_u64()
+                .map_err(|e| DatError::InsufficientResources(format!("OS random source: {e}")))
+        };
         let mut hosts = Vec::new();
-        for i in 0..config.shards.max(1) {
+        for _ in 0..config.shards.max(1) {
             let mut net = NetConfig::new(config.mac, config.ip, config.prefix_len);
             net.mtu = config.mtu;
             let host = Host::new(
                 HostConfig {
                     net,
                     ca_guid: guid,
-                    seed: seed.wrapping_add(i as u64 * 0x9e37_79b9),
+                    seed: random()?,
+                    qpns: crate::engine::host::QpnPolicy::Random,
                 },
                 SharedMemory(mem.clone()),
             )
@@ -201,7 +202,7 @@ impl Ia {
             ports,
             EventSink::new(DEVICE_SINK_SIZE),
         )?;
-        Ok(Device::new(engine, mem, config.ip, pmtu, seed, port))
+        Ok(Device::new(engine, mem, config.ip, pmtu, random()?, port))
     }
 
     /// The IA address (the port's IPv4 address).

@@ -413,6 +413,7 @@ mod tests {
                 net,
                 ca_guid: 1,
                 seed: 1,
+                qpns: crate::engine::host::QpnPolicy::Sequential,
             },
             Arc::new(MrTable::new(16)),
         )

@@ -69,6 +69,7 @@
 //! argument.
 
 pub mod alloc;
+mod key_field;
 pub mod table;
 
 pub use alloc::{Allocation, Allocator, FreeCheck, HeapAllocator, QuarantineAllocator};

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use thiserror::Error;
 
 use super::alloc::{Allocation, Allocator, HeapAllocator};
+use super::key_field::KeyField;
 use crate::transport::memory::{Access, AtomicOp, KeyKind, MemError, MemRef, Memory};
 
 /// Bit 31 of a key: set in R_Keys, clear in L_Keys.
@@ -40,6 +41,19 @@ fn key_live(s: u64, kind: KeyKind, gen: u32) -> bool {
 }
 
 static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The secret of a table's key fields, from the OS random source. Should the OS have none to
+/// give (getrandom(2) does not fail on a Linux that runs DPDK), the clock and the table's
+/// address stand in, and the table says so in the log.
+fn key_secret() -> u64 {
+    crate::random::os_u64().unwrap_or_else(|e| {
+        tracing::warn!("memory keys from a weak seed: OS random source: {e}");
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        t ^ (&t as *const u64 as u64)
+    })
+}
 
 /// A protection zone (DAT PZ, IB protection domain, IBTA vol. 1 §10.6.1): an access succeeds only
 /// when the region and the QP that accesses it belong to the same zone. The number is the `pd`
@@ -113,6 +127,9 @@ pub struct RegionInfo {
 #[derive(Debug)]
 struct Slot {
     state: AtomicU64,
+    /// Registrations of this slot so far (control path only): the key field of the next one
+    /// is `KeyField::of(slot, uses)`.
+    uses: AtomicU32,
     // Published before `state` gets LIVE (Release) and read only by holders of a count
     // (Acquire), never changed while LIVE or while the count is non-zero.
     pd: AtomicU32,
@@ -131,6 +148,7 @@ impl Slot {
     fn new() -> Slot {
         Slot {
             state: AtomicU64::new(0),
+            uses: AtomicU32::new(0),
             pd: AtomicU32::new(0),
             access: AtomicU32::new(0),
             qp: AtomicU32::new(0),
@@ -321,8 +339,12 @@ pub struct MrTable {
     id: u64,
     slots: Box<[Slot]>,
     idx_bits: u32,
-    /// Generations run `0..gen_limit`; a slot that reaches the limit is retired.
+    /// Registrations of a slot before its key fields repeat (`retire`: before it retires).
     gen_limit: u32,
+    /// Retire a slot whose fields ran out instead of starting over (keys never repeat).
+    retire: bool,
+    /// The key fields' permutation (keyed from the OS random source).
+    fields: KeyField,
     ctl: Mutex<Ctl>,
     allocator: Arc<dyn Allocator>,
 }
@@ -350,6 +372,8 @@ impl MrTable {
             slots: (0..capacity).map(|_| Slot::new()).collect(),
             idx_bits,
             gen_limit: 1 << gen_bits,
+            retire: false,
+            fields: KeyField::new(key_secret(), gen_bits),
             ctl: Mutex::new(Ctl {
                 free: VecDeque::new(),
                 next_fresh: 0,
@@ -363,11 +387,12 @@ impl MrTable {
     }
 
     /// A heap-backed table whose slots retire after `limit` (>= 1) registrations, at most the
-    /// key layout's limit. For tests of key exhaustion and for callers who want keys to repeat
-    /// even less often.
+    /// key layout's limit, instead of starting their key fields over: keys never repeat. For
+    /// tests of key exhaustion.
     pub fn with_generation_limit(capacity: u32, limit: u32) -> MrTable {
         let mut t = MrTable::new(capacity);
         t.gen_limit = t.gen_limit.min(limit.max(1));
+        t.retire = true;
         t
     }
 
@@ -376,7 +401,26 @@ impl MrTable {
         self.slots.len() as u32
     }
 
-    /// Times each slot can be registered before it retires (keys never repeat).
+    /// A heap-backed table whose key fields are keyed by `secret` instead of the OS random
+    /// source: the same registrations give the same keys in every run. For simulations and
+    /// tests that compare runs frame by frame; never for memory a network can reach.
+    pub fn with_key_secret(capacity: u32, secret: u64) -> MrTable {
+        let mut t = MrTable::new(capacity);
+        t.fields = KeyField::new(secret, t.fields.bits());
+        t
+    }
+
+    /// A table whose slots start their key fields over after `cycle` registrations (the
+    /// default tables do after 2^field bits).
+    #[cfg(test)]
+    pub(crate) fn with_key_cycle(capacity: u32, cycle: u32) -> MrTable {
+        let mut t = MrTable::new(capacity);
+        t.gen_limit = t.gen_limit.min(cycle.max(1));
+        t
+    }
+
+    /// Registrations of a slot before its keys repeat: the quarantine of a freed key (with
+    /// [`MrTable::with_generation_limit`], before the slot retires).
     pub fn generations_per_slot(&self) -> u32 {
         self.gen_limit
     }
@@ -612,7 +656,7 @@ impl MrTable {
         let slot = &self.slots[idx as usize];
         let s = slot.state.load(Ordering::Acquire);
         debug_assert_eq!(s & (LIVE | COUNT_MASK), 0, "free slot in use");
-        let gen = gen_of(s);
+        let gen = self.fields.of(idx, slot.uses.load(Ordering::Relaxed));
         let va = ptr.expose_provenance() as u64;
         let allocated = matches!(owner, Owner::Allocated { .. });
         let window = matches!(owner, Owner::Window { .. });
@@ -737,13 +781,19 @@ impl MrTable {
                 *n = n.saturating_sub(1);
             }
         }
-        if gen + 1 >= self.gen_limit {
-            // Out of generations: the slot keeps its last generation, never LIVE again, so
-            // its keys never match.
+        let uses = slot.uses.load(Ordering::Relaxed) + 1;
+        if self.retire && uses >= self.gen_limit {
+            // Out of fields: the slot keeps its last one, never LIVE again, so its keys never
+            // match.
             c.retired += 1;
         } else {
-            slot.state
-                .store(u64::from(gen + 1) << 32, Ordering::Release);
+            // Past the last field a slot starts over: its first key comes back after
+            // `gen_limit` registrations of the slot (the quarantine).
+            let uses = if uses >= self.gen_limit { 0 } else { uses };
+            slot.uses.store(uses, Ordering::Relaxed);
+            let next = self.fields.of(idx as u32, uses);
+            debug_assert_ne!(next, gen, "a field repeats only after a full cycle");
+            slot.state.store(u64::from(next) << 32, Ordering::Release);
             c.free.push_back(idx as u32);
         }
     }

@@ -175,6 +175,48 @@ fn key_layout_leaves_generation_bits() {
     assert_eq!(one.generations_per_slot(), 1 << 30);
 }
 
+/// Keys are not guessable from the order of registrations: two tables (two secrets) give
+/// the same slots other keys, and a slot's keys do not count up.
+#[test]
+fn keys_depend_on_the_tables_secret() {
+    let keys = |t: &MrTable| {
+        let pz = t.create_pz();
+        (0..4)
+            .map(|_| {
+                let r = t.register_alloc(pz, 8, 8, Access::REMOTE_WRITE).unwrap();
+                t.deregister(r.lkey).unwrap();
+                r.rkey
+            })
+            .collect::<Vec<u32>>()
+    };
+    let (a, b) = (keys(&MrTable::new(64)), keys(&MrTable::new(64)));
+    assert_ne!(a, b, "the same keys from two tables");
+    assert!(a.windows(2).any(|w| w[1] != w[0] + (1 << 7)), "{a:x?}");
+}
+
+/// A freed key stays dead for a whole cycle of its slot (the quarantine), then the slot's
+/// keys come around again instead of the slot retiring: the table never runs out.
+#[test]
+fn a_slots_keys_come_around_after_its_cycle() {
+    let t = MrTable::with_key_cycle(1, 5);
+    let pz = t.create_pz();
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let r = t.register_alloc(pz, 8, 8, Access::empty()).unwrap();
+        assert!(!seen.contains(&r.lkey), "a key repeated within the cycle");
+        seen.push(r.lkey);
+        t.deregister(r.lkey).unwrap();
+        assert_eq!(
+            t.query(r.lkey),
+            Err(MrError::InvalidKey),
+            "a freed key is dead"
+        );
+    }
+    let again = t.register_alloc(pz, 8, 8, Access::empty()).unwrap();
+    assert_eq!(again.lkey, seen[0]);
+    assert_eq!(t.retired_slots(), 0);
+}
+
 #[test]
 fn slots_retire_when_generations_run_out() {
     let small = MrTable::with_generation_limit(1, 5);

@@ -5,7 +5,7 @@ use super::capture::{CaptureError, PcapCapture};
 use super::endpoint::{Endpoint, EndpointError, QpOptions};
 use super::link::{Link, LinkConfig, Side};
 use crate::cm::{AcceptParams, CmEvent, ConnectParams};
-use crate::engine::host::HostConfig;
+use crate::engine::host::{HostConfig, QpnPolicy};
 use crate::net::NetConfig;
 use crate::time::Instant;
 use crate::transport::types::Mtu;
@@ -137,6 +137,7 @@ impl Pair {
                     net: NetConfig::new(mac, ip, 24),
                     ca_guid: guid,
                     seed,
+                    qpns: QpnPolicy::Random,
                 },
                 VecMemory::new(),
             )
@@ -168,6 +169,7 @@ impl Pair {
                     net: NetConfig::new(mac, ip, 24),
                     ca_guid: guid,
                     seed,
+                    qpns: QpnPolicy::Random,
                 },
                 VecMemory::new(),
             )

@@ -29,6 +29,7 @@
 //!
 //! - `receive`: frames in (`handle_frame`), header prediction, demultiplexing by QP;
 //! - `qps`: the QP table, posts, completions and the work lists;
+//! - `qpn`: how QPs are numbered (at random, with a quarantine);
 //! - `cm_glue`: connection management on QP1 and what it does to QPs;
 //! - `transmit`: which QP or MAD sends next (`poll_transmit*`);
 //! - `frames`: the frame builder (headers, payload, ICRC) and pinned frames;
@@ -36,8 +37,11 @@
 
 mod cm_glue;
 mod frames;
+mod qpn;
 mod qps;
 mod receive;
+
+pub use qpn::{QpnPolicy, QPN_QUARANTINE};
 mod transmit;
 
 use frames::{Body, FrameBuilder, To, ZERO_PAYLOAD};
@@ -82,8 +86,11 @@ pub struct HostConfig {
     pub net: NetConfig,
     /// CA GUID the CM advertises.
     pub ca_guid: u64,
-    /// Seed of the CM's comm ID / transaction ID generator.
+    /// Seed of the CM's comm ID / transaction ID generator and of the QP numbers (a
+    /// provider facing a network seeds it from the OS, [`crate::random`]).
     pub seed: u64,
+    /// How QPs are numbered.
+    pub qpns: QpnPolicy,
 }
 
 /// MADs held while their destination is being resolved, at most.
@@ -219,7 +226,7 @@ pub struct Host<M: Memory> {
     qp_of_conn: BTreeMap<CmId, u32>,
     /// Remote IP of each pending connection request.
     request_src: BTreeMap<CmId, Ipv4Addr>,
-    next_qpn: u32,
+    qpns: qpn::QpnAllocator,
     next_srqn: u32,
     gsi_psn: Psn,
     completions: VecDeque<WorkCompletion>,
@@ -232,6 +239,7 @@ pub struct Host<M: Memory> {
 impl<M: Memory> Host<M> {
     /// A port with no QPs over memory `mem`; fails if the network configuration is invalid.
     pub fn new(config: HostConfig, mem: M) -> Result<Host<M>, crate::net::ConfigError> {
+        let qpns = qpn::QpnAllocator::new(config.qpns, config.seed);
         Ok(Host {
             net: Net::new(config.net)?,
             cm: Cm::new(config.net.ip, config.ca_guid, config.seed),
@@ -247,8 +255,7 @@ impl<M: Memory> Host<M> {
             conn_of_qp: BTreeMap::new(),
             qp_of_conn: BTreeMap::new(),
             request_src: BTreeMap::new(),
-            // QPNs 0 and 1 are special; start somewhere recognisable in captures.
-            next_qpn: 0x11,
+            qpns,
             next_srqn: 1,
             gsi_psn: Psn::new(0),
             completions: VecDeque::new(),

@@ -160,16 +160,12 @@ impl QpControl for QpTable<'_> {
 impl<M: Memory> Host<M> {
     /// Creates an RC QP and moves it to INIT, so receives can be posted before connecting.
     pub fn create_qp(&mut self, now: Instant, opts: QpOptions) -> Result<u32, HostError> {
-        if self.next_qpn > 0x00ff_ffff {
-            return Err(HostError::NoQpn);
-        }
-        let qpn = self.create_qp_numbered(now, self.next_qpn, opts)?;
-        self.next_qpn = qpn + 1;
-        Ok(qpn)
+        self.create_qp_in_space(now, opts, 0, 1)
     }
 
-    /// Creates an RC QP (in INIT) whose QPN is in the space of shard `shard` of `shards`:
-    /// the next free number `n` with `n % shards == shard` (the runtime's QPN-to-shard rule).
+    /// Creates an RC QP (in INIT) whose QPN is in the space of shard `shard` of `shards`: a
+    /// free number `n` with `n % shards == shard` (the runtime's QPN-to-shard rule), chosen as
+    /// the host's [`QpnPolicy`](super::QpnPolicy) says.
     pub fn create_qp_in_space(
         &mut self,
         now: Instant,
@@ -177,14 +173,12 @@ impl<M: Memory> Host<M> {
         shard: u32,
         shards: u32,
     ) -> Result<u32, HostError> {
-        let shards = shards.max(1);
-        let mut qpn = self.next_qpn;
-        while qpn % shards != shard % shards || self.qps.contains_key(&qpn) {
-            qpn += 1;
-        }
-        let qpn = self.create_qp_numbered(now, qpn, opts)?;
-        self.next_qpn = qpn + 1;
-        Ok(qpn)
+        let qps = &self.qps;
+        let qpn = self
+            .qpns
+            .allocate(shard, shards, |n| qps.contains_key(&n))
+            .ok_or(HostError::NoQpn)?;
+        self.create_qp_numbered(now, qpn, opts)
     }
 
     /// Creates an RC QP (in INIT) with the given number (2..=0xFFFFFF, not in use). The runtime
@@ -365,6 +359,7 @@ impl<M: Memory> Host<M> {
     /// `ibv_destroy_qp` does.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), HostError> {
         self.qps.remove(&qpn).ok_or(HostError::UnknownQp)?;
+        self.qpns.release(qpn);
         if let Some(id) = self.conn_of_qp.remove(&qpn) {
             self.qp_of_conn.remove(&id);
         }
