@@ -3,9 +3,15 @@
 mod cm_common;
 
 use cm_common::*;
-use dpdk_roce::cm::{AcceptParams, Cm, CmEvent, ConnectParams};
+use dpdk_roce::cm::timeout::cm_timeout;
+use dpdk_roce::cm::{
+    AcceptParams, Cm, CmEvent, ConnectParams, PEER_ACK_TIMEOUT_FOR_INFINITE, PEER_CM_TIMEOUT_MAX,
+};
 use dpdk_roce::time::Instant;
-use dpdk_roce::wire::cm_msg::{attr, CmMessage, DreqRepr, RepRepr, RtuRepr, DREQ_PRIVATE_LEN};
+use dpdk_roce::transport::types::QpState;
+use dpdk_roce::wire::cm_msg::{
+    attr, CmMessage, DreqRepr, RejReason, RepRepr, ReqRepr, RtuRepr, DREQ_PRIVATE_LEN,
+};
 use dpdk_roce::wire::mad::MadHeader;
 use dpdk_roce::wire::psn::Psn;
 use proptest::prelude::*;
@@ -129,6 +135,80 @@ fn req_with_bad_mtu_or_transport_is_rejected() {
     }
     assert!(p.b.poll_event().is_none());
     assert_eq!(p.b.connection_count(), 0);
+}
+
+/// A's REQ to B (listening on port 1), to edit.
+fn a_req(p: &mut Pair) -> (MadHeader, ReqRepr) {
+    p.b.listen(1).unwrap();
+    p.a.connect(p.now, ConnectParams::new(IP_B, 1, 0x20, Psn::new(5)))
+        .unwrap();
+    let req = p.a.poll_transmit(p.now).unwrap().mad;
+    let (h, CmMessage::Req(r)) = CmMessage::parse(&req).unwrap() else {
+        panic!()
+    };
+    (h, r)
+}
+
+/// A REQ whose P_Key is not in the port's partition table (the default partition) is
+/// refused before the consumer sees it; a limited member of the default partition is taken.
+#[test]
+fn req_with_a_foreign_pkey_is_rejected() {
+    let mut p = Pair::new();
+    let (h, r) = a_req(&mut p);
+    let mut m = [0u8; 256];
+    CmMessage::Req(ReqRepr { pkey: 0x1234, ..r }).emit(&h, &mut m);
+    p.b.handle_mad(p.now, IP_A, &m, &mut p.qb);
+    let tx = p.b.poll_transmit(p.now).unwrap();
+    let (_, CmMessage::Rej(j)) = CmMessage::parse(&tx.mad).unwrap() else {
+        panic!()
+    };
+    assert_eq!(j.reason, RejReason::InvalidGid);
+    assert!(p.b.poll_event().is_none());
+    assert_eq!(p.b.stats().foreign_pkey, 1);
+    let limited = ReqRepr {
+        pkey: 0x7fff,
+        local_comm_id: r.local_comm_id ^ 1,
+        ..r
+    };
+    CmMessage::Req(limited).emit(&h, &mut m);
+    p.b.handle_mad(p.now, IP_A, &m, &mut p.qb);
+    assert!(matches!(
+        p.b.poll_event(),
+        Some(CmEvent::ConnectRequest { .. })
+    ));
+}
+
+/// Timeouts a peer sends are clamped: a local ACK timeout of 0 ("forever") or out of range
+/// becomes one in `PEER_ACK_TIMEOUT` on the accepted QP, and a CM response timeout of 31
+/// (2.4 hours) times the REP's retransmission as 22 (17 s) would.
+#[test]
+fn a_peers_timeouts_are_clamped() {
+    for (sent, used) in [
+        (0u8, PEER_ACK_TIMEOUT_FOR_INFINITE),
+        (3, 8),
+        (31, 22),
+        (14, 14),
+    ] {
+        let mut p = Pair::new();
+        let (h, mut r) = a_req(&mut p);
+        r.primary_path.local_ack_timeout = sent;
+        r.local_cm_response_timeout = 31;
+        let mut m = [0u8; 256];
+        CmMessage::Req(r).emit(&h, &mut m);
+        p.b.handle_mad(p.now, IP_A, &m, &mut p.qb);
+        let Some(CmEvent::ConnectRequest { id, .. }) = p.b.poll_event() else {
+            panic!("no request")
+        };
+        p.b.accept(p.now, id, AcceptParams::new(0x30, Psn::new(9)), &mut p.qb)
+            .unwrap();
+        assert_eq!(p.qb.attr(0x30, QpState::Rtr).timeout, used, "sent {sent}");
+        let rep = p.b.poll_transmit(p.now).expect("REP");
+        assert_eq!(attr_of(&rep.mad), attr::REP);
+        let later = p.now + cm_timeout(PEER_CM_TIMEOUT_MAX) + std::time::Duration::from_millis(1);
+        p.b.handle_timeout(later, &mut p.qb);
+        let again = p.b.poll_transmit(later).expect("the REP again within 17 s");
+        assert_eq!(attr_of(&again.mad), attr::REP);
+    }
 }
 
 fn feed(p: &mut Pair, mad: &[u8]) {

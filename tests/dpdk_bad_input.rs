@@ -168,6 +168,17 @@ fn bad_input_is_counted_dropped_or_naked_and_touches_no_memory_over_af_packet() 
     let v = run.case("qp1_not_gsi");
     arrived_and_memory_intact(v);
     assert_eq!(n(v, "bad_gsi"), n(v, "sent"), "{v}");
+    let v = run.case("qp1_foreign_pkey");
+    arrived_and_memory_intact(v);
+    assert_eq!(n(v, "bad_gsi"), 1, "{v}");
+
+    // From another address than the connection's peer: dropped before the QP.
+    let v = run.case("from_another_address");
+    arrived_and_memory_intact(v);
+    assert_eq!(n(v, "wrong_origin"), 1, "{v}");
+    assert_eq!(qp(v, "packets_received"), 0, "{v}");
+    assert!(strings(v, "naks").is_empty() && n(v, "acks") == 0, "{v}");
+    assert_eq!(v["state"], "Rts", "{v}");
 
     // QP, silently: a foreign P_Key (valid R_Key and PSN, still nothing written).
     let v = run.case("wrong_pkey");

@@ -553,6 +553,7 @@ impl Lab {
             "rx_roce": d(net0.rx_roce, net1.rx_roce),
             "unknown_qp": d(host0.rx_unknown_qp, host1.rx_unknown_qp),
             "bad_gsi": d(host0.rx_bad_gsi, host1.rx_bad_gsi),
+            "wrong_origin": d(host0.rx_wrong_origin, host1.rx_wrong_origin),
             "qp": {
                 "packets_received": d(qp0.packets_received, qp1.packets_received),
                 "dropped": d(qp0.dropped, qp1.dropped),
@@ -728,6 +729,12 @@ impl Lab {
             ),
         ];
         self.case("qp1_not_gsi", Some(*c), frames);
+
+        // A MAD to QP1 in a partition the port does not have.
+        let mut foreign = gsi(dpdk_roce::wire::deth::GSI_QKEY);
+        foreign.bth.pkey = 0x1234;
+        let f = self.roce(foreign, &mad);
+        self.case("qp1_foreign_pkey", Some(*c), vec![f]);
     }
 
     /// Requests the QP drops or answers without leaving RTS.
@@ -746,6 +753,20 @@ impl Lab {
         });
         let f = self.roce(h, &payload);
         self.case("wrong_pkey", Some(*c), vec![f]);
+
+        // Right in every RoCE field (QPN, PSN, R_Key, ICRC) but from an address that is not
+        // the connection's peer: dropped before the QP, nothing written, no ACK to the peer.
+        let h = RoceHeaders::new(Self::bth(Opcode::RC_WRITE_ONLY, c, c.epsn)).with_reth(RethRepr {
+            va: target.addr,
+            rkey: target.rkey,
+            dma_len: 64,
+        });
+        let elsewhere = Ipv4Repr {
+            src_addr: std::net::Ipv4Addr::new(10, 77, 0, 77),
+            ..self.ip()
+        };
+        let f = self.roce_with(elsewhere, UdpRepr::rocev2(0xc0de), h, &payload);
+        self.case("from_another_address", Some(*c), vec![f]);
 
         // A valid WRITE with a PSN 2^22 behind: a duplicate, ACKed, not executed (§9.7.5.1.1).
         let f = self.write_at(c, c.epsn.sub(1 << 22), target.addr, target.rkey, &payload);

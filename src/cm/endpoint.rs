@@ -17,12 +17,12 @@ use super::ip_cm::{
     gid_from_ipv4, port_of_service_id, service_id_for_port, IpCmHeader, IP_CM_HEADER_LEN,
     IP_CM_REQ_USER_LEN, IP_VERSION_4,
 };
-use super::params::{AcceptParams, CmConfig, ConnectParams};
+use super::params::{peer_ack_timeout, AcceptParams, CmConfig, ConnectParams, PEER_CM_TIMEOUT_MAX};
 use super::qp_control::QpControl;
 use super::timeout::cm_timeout;
 use crate::time::Instant;
 use crate::transport::types::{Mtu, QpAttr, QpError, QpState};
-use crate::wire::bth::DEFAULT_PKEY;
+use crate::wire::bth::{port_pkey_ok, DEFAULT_PKEY};
 use crate::wire::cm_msg::*;
 use crate::wire::mad::{MadHeader, MAD_LEN};
 use rand::{RngCore, SeedableRng};
@@ -355,7 +355,7 @@ impl Cm {
             rq_psn: p.starting_psn,
             retry_cnt: req.retry_count,
             rnr_retry: req.rnr_retry_count,
-            timeout: req.primary_path.local_ack_timeout,
+            timeout: peer_ack_timeout(req.primary_path.local_ack_timeout),
             min_rnr_timer: p.min_rnr_timer,
             max_rd_atomic: initiator_depth,
             max_dest_rd_atomic: responder_resources,
@@ -570,6 +570,11 @@ impl Cm {
         let Some(pmtu) = Mtu::from_code(req.path_mtu) else {
             return reject(self, RejReason::InvalidMtu);
         };
+        if !port_pkey_ok(req.pkey) {
+            // No REJ reason names the P_Key; it is part of the path, whose reason this is.
+            self.stats.foreign_pkey += 1;
+            return reject(self, RejReason::InvalidGid);
+        }
         let id = self.alloc_comm_id();
         self.put(
             id,
@@ -583,7 +588,7 @@ impl Cm {
                 attr: QpAttr::default(),
                 offered_initiator_depth: 0,
                 offered_responder_resources: 0,
-                peer_timeout: req.local_cm_response_timeout,
+                peer_timeout: req.local_cm_response_timeout.min(PEER_CM_TIMEOUT_MAX),
                 max_retries: req.max_cm_retries,
                 retries: 0,
                 timer: None,
@@ -797,7 +802,10 @@ impl Cm {
             }
         };
         c.state = next;
-        c.timer = Some(now + cm_timeout(mra.service_timeout) + cm_timeout(c.peer_timeout));
+        c.timer = Some(
+            now + cm_timeout(mra.service_timeout.min(PEER_CM_TIMEOUT_MAX))
+                + cm_timeout(c.peer_timeout),
+        );
         let deadlines = [c.timer, c.connect_deadline()];
         self.index_deadlines(id, deadlines);
     }

@@ -89,6 +89,8 @@ pub struct CmStats {
     pub duplicates: u64,
     /// Retransmissions on timeout.
     pub retransmits: u64,
+    /// REQs refused for a P_Key outside the port's partition table.
+    pub foreign_pkey: u64,
     /// CM messages sent (retransmissions not included) and received (decoded), by kind.
     pub sent: MadCounts,
     pub received: MadCounts,

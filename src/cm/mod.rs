@@ -12,5 +12,8 @@ pub mod timeout;
 
 pub use endpoint::Cm;
 pub use event::{CmError, CmEvent, CmId, CmStats, CmTransmit, MadCounts, CM_QPN};
-pub use params::{AcceptParams, CmConfig, ConnectParams};
+pub use params::{
+    peer_ack_timeout, AcceptParams, CmConfig, ConnectParams, PEER_ACK_TIMEOUT,
+    PEER_ACK_TIMEOUT_FOR_INFINITE, PEER_CM_TIMEOUT_MAX,
+};
 pub use qp_control::QpControl;

@@ -38,6 +38,25 @@ impl Default for CmConfig {
     }
 }
 
+/// The local ACK timeout exponents (IBTA vol. 1 §12.7.34) the passive side takes from a REQ:
+/// 8 (1 ms) ..= 22 (17 s). A peer's 0, "wait forever", is taken as
+/// [`PEER_ACK_TIMEOUT_FOR_INFINITE`]: a peer never makes this side's requests wait without end.
+pub const PEER_ACK_TIMEOUT: core::ops::RangeInclusive<u8> = 8..=22;
+/// What a peer's local ACK timeout of 0 becomes: 19 (2.1 s, what Linux sends).
+pub const PEER_ACK_TIMEOUT_FOR_INFINITE: u8 = 19;
+/// The largest CM response timeout or MRA service timeout exponent taken from a peer (they
+/// time this side's retransmissions and waits): 22 (17 s).
+pub const PEER_CM_TIMEOUT_MAX: u8 = 22;
+
+/// A peer's local ACK timeout exponent as this side uses it ([`PEER_ACK_TIMEOUT`]).
+pub fn peer_ack_timeout(t: u8) -> u8 {
+    if t == 0 {
+        PEER_ACK_TIMEOUT_FOR_INFINITE
+    } else {
+        t.clamp(*PEER_ACK_TIMEOUT.start(), *PEER_ACK_TIMEOUT.end())
+    }
+}
+
 /// Active side: what `Cm::connect` puts in the REQ.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConnectParams {

@@ -8,11 +8,11 @@
 //! message in progress, an access error to NAK) is left unchanged to `handle_packet`.
 
 use super::memory::{Access, KeyKind, MemRef, Memory};
-use super::qp::{pkey_match, Qp};
+use super::qp::Qp;
 use super::responder::InMsg;
 use super::types::QpState;
 use crate::time::Instant;
-use crate::wire::bth::BthRepr;
+use crate::wire::bth::{pkey_match, BthRepr};
 use crate::wire::opcode::Opcode;
 use crate::wire::reth::RethRepr;
 

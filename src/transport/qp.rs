@@ -26,6 +26,7 @@ use super::types::{
     MAX_SGE,
 };
 use crate::time::Instant;
+use crate::wire::bth::pkey_match;
 use crate::wire::opcode::{OpFlags, Transport};
 use crate::wire::roce::{RoceHeaders, RocePacket, EXTENSION_HEADERS};
 
@@ -528,12 +529,6 @@ pub(super) fn send_completion(
         qp_num: qpn,
         srq: None,
     }
-}
-
-/// P_Key match (IBTA vol. 1 §10.9.3): the 15-bit keys agree and at least one side is a full
-/// member.
-pub(super) fn pkey_match(a: u16, b: u16) -> bool {
-    (a & 0x7fff) == (b & 0x7fff) && (a & 0x8000 != 0 || b & 0x8000 != 0)
 }
 
 /// Exactly the extension headers the opcode table names are present, and opcodes without a

@@ -20,6 +20,21 @@ pub const BTH_LEN: usize = 12;
 /// Default partition key.
 pub const DEFAULT_PKEY: u16 = 0xffff;
 
+/// The port's partition table (IBTA vol. 1 §10.9.2): the default partition only. A RoCEv2
+/// port has no subnet manager to give it others.
+pub const PORT_PKEYS: [u16; 1] = [DEFAULT_PKEY];
+
+/// P_Key match (IBTA vol. 1 §10.9.3): the 15-bit keys agree and at least one side is a full
+/// member.
+pub fn pkey_match(a: u16, b: u16) -> bool {
+    (a & 0x7fff) == (b & 0x7fff) && (a & 0x8000 != 0 || b & 0x8000 != 0)
+}
+
+/// `pkey` matches an entry of the port's partition table.
+pub fn port_pkey_ok(pkey: u16) -> bool {
+    PORT_PKEYS.iter().any(|&k| pkey_match(pkey, k))
+}
+
 /// Offsets of the BTH fields.
 pub mod field {
     pub const OPCODE: usize = 0;

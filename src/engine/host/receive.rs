@@ -73,8 +73,10 @@ impl<M: Memory> Host<M> {
     pub(super) fn handle_roce(&mut self, now: Instant, f: &ReceivedPacket<'_>) {
         let dest = f.packet.headers.bth.dest_qp;
         if dest == CM_QPN {
+            // QP1 takes MADs of any partition in the port's table (IBTA vol. 1 §10.9.3).
             let gsi = f.packet.headers.bth.opcode == Opcode::UD_SEND_ONLY
-                && f.packet.headers.deth.is_some_and(|d| d.qkey == GSI_QKEY);
+                && f.packet.headers.deth.is_some_and(|d| d.qkey == GSI_QKEY)
+                && crate::wire::bth::port_pkey_ok(f.packet.headers.bth.pkey);
             if !gsi {
                 self.stats.rx_bad_gsi += 1;
                 return;
