@@ -180,7 +180,7 @@ fn req_with_a_foreign_pkey_is_rejected() {
 
 /// Timeouts a peer sends are clamped: a local ACK timeout of 0 ("forever") or out of range
 /// becomes one in `PEER_ACK_TIMEOUT` on the accepted QP, and a CM response timeout of 31
-/// (2.4 hours) times the REP's retransmission as 22 (17 s) would.
+/// (2.4 hours) times the REP's retransmission as `PEER_CM_TIMEOUT_MAX` (69 s) would.
 #[test]
 fn a_peers_timeouts_are_clamped() {
     for (sent, used) in [
@@ -206,7 +206,7 @@ fn a_peers_timeouts_are_clamped() {
         assert_eq!(attr_of(&rep.mad), attr::REP);
         let later = p.now + cm_timeout(PEER_CM_TIMEOUT_MAX) + std::time::Duration::from_millis(1);
         p.b.handle_timeout(later, &mut p.qb);
-        let again = p.b.poll_transmit(later).expect("the REP again within 17 s");
+        let again = p.b.poll_transmit(later).expect("the REP again within 69 s");
         assert_eq!(attr_of(&again.mad), attr::REP);
     }
 }

@@ -49,8 +49,11 @@ pub(crate) struct Conn {
     pub max_retries: u8,
     pub retries: u8,
     pub timer: Option<Instant>,
-    /// Active side: when the consumer's connect timeout expires (`ConnectParams::timeout`).
+    /// Active side: when the consumer's connect timeout expires (`ConnectParams::timeout`);
+    /// passive side: when an unanswered request is given up (`CmConfig::mra_service_timeout`).
     pub deadline: Option<Instant>,
+    /// Passive side: the listener's port (for the per-listener count of requests).
+    pub listener: u16,
     /// The message retransmitted on timeout or resent on a duplicate.
     pub last: Option<[u8; MAD_LEN]>,
     /// The REQ (passive side), for `accept`.
@@ -58,10 +61,17 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
+    /// A request (passive) the consumer has not answered yet.
+    pub fn unanswered(&self) -> bool {
+        matches!(self.state, State::ReqRcvd | State::MraReqSent)
+    }
+
     /// The consumer's connect deadline while it still applies (active side, no REP yet).
     pub fn connect_deadline(&self) -> Option<Instant> {
         match self.state {
-            State::ReqSent | State::MraReqRcvd => self.deadline,
+            State::ReqSent | State::MraReqRcvd | State::ReqRcvd | State::MraReqSent => {
+                self.deadline
+            }
             _ => None,
         }
     }

@@ -50,6 +50,9 @@ pub struct Cm {
     transmits: VecDeque<CmTransmit>,
     events: VecDeque<CmEvent>,
     stats: CmStats,
+    /// Unanswered requests (`Conn::unanswered`) by listener port, and in all.
+    requests: HashMap<u16, usize>,
+    requests_total: usize,
 }
 
 impl Cm {
@@ -72,6 +75,8 @@ impl Cm {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: CmStats::default(),
+            requests: HashMap::new(),
+            requests_total: 0,
         }
     }
 
@@ -222,6 +227,26 @@ impl Cm {
         c.timer = Some(now + cm_timeout(self.config.time_wait));
     }
 
+    /// `c` (taken out of the table) leaves the unanswered requests: accepted, rejected or
+    /// given up.
+    fn answered(&mut self, c: &Conn) {
+        if c.active || !c.unanswered() {
+            return;
+        }
+        self.requests_total = self.requests_total.saturating_sub(1);
+        if let Some(n) = self.requests.get_mut(&c.listener) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.requests.remove(&c.listener);
+            }
+        }
+    }
+
+    /// Unanswered requests now (all listeners).
+    pub fn unanswered_requests(&self) -> usize {
+        self.requests_total
+    }
+
     fn forget(&mut self, id: u32) {
         if let Some(c) = self.conns.remove(&id) {
             if c.remote_comm_id != 0 {
@@ -315,6 +340,7 @@ impl Cm {
                 retries: 0,
                 timer: Some(now + cm_timeout(self.config.cm_response_timeout)),
                 deadline: p.timeout.map(|t| now + t),
+                listener: 0,
                 last: Some(mad),
                 req: None,
             },
@@ -344,6 +370,7 @@ impl Cm {
         let Some(mut c) = self.conns.remove(&id.0) else {
             return Err(CmError::UnknownId);
         };
+        self.answered(&c);
         let req_mtu = Mtu::from_code(req.path_mtu).unwrap_or(Mtu::Mtu256);
         let pmtu = p.pmtu.map_or(req_mtu, |m| m.min(req_mtu));
         let responder_resources = p.responder_resources.min(req.initiator_depth);
@@ -422,6 +449,7 @@ impl Cm {
         let Some(mut c) = self.conns.remove(&id.0) else {
             return Err(CmError::UnknownId);
         };
+        self.answered(&c);
         let rej = Self::rej(
             id.0,
             c.remote_comm_id,
@@ -527,7 +555,7 @@ impl Cm {
         };
         self.stats.received.count(&msg);
         match msg {
-            CmMessage::Req(m) => self.on_req(src, &hdr, &m),
+            CmMessage::Req(m) => self.on_req(now, src, &hdr, &m),
             CmMessage::Rep(m) => self.on_rep(now, src, &m, qpc),
             CmMessage::Rtu(m) => self.on_rtu(now, src, &m, qpc),
             CmMessage::Rej(m) => self.on_rej(src, &m, qpc, now),
@@ -544,7 +572,7 @@ impl Cm {
             .then_some(local)
     }
 
-    fn on_req(&mut self, src: Ipv4Addr, hdr: &MadHeader, req: &ReqRepr) {
+    fn on_req(&mut self, now: Instant, src: Ipv4Addr, hdr: &MadHeader, req: &ReqRepr) {
         if let Some(&id) = self.by_remote.get(&(src, req.local_comm_id)) {
             self.on_dup_req(id);
             return;
@@ -575,6 +603,15 @@ impl Cm {
             self.stats.foreign_pkey += 1;
             return reject(self, RejReason::InvalidGid);
         }
+        let waiting = self.requests.get(&port).copied().unwrap_or(0);
+        if waiting >= self.config.max_requests_per_listener
+            || self.requests_total >= self.config.max_requests
+        {
+            self.stats.requests_refused += 1;
+            return reject(self, RejReason::NoResources);
+        }
+        *self.requests.entry(port).or_default() += 1;
+        self.requests_total += 1;
         let id = self.alloc_comm_id();
         self.put(
             id,
@@ -592,7 +629,8 @@ impl Cm {
                 max_retries: req.max_cm_retries,
                 retries: 0,
                 timer: None,
-                deadline: None,
+                deadline: Some(now + cm_timeout(self.config.mra_service_timeout)),
+                listener: port,
                 last: None,
                 req: Some(*req),
             },
@@ -905,6 +943,17 @@ impl Cm {
             let Some(mut c) = self.conns.remove(&id) else {
                 continue;
             };
+            if c.unanswered() && c.connect_deadline().is_some_and(|t| t <= now) {
+                // A request the consumer left unanswered past the MRA's service timeout:
+                // rejected (Timeout) and forgotten after time-wait, so it holds no state.
+                self.answered(&c);
+                self.stats.requests_expired += 1;
+                c.deadline = None;
+                self.reject_timed_out(now, id, &mut c);
+                self.put(id, c);
+                self.events.push_back(CmEvent::TimedOut { id: CmId(id) });
+                continue;
+            }
             if c.connect_deadline().is_some_and(|t| t <= now) {
                 // dat_ep_connect(3DAT): the connect timeout expired before the REP.
                 c.deadline = None;

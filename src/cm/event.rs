@@ -53,8 +53,9 @@ pub enum CmEvent {
     /// Our REQ (active) or REP (passive) went unanswered through every retry; a REJ with reason
     /// Timeout was sent.
     Unreachable { id: CmId },
-    /// Our REQ got no REP before the consumer's connect timeout (`ConnectParams::timeout`);
-    /// a REJ with reason Timeout was sent.
+    /// Our REQ got no REP before the consumer's connect timeout (`ConnectParams::timeout`),
+    /// or (passive) a request was left unanswered past `CmConfig::mra_service_timeout`; a REJ
+    /// with reason Timeout was sent.
     TimedOut { id: CmId },
     /// The connection is down: DREQ received, DREP received, or our DREQ went unanswered.
     Disconnected { id: CmId },
@@ -91,6 +92,10 @@ pub struct CmStats {
     pub retransmits: u64,
     /// REQs refused for a P_Key outside the port's partition table.
     pub foreign_pkey: u64,
+    /// REQs refused because the unanswered requests were at their limit
+    /// (`CmConfig::max_requests*`), and requests given up unanswered.
+    pub requests_refused: u64,
+    pub requests_expired: u64,
     /// CM messages sent (retransmissions not included) and received (decoded), by kind.
     pub sent: MadCounts,
     pub received: MadCounts,

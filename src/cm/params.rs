@@ -15,10 +15,16 @@ pub struct CmConfig {
     pub max_cm_retries: u8,
     /// Target ACK delay sent in REP (§12.7.32): 15.
     pub target_ack_delay: u8,
-    /// Service timeout sent in an MRA while the consumer has not answered a REQ: 24.
+    /// Service timeout sent in an MRA while the consumer has not answered a REQ: 24 (69 s).
+    /// A request still unanswered after it is rejected (Timeout) and forgotten.
     pub mra_service_timeout: u8,
     /// Hop limit in the REQ path (RoCEv2 routes: 64).
     pub hop_limit: u8,
+    /// Connection requests not yet answered by the consumer (accept or reject), at most, per
+    /// listener and in all: a REQ beyond either is rejected (No resources) and leaves no state,
+    /// so a flood of REQs cannot grow the table without bound: 16 384 and 32 768.
+    pub max_requests_per_listener: usize,
+    pub max_requests: usize,
     /// Exponent of the time-wait period (4.096 us * 2^t) a finished connection is kept to answer
     /// duplicates: 22 (17 s, a few of the peer's 4.3 s retransmissions). Later duplicates of a
     /// DREQ still get a DREP (answered statelessly, as Linux does).
@@ -34,6 +40,8 @@ impl Default for CmConfig {
             mra_service_timeout: 24,
             hop_limit: 64,
             time_wait: 22,
+            max_requests_per_listener: 16_384,
+            max_requests: 32_768,
         }
     }
 }
@@ -45,8 +53,9 @@ pub const PEER_ACK_TIMEOUT: core::ops::RangeInclusive<u8> = 8..=22;
 /// What a peer's local ACK timeout of 0 becomes: 19 (2.1 s, what Linux sends).
 pub const PEER_ACK_TIMEOUT_FOR_INFINITE: u8 = 19;
 /// The largest CM response timeout or MRA service timeout exponent taken from a peer (they
-/// time this side's retransmissions and waits): 22 (17 s).
-pub const PEER_CM_TIMEOUT_MAX: u8 = 22;
+/// time this side's retransmissions and waits): 24 (69 s, the service timeout this CM's own
+/// MRAs ask for).
+pub const PEER_CM_TIMEOUT_MAX: u8 = 24;
 
 /// A peer's local ACK timeout exponent as this side uses it ([`PEER_ACK_TIMEOUT`]).
 pub fn peer_ack_timeout(t: u8) -> u8 {

@@ -611,7 +611,12 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                     remote_qpn,
                     private_data,
                 };
-                self.push(&sink, Event::Request(req));
+                if sink.queue.push(Event::Request(req)).is_err() {
+                    // The listener's EVD is full: the request is refused, not kept unseen.
+                    self.overflowed(&sink);
+                    self.requests.remove(&id);
+                    let _ = self.shard.host.reject(now, id, &[]);
+                }
                 return;
             }
             CmEvent::Established { id, private_data } => {
