@@ -196,8 +196,11 @@ impl Neighbours {
         }
     }
 
-    /// Makes room for `ip` by evicting a failed entry, else the least recently confirmed
-    /// reachable one. False when the table is full of pending and static entries.
+    /// Makes room for `ip` by evicting a failed entry, else the oldest pending one (reported
+    /// [`NetEvent::Unresolvable`], so whoever waits on it fails instead of hanging), else the
+    /// least recently confirmed reachable one. Pending entries go before reachable ones: a
+    /// flood of packets from spoofed sources, each answered through an ARP request, must not
+    /// push out the neighbours that answered. False only when every entry is static.
     fn make_room(&mut self, ip: Ipv4Addr, stats: &mut NetStats) -> bool {
         if self.entries.len() < self.capacity || self.entries.contains_key(&ip) {
             return true;
@@ -207,15 +210,20 @@ impl Neighbours {
             .iter()
             .filter_map(|(&k, e)| match e {
                 Entry::Failed { .. } => Some((0, Instant::ZERO, k)),
-                Entry::Reachable { confirmed, .. } => Some((1, *confirmed, k)),
-                Entry::Incomplete(_) | Entry::Static(_) => None,
+                Entry::Incomplete(p) => Some((1, p.next, k)),
+                Entry::Reachable { confirmed, .. } => Some((2, *confirmed, k)),
+                Entry::Static(_) => None,
             })
             .min();
         match victim {
-            Some((_, _, k)) => {
+            Some((kind, _, k)) => {
                 self.changed();
                 self.entries.remove(&k);
                 stats.cache_evictions += 1;
+                if kind == 1 {
+                    self.requests.retain(|&r| r != k);
+                    self.events.push_back(NetEvent::Unresolvable { ip: k });
+                }
                 true
             }
             None => false,

@@ -219,21 +219,33 @@ fn cache_capacity_is_bounded() {
     let mut net = Net::new(c).unwrap();
     let ip = |n| Ipv4Addr::new(192, 168, 2, n);
     assert_eq!(net.resolve(ms(0), ip(1)), Resolve::Pending);
-    assert_eq!(net.resolve(ms(0), ip(2)), Resolve::Pending);
-    assert_eq!(
-        net.resolve(ms(0), ip(3)),
-        Resolve::Failed(NetError::CacheFull(ip(3)))
-    );
-    // A reply settles 192.168.2.1; it is evicted for the next newcomer.
+    // A reply settles 192.168.2.1.
     net.handle_frame(
         ms(1),
         &arp_reply(OUR_MAC, OTHER_MAC, ip(1), OUR_MAC, OUR_IP),
     );
     assert_eq!(net.lookup(ip(1)), Some(OTHER_MAC));
-    assert_eq!(net.resolve(ms(2), ip(3)), Resolve::Pending);
-    assert_eq!(net.lookup(ip(1)), None);
+    assert_eq!(net.resolve(ms(2), ip(2)), Resolve::Pending);
+    // Full: a newcomer pushes out the oldest pending entry, reported unresolvable, not the
+    // neighbour that answered.
+    assert_eq!(net.resolve(ms(3), ip(3)), Resolve::Pending);
+    assert_eq!(net.lookup(ip(1)), Some(OTHER_MAC));
     assert_eq!(net.cache_len(), 2);
     assert_eq!(net.stats().cache_evictions, 1);
+    let mut events = Vec::new();
+    while let Some(e) = net.poll_event() {
+        events.push(e);
+    }
+    assert!(
+        events.contains(&NetEvent::Unresolvable { ip: ip(2) }),
+        "{events:?}"
+    );
+    // A flood of newcomers keeps the table at its size and the answered neighbour in it.
+    for n in 100..=250 {
+        assert_eq!(net.resolve(ms(4), ip(n)), Resolve::Pending, "{n}");
+    }
+    assert_eq!(net.cache_len(), 2);
+    assert_eq!(net.lookup(ip(1)), Some(OTHER_MAC));
 }
 
 #[test]
