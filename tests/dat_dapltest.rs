@@ -359,6 +359,63 @@ fn dapltest_transactions_sr_rw_rr_validated_over_af_packet() {
     assert_no_dpdk_runtime_dir("dlt");
 }
 
+/// The transaction tests with frames lost, duplicated, reordered and corrupted in both
+/// directions on both ports (`[faults]` in both profiles): every buffer still validated, and
+/// the injector reports what it did.
+#[test]
+fn dapltest_transactions_validated_under_injected_faults_over_af_packet() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let s = Setup::new("dlx")
+        .with_faults("loss = 0.005\ndup = 0.01\nreorder = 0.02\ncorrupt = 0.002\nseed = 5");
+    let out = with_server(&s, "transaction under faults", |s| {
+        let args = [
+            "-T",
+            "T",
+            "-s",
+            s.server_address(),
+            "-D",
+            "dr",
+            "-i",
+            "100",
+            "-t",
+            "1",
+            "-w",
+            "1",
+            "-V",
+            "client",
+            "SR",
+            "256",
+            "server",
+            "RW",
+            "4096",
+            "server",
+            "RR",
+            "4096",
+            "server",
+            "SR",
+            "256",
+        ];
+        let out = client(s, &args);
+        assert_no_error(s.link(), "dapltest -T T under faults", &out, &[]);
+        assert!(out.contains("End of Work -- Client Exiting"), "{out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("dpdk-roce faults:"))
+            .unwrap_or_else(|| panic!("no fault report:\n{out}"));
+        let done: u64 = line
+            .split(|c: char| c == ' ' || c == ';')
+            .filter_map(|kv| kv.split_once('=').and_then(|(_, v)| v.parse::<u64>().ok()))
+            .sum();
+        assert!(done > 0, "the injector did nothing: {line}");
+        println!("{line}");
+    });
+    assert!(
+        out.contains("dpdk-roce faults:"),
+        "the server's report:\n{out}"
+    );
+    assert_no_dpdk_runtime_dir("dlx");
+}
+
 #[test]
 fn dapltest_performance_rdma_write_over_af_packet() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());

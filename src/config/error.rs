@@ -33,6 +33,8 @@ pub enum ConfigError {
         field: &'static str,
         pmd: &'static str,
     },
+    #[error("faults: {0}")]
+    BadFaults(String),
     #[error("port.role: unknown memif role `{value}` (expected server or client)")]
     BadMemifRole { value: String },
     #[error("{field}: unknown progress mode `{value}` (expected core or inline)")]

@@ -71,7 +71,7 @@ const LOG_LEVELS: [&str; 8] = [
 ];
 
 /// One process's DPDK set-up. Fields are public; after changing any, call [`Profile::validate`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Profile {
     /// Names the profile in logs and, with the pid, the default EAL file prefix.
     pub name: String,
@@ -79,6 +79,9 @@ pub struct Profile {
     pub port: Port,
     pub roce: Roce,
     pub engine: Engine,
+    /// `[faults]`: fault injection on the port's frames (`engine::faults`; the environment's
+    /// `DPDK_ROCE_FAULTS` wins). Absent: none.
+    pub faults: Option<crate::engine::faults::FaultConfig>,
 }
 
 /// `[eal]`: the EAL command line.
@@ -593,6 +596,9 @@ impl Profile {
                 reason,
             })?;
         let progress = Progress::parse("engine.progress", &raw.engine.progress)?;
+        if let Some(f) = &raw.faults {
+            f.check().map_err(ConfigError::BadFaults)?;
+        }
         Ok(Profile {
             name: raw.name.unwrap_or_else(|| default_name.to_string()),
             eal: Eal {
@@ -620,6 +626,7 @@ impl Profile {
                 idle_pause_us: raw.engine.idle_pause_us,
                 capture: raw.engine.capture,
             },
+            faults: raw.faults,
         })
     }
 
@@ -677,6 +684,7 @@ impl Profile {
                 idle_pause_us: self.engine.idle_pause_us,
                 capture: self.engine.capture.clone(),
             },
+            faults: self.faults,
         }
     }
 }
@@ -870,6 +878,8 @@ struct RawProfile {
     port: RawPort,
     roce: RawRoce,
     engine: RawEngine,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    faults: Option<crate::engine::faults::FaultConfig>,
 }
 
 #[derive(Serialize, Deserialize)]

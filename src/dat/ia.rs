@@ -9,6 +9,7 @@ use super::evd::{Evd, EvdFlags};
 use super::memory::SharedMemory;
 use super::port_io::PortIo;
 use crate::config::Profile;
+use crate::engine::faults::{FaultConfig, FaultyIo};
 use crate::engine::host::{Host, HostConfig};
 use crate::engine::runtime::{Engine, EngineConfig, EventSink};
 use crate::mem::MrTable;
@@ -144,11 +145,20 @@ impl Ia {
             .map_err(|e| DatError::Internal(e.to_string()))?;
         let shards = profile.engine.poll_cores.len().max(1);
         // One queue pair per shard when the profile's port has enough, else one shared.
+        // Fault injection (`engine::faults`), when the environment or the profile asks.
+        let faults = FaultConfig::from_env_or(profile.faults).map_err(DatError::Internal)?;
+        if let Some(f) = &faults {
+            tracing::warn!(profile = %profile.name, "fault injection on: {f:?}");
+        }
         let ports: Vec<PortIo> = pp
             .frame_ios(shards, profile.port.mbuf_pool_size)
             .map_err(|e| DatError::Internal(e.to_string()))?
             .into_iter()
-            .map(|io| Box::new(io) as PortIo)
+            .enumerate()
+            .map(|(i, io)| match faults {
+                Some(f) => Box::new(FaultyIo::new(io, f, i as u64)) as PortIo,
+                None => Box::new(io) as PortIo,
+            })
             .collect();
         let engine = EngineConfig::from_profile(profile);
         let config = IaConfig {

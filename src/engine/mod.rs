@@ -3,6 +3,7 @@
 
 pub mod clock;
 pub mod event_queue;
+pub mod faults;
 pub mod host;
 pub mod io;
 pub mod raw_l2;

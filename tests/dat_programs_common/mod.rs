@@ -178,6 +178,18 @@ impl Setup {
         }
     }
 
+    /// Appends a `[faults]` section (`engine::faults`) of `keys` (TOML lines) to both sides'
+    /// profiles: every frame of both ports goes through the fault injector.
+    pub fn with_faults(self, keys: &str) -> Setup {
+        for side in ['a', 'b'] {
+            let profile = self.dir.join(format!("{side}.toml"));
+            let mut text = std::fs::read_to_string(&profile).unwrap();
+            text.push_str(&format!("\n[faults]\n{keys}\n"));
+            std::fs::write(&profile, text).unwrap();
+        }
+        self
+    }
+
     pub fn conf(&self, side: char) -> PathBuf {
         self.dir.join(format!("{side}.conf"))
     }
