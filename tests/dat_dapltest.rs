@@ -376,7 +376,7 @@ fn dapltest_transactions_validated_under_injected_faults_over_af_packet() {
             "-D",
             "dr",
             "-i",
-            "100",
+            "50",
             "-t",
             "1",
             "-w",

@@ -483,7 +483,19 @@ impl Ep {
         match c.state {
             EpState::Disconnected | EpState::DisconnectPending => Ok(()),
             EpState::Connected | EpState::ActiveConnectionPending | EpState::CompletionPending => {
-                self.inner.ia.engine.disconnect(c.qpn)?;
+                use crate::engine::host::HostError;
+                use crate::engine::runtime::EngineError;
+                match self.inner.ia.engine.disconnect(c.qpn) {
+                    Ok(()) => {}
+                    // The peer tore the connection down and the CM is done with it; its
+                    // DISCONNECTED waits on the connection EVD (the EP's state follows the
+                    // events the consumer dequeues). Disconnecting a disconnected EP is no
+                    // error, as in the OFA providers.
+                    Err(EngineError::Host(
+                        HostError::UnknownQp | HostError::Cm(crate::cm::CmError::UnknownId),
+                    )) => {}
+                    Err(e) => return Err(e.into()),
+                }
                 c.state = EpState::DisconnectPending;
                 c.posts.disconnect += 1;
                 Ok(())
