@@ -403,7 +403,7 @@ fn dapltest_transactions_validated_under_injected_faults_over_af_packet() {
             .find(|l| l.starts_with("dpdk-roce faults:"))
             .unwrap_or_else(|| panic!("no fault report:\n{out}"));
         let done: u64 = line
-            .split(|c: char| c == ' ' || c == ';')
+            .split([' ', ';'])
             .filter_map(|kv| kv.split_once('=').and_then(|(_, v)| v.parse::<u64>().ok()))
             .sum();
         assert!(done > 0, "the injector did nothing: {line}");

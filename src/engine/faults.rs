@@ -175,13 +175,18 @@ impl Lane {
     }
 }
 
+/// The setting, its seeded chances and the counters of what they decided.
+struct Dice {
+    config: FaultConfig,
+    rng: ChaCha8Rng,
+    counters: Arc<FaultCounters>,
+}
+
 /// A queue pair with faults (see the module doc).
 pub struct FaultyIo<I> {
     inner: I,
-    config: FaultConfig,
-    rng: ChaCha8Rng,
+    dice: Dice,
     lanes: [Lane; 2],
-    counters: Arc<FaultCounters>,
 }
 
 impl<I: FrameIo> FaultyIo<I> {
@@ -194,16 +199,18 @@ impl<I: FrameIo> FaultyIo<I> {
             .wrapping_add(stream.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         FaultyIo {
             inner,
-            config,
-            rng: ChaCha8Rng::seed_from_u64(seed),
+            dice: Dice {
+                config,
+                rng: ChaCha8Rng::seed_from_u64(seed),
+                counters: Arc::new(FaultCounters::default()),
+            },
             lanes: [Lane::new(), Lane::new()],
-            counters: Arc::new(FaultCounters::default()),
         }
     }
 
     /// The counters (shared: they outlive the queue pair).
     pub fn counters(&self) -> Arc<FaultCounters> {
-        self.counters.clone()
+        self.dice.counters.clone()
     }
 
     fn fate(rng: &mut ChaCha8Rng, c: &FaultConfig, len: usize) -> Fate {
@@ -222,16 +229,15 @@ impl<I: FrameIo> FaultyIo<I> {
 
     /// Applies the fate of one frame going `dir`: the frames to pass on now, in order.
     fn apply(
-        rng: &mut ChaCha8Rng,
-        config: &FaultConfig,
-        counters: &FaultCounters,
+        dice: &mut Dice,
         lane: &mut Lane,
         dir: usize,
         frame: &[u8],
         now: Option<Instant>,
         out: &mut Vec<Vec<u8>>,
     ) {
-        let fate = Self::fate(rng, config, frame.len());
+        let fate = Self::fate(&mut dice.rng, &dice.config, frame.len());
+        let (config, counters) = (&dice.config, &dice.counters);
         if fate.lost {
             FaultCounters::add(&counters.lost, dir);
             return;
@@ -280,27 +286,21 @@ impl<I: FrameIo> FaultyIo<I> {
     }
 
     fn now(&self) -> Option<Instant> {
-        (self.config.delay_us > 0).then(Instant::now)
+        (self.dice.config.delay_us > 0).then(Instant::now)
     }
 }
 
 impl<I: FrameIo> FrameIo for FaultyIo<I> {
     fn rx_burst(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
         let now = self.now();
-        let FaultyIo {
-            inner,
-            config,
-            rng,
-            lanes,
-            counters,
-        } = self;
+        let FaultyIo { inner, dice, lanes } = self;
         let lane = &mut lanes[RX];
         let mut out = Vec::new();
         if let Some(now) = now {
             Self::due(lane, now, &mut out);
         }
         let got = inner.rx_burst(&mut |frame| {
-            Self::apply(rng, config, counters, lane, RX, frame, now, &mut out);
+            Self::apply(dice, lane, RX, frame, now, &mut out);
         });
         if got == 0 && lane.delayed.is_empty() {
             // Nothing behind a held frame: its turn comes now.
@@ -318,16 +318,7 @@ impl<I: FrameIo> FrameIo for FaultyIo<I> {
         let now = self.now();
         let mut out = Vec::new();
         let lane = &mut self.lanes[TX];
-        Self::apply(
-            &mut self.rng,
-            &self.config,
-            &self.counters,
-            lane,
-            TX,
-            frame,
-            now,
-            &mut out,
-        );
+        Self::apply(&mut self.dice, lane, TX, frame, now, &mut out);
         for f in out {
             // A frame the device refuses is lost like the others (RC recovers it).
             let _ = self.inner.tx(&f);
@@ -373,7 +364,7 @@ impl<I: FrameIo> FrameIo for FaultyIo<I> {
 
 impl<I> Drop for FaultyIo<I> {
     fn drop(&mut self) {
-        eprintln!("dpdk-roce faults: {}", self.counters.summary());
+        eprintln!("dpdk-roce faults: {}", self.dice.counters.summary());
     }
 }
 
