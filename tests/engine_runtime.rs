@@ -272,3 +272,49 @@ fn an_evd_overflow_is_flagged_and_reported_on_the_async_evd() {
     assert!(saw_overflow);
     assert_eq!(engine.stats(0).unwrap().worker.evd_overflows, 1);
 }
+
+/// A panic on a poll thread does not leave the program hanging: the caller waiting for that
+/// shard's answer gets an error, the async sink hears `ShardFailed`, every later call fails,
+/// and the engine still stops.
+#[test]
+fn a_panicking_poll_thread_stops_the_engine_with_errors_not_hangs() {
+    let (io, _peer) = ChannelIo::pair(16);
+    let async_sink = EventSink::new(8);
+    let engine: Eng = Engine::new(
+        EngineConfig {
+            progress: Progress::Core,
+            poll_cores: vec![0],
+            idle_pause_us: 20,
+            ..EngineConfig::default()
+        },
+        hosts([2, 0, 0, 0, 0, 1], IP_A, 1, 1),
+        vec![io],
+        async_sink.clone(),
+    )
+    .unwrap();
+    assert!(engine.with_host(0, |h| h.stats().tx_frames).is_ok());
+    let r = engine.with_host(0, |_| -> u64 { panic!("a bug on the poll thread") });
+    assert!(matches!(r, Err(EngineError::Stopped)), "{r:?}");
+    assert!(engine.failed());
+    let t0 = std::time::Instant::now();
+    let ev = loop {
+        if let Some(ev) = async_sink.queue.pop() {
+            break ev;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no ShardFailed");
+        std::thread::yield_now();
+    };
+    assert!(
+        matches!(ev, Event::Async(AsyncEvent::ShardFailed { shard: 0 })),
+        "{ev:?}"
+    );
+    assert!(matches!(
+        engine.with_host(0, |h| h.stats().tx_frames),
+        Err(EngineError::Stopped)
+    ));
+    assert!(matches!(
+        engine.create_qp(0, QpOptions::default(), QpRoute::default()),
+        Err(EngineError::Stopped)
+    ));
+    drop(engine);
+}

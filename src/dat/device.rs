@@ -171,3 +171,50 @@ mod tests {
         assert!(pa.iter().chain(&pb).all(|&p| p <= 0x00ff_ffff));
     }
 }
+
+#[cfg(test)]
+mod failure_tests {
+    use crate::dat::{DatError, DatEvent, Evd, EvdFlags, Ia, IaConfig};
+    use crate::engine::runtime::AsyncEvent;
+    use std::time::Duration;
+
+    /// A panic on the IA's poll thread: its async EVD gets the catastrophic event, a thread
+    /// waiting on another EVD is released with an error, and the IA still closes.
+    #[test]
+    fn a_poll_thread_panic_is_catastrophic_for_the_ia_not_a_hang() {
+        let (io, _other) = crate::engine::io::ChannelIo::pair(16);
+        let ia = Ia::open_with(
+            IaConfig {
+                mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 9, 9]),
+                ip: std::net::Ipv4Addr::new(10, 36, 0, 1),
+                prefix_len: 24,
+                mtu: 1500,
+                shards: 1,
+                engine: crate::engine::runtime::EngineConfig {
+                    progress: crate::config::Progress::Core,
+                    poll_cores: vec![0],
+                    idle_pause_us: 20,
+                    ..Default::default()
+                },
+            },
+            vec![Box::new(io)],
+        )
+        .expect("in-memory IA");
+        let dto = Evd::create(&ia, 8, EvdFlags::DTO).unwrap();
+        let waiter = std::thread::spawn(move || dto.wait(Some(Duration::from_secs(30)), 1));
+        std::thread::sleep(Duration::from_millis(20));
+        let r = ia.inner.engine.with_host(0, |_| -> u8 { panic!("a bug") });
+        assert!(r.is_err());
+        let ev = ia
+            .async_evd()
+            .wait(Some(Duration::from_secs(10)), 1)
+            .unwrap();
+        assert!(
+            matches!(ev, DatEvent::Async(AsyncEvent::ShardFailed { shard: 0 })),
+            "{ev:?}"
+        );
+        let got = waiter.join().unwrap();
+        assert!(matches!(got, Err(DatError::Internal(_))), "{got:?}");
+        drop(ia);
+    }
+}

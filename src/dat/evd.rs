@@ -369,10 +369,13 @@ impl Evd {
             threshold.max(1),
             || engine.progress(),
             || {
-                if inner.waitable.load(Ordering::Acquire) {
+                if engine.failed() && inner.sink.queue.len() < threshold.max(1) {
+                    // What is queued is still delivered (the catastrophic event itself).
+                    Err(true)
+                } else if inner.waitable.load(Ordering::Acquire) {
                     Ok(inner.enabled.load(Ordering::Acquire))
                 } else {
-                    Err(())
+                    Err(false)
                 }
             },
             engine.idle(),
@@ -385,7 +388,11 @@ impl Evd {
                 Ok(self.convert(ev))
             }
             Err(GatedWaitError::Timeout) => Err(DatError::TimeoutExpired),
-            Err(GatedWaitError::Gate(())) => Err(unwaitable()),
+            Err(GatedWaitError::Gate(false)) => Err(unwaitable()),
+            // A poll thread died (AsyncEvent::ShardFailed): nothing will come.
+            Err(GatedWaitError::Gate(true)) => Err(DatError::Internal(
+                "the provider's poll thread failed".into(),
+            )),
         }
     }
 

@@ -258,6 +258,9 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool 
                 | AsyncEvent::PostFailed { qpn, .. } => {
                     (d::DAT_ASYNC_ERROR_EP_BROKEN, evd.ia.ep_handle(qpn))
                 }
+                AsyncEvent::ShardFailed { .. } => {
+                    (d::DAT_ASYNC_ERROR_IA_CATASTROPHIC, evd.ia.handle())
+                }
                 _ => (d::DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, evd.ia.handle()),
             };
             ev.event_number = number;

@@ -132,6 +132,8 @@ struct Shared<M: Memory, Io: FrameIo> {
     slots: Vec<Slot<M, Io>>,
     stop: AtomicBool,
     progress: Progress,
+    /// A poll thread panicked: the engine takes no more submissions.
+    failed: AtomicBool,
 }
 
 impl<M: Memory, Io: FrameIo> Shared<M, Io> {
@@ -230,6 +232,7 @@ where
             slots,
             stop: AtomicBool::new(false),
             progress: config.progress,
+            failed: AtomicBool::new(false),
         });
         let mut threads = Vec::new();
         if config.progress == Progress::Core {
@@ -269,15 +272,32 @@ fn poll_thread<M: Memory, Io: FrameIo>(
         .unwrap_or_else(|p| p.into_inner());
     w.pinned = pinned;
     let mut idle = 0u32;
-    while !shared.stop.load(Ordering::Relaxed) {
-        if w.poll_once() {
-            idle = 0;
-        } else {
-            idle = idle.saturating_add(1);
-            if idle_pause_us > 0 && idle >= idle_polls_before_pause {
-                std::thread::sleep(Duration::from_micros(idle_pause_us.into()));
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        while !shared.stop.load(Ordering::Relaxed) {
+            if w.poll_once() {
+                idle = 0;
+            } else {
+                idle = idle.saturating_add(1);
+                if idle_pause_us > 0 && idle >= idle_polls_before_pause {
+                    std::thread::sleep(Duration::from_micros(idle_pause_us.into()));
+                }
             }
         }
+    }));
+    if ran.is_ok() {
+        return;
+    }
+    // A panic on the poll thread: the shard's state cannot be trusted. The engine refuses
+    // every later submission, the IAs hear of it on their async EVDs, and whoever waits for
+    // an answer of this shard is released with an error (the commands are dropped with their
+    // reply channels) until the engine stops.
+    shared.failed.store(true, Ordering::Release);
+    tracing::error!(shard = i, "poll thread panicked: the shard is stopped");
+    w.push_async(AsyncEvent::ShardFailed { shard: i });
+    let commands = shared.slots[i].commands.clone();
+    while !shared.stop.load(Ordering::Relaxed) {
+        while commands.pop().is_some() {}
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -349,8 +369,16 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
         }
     }
 
+    /// True once a poll thread panicked ([`AsyncEvent::ShardFailed`]): every call fails.
+    pub fn failed(&self) -> bool {
+        self.shared.failed.load(Ordering::Acquire)
+    }
+
     /// Pushes a submission to shard `shard` (RingFull when its ring is full).
     pub fn submit(&self, shard: usize, cmd: Command<M>) -> Result<(), EngineError> {
+        if self.failed() {
+            return Err(EngineError::Stopped);
+        }
         let slot = self
             .shared
             .slots

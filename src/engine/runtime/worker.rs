@@ -752,7 +752,7 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
     /// Pushes an asynchronous event to the async EVD of the IA it concerns: a QP's events to
     /// its route's `async_events`, an SRQ's to the sink it was created with, the rest (neighbour
     /// events) to every listener and the engine's own async sink.
-    fn push_async(&mut self, ev: AsyncEvent) {
+    pub(super) fn push_async(&mut self, ev: AsyncEvent) {
         let named = match &ev {
             AsyncEvent::PostFailed { qpn, .. }
             | AsyncEvent::QpTransitionFailed { qpn }
