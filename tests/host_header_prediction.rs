@@ -420,13 +420,14 @@ fn prediction_on_and_off_send_the_same_frames_and_leave_the_same_state() {
             roce - predicted > 500,
             "seed {seed}: {predicted} of {roce} predicted"
         );
-        // The send side: a quarter or more of the frames sent written from the WRITE Only
-        // fast path, and the rest (ACKs, resends, READs, several packets) not.
+        // The send side: a fifth or more of the frames sent written from the WRITE Only
+        // fast path, and the rest (ACKs, resends, READs, several packets) not. (The adaptive
+        // retransmission timer resends sooner after the wire's faults: more resends.)
         let tx_predicted = on.host.0.tx_predicted + on.host.1.tx_predicted;
         let sent = on.host.0.tx_frames + on.host.1.tx_frames;
         assert_eq!(off.host.0.tx_predicted + off.host.1.tx_predicted, 0);
         assert!(
-            tx_predicted * 4 > sent && sent - tx_predicted > 500,
+            tx_predicted * 5 > sent && sent - tx_predicted > 500,
             "seed {seed}: {tx_predicted} of {sent} frames sent predicted"
         );
         off.host.0.rx_predicted = on.host.0.rx_predicted;

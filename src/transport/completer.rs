@@ -303,6 +303,8 @@ impl Qp {
 
     /// Progress: retry budgets reset, ACK timer restarted while requests are outstanding.
     fn progress(&mut self, now: Instant) {
+        let idle = !self.req.una.before(self.req.sent_hw);
+        self.req.rto.on_progress(self.req.una, now, idle);
         let acked = self.req.una.distance_from(self.req.window_una);
         if acked < MAX_OUTSTANDING_PSNS * 2 {
             self.req.window.on_ack(acked);
@@ -312,7 +314,11 @@ impl Qp {
         self.req.rnr_left = self.attr.rnr_retry;
         self.req.retry_psn = None;
         if self.req.una.before(self.req.sent_hw) && !self.req.rnr_wait {
-            if let Some(d) = ack_timeout_duration(self.attr.timeout) {
+            if let Some(d) = self
+                .req
+                .rto
+                .timeout(ack_timeout_duration(self.attr.timeout))
+            {
                 self.timers.set(Timer::Ack, now + d);
             }
         } else {
@@ -367,17 +373,26 @@ impl Qp {
         self.req.rnr_wait = false;
     }
 
-    /// Local ACK timeout (IBTA vol. 1 §9.7.6.1.2): resend from the oldest unacknowledged PSN.
-    pub(super) fn on_ack_timeout(&mut self, _now: Instant) {
+    /// The retransmission timer (`rto.rs`; IBTA vol. 1 §9.7.6.1.2): resend from the oldest
+    /// unacknowledged PSN. A retry of the budget is spent per negotiated local ACK timeout
+    /// without progress, so `retry_cnt` keeps its meaning.
+    pub(super) fn on_ack_timeout(&mut self, now: Instant) {
         if !self.is_sending() || !self.req.una.before(self.req.sent_hw) {
             return;
         }
         self.stats.timeouts += 1;
-        if self.req.retry_left == 0 {
-            self.fail_head(WcStatus::RetryExcErr);
-            return;
+        self.req.rto.on_timeout();
+        if self
+            .req
+            .rto
+            .spend_retry(now, ack_timeout_duration(self.attr.timeout))
+        {
+            if self.req.retry_left == 0 {
+                self.fail_head(WcStatus::RetryExcErr);
+                return;
+            }
+            self.req.retry_left -= 1;
         }
-        self.req.retry_left -= 1;
         let inflight = self.req.inflight();
         self.req.window.on_timeout(inflight);
         let una = self.req.una;

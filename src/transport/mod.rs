@@ -9,6 +9,7 @@ pub mod memory;
 pub mod qp;
 mod requester;
 mod responder;
+pub(crate) mod rto;
 pub mod srq;
 pub mod timers;
 pub mod transmit;

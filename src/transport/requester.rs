@@ -126,6 +126,8 @@ pub(super) struct ReqState {
     pub window_una: Psn,
     /// Packets sent since the last one with AckReq.
     pub unrequested: u32,
+    /// The retransmission timer's round-trip estimate (`rto.rs`).
+    pub rto: super::rto::Rto,
 }
 
 impl ReqState {
@@ -145,6 +147,7 @@ impl ReqState {
             window: SendWindow::default(),
             window_una: Psn::new(0),
             unrequested: 0,
+            rto: Default::default(),
         }
     }
 
@@ -177,6 +180,7 @@ impl ReqState {
 
     /// Moves the cursor back to `psn` (go-back-N). False when no started WQE holds it.
     pub fn rewind(&mut self, psn: Psn) -> bool {
+        self.rto.on_rewind();
         for (i, w) in self.sq.iter().enumerate() {
             if !w.started {
                 break;
@@ -364,15 +368,21 @@ impl Qp {
         } else {
             self.req.cur_pkt += 1;
         }
+        let end = psn.add(span);
         if psn.before(self.req.sent_hw) {
             self.stats.retransmits += 1;
+        } else {
+            self.req.rto.on_new_packet(end, now);
         }
-        let end = psn.add(span);
         if end.after(self.req.sent_hw) {
             self.req.sent_hw = end;
         }
         if !self.timers.is_set(Timer::Ack) {
-            if let Some(d) = ack_timeout_duration(self.attr.timeout) {
+            if let Some(d) = self
+                .req
+                .rto
+                .timeout(ack_timeout_duration(self.attr.timeout))
+            {
                 self.timers.set(Timer::Ack, now + d);
             }
         }

@@ -486,3 +486,46 @@ fn solicited_bit_only_on_last_packet() {
     assert_eq!(p.s[A].qp.stats().acks_received, 1);
     assert_eq!(p.s[B].qp.stats().acks_sent, 1);
 }
+
+/// A lost lone WRITE (its only packet, nothing after it to reveal the gap) is resent after
+/// the adaptive timer (the round trip's, at least `RTO_FLOOR`), not after the negotiated
+/// local ACK timeout of 2.1 s; and the retry budget is not spent by the early resend.
+#[test]
+fn a_lost_lone_write_is_resent_after_the_round_trip_not_the_negotiated_timeout() {
+    let mut p = Pair::with(|_, a| a.timeout = 19, 100, 500);
+    let src = p.region(A, 64, 1);
+    let dst = p.zeroed(B, 64);
+    let write = |id| {
+        wr(
+            id,
+            SendOp::Write {
+                remote_addr: dst.addr,
+                rkey: dst.rkey,
+            },
+            vec![sge(&src, 0, 64)],
+        )
+    };
+    // A first WRITE measures the round trip.
+    p.post_send(A, write(1));
+    p.run();
+    assert_eq!(p.completions(A).len(), 1);
+    let t0 = p.now;
+    p.filter(drop_once(|x| x.from == A));
+    p.post_send(A, write(2));
+    p.run();
+    let done = p.now.saturating_duration_since(t0);
+    assert_eq!(
+        p.completions(A)
+            .iter()
+            .map(|c| (c.wr_id, c.status))
+            .collect::<Vec<_>>(),
+        vec![(2, WcStatus::Success)]
+    );
+    assert!(
+        done >= crate::transport::rto::RTO_FLOOR && done < std::time::Duration::from_millis(10),
+        "resent after {done:?}"
+    );
+    let st = p.s[A].qp.stats();
+    assert_eq!((st.timeouts, st.retransmits), (1, 1));
+    assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
+}

@@ -1,0 +1,175 @@
+//! The requester's retransmission timer, adapted to the measured round trip. IBTA's local ACK
+//! timeout (vol. 1 §9.7.6.1.2) is one negotiated value, 2.1 s at Linux's exponent 19: a lost
+//! last packet of a message would wait that long. Like an RNIC's adaptive retransmission, the
+//! timer here runs on a smoothed round trip and its variance (RFC 6298's estimator, Karn's
+//! rule: no sample from a retransmitted packet), never below [`RTO_FLOOR`] nor above the
+//! negotiated timeout, and doubles on each timeout without progress.
+//!
+//! The negotiated timeout keeps its meaning for failure: a retry of `retry_cnt` is spent only
+//! when a whole negotiated timeout passed without progress ([`Rto::spend_retry`]); the earlier
+//! probes are free. A peer that stalls for longer than the adaptive timer, but less than the
+//! negotiated one, costs a few duplicate packets, not the connection.
+
+use crate::time::Instant;
+use crate::wire::psn::Psn;
+use core::time::Duration;
+
+/// The shortest retransmission timeout (a VM's scheduling hiccups are longer than a LAN's
+/// round trip).
+pub const RTO_FLOOR: Duration = Duration::from_millis(2);
+/// Doublings of the timer after repeated timeouts, at most.
+const MAX_BACKOFF: u32 = 16;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Rto {
+    /// Smoothed round trip and its mean deviation, once sampled.
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    /// The packet being timed: the PSN after it, and when it left.
+    timing: Option<(Psn, Instant)>,
+    /// Timeouts since the last progress.
+    backoff: u32,
+    /// The last progress (or the start of sending after none was outstanding).
+    progress_at: Option<Instant>,
+}
+
+impl Rto {
+    /// A new packet (not a retransmission) ending before `end` left at `now`.
+    #[inline(always)]
+    pub fn on_new_packet(&mut self, end: Psn, now: Instant) {
+        if self.timing.is_none() {
+            self.timing = Some((end, now));
+        }
+        self.progress_at.get_or_insert(now);
+    }
+
+    /// Every PSN before `una` is acknowledged, at `now`; `idle`: nothing is outstanding.
+    #[inline(always)]
+    pub fn on_progress(&mut self, una: Psn, now: Instant, idle: bool) {
+        if let Some((end, sent)) = self.timing {
+            if !una.before(end) {
+                self.sample(now.saturating_duration_since(sent));
+                self.timing = None;
+            }
+        }
+        self.backoff = 0;
+        self.progress_at = (!idle).then_some(now);
+    }
+
+    fn sample(&mut self, r: Duration) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(s) => {
+                let dev = s.abs_diff(r);
+                self.rttvar = (self.rttvar * 3 + dev) / 4;
+                self.srtt = Some((s * 7 + r) / 8);
+            }
+        }
+    }
+
+    /// The timer went off: the packets will be sent again (no sample from them) and the next
+    /// wait is twice as long.
+    pub fn on_timeout(&mut self) {
+        self.timing = None;
+        self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
+    }
+
+    /// Packets are sent again (a NAK): none of them gives a sample.
+    pub fn on_rewind(&mut self) {
+        self.timing = None;
+    }
+
+    /// The wait before the next retransmission; `negotiated` is the local ACK timeout
+    /// (`None`: infinite, no retransmission).
+    pub fn timeout(&self, negotiated: Option<Duration>) -> Option<Duration> {
+        let ceiling = negotiated?;
+        let base = match self.srtt {
+            Some(s) => (s + self.rttvar * 4).max(RTO_FLOOR),
+            None => ceiling,
+        };
+        Some(base.saturating_mul(1 << self.backoff).min(ceiling))
+    }
+
+    /// At a timeout at `now`: whether a retry of the budget is spent (a whole `negotiated`
+    /// timeout passed without progress); then the count starts again.
+    pub fn spend_retry(&mut self, now: Instant, negotiated: Option<Duration>) -> bool {
+        let Some(ceiling) = negotiated else {
+            return true;
+        };
+        let since = *self.progress_at.get_or_insert(now);
+        if now.saturating_duration_since(since) >= ceiling {
+            self.progress_at = Some(now);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The smoothed round trip, once measured.
+    #[cfg(test)]
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(us: u64) -> Instant {
+        Instant(us * 1000)
+    }
+
+    #[test]
+    fn the_timer_follows_the_round_trip_within_floor_and_ceiling() {
+        let ceiling = Some(Duration::from_millis(2100));
+        let mut r = Rto::default();
+        assert_eq!(
+            r.timeout(ceiling),
+            ceiling,
+            "no sample yet: the negotiated one"
+        );
+        for k in 0..20u32 {
+            r.on_new_packet(Psn::new(k + 1), at(u64::from(k) * 1000));
+            r.on_progress(Psn::new(k + 1), at(u64::from(k) * 1000 + 40), true);
+        }
+        assert_eq!(r.srtt(), Some(Duration::from_micros(40)));
+        assert_eq!(r.timeout(ceiling), Some(RTO_FLOOR), "40 us: the floor");
+        r.on_timeout();
+        assert_eq!(r.timeout(ceiling), Some(RTO_FLOOR * 2));
+        for _ in 0..20 {
+            r.on_timeout();
+        }
+        assert_eq!(r.timeout(ceiling), ceiling, "never past the negotiated one");
+        assert_eq!(r.timeout(None), None, "infinite stays infinite");
+    }
+
+    #[test]
+    fn karn_no_sample_from_a_retransmitted_packet() {
+        let mut r = Rto::default();
+        r.on_new_packet(Psn::new(5), at(0));
+        r.on_timeout();
+        r.on_progress(Psn::new(5), at(900_000), true);
+        assert_eq!(r.srtt(), None);
+    }
+
+    #[test]
+    fn a_retry_is_spent_per_negotiated_timeout_without_progress() {
+        let ceiling = Some(Duration::from_millis(100));
+        let mut r = Rto::default();
+        r.on_new_packet(Psn::new(1), at(0));
+        assert!(!r.spend_retry(at(2_000), ceiling));
+        assert!(!r.spend_retry(at(50_000), ceiling));
+        assert!(r.spend_retry(at(100_000), ceiling));
+        assert!(!r.spend_retry(at(150_000), ceiling));
+        assert!(r.spend_retry(at(200_000), ceiling));
+        r.on_progress(Psn::new(1), at(210_000), false);
+        assert!(
+            !r.spend_retry(at(250_000), ceiling),
+            "progress restarts the count"
+        );
+    }
+}
