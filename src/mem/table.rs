@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use thiserror::Error;
 
@@ -18,6 +19,8 @@ pub const RKEY_BIT: u32 = 1 << 31;
 pub const MAX_CAPACITY: u32 = (1 << 23) - 1;
 /// Capacity of [`MrTable::default`].
 pub const DEFAULT_CAPACITY: u32 = 4096;
+/// How long [`MrTable::deregister`] waits for the pins in progress on a region.
+pub const DEREGISTER_WAIT: Duration = Duration::from_secs(10);
 
 // Slot state word: bits 63..32 generation, bit 31 live, bit 30 R_Key valid, bits 29..0 the
 // number of accesses and pins in progress.
@@ -694,14 +697,20 @@ impl MrTable {
 
     /// Frees a region by its L_Key (`dat_lmr_free`); its R_Key dies with it. Waits until the
     /// accesses and pins in progress on the region are over: after `Ok` returns no core touches
-    /// the memory again, and every later access with either key fails with `InvalidKey`. Never
-    /// call it while the same thread holds a [`PinGuard`] or [`PinToken`] of the region (it
-    /// would wait forever); use [`try_deregister`](Self::try_deregister) when pins may be
-    /// long-lived.
+    /// the memory again, and every later access with either key fails with `InvalidKey`. The
+    /// wait is bounded ([`DEREGISTER_WAIT`]): a pin held longer (a TX buffer a PMD never gives
+    /// back, a [`PinGuard`] of the calling thread) gives `Busy`, the region registered and
+    /// usable again, never a hang.
     pub fn deregister(&self, lkey: u32) -> Result<(), MrError> {
+        self.deregister_within(lkey, DEREGISTER_WAIT)
+    }
+
+    /// [`deregister`](Self::deregister) waiting at most `limit` for the pins in progress.
+    pub fn deregister_within(&self, lkey: u32, limit: Duration) -> Result<(), MrError> {
         let (idx, gen) = self.local_slot(lkey)?;
         let slot = &self.slots[idx];
         let mut s = slot.state.load(Ordering::Acquire);
+        let rkey_valid = s & RKEY_VALID;
         loop {
             if gen_of(s) != gen || s & LIVE == 0 {
                 return Err(MrError::InvalidKey);
@@ -719,12 +728,32 @@ impl MrTable {
         // No new access can start (they need LIVE); wait for the ones in progress. Acquire pairs
         // with their Release decrement, so their memory accesses happen-before the free below.
         let mut spins = 0u32;
+        let mut started: Option<std::time::Instant> = None;
         while slot.state.load(Ordering::Acquire) & COUNT_MASK != 0 {
             spins += 1;
             if spins < 64 {
                 core::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
+                continue;
+            }
+            std::thread::yield_now();
+            let t0 = *started.get_or_insert_with(std::time::Instant::now);
+            if t0.elapsed() >= limit {
+                // Give the region back as it was: still pinned, nothing may be freed.
+                let mut s = slot.state.load(Ordering::Acquire);
+                loop {
+                    if s & COUNT_MASK == 0 {
+                        break;
+                    }
+                    match slot.state.compare_exchange_weak(
+                        s,
+                        s | LIVE | rkey_valid,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return Err(MrError::Busy),
+                        Err(x) => s = x,
+                    }
+                }
             }
         }
         self.finish_free(idx, gen);

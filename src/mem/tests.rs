@@ -374,6 +374,35 @@ fn atomics_alignment_rights_and_values() {
     );
 }
 
+/// A pin that is never released (a TX buffer a PMD keeps) makes deregistration fail with
+/// `Busy` after its bound, the region registered and usable as before, not hang.
+#[test]
+fn deregistration_gives_up_on_a_pin_held_past_its_bound() {
+    let t = MrTable::new(4);
+    let pz = t.create_pz();
+    let r = t
+        .register_alloc(pz, 64, 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let l = mr(KeyKind::Local, pz, r.lkey, r.addr, 16);
+    let g = t.pin(&l, Access::LOCAL_READ).unwrap();
+    let t0 = std::time::Instant::now();
+    assert_eq!(
+        t.deregister_within(r.lkey, std::time::Duration::from_millis(50)),
+        Err(MrError::Busy)
+    );
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(50));
+    assert_eq!(t.check(&l, Access::LOCAL_WRITE), Ok(()), "usable again");
+    let remote = mr(KeyKind::Remote, pz, r.rkey, r.addr, 16);
+    assert_eq!(
+        t.check(&remote, Access::REMOTE_WRITE),
+        Ok(()),
+        "its R_Key too"
+    );
+    drop(g);
+    assert_eq!(t.deregister(r.lkey), Ok(()));
+    assert_eq!(t.query(r.lkey), Err(MrError::InvalidKey));
+}
+
 #[test]
 fn pins_block_try_deregister_and_deregister_waits() {
     let t = std::sync::Arc::new(MrTable::new(4));
