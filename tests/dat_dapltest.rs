@@ -376,7 +376,7 @@ fn dapltest_transactions_validated_under_injected_faults_over_af_packet() {
             "-D",
             "dr",
             "-i",
-            "50",
+            "100",
             "-t",
             "1",
             "-w",
@@ -408,6 +408,10 @@ fn dapltest_transactions_validated_under_injected_faults_over_af_packet() {
             .sum();
         assert!(done > 0, "the injector did nothing: {line}");
         println!("{line}");
+        print_figures("dapltest -T T under faults", &out);
+        if let Some(t) = out.lines().find(|l| l.starts_with("Total Time")) {
+            println!("dapltest -T T under faults: {}", t.trim());
+        }
     });
     assert!(
         out.contains("dpdk-roce faults:"),
