@@ -130,6 +130,11 @@ mod tests {
     use crate::transport::memory::Access;
 
     fn ia(host: u8) -> Ia {
+        ia_with(host, crate::config::Progress::Inline)
+    }
+
+    /// An in-memory IA (no peer) at 10.35.0.`host`, its engine in `progress` mode.
+    pub(super) fn ia_with(host: u8, progress: crate::config::Progress) -> Ia {
         let (io, _other) = crate::engine::io::ChannelIo::pair(16);
         Ia::open_with(
             IaConfig {
@@ -139,7 +144,9 @@ mod tests {
                 mtu: 1500,
                 shards: 1,
                 engine: crate::engine::runtime::EngineConfig {
-                    progress: crate::config::Progress::Inline,
+                    progress,
+                    poll_cores: vec![0],
+                    idle_pause_us: 20,
                     ..Default::default()
                 },
             },
@@ -174,7 +181,7 @@ mod tests {
 
 #[cfg(test)]
 mod failure_tests {
-    use crate::dat::{DatError, DatEvent, Evd, EvdFlags, Ia, IaConfig};
+    use crate::dat::{DatError, DatEvent, Evd, EvdFlags};
     use crate::engine::runtime::AsyncEvent;
     use std::time::Duration;
 
@@ -182,24 +189,7 @@ mod failure_tests {
     /// waiting on another EVD is released with an error, and the IA still closes.
     #[test]
     fn a_poll_thread_panic_is_catastrophic_for_the_ia_not_a_hang() {
-        let (io, _other) = crate::engine::io::ChannelIo::pair(16);
-        let ia = Ia::open_with(
-            IaConfig {
-                mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 9, 9]),
-                ip: std::net::Ipv4Addr::new(10, 36, 0, 1),
-                prefix_len: 24,
-                mtu: 1500,
-                shards: 1,
-                engine: crate::engine::runtime::EngineConfig {
-                    progress: crate::config::Progress::Core,
-                    poll_cores: vec![0],
-                    idle_pause_us: 20,
-                    ..Default::default()
-                },
-            },
-            vec![Box::new(io)],
-        )
-        .expect("in-memory IA");
+        let ia = super::tests::ia_with(9, crate::config::Progress::Core);
         let dto = Evd::create(&ia, 8, EvdFlags::DTO).unwrap();
         let waiter = std::thread::spawn(move || dto.wait(Some(Duration::from_secs(30)), 1));
         std::thread::sleep(Duration::from_millis(20));
