@@ -23,6 +23,9 @@ pub(crate) struct SrqInner {
     pub shard: usize,
     pub srqn: u32,
     pub max_recv_iov: u32,
+    /// The last low watermark set (creation attribute or dat_srq_set_lw): what dat_srq_query
+    /// reports as the attribute, armed or already fired.
+    pub low_watermark: std::sync::atomic::AtomicU32,
     pub context: ConsumerContext,
 }
 
@@ -49,9 +52,13 @@ pub struct Srq {
 }
 
 impl Srq {
-    /// Creates an SRQ of `max_recv_dtos` receives of at most `max_recv_iov` segments in `pz`.
+    /// Creates an SRQ of `max_recv_dtos` receives (1..=`max_recv_per_srq`) of at most
+    /// `max_recv_iov` segments (1..=the IA's) in `pz`.
     pub fn create(pz: &Pz, max_recv_dtos: u32, max_recv_iov: u32) -> Result<Srq, DatError> {
-        if max_recv_dtos == 0 || max_recv_iov as usize > MAX_SGE {
+        if !(1..=super::ia_attr::MAX_DTO_PER_EP).contains(&max_recv_dtos)
+            || max_recv_iov == 0
+            || max_recv_iov as usize > MAX_SGE
+        {
             return Err(DatError::InvalidParameter("SRQ attributes"));
         }
         let ia = pz.inner.ia.clone();
@@ -66,6 +73,7 @@ impl Srq {
                 shard,
                 srqn,
                 max_recv_iov,
+                low_watermark: Default::default(),
                 context: ConsumerContext::default(),
             }),
         })
@@ -97,6 +105,18 @@ impl Srq {
         Ok(())
     }
 
+    /// Segments a receive may have (the creation attribute).
+    pub fn max_recv_iov(&self) -> u32 {
+        self.inner.max_recv_iov
+    }
+
+    /// The last low watermark set, armed or already fired (dat_srq_query's attribute).
+    pub fn low_watermark(&self) -> u32 {
+        self.inner
+            .low_watermark
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// This SRQ's (shard, SRQ number): what its low-watermark events name.
     pub fn id(&self) -> (usize, u32) {
         (self.inner.shard, self.inner.srqn)
@@ -112,6 +132,12 @@ impl Srq {
                 arg: 2,
                 what: "SRQ size 0",
             });
+        }
+        if max_recv_dtos > super::ia_attr::MAX_DTO_PER_EP {
+            // Above the IA's max_recv_per_srq.
+            return Err(DatError::InsufficientResources(format!(
+                "SRQ size {max_recv_dtos} above max_recv_per_srq"
+            )));
         }
         let srqn = self.inner.srqn;
         let r = self.inner.ia.engine.with_host(self.inner.shard, move |h| {
@@ -130,6 +156,9 @@ impl Srq {
     /// DAT_SRQ_LW_DEFAULT, disarms). One asynchronous event per setting, as soon as fewer
     /// receives are posted (also during this call). Returns whether it fired during the call.
     pub fn set_low_watermark(&self, low_watermark: u32) -> Result<bool, DatError> {
+        self.inner
+            .low_watermark
+            .store(low_watermark, std::sync::atomic::Ordering::Relaxed);
         let srqn = self.inner.srqn;
         let r = self.inner.ia.engine.with_host(self.inner.shard, move |h| {
             h.arm_srq_limit(srqn, low_watermark)

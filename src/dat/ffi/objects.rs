@@ -4,7 +4,7 @@
 use super::state::SockAddrIn;
 use crate::dat::{Cno, Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp, Srq};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Mutex;
 
 /// The body of a handle.
@@ -94,9 +94,6 @@ impl EpObj {
 pub(crate) struct SrqObj {
     pub srq: Srq,
     pub pz: usize,
-    pub max_recv_iov: i32,
-    /// The last low watermark set (creation attribute or dat_srq_set_lw).
-    pub low_watermark: AtomicI32,
 }
 
 pub(crate) struct SpObj {

@@ -2,7 +2,7 @@
 
 use super::codes::{arg, err, guard, map, nonnull, put};
 use super::handles::{self, Kind, Object};
-use super::ia::{MAX_DTO_PER_EP, MAX_IOV};
+use super::ia::MAX_IOV;
 use super::objects::{Body, SrqObj};
 use crate::dat::{LmrTriplet, Srq};
 use dat_sys as d;
@@ -10,7 +10,6 @@ use dat_sys as d;
 /// dat.h `DAT_VALUE_UNKNOWN` (((DAT_COUNT) ~0) - 1).
 const DAT_VALUE_UNKNOWN: i32 = -2;
 use super::state::lock;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 fn srq_of(o: &Object) -> Result<&SrqObj, u32> {
@@ -35,12 +34,8 @@ pub(super) unsafe extern "C" fn srq_create(
         let a = nonnull(attr, 3)?;
         // SAFETY: non-NULL consumer DAT_SRQ_ATTR, read by value.
         let a = unsafe { a.read() };
-        if a.max_recv_dtos <= 0
-            || a.max_recv_dtos > MAX_DTO_PER_EP
-            || a.max_recv_iov <= 0
-            || a.max_recv_iov > MAX_IOV
-            || a.low_watermark < 0
-        {
+        // Negative counts only C can pass; the limits are the Rust SRQ's.
+        if a.max_recv_dtos < 0 || a.max_recv_iov < 0 || a.low_watermark < 0 {
             return Err(arg(3));
         }
         nonnull(out, 4)?;
@@ -54,8 +49,6 @@ pub(super) unsafe extern "C" fn srq_create(
             Body::Srq(SrqObj {
                 srq,
                 pz: pzo.handle,
-                max_recv_iov: a.max_recv_iov,
-                low_watermark: AtomicI32::new(a.low_watermark),
             })
         });
         lock(&ia.ia.srqs).insert(id, o.handle);
@@ -94,7 +87,7 @@ pub(super) unsafe extern "C" fn srq_post_recv(
     guard(|| {
         let o = handles::get(srq, Kind::Srq)?;
         let s = srq_of(&o)?;
-        if n < 0 || n > s.max_recv_iov {
+        if !(0..=MAX_IOV).contains(&n) {
             return Err(arg(2));
         }
         if n > 0 && iov.is_null() {
@@ -137,8 +130,8 @@ pub(super) unsafe extern "C" fn srq_query(
                 srq_state: d::DAT_SRQ_STATE_OPERATIONAL,
                 pz_handle: s.pz as d::DAT_PZ_HANDLE,
                 max_recv_dtos: c.max_recv_dtos as i32,
-                max_recv_iov: s.max_recv_iov,
-                low_watermark: s.low_watermark.load(Ordering::SeqCst),
+                max_recv_iov: s.srq.max_recv_iov() as i32,
+                low_watermark: s.srq.low_watermark() as i32,
                 available_dto_count: c.available as i32,
                 // Receives taken by EPs and not completed are counted per EP
                 // (dat_ep_recv_query), not per SRQ (ia_query: srq_info_supported = 0).
@@ -157,12 +150,8 @@ pub(super) unsafe extern "C" fn srq_resize(
     guard(|| {
         let o = handles::get(srq, Kind::Srq)?;
         let s = srq_of(&o)?;
-        if size <= 0 {
+        if size < 0 {
             return Err(arg(2));
-        }
-        if size > MAX_DTO_PER_EP {
-            // Above the IA's max_recv_per_srq.
-            return Err(err(d::DAT_INSUFFICIENT_RESOURCES, 0));
         }
         s.srq.resize(size as u32).map_err(|e| map(&e, 2))
     })
@@ -181,7 +170,6 @@ pub(super) unsafe extern "C" fn srq_set_lw(
         if lw < 0 {
             return Err(arg(2));
         }
-        s.low_watermark.store(lw, Ordering::SeqCst);
         s.srq.set_low_watermark(lw as u32).map_err(|e| map(&e, 2))?;
         Ok(())
     })
