@@ -15,12 +15,7 @@ use std::net::Ipv4Addr;
 
 /// `n` REQs to B's port 1 from `n` spoofed addresses (10.200.x.y), each its own comm ID.
 fn flood(p: &mut Pair, n: u32) {
-    p.a.connect(p.now, ConnectParams::new(IP_B, 1, 0x20, Psn::new(5)))
-        .unwrap();
-    let req = p.a.poll_transmit(p.now).unwrap().mad;
-    let (h, CmMessage::Req(r)) = CmMessage::parse(&req).unwrap() else {
-        panic!()
-    };
+    let (h, r) = a_req(p);
     let mut m = [0u8; 256];
     for k in 0..n {
         let mut r2 = r;

@@ -113,12 +113,7 @@ fn dreq_for_unknown_connection_still_gets_drep() {
 fn req_with_bad_mtu_or_transport_is_rejected() {
     let mut p = Pair::new();
     p.b.listen(1).unwrap();
-    p.a.connect(p.now, ConnectParams::new(IP_B, 1, 0x20, Psn::new(5)))
-        .unwrap();
-    let req = p.a.poll_transmit(p.now).unwrap().mad;
-    let (h, CmMessage::Req(r)) = CmMessage::parse(&req).unwrap() else {
-        panic!()
-    };
+    let (h, r) = a_req(&mut p);
     for (mtu, tt, reason) in [(0u8, 0u8, 26u16), (9, 0, 26), (3, 1, 9)] {
         let mut r2 = r;
         r2.path_mtu = mtu;
@@ -137,23 +132,12 @@ fn req_with_bad_mtu_or_transport_is_rejected() {
     assert_eq!(p.b.connection_count(), 0);
 }
 
-/// A's REQ to B (listening on port 1), to edit.
-fn a_req(p: &mut Pair) -> (MadHeader, ReqRepr) {
-    p.b.listen(1).unwrap();
-    p.a.connect(p.now, ConnectParams::new(IP_B, 1, 0x20, Psn::new(5)))
-        .unwrap();
-    let req = p.a.poll_transmit(p.now).unwrap().mad;
-    let (h, CmMessage::Req(r)) = CmMessage::parse(&req).unwrap() else {
-        panic!()
-    };
-    (h, r)
-}
-
 /// A REQ whose P_Key is not in the port's partition table (the default partition) is
 /// refused before the consumer sees it; a limited member of the default partition is taken.
 #[test]
 fn req_with_a_foreign_pkey_is_rejected() {
     let mut p = Pair::new();
+    p.b.listen(1).unwrap();
     let (h, r) = a_req(&mut p);
     let mut m = [0u8; 256];
     CmMessage::Req(ReqRepr { pkey: 0x1234, ..r }).emit(&h, &mut m);
@@ -190,6 +174,7 @@ fn a_peers_timeouts_are_clamped() {
         (14, 14),
     ] {
         let mut p = Pair::new();
+        p.b.listen(1).unwrap();
         let (h, mut r) = a_req(&mut p);
         r.primary_path.local_ack_timeout = sent;
         r.local_cm_response_timeout = 31;

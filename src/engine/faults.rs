@@ -53,10 +53,8 @@ impl FaultConfig {
                 .split_once('=')
                 .ok_or_else(|| format!("{FAULTS_ENV}: `{item}` is not key=value"))?;
             let chance = |v: &str| -> Result<f64, String> {
-                match v.parse::<f64>() {
-                    Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
-                    _ => Err(format!("{FAULTS_ENV}: {k}={v}: a chance in 0..=1")),
-                }
+                v.parse::<f64>()
+                    .map_err(|_| format!("{FAULTS_ENV}: {k}={v}: a chance in 0..=1"))
             };
             match k.trim() {
                 "loss" => c.loss = chance(v)?,
@@ -77,6 +75,7 @@ impl FaultConfig {
                 other => return Err(format!("{FAULTS_ENV}: unknown key `{other}`")),
             }
         }
+        c.check().map_err(|e| format!("{FAULTS_ENV}: {e}"))?;
         Ok(c)
     }
 

@@ -5,7 +5,8 @@
 use dpdk_roce::cm::{Cm, CmEvent, QpControl};
 use dpdk_roce::time::Instant;
 use dpdk_roce::transport::types::{QpAttr, QpError, QpState};
-use dpdk_roce::wire::cm_msg::CmMessage;
+use dpdk_roce::wire::cm_msg::{CmMessage, ReqRepr};
+use dpdk_roce::wire::mad::MadHeader;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
@@ -203,4 +204,18 @@ impl Pair {
         }
         assert!(pred(self), "condition not met after {limit} timer steps");
     }
+}
+
+/// A's REQ to B's port 1 (A connects QP 0x20), parsed, to edit and feed to B.
+pub fn a_req(p: &mut Pair) -> (MadHeader, ReqRepr) {
+    p.a.connect(
+        p.now,
+        dpdk_roce::cm::ConnectParams::new(IP_B, 1, 0x20, dpdk_roce::wire::psn::Psn::new(5)),
+    )
+    .unwrap();
+    let req = p.a.poll_transmit(p.now).unwrap().mad;
+    let (h, CmMessage::Req(r)) = CmMessage::parse(&req).unwrap() else {
+        panic!("A sent no REQ")
+    };
+    (h, r)
 }
