@@ -291,9 +291,10 @@ fn poll_thread<M: Memory, Io: FrameIo>(
     // every later submission, the IAs hear of it on their async EVDs, and whoever waits for
     // an answer of this shard is released with an error (the commands are dropped with their
     // reply channels) until the engine stops.
+    // The event first: a waiter that sees the engine failed finds it queued.
+    w.push_async(AsyncEvent::ShardFailed { shard: i });
     shared.failed.store(true, Ordering::Release);
     tracing::error!(shard = i, "poll thread panicked: the shard is stopped");
-    w.push_async(AsyncEvent::ShardFailed { shard: i });
     let commands = shared.slots[i].commands.clone();
     while !shared.stop.load(Ordering::Relaxed) {
         while commands.pop().is_some() {}
