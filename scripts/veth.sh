@@ -24,7 +24,7 @@
 #                      kernel pulls the fragments into the frame's own buffer when it is sent
 #                      (__pskb_pull_tail), which is cheaper: the 8-byte af_packet ping-pong's
 #                      half round trip went down by about 0.15-0.25 us (bench/README.md,
-#                      fourteenth session). VETH_SG=on leaves scatter-gather on.
+#                      "What moved the figures"). VETH_SG=on leaves scatter-gather on.
 #   down [PREFIX]      deletes the pair (deleting one end deletes both).
 #   status [PREFIX]    changes nothing; shows the pair.
 # Idempotent: `up` on an existing pair only re-applies MTU, IPv6, filter and link state; `down` on a
