@@ -8,30 +8,13 @@
 mod dpdk_common;
 
 use dpdk_common::{
-    assert_no_runtime_dirs, output_text, provider_lib, repo, retry_fanout_collision, Veth,
+    assert_no_runtime_dirs, output_text, profile_copy as profile, provider_lib, repo,
+    retry_fanout_collision, Veth,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const BW: &str = env!("CARGO_BIN_EXE_roce-bw");
-
-/// A shipped profile (`dpdk-config/<name>.toml`) on this test's own interfaces or socket,
-/// without hugepages, named `<prefix>-<name>`.
-fn profile(dir: &Path, name: &str, edits: &[(&str, &str)], prefix: &str) -> PathBuf {
-    let mut text = std::fs::read_to_string(repo().join(format!("dpdk-config/{name}.toml")))
-        .unwrap()
-        .replace("hugepages = true", "hugepages = false\nmemory_mb = 512")
-        .replace(
-            &format!("name = \"{name}\""),
-            &format!("name = \"{prefix}-{name}\""),
-        );
-    for (from, to) in edits {
-        text = text.replace(from, to);
-    }
-    let p = dir.join(format!("{name}.toml"));
-    std::fs::write(&p, text).unwrap();
-    p
-}
 
 /// A link to test over: its two profiles, the server's address, and what keeps it up.
 struct Link {

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 #[path = "roce_tool/decode.rs"]
 mod decode;
+#[path = "roce_tool/relay.rs"]
+mod relay;
 #[path = "roce_tool/simulate.rs"]
 mod simulate;
 
@@ -24,11 +26,15 @@ enum Command {
     /// Connect two endpoints in memory through the IB CM and run a verified workload over a
     /// simulated wire with loss, duplication, reordering and corruption.
     Simulate(simulate::SimulateArgs),
+    /// Forward Ethernet frames between two interfaces with seeded loss, duplication,
+    /// reordering and bit flips (an impaired network for tests; the kernel has no netem).
+    Relay(relay::RelayArgs),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Decode(args) => decode::run(&args),
         Command::Simulate(args) => simulate::run(&args),
+        Command::Relay(args) => relay::run(&args),
     }
 }

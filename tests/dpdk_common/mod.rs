@@ -171,3 +171,27 @@ pub fn run_two_port_bin(bin: &str, tag: &str, args: &[&std::ffi::OsStr]) -> Stri
 pub fn os_args<'a>(args: &[&'a str]) -> Vec<&'a std::ffi::OsStr> {
     args.iter().map(|a| std::ffi::OsStr::new(*a)).collect()
 }
+
+/// A copy in `dir` of the shipped profile `dpdk-config/<name>.toml` without hugepages (512 MiB
+/// of ordinary memory), named `<prefix>-<name>`, with each `(from, to)` of `edits` replaced
+/// (e.g. the interface or socket of this test).
+pub fn profile_copy(
+    dir: &std::path::Path,
+    name: &str,
+    edits: &[(&str, &str)],
+    prefix: &str,
+) -> PathBuf {
+    let mut text = std::fs::read_to_string(repo().join(format!("dpdk-config/{name}.toml")))
+        .unwrap()
+        .replace("hugepages = true", "hugepages = false\nmemory_mb = 512")
+        .replace(
+            &format!("name = \"{name}\""),
+            &format!("name = \"{prefix}-{name}\""),
+        );
+    for (from, to) in edits {
+        text = text.replace(from, to);
+    }
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
