@@ -246,7 +246,10 @@ fn the_relay_refuses_a_chance_outside_zero_to_one_and_one_interface_twice() {
         let out = Command::new(TOOL).arg("relay").args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?}");
-        assert!(err.contains("roce-tool relay:") || err.contains("error:"), "{args:?}: {err}");
+        assert!(
+            err.contains("roce-tool relay:") || err.contains("error:"),
+            "{args:?}: {err}"
+        );
         assert!(!err.contains("EAL"), "refused before DPDK starts: {err}");
     }
 }

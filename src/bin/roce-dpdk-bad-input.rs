@@ -44,7 +44,11 @@ use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: roce-dpdk-bad-input IFACE_VICTIM IFACE_ATTACKER [--seed N]";
+#[path = "roce_dpdk_bad_input/fuzz.rs"]
+mod fuzz;
+
+const USAGE: &str =
+    "usage: roce-dpdk-bad-input IFACE_VICTIM IFACE_ATTACKER [--seed N] [--fuzz FRAMES]";
 const VICTIM_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 const CM_PORT: u16 = 7471;
@@ -64,10 +68,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// The victim's transmit path, recorded so the test sees the NAKs it put on the wire.
+/// A transmit path, recorded while `recording`: the victim's, so the test sees the NAKs it put
+/// on the wire; the peer's, whose real traffic seeds the fuzzer.
 struct Recorder {
     io: DpdkFrameIo,
     sent: Vec<Vec<u8>>,
+    recording: bool,
 }
 
 impl FrameIo for Recorder {
@@ -76,7 +82,9 @@ impl FrameIo for Recorder {
     }
 
     fn tx(&mut self, frame: &[u8]) -> bool {
-        self.sent.push(frame.to_vec());
+        if self.recording {
+            self.sent.push(frame.to_vec());
+        }
         self.io.tx(frame)
     }
 
@@ -103,7 +111,7 @@ struct Watched {
 
 struct Lab {
     victim: Shard<MrTable, Recorder>,
-    peer: Shard<VecMemory, DpdkFrameIo>,
+    peer: Shard<VecMemory, Recorder>,
     victim_mac: EthernetAddress,
     peer_mac: EthernetAddress,
     pz: Pz,
@@ -145,6 +153,15 @@ fn run(args: &[String]) -> Result<(), String> {
             .map_err(|e| format!("--seed: {e}"))?,
         None => u64::from(std::process::id()),
     };
+    let fuzz: Option<u64> = match args.iter().position(|a| a == "--fuzz") {
+        Some(i) => Some(
+            args.get(i + 1)
+                .ok_or(USAGE)?
+                .parse()
+                .map_err(|e| format!("--fuzz: {e}"))?,
+        ),
+        None => None,
+    };
     let prefix = format!("roce-bad-input-{}", std::process::id());
     let eal_args = EalArgs::new("0")
         .no_huge(512)
@@ -163,7 +180,10 @@ fn run(args: &[String]) -> Result<(), String> {
             "READY victim {iface_v} {} attacker {iface_a} {} seed {seed}",
             lab.victim_mac, lab.peer_mac
         );
-        lab.run_all()
+        match fuzz {
+            Some(frames) => lab.fuzz(frames),
+            None => lab.run_all(),
+        }
     })();
     let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
     result
@@ -186,8 +206,13 @@ impl Lab {
         let vio = Recorder {
             io: DpdkFrameIo::new(eal, pv, 1023).map_err(|e| e.to_string())?,
             sent: Vec::new(),
+            recording: true,
         };
-        let pio = DpdkFrameIo::new(eal, pa, 1023).map_err(|e| e.to_string())?;
+        let pio = Recorder {
+            io: DpdkFrameIo::new(eal, pa, 1023).map_err(|e| e.to_string())?,
+            sent: Vec::new(),
+            recording: false,
+        };
         let mut victim = Shard::new(vhost, vio);
         let mut peer = Shard::new(phost, pio);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);

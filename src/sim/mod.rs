@@ -3,6 +3,7 @@
 
 pub mod capture;
 pub mod endpoint;
+pub mod frame_fuzz;
 pub mod link;
 pub mod pair;
 pub mod workload;

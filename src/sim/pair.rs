@@ -116,6 +116,8 @@ pub struct Pair {
     real: Option<RealWire>,
     now: Instant,
     capture: Option<PcapCapture<BufWriter<File>>>,
+    /// Frames put on the wire while recording ([`record`](Self::record)).
+    recorded: Option<Vec<(Side, Vec<u8>)>>,
     steps: u64,
 }
 
@@ -151,6 +153,7 @@ impl Pair {
             // Start at a realistic epoch so capture timestamps are not 1970-01-01 00:00.
             now: Instant::from_nanos(1_700_000_000_000_000_000),
             capture: None,
+            recorded: None,
             steps: 0,
         }
     }
@@ -187,6 +190,7 @@ impl Pair {
             }),
             now: epoch,
             capture: None,
+            recorded: None,
             steps: 0,
         })
     }
@@ -232,6 +236,9 @@ impl Pair {
                 if let Some(c) = self.capture.as_mut() {
                     c.write(now, &frame)?;
                 }
+                if let Some(r) = self.recorded.as_mut() {
+                    r.push((side, frame.clone()));
+                }
                 match self.real.as_mut() {
                     Some(r) => r.wire.send(side, &frame),
                     None => self.link.send(now, side, frame),
@@ -259,6 +266,23 @@ impl Pair {
             moved = true;
         }
         Ok(moved)
+    }
+
+    /// Starts (`true`) or stops keeping a copy of every frame either side sends.
+    pub fn record(&mut self, on: bool) {
+        if on {
+            self.recorded.get_or_insert_with(Vec::new);
+        } else {
+            self.recorded = None;
+        }
+    }
+
+    /// The frames recorded so far, with the side that sent each (recording goes on).
+    pub fn take_recorded(&mut self) -> Vec<(Side, Vec<u8>)> {
+        self.recorded
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// One step: pump; if nothing moved, fire due timers or advance the clock to the next

@@ -22,6 +22,7 @@ pub mod ipv4;
 pub mod mad;
 pub mod opcode;
 pub mod psn;
+pub mod reseal;
 pub mod reth;
 pub mod roce;
 pub mod udp;
