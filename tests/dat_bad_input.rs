@@ -454,3 +454,205 @@ fn peer_killed_mid_stream_survivor_flushes_and_reconnects() {
     assert!(cli.contains("RESULT 0 failed"), "{cli}");
     assert_no_dpdk_runtime_dir("bk");
 }
+
+/// Starts a consumer that must print `READY` (its PSP is up); `None` after a fanout collision.
+fn started(s: &Setup, side: char, args: &[&str]) -> Option<Proc> {
+    let p = Proc::start(s, side, args);
+    if p.wait_line("READY", Duration::from_secs(60)) {
+        return Some(p);
+    }
+    let (_, text) = p.finish(Duration::from_secs(5));
+    assert!(text.contains(FANOUT_COLLISION), "not ready:\n{text}");
+    None
+}
+
+/// The streaming client (the active side) is killed: the passive survivor, with only
+/// receives posted or answering every message, ends the connection (BROKEN when its sends go
+/// unanswered; its own disconnect when it only receives), completes every posted DTO (flushed,
+/// none lost) and then serves a new connection with verified data and intact memory.
+#[test]
+fn dead_active_side_passive_survivor_with_and_without_sends_flushes_and_serves_again() {
+    let s = Setup::new("bd");
+    for echo in [false, true] {
+        let case = if echo {
+            "dead_active.echo"
+        } else {
+            "dead_active.receives_only"
+        };
+        let (srv, cli) = retrying(|_| {
+            let mut args = vec!["sink", "--qual", "7300"];
+            if echo {
+                args.push("--echo");
+            }
+            let sink = started(&s, 'a', &args)?;
+            let mut streamer = Proc::start(
+                &s,
+                'b',
+                &["stream", "--server", SERVER_IP, "--qual", "7300"],
+            );
+            if !sink.wait_line("STREAMING", Duration::from_secs(60)) {
+                streamer.kill9();
+                let (_, text) = sink.finish(Duration::from_secs(5));
+                assert!(text.contains(FANOUT_COLLISION), "no stream:\n{text}");
+                return None;
+            }
+            let pid = streamer.child.id();
+            streamer.kill9();
+            remove_runtime_dir("bd", 'b', pid);
+            assert!(
+                sink.wait_line("SURVIVED", Duration::from_secs(150)),
+                "the survivor did not get over the dead peer:\n{}",
+                sink.text()
+            );
+            assert!(
+                sink.wait_line("READY", Duration::from_secs(10)),
+                "{}",
+                sink.text()
+            );
+            let again = Proc::start(
+                &s,
+                'b',
+                &["verify", "--server", SERVER_IP, "--qual", "7300"],
+            );
+            let (cli_ok, cli) = again.finish(Duration::from_secs(90));
+            if !cli_ok && cli.contains(FANOUT_COLLISION) {
+                let _ = sink.finish(Duration::from_secs(1));
+                return None;
+            }
+            let (srv_ok, srv) = sink.finish(Duration::from_secs(30));
+            assert!(cli_ok && srv_ok, "survivor:\n{srv}\nnew client:\n{cli}");
+            Some((srv, cli))
+        });
+        println!("{srv}");
+        for c in [
+            "connection_event",
+            "no_completion_lost",
+            "outstanding_flushed",
+            "state",
+        ] {
+            assert_case(&srv, &format!("{case}.{c}"));
+        }
+        assert_case(&srv, "server_memory_intact_after_connection_1");
+        assert_case(&cli, "verify.traffic");
+    }
+    assert_no_dpdk_runtime_dir("bd");
+}
+
+/// A peer dies during connection set-up. The active side dies after its REQ: the passive side
+/// accepts, its REP goes unanswered, its EP ends without ESTABLISHED and its receive is
+/// flushed; it then serves a new client. The passive side dies holding the REQ: the active
+/// side's connect ends with TIMED_OUT (its timeout) or UNREACHABLE, and it connects to a new
+/// server and moves verified data.
+#[test]
+fn a_peer_dying_during_connection_set_up_leaves_the_other_side_usable() {
+    let s = Setup::new("bs");
+    // The requester dies.
+    let (srv, cli) = retrying(|_| {
+        let hold = started(&s, 'a', &["hold", "--qual", "7310"])?;
+        let mut requester = Proc::start(
+            &s,
+            'b',
+            &[
+                "verify",
+                "--server",
+                SERVER_IP,
+                "--qual",
+                "7310",
+                "--timeout-ms",
+                "60000",
+            ],
+        );
+        if !hold.wait_line("REQUEST", Duration::from_secs(60)) {
+            requester.kill9();
+            let (_, text) = hold.finish(Duration::from_secs(5));
+            assert!(text.contains(FANOUT_COLLISION), "no request:\n{text}");
+            return None;
+        }
+        let pid = requester.child.id();
+        requester.kill9();
+        remove_runtime_dir("bs", 'b', pid);
+        let mut hold = hold;
+        writeln!(hold.stdin.as_mut().unwrap(), "go").unwrap();
+        assert!(
+            hold.wait_line("SURVIVED", Duration::from_secs(150)),
+            "the passive side hung on a dead requester:\n{}",
+            hold.text()
+        );
+        assert!(
+            hold.wait_line("READY", Duration::from_secs(10)),
+            "{}",
+            hold.text()
+        );
+        let again = Proc::start(
+            &s,
+            'b',
+            &["verify", "--server", SERVER_IP, "--qual", "7310"],
+        );
+        let (cli_ok, cli) = again.finish(Duration::from_secs(90));
+        if !cli_ok && cli.contains(FANOUT_COLLISION) {
+            let _ = hold.finish(Duration::from_secs(1));
+            return None;
+        }
+        let (srv_ok, srv) = hold.finish(Duration::from_secs(30));
+        assert!(cli_ok && srv_ok, "passive:\n{srv}\nnew client:\n{cli}");
+        Some((srv, cli))
+    });
+    println!("{srv}");
+    for c in [
+        "dead_during_setup.passive_event",
+        "dead_during_setup.passive_receive_flushed",
+        "dead_during_setup.passive_state",
+        "server_memory_intact_after_connection_1",
+    ] {
+        assert_case(&srv, c);
+    }
+    assert_case(&cli, "verify.traffic");
+
+    // The listener dies holding the request.
+    let cli = retrying(|_| {
+        let mut hold = started(&s, 'a', &["hold", "--qual", "7311"])?;
+        let requester = Proc::start(
+            &s,
+            'b',
+            &[
+                "verify",
+                "--server",
+                SERVER_IP,
+                "--qual",
+                "7311",
+                "--timeout-ms",
+                "5000",
+            ],
+        );
+        if !hold.wait_line("REQUEST", Duration::from_secs(60)) {
+            hold.kill9();
+            let (_, text) = requester.finish(Duration::from_secs(5));
+            assert!(text.contains(FANOUT_COLLISION), "no request:\n{text}");
+            return None;
+        }
+        let pid = hold.child.id();
+        hold.kill9();
+        remove_runtime_dir("bs", 'a', pid);
+        assert!(
+            requester.wait_line("NO_CONNECTION", Duration::from_secs(60)),
+            "the requester hung on a dead listener:\n{}",
+            requester.text()
+        );
+        let server = started(&s, 'a', &["server", "--qual", "7311", "--connections", "1"])?;
+        let mut requester = requester;
+        writeln!(requester.stdin.as_mut().unwrap(), "go").unwrap();
+        let (cli_ok, cli) = requester.finish(Duration::from_secs(90));
+        let (srv_ok, srv) = server.finish(Duration::from_secs(30));
+        assert!(cli_ok && srv_ok, "requester:\n{cli}\nnew server:\n{srv}");
+        Some(cli)
+    });
+    println!("{cli}");
+    for c in [
+        "dead_during_setup.active_event",
+        "dead_during_setup.active_state",
+        "reconnect_after_dead_server",
+    ] {
+        assert_case(&cli, c);
+    }
+    assert_no_dpdk_runtime_dir("bs");
+}

@@ -361,8 +361,10 @@ fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
             counts_sent += 1;
         }
     }
+    // The counts' send completions: a count the client got may still complete flushed (its
+    // ACK lost when the client, having every count, disconnects).
     let mut counts_done = 0;
-    while counts_done < eps.len() {
+    while counts_sent < eps.len() {
         let d = ok_dto(next_event(&dto, timeout, "receives")?, "a server DTO")?;
         let qp = by_qpn(d.ep).ok_or_else(|| format!("a DTO of an unknown EP: {d:?}"))?;
         if d.opcode == WcOpcode::Send {
@@ -411,12 +413,25 @@ fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
     let received: usize = arrived.iter().sum();
     eprintln!("server: {received} receives verified over {counts_sent} connections");
     wait_connections(&conn, eps.len(), ConnectionEventKind::Disconnected, timeout)?;
-    // What the disconnect flushed (the receives never used) is all that may remain.
+    // What remains: the counts' send completions (flushed or not) and the receives the
+    // disconnect flushed.
     while let Ok(ev) = dto.dequeue() {
         match ev {
+            DatEvent::Dto(d)
+                if d.opcode == WcOpcode::Send
+                    && matches!(d.status, WcStatus::Success | WcStatus::WrFlushErr) =>
+            {
+                counts_done += 1
+            }
             DatEvent::Dto(d) if d.status == WcStatus::WrFlushErr => {}
             other => return Err(format!("an event after the end: {other:?}")),
         }
+    }
+    if counts_done != eps.len() {
+        return Err(format!(
+            "{counts_done} count sends completed, {} posted",
+            eps.len()
+        ));
     }
     println!("server done: {received} receives verified");
     Ok(())

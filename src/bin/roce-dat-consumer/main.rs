@@ -21,6 +21,7 @@
 //!   freed, wrong-PZ or out-of-bounds rkey, too many IOVs, a segment longer than its LMR, a
 //!   wrong lmr_context, posts beyond the request queue depth, a connect to a qualifier with no
 //!   listener.
+//! * `sink`, `hold`, `verify`: a peer that dies (SIGKILL) mid-stream or during set-up (`death`).
 //! * `stream --server IP --qual Q`: a long stream of sends and RDMA writes with receives
 //!   posted; prints `STREAMING` once data moves. The test kills the server (SIGKILL); the
 //!   stream must end with a broken connection and every outstanding DTO completed (flushed),
@@ -84,10 +85,33 @@ enum Role {
         #[arg(long)]
         qual: u64,
     },
+    /// The passive side of a stream whose client the test kills (see `death`).
+    Sink {
+        #[arg(long)]
+        qual: u64,
+        /// Answer every message with a send.
+        #[arg(long)]
+        echo: bool,
+    },
+    /// Takes a request, waits for stdin (the requester is killed), then accepts.
+    Hold {
+        #[arg(long)]
+        qual: u64,
+    },
+    /// Connects (with a timeout) and moves verified data; reconnects after a dead server.
+    Verify {
+        #[arg(long)]
+        server: Ipv4Addr,
+        #[arg(long)]
+        qual: u64,
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
 }
 
 mod client;
 mod ctx;
+mod death;
 mod local;
 mod loopback;
 mod report;
@@ -96,6 +120,7 @@ mod stream;
 
 use client::*;
 use ctx::*;
+use death::*;
 use local::*;
 use loopback::*;
 use report::*;
@@ -111,6 +136,19 @@ fn main() -> ExitCode {
         Role::Client { server, qual } => client(&args.ia, server, qual, &mut r),
         Role::Stream { server, qual } => stream(&args.ia, server, qual, &mut r),
         Role::Loopback { own, qual } => loopback(&args.ia, own, qual, &mut r),
+        Role::Sink { qual, echo } => sink(&args.ia, qual, echo, &mut r),
+        Role::Hold { qual } => hold(&args.ia, qual, &mut r),
+        Role::Verify {
+            server,
+            qual,
+            timeout_ms,
+        } => verify(
+            &args.ia,
+            server,
+            qual,
+            Duration::from_millis(timeout_ms),
+            &mut r,
+        ),
     };
     if let Err(e) = res {
         println!("ERROR {e}");
