@@ -6,7 +6,9 @@ mod dat_common;
 
 use dat_common::*;
 use dat_sys as sys;
-use dpdk_roce::dat::{Cno, DatError, DatEvent, Evd, EvdFlags, Lmr, LmrTriplet, Pz, Srq, StateKind};
+use dpdk_roce::dat::{
+    Cno, DatError, DatEvent, Evd, EvdFlags, Lmr, LmrTriplet, MemPriv, Pz, Srq, StateKind,
+};
 use dpdk_roce::transport::memory::Access;
 use std::sync::Arc;
 use std::time::Duration;
@@ -281,6 +283,7 @@ fn dat_lmr_query_reports_pz_length_contexts_and_address() {
         .access
         .intersects(Access::REMOTE_READ | Access::REMOTE_WRITE));
     assert_ne!(q2.lmr_context, q.lmr_context);
+    assert_eq!(q2.privileges, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE);
 }
 
 #[test]

@@ -6,6 +6,7 @@
 use super::context::ConsumerContext;
 use super::error::{DatError, Refused};
 use super::ia::Ia;
+use super::mem_priv::MemPriv;
 use super::pz::{Pz, PzInner};
 use crate::mem::{MrError, Region};
 use crate::transport::memory::Access;
@@ -38,12 +39,15 @@ pub struct LmrParam {
     /// `None` once the R_Key was invalidated.
     pub rmr_context: Option<u32>,
     pub access: Access,
+    /// The privileges the LMR was created with.
+    pub privileges: MemPriv,
 }
 
 /// The registration of an LMR, shared with the RMRs bound to it (which keep it registered).
 pub(crate) struct Registered {
     pub pz: Arc<PzInner>,
     pub region: Region,
+    pub privileges: MemPriv,
 }
 
 impl Drop for Registered {
@@ -119,18 +123,21 @@ impl Lmr {
             reg: Arc::new(Registered {
                 pz: pz.inner.clone(),
                 region,
+                privileges: MemPriv::of_access(access),
             }),
             context: Default::default(),
         })
     }
 
-    /// An LMR over a region already registered in `pz`'s table (consumer memory registered with
-    /// `MrTable::register_raw` by the C ABI, which upholds its contract); deregistered on drop.
-    pub(crate) fn from_region(pz: &Pz, region: Region) -> Lmr {
+    /// An LMR over a region already registered in `pz`'s table with `privileges`' rights
+    /// (consumer memory registered with `MrTable::register_raw` by the C ABI, which upholds its
+    /// contract); deregistered on drop.
+    pub(crate) fn from_region(pz: &Pz, region: Region, privileges: MemPriv) -> Lmr {
         Lmr {
             reg: Arc::new(Registered {
                 pz: pz.inner.clone(),
                 region,
+                privileges,
             }),
             context: Default::default(),
         }
@@ -155,6 +162,7 @@ impl Lmr {
             lmr_context: r.lkey,
             rmr_context: r.rkey,
             access: r.access,
+            privileges: self.reg.privileges,
         })
     }
 

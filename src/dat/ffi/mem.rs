@@ -6,7 +6,7 @@ use super::ep::{ep_of, tag, untag};
 use super::handles::{self, Kind};
 use super::objects::{Body, LmrObj, RmrObj, Tag};
 use super::state::lock;
-use crate::dat::{CompletionFlags, Lmr, LmrTriplet, Pz, Rmr};
+use crate::dat::{CompletionFlags, Lmr, LmrTriplet, MemPriv, Pz, Rmr};
 use crate::transport::memory::Access;
 use dat_sys as d;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -60,29 +60,10 @@ pub(super) unsafe extern "C" fn pz_free(pz: d::DAT_PZ_HANDLE) -> d::DAT_RETURN {
     })
 }
 
-/// DAT_IB_MEM_PRIV_REMOTE_ATOMIC (dat_ib_extensions.h: the first DAT_MEM_PRIV extension bit):
-/// remote compare-and-swap / fetch-and-add on the region (IB verbs' REMOTE_ATOMIC access).
-const IB_MEM_PRIV_REMOTE_ATOMIC: u32 = d::DAT_MEM_PRIV_EXTENSION_BASE;
-
-/// Every privilege flag an LMR may ask for: DAT's and the IB extension's.
-const MEM_PRIV_KNOWN: u32 = d::DAT_MEM_PRIV_ALL_FLAG | IB_MEM_PRIV_REMOTE_ATOMIC;
-
-/// DAT_MEM_PRIV_* to the table's access rights (local read is always granted).
-fn access_of(privs: u32) -> Access {
-    let mut a = Access::LOCAL_READ;
-    if privs & d::DAT_MEM_PRIV_LOCAL_WRITE_FLAG != 0 {
-        a |= Access::LOCAL_WRITE;
-    }
-    if privs & d::DAT_MEM_PRIV_REMOTE_READ_FLAG != 0 {
-        a |= Access::REMOTE_READ;
-    }
-    if privs & d::DAT_MEM_PRIV_REMOTE_WRITE_FLAG != 0 {
-        a |= Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
-    }
-    if privs & IB_MEM_PRIV_REMOTE_ATOMIC != 0 {
-        a |= Access::REMOTE_ATOMIC;
-    }
-    a
+/// The privileges of a `dat_lmr_create` or `dat_rmr_bind`: DAT's and the IB extension's
+/// (`MemPriv`); an unknown bit is refused.
+fn privileges(privs: u32, arg_no: u32) -> Result<MemPriv, d::DAT_RETURN> {
+    MemPriv::from_bits(privs).ok_or(arg(arg_no))
 }
 
 /// dat_lmr_create of `DAT_MEM_TYPE_VIRTUAL` memory (the only type offered, as ia_query says).
@@ -116,9 +97,7 @@ pub(super) unsafe extern "C" fn lmr_create(
         if va_type != d::DAT_VA_TYPE_VA {
             return Err(err(d::DAT_MODEL_NOT_SUPPORTED, 0));
         }
-        if privs & !MEM_PRIV_KNOWN != 0 {
-            return Err(arg(6));
-        }
+        let privs = privileges(privs, 6)?;
         nonnull(lmr_out, 8)?;
         // SAFETY: for DAT_MEM_TYPE_VIRTUAL the region description is `for_va`.
         let va = unsafe { region.for_va } as *mut u8;
@@ -137,10 +116,10 @@ pub(super) unsafe extern "C" fn lmr_create(
             pz.inner
                 .ia
                 .mem
-                .register_raw(pz.inner.pz, ptr, length as usize, access_of(privs))
+                .register_raw(pz.inner.pz, ptr, length as usize, privs.access())
         }
         .map_err(|_| err(d::DAT_INSUFFICIENT_RESOURCES, 0))?;
-        let lmr = Lmr::from_region(pz, region);
+        let lmr = Lmr::from_region(pz, region, privs);
         let (lkey, rkey, addr, len) = (
             lmr.lmr_context(),
             lmr.rmr_context(),
@@ -151,13 +130,6 @@ pub(super) unsafe extern "C" fn lmr_create(
             Body::Lmr(LmrObj {
                 lmr: std::sync::Mutex::new(Some(lmr)),
                 pz: pzo.handle,
-                mem_type,
-                address: addr,
-                length: len,
-                privileges: privs,
-                va_type,
-                lmr_context: lkey,
-                rmr_context: rkey,
             })
         });
         put(lmr_out, 8, o.handle as d::DAT_LMR_HANDLE)?;
@@ -187,20 +159,24 @@ pub(super) unsafe extern "C" fn lmr_query(
         let Body::Lmr(l) = &o.body else {
             return Err(Kind::Lmr.invalid());
         };
+        let lmr = lock(&l.lmr);
+        let lmr = lmr.as_ref().ok_or(Kind::Lmr.invalid())?;
+        let q = lmr.query().map_err(|_| Kind::Lmr.invalid())?;
         let mut p = d::DAT_LMR_PARAM::default();
         p.ia_handle = o.ia.handle() as d::DAT_IA_HANDLE;
-        p.mem_type = l.mem_type;
+        // The only type and address kind dat_lmr_create takes.
+        p.mem_type = d::DAT_MEM_TYPE_VIRTUAL;
+        p.va_type = d::DAT_VA_TYPE_VA;
         p.region_desc = d::DAT_REGION_DESCRIPTION {
-            for_va: l.address as d::DAT_PVOID,
+            for_va: q.address as d::DAT_PVOID,
         };
-        p.length = l.length;
+        p.length = q.length;
         p.pz_handle = l.pz as d::DAT_PZ_HANDLE;
-        p.mem_priv = l.privileges;
-        p.va_type = l.va_type;
-        p.lmr_context = l.lmr_context;
-        p.rmr_context = l.rmr_context;
-        p.registered_size = l.length;
-        p.registered_address = l.address;
+        p.mem_priv = q.privileges.bits();
+        p.lmr_context = q.lmr_context;
+        p.rmr_context = lmr.rmr_context();
+        p.registered_size = q.length;
+        p.registered_address = q.address;
         put(param, 3, p)
     })
 }
@@ -397,9 +373,7 @@ pub(super) unsafe extern "C" fn rmr_bind(
         if triplet.is_null() {
             return Err(arg(3));
         }
-        if privs & !MEM_PRIV_KNOWN != 0 {
-            return Err(arg(4));
-        }
+        let privs = privileges(privs, 4)?;
         if va_type != d::DAT_VA_TYPE_VA {
             return Err(err(d::DAT_MODEL_NOT_SUPPORTED, 0));
         }
@@ -412,7 +386,7 @@ pub(super) unsafe extern "C" fn rmr_bind(
             segment_length: t.segment_length,
         };
         let remote = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
-        let access = access_of(privs) & remote;
+        let access = privs.access() & remote;
         let lg = lock(&l.lmr);
         let lmr_ref = lg.as_ref().ok_or(Kind::Lmr.invalid())?;
         if named {
@@ -443,4 +417,25 @@ pub(super) unsafe extern "C" fn rmr_free(rmr: d::DAT_RMR_HANDLE) -> d::DAT_RETUR
         handles::remove(o.handle);
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod privilege_tests {
+    use super::*;
+
+    /// The Rust privileges carry dat.h's values.
+    #[test]
+    fn mem_priv_has_the_values_of_dat_h() {
+        for (p, c) in [
+            (MemPriv::LOCAL_READ, d::DAT_MEM_PRIV_LOCAL_READ_FLAG),
+            (MemPriv::REMOTE_READ, d::DAT_MEM_PRIV_REMOTE_READ_FLAG),
+            (MemPriv::LOCAL_WRITE, d::DAT_MEM_PRIV_LOCAL_WRITE_FLAG),
+            (MemPriv::REMOTE_WRITE, d::DAT_MEM_PRIV_REMOTE_WRITE_FLAG),
+            (MemPriv::ALL, d::DAT_MEM_PRIV_ALL_FLAG),
+            (MemPriv::REMOTE_ATOMIC, d::DAT_MEM_PRIV_EXTENSION_BASE),
+        ] {
+            assert_eq!(p.bits(), c as u32, "{p:?}");
+        }
+        assert_eq!(privileges(0x80, 6), Err(arg(6)));
+    }
 }

@@ -22,16 +22,10 @@ pub(crate) enum Body {
     Cr(CrObj),
 }
 
+/// An LMR handle: the Rust LMR (until dat_lmr_free takes it) and its PZ's handle.
 pub(crate) struct LmrObj {
     pub lmr: Mutex<Option<Lmr>>,
     pub pz: usize,
-    pub mem_type: u32,
-    pub address: u64,
-    pub length: u64,
-    pub privileges: u32,
-    pub va_type: u32,
-    pub lmr_context: u32,
-    pub rmr_context: u32,
 }
 
 pub(crate) struct RmrObj {

@@ -422,6 +422,22 @@ fn ep_modify_and_rmr_bind_through_the_c_table_on_an_in_memory_ia() {
             &mut size,
             &mut addr,
         ));
+        // dat_lmr_query reports what the Rust LMR holds: the privileges as asked, the
+        // address and contexts of the registration.
+        let mut lp = d::DAT_LMR_PARAM::default();
+        ok(p.lmr_query_func.unwrap()(
+            lmr,
+            d::DAT_LMR_FIELD_ALL,
+            &mut lp,
+        ));
+        assert_eq!(lp.mem_priv, privs);
+        assert_eq!((lp.length, lp.registered_address), (4096, addr));
+        assert_eq!(lp.region_desc.for_va as u64, buf.as_ptr() as u64);
+        assert_eq!(
+            (lp.lmr_context, lp.rmr_context, lp.pz_handle),
+            (lkey, rkey, pz)
+        );
+        assert_eq!(lp.mem_type, d::DAT_MEM_TYPE_VIRTUAL);
         let mut rmr = null;
         assert_eq!(
             p.rmr_create_func.unwrap()(pz, core::ptr::null_mut()),
