@@ -434,7 +434,7 @@ mod privilege_tests {
             (MemPriv::ALL, d::DAT_MEM_PRIV_ALL_FLAG),
             (MemPriv::REMOTE_ATOMIC, d::DAT_MEM_PRIV_EXTENSION_BASE),
         ] {
-            assert_eq!(p.bits(), c as u32, "{p:?}");
+            assert_eq!(p.bits(), c, "{p:?}");
         }
         assert_eq!(privileges(0x80, 6), Err(arg(6)));
     }
