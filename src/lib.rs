@@ -13,6 +13,7 @@ pub mod dat;
 pub mod decode;
 pub mod dpdk;
 pub mod engine;
+pub mod log;
 pub mod mem;
 pub mod net;
 pub mod perf;

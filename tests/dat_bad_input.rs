@@ -29,7 +29,13 @@ struct Proc {
 
 impl Proc {
     fn start(s: &Setup, side: char, args: &[&str]) -> Proc {
+        Proc::start_with(s, side, args, &[])
+    }
+
+    /// `start` with `env` set too.
+    fn start_with(s: &Setup, side: char, args: &[&str], env: &[(&str, &str)]) -> Proc {
         let mut child = Command::new(CONSUMER)
+            .envs(env.iter().copied())
             .env("DAT_OVERRIDE", s.conf(side))
             .env("DPDK_ROCE_PROGRESS", "inline")
             .args(args)
@@ -278,7 +284,13 @@ fn matrix_cases() -> Vec<String> {
 fn local_bad_input_gets_dat_errors() {
     let s = Setup::new("bl");
     let out = retrying(|_| {
-        let p = Proc::start(&s, 'b', &["local", "--nobody", NOBODY_IP]);
+        // The provider's trace of failing DAT calls (`crate::log`).
+        let p = Proc::start_with(
+            &s,
+            'b',
+            &["local", "--nobody", NOBODY_IP],
+            &[("DPDK_ROCE_DAT_TRACE", "1")],
+        );
         let (ok, text) = p.finish(Duration::from_secs(120));
         if text.contains(FANOUT_COLLISION) {
             return None;
@@ -294,6 +306,20 @@ fn local_bad_input_gets_dat_errors() {
         assert_case(&out, &case);
     }
     assert!(out.contains("RESULT 0 failed"), "{out}");
+    // Every refused call was logged with the provider entry's source location.
+    let traced = out
+        .lines()
+        .filter(|l| l.contains("dpdk_roce::dat::call") && l.contains("DAT call failed"))
+        .collect::<Vec<_>>();
+    assert!(
+        traced.len() > 50,
+        "{} traced failures:\n{out}",
+        traced.len()
+    );
+    assert!(
+        traced.iter().all(|l| l.contains("src/dat/ffi/")),
+        "{traced:?}"
+    );
     assert_no_dpdk_runtime_dir("bl");
 }
 
@@ -343,10 +369,12 @@ fn connected_bad_input_gets_dat_errors_and_events() {
     let s = Setup::new("bc");
     let (srv, cli) = retrying(|_| {
         let conns = CLIENT_CONNECTIONS.to_string();
-        let server = Proc::start(
+        // The server's provider logs its connections (`DPDK_ROCE_LOG=info`).
+        let server = Proc::start_with(
             &s,
             'a',
             &["server", "--qual", "7100", "--connections", &conns],
+            &[("DPDK_ROCE_LOG", "info")],
         );
         if !server.wait_line("READY", Duration::from_secs(60)) {
             let (_, text) = server.finish(Duration::from_secs(5));
@@ -382,6 +410,19 @@ fn connected_bad_input_gets_dat_errors_and_events() {
         "the server's receive of the too-long send did not complete with LOCAL_LENGTH:\n{srv}"
     );
     assert!(cli.contains("RESULT 0 failed"), "{cli}");
+    // Logging: the server's provider logged each connection at info; the client's, with no
+    // log variable set, nothing below a warning.
+    let established = srv
+        .lines()
+        .filter(|l| l.contains(" INFO ") && l.contains("connection established"))
+        .count();
+    assert_eq!(established as u32, CLIENT_CONNECTIONS, "{srv}");
+    assert!(
+        !cli.lines().any(|l| l.contains(" INFO ")
+            || l.contains(" DEBUG ")
+            || l.contains("DAT call failed")),
+        "{cli}"
+    );
     assert_no_dpdk_runtime_dir("bc");
 }
 

@@ -87,7 +87,8 @@ fn error_lines_catch_dapltest_failures_and_nothing_else() {
         "rc == DAT_SUCCESS failed in file test/dapl_fft_queryinfo.c, line 233",
         "Error = -2146893824, DAT_MODEL_NOT_SUPPORTED ",
         "LimitTest: dat_psp_create #1 fails: DAT_INVALID_PARAMETER DAT_INVALID_ARG2",
-        "dpdk-roce: IA dr: open: port: no DPDK port named \"net_af_packet0\"",
+        "2026-11-26T03:40:00.000000Z ERROR dpdk_roce::dat::ffi::ia: IA dr: open: port: no DPDK port",
+        "dpdk-roce: log filter \"x\": invalid filter directive",
         "[signal: 11 (SIGSEGV) (core dumped)]",
         "[exit status: 1]",
     ] {

@@ -291,3 +291,26 @@ fn unreadable_input_exits_2() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains(missing.path()), "{}", r.stderr);
 }
+
+/// A program's log follows `RUST_LOG` (`dpdk_roce::log`): nothing below a warning by default,
+/// the connection events at `info`, the requests at `debug` of `dpdk_roce::cm`.
+#[test]
+fn roce_tool_logs_connection_events_at_the_level_rust_log_asks_for() {
+    let run = |log: Option<&str>| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_roce-tool"));
+        c.args(["simulate", "--count", "10"]).env_remove("RUST_LOG");
+        if let Some(l) = log {
+            c.env("RUST_LOG", l);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let quiet = run(None);
+    assert!(!quiet.contains(" INFO ") && !quiet.contains(" DEBUG "), "{quiet}");
+    let info = run(Some("info"));
+    assert_eq!(info.matches("connection established").count(), 2, "{info}");
+    assert!(!info.contains("connection request"), "{info}");
+    let debug = run(Some("dpdk_roce::cm=debug"));
+    assert!(debug.contains(" DEBUG ") && debug.contains("connection request"), "{debug}");
+}

@@ -215,6 +215,7 @@ const PEAK_WINDOW: Duration = Duration::from_millis(1);
 const PEER_GONE_WAIT: Duration = Duration::from_secs(3);
 
 fn main() -> ExitCode {
+    dpdk_roce::log::init_program();
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,

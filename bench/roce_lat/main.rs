@@ -234,6 +234,7 @@ fn raw_tag_of(frame: &[u8]) -> Option<(u32, u64)> {
 }
 
 fn main() -> ExitCode {
+    dpdk_roce::log::init_program();
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,

@@ -88,6 +88,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    dpdk_roce::log::init_program();
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,

@@ -28,6 +28,7 @@ const HDR: usize = 14 + 4 + 4;
 const DATA_ROOM: u16 = 9216 + 128;
 
 fn main() -> ExitCode {
+    dpdk_roce::log::init_program();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("af-packet") => af_packet(&args[1..]),

@@ -58,6 +58,7 @@ const RECVS: u64 = 2;
 const RECV_LEN: u32 = 64;
 
 fn main() -> ExitCode {
+    dpdk_roce::log::init_program();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,

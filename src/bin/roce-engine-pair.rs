@@ -30,6 +30,7 @@ use std::net::Ipv4Addr;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    dpdk_roce::log::init_program();
     let args: Vec<String> = std::env::args().skip(1).collect();
     // A prefix of our own, and its runtime directory removed whatever happens.
     let prefix = format!("roce-engine-pair-{}", std::process::id());

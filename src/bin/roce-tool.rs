@@ -32,6 +32,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    dpdk_roce::log::init_program();
     match Cli::parse().command {
         Command::Decode(args) => decode::run(&args),
         Command::Simulate(args) => simulate::run(&args),

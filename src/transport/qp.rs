@@ -472,6 +472,14 @@ impl Qp {
     /// with `WrFlushErr`, in order. `keep` says which responses the responder already queued
     /// still leave (see [`KeepResponses`]).
     pub(super) fn enter_error(&mut self, keep: KeepResponses) {
+        if self.state != QpState::Error {
+            tracing::info!(
+                target: "dpdk_roce::transport",
+                qpn = self.config.qpn,
+                from = ?self.state,
+                "QP to the error state"
+            );
+        }
         self.state = QpState::Error;
         self.timers.clear();
         let qpn = self.config.qpn;

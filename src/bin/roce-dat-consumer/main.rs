@@ -128,6 +128,7 @@ use server::*;
 use stream::*;
 
 fn main() -> ExitCode {
+    dpdk_roce::log::init_program();
     let args = Args::parse();
     let mut r = Report::default();
     let res = match args.role {

@@ -31,28 +31,27 @@ pub(crate) fn map(e: &DatError, param: u32) -> u32 {
     }
 }
 
-/// Whether failed calls are logged to stderr (`DPDK_ROCE_DAT_TRACE` set).
+/// Whether failed calls are logged (`DPDK_ROCE_LOG=dpdk_roce::dat::call=debug` or
+/// `DPDK_ROCE_DAT_TRACE`; see `crate::log`).
 pub(crate) fn trace_on() -> bool {
-    trace()
+    tracing::enabled!(target: "dpdk_roce::dat::call", tracing::Level::DEBUG)
 }
 
-fn trace() -> bool {
-    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *TRACE.get_or_init(|| std::env::var_os("DPDK_ROCE_DAT_TRACE").is_some())
-}
-
-/// Runs an entry's body: its result as a DAT_RETURN, a panic as DAT_INTERNAL_ERROR. With
-/// `DPDK_ROCE_DAT_TRACE` set, every failure is logged with the entry's source location.
+/// Runs an entry's body: its result as a DAT_RETURN, a panic as DAT_INTERNAL_ERROR. A failure
+/// is logged at debug with the entry's source location (target `dpdk_roce::dat::call`).
 #[track_caller]
 pub(crate) fn guard(f: impl FnOnce() -> R) -> d::DAT_RETURN {
     let at = std::panic::Location::caller();
     let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(Ok(())) => d::DAT_SUCCESS,
         Ok(Err(code)) => code,
-        Err(_) => err(d::DAT_INTERNAL_ERROR, 0),
+        Err(_) => {
+            tracing::error!(target: "dpdk_roce::dat::call", %at, "a DAT call panicked");
+            err(d::DAT_INTERNAL_ERROR, 0)
+        }
     };
-    if code != d::DAT_SUCCESS && code != d::DAT_QUEUE_EMPTY && trace() {
-        eprintln!("dpdk-roce: {at}: {code:#x}");
+    if code != d::DAT_SUCCESS && code != d::DAT_QUEUE_EMPTY {
+        tracing::debug!(target: "dpdk_roce::dat::call", %at, "DAT call failed: {code:#x}");
     }
     code
 }

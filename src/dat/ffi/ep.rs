@@ -647,7 +647,7 @@ pub(super) fn post_with_flags(
     }
     post(&e.ep, CompletionFlags::from_bits_truncate(flags)).map_err(|err| {
         if super::codes::trace_on() {
-            eprintln!("dpdk-roce: post: {err}");
+            tracing::debug!(target: "dpdk_roce::dat::call", "post: {err}");
         }
         map(&err, 0)
     })

@@ -46,11 +46,11 @@ pub(super) unsafe extern "C" fn ia_open(
             return Err(err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_ASYNC));
         }
         let profile = Profile::load_with_env(params.trim()).map_err(|e| {
-            eprintln!("dpdk-roce: IA {name}: profile {params:?}: {e}");
+            tracing::error!("IA {name}: profile {params:?}: {e}");
             arg(1)
         })?;
         let ia = Ia::open(&profile).map_err(|e| {
-            eprintln!("dpdk-roce: IA {name}: open: {e}");
+            tracing::error!("IA {name}: open: {e}");
             err(d::DAT_INTERNAL_ERROR, 0)
         })?;
         let pmtu = profile.roce_pmtu().bytes();

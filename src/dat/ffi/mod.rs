@@ -87,6 +87,7 @@ pub unsafe extern "C" fn dat_provider_init(
     ia_params: *const c_char,
 ) {
     let _ = std::panic::catch_unwind(|| {
+        crate::log::init_provider();
         if info.is_null() {
             return;
         }
@@ -107,7 +108,7 @@ pub unsafe extern "C" fn dat_provider_init(
         // SAFETY: the table is 'static (leaked) and `info` is libdat2's.
         let rc = unsafe { d::dat_registry_add_provider(provider, info) };
         if rc != d::DAT_SUCCESS {
-            eprintln!("dpdk-roce: dat_registry_add_provider({name}) failed: {rc:#x}");
+            tracing::error!("dat_registry_add_provider({name}) failed: {rc:#x}");
         }
     });
 }

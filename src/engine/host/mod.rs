@@ -36,6 +36,7 @@
 //! - this file: the host itself, its identity, counters, errors and timers.
 
 mod cm_glue;
+mod event_log;
 mod frames;
 mod qpn;
 mod qps;

@@ -462,6 +462,7 @@ impl<M: Memory> Host<M> {
         // Neighbour events first: an unresolvable address fails the CM's connection requests
         // to it, whose events are collected just below.
         while let Some(ev) = self.net.poll_event() {
+            super::event_log::net_event(&ev);
             if let NetEvent::Unresolvable { ip } = ev {
                 self.cm.destination_unresolvable(ip);
                 self.cm_ran = true;
@@ -470,6 +471,7 @@ impl<M: Memory> Host<M> {
         }
         if core::mem::take(&mut self.cm_ran) {
             while let Some(ev) = self.cm.poll_event() {
+                super::event_log::cm_event(&ev);
                 match &ev {
                     CmEvent::ConnectRequest { id, src_ip, .. } => {
                         self.request_src.insert(*id, *src_ip);

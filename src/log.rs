@@ -1,0 +1,62 @@
+//! Logging: the crate's `tracing` events go to stderr through `tracing-subscriber`, filtered
+//! by an `EnvFilter` directive (`info`, `dpdk_roce::cm=debug,warn`, ...). A program of the
+//! project reads `RUST_LOG`; the provider inside a C program reads `DPDK_ROCE_LOG` (a C
+//! program's environment may use `RUST_LOG` for something else). Without either, warnings and
+//! errors only. Nothing on the data path logs unless its level is enabled: per-packet events
+//! are `debug`/`trace`.
+//!
+//! Targets: `dpdk_roce::cm` (connections made, refused, timed out, ended), `dpdk_roce::net`
+//! (ARP), `dpdk_roce::transport` (a QP entering the error state), `dpdk_roce::dat::call` (every
+//! failing DAT call with the source location of the provider entry, at `debug`; also turned on
+//! by `DPDK_ROCE_DAT_TRACE`).
+
+use tracing_subscriber::EnvFilter;
+
+/// The provider's filter variable.
+pub const PROVIDER_LOG_ENV: &str = "DPDK_ROCE_LOG";
+/// Shorthand for `dpdk_roce::dat::call=debug` (the provider's failing DAT calls).
+pub const DAT_TRACE_ENV: &str = "DPDK_ROCE_DAT_TRACE";
+/// The target of the failing-DAT-call events.
+pub const DAT_CALL_TARGET: &str = "dpdk_roce::dat::call";
+/// What is logged when no variable says otherwise.
+const DEFAULT: &str = "warn";
+
+/// The directive of a program: `RUST_LOG`, then `DPDK_ROCE_LOG`.
+fn program_directive() -> String {
+    std::env::var("RUST_LOG")
+        .or_else(|_| std::env::var(PROVIDER_LOG_ENV))
+        .unwrap_or_else(|_| DEFAULT.to_owned())
+}
+
+/// The directive of the provider: `DPDK_ROCE_LOG`, plus the DAT call trace when asked for.
+fn provider_directive() -> String {
+    let mut d = std::env::var(PROVIDER_LOG_ENV).unwrap_or_else(|_| DEFAULT.to_owned());
+    if std::env::var_os(DAT_TRACE_ENV).is_some() {
+        d.push_str(&format!(",{DAT_CALL_TARGET}=debug"));
+    }
+    d
+}
+
+fn install(directive: &str) {
+    let filter = EnvFilter::try_new(directive).unwrap_or_else(|e| {
+        eprintln!("dpdk-roce: log filter {directive:?}: {e}; logging warnings");
+        EnvFilter::new(DEFAULT)
+    });
+    // A subscriber the program installed first stays (try_init fails harmlessly).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+/// Installs the stderr subscriber of one of the project's programs.
+pub fn init_program() {
+    install(&program_directive());
+}
+
+/// Installs the provider's stderr subscriber (once per process; a C program has none).
+pub fn init_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| install(&provider_directive()));
+}
