@@ -307,10 +307,16 @@ fn roce_tool_logs_connection_events_at_the_level_rust_log_asks_for() {
         String::from_utf8_lossy(&out.stderr).to_string()
     };
     let quiet = run(None);
-    assert!(!quiet.contains(" INFO ") && !quiet.contains(" DEBUG "), "{quiet}");
+    assert!(
+        !quiet.contains(" INFO ") && !quiet.contains(" DEBUG "),
+        "{quiet}"
+    );
     let info = run(Some("info"));
     assert_eq!(info.matches("connection established").count(), 2, "{info}");
     assert!(!info.contains("connection request"), "{info}");
     let debug = run(Some("dpdk_roce::cm=debug"));
-    assert!(debug.contains(" DEBUG ") && debug.contains("connection request"), "{debug}");
+    assert!(
+        debug.contains(" DEBUG ") && debug.contains("connection request"),
+        "{debug}"
+    );
 }

@@ -41,6 +41,7 @@ mod frames;
 mod qpn;
 mod qps;
 mod receive;
+mod req_gate;
 
 pub use qpn::{QpnPolicy, QPN_QUARANTINE};
 mod transmit;
@@ -178,6 +179,10 @@ pub struct HostStats {
     /// Frames taken by header prediction (`Host::set_header_prediction`); also counted where
     /// the general path counts them.
     pub rx_predicted: u64,
+    /// REQs from a source of unknown MAC, held while ARP asks for it (`req_gate`), and those
+    /// dropped unheard (ARP gave up, or a newer request took the slot).
+    pub rx_requests_held: u64,
+    pub rx_requests_unverified: u64,
     /// Frames built by the send side of header prediction (an RC RDMA WRITE Only written from
     /// the QP's headers without the general header set: `Qp::next_write_only`); also counted
     /// in `tx_frames`.
@@ -210,6 +215,8 @@ pub struct Host<M: Memory> {
     cm: Cm,
     /// MADs waiting for their destination's MAC.
     held_mads: VecDeque<(Ipv4Addr, [u8; MAD_LEN])>,
+    /// REQs waiting for their source to answer ARP (`req_gate`).
+    request_gate: req_gate::RequestGate,
     qps: BTreeMap<u32, QpEntry>,
     srqs: BTreeMap<u32, Arc<SharedSrq>>,
     work: Work,
@@ -245,6 +252,7 @@ impl<M: Memory> Host<M> {
             net: Net::new(config.net)?,
             cm: Cm::new(config.net.ip, config.ca_guid, config.seed),
             held_mads: VecDeque::new(),
+            request_gate: req_gate::RequestGate::default(),
             config,
             mem,
             qps: BTreeMap::new(),
@@ -289,6 +297,11 @@ impl<M: Memory> Host<M> {
     /// The CM (for its counters).
     pub fn cm(&self) -> &Cm {
         &self.cm
+    }
+
+    /// Connection requests held until their source answers ARP (`req_gate`; bounded).
+    pub fn requests_held(&self) -> usize {
+        self.request_gate.len()
     }
 
     /// Adds a static neighbour entry (never expires, never changed by ARP).

@@ -464,6 +464,9 @@ impl<M: Memory> Host<M> {
         while let Some(ev) = self.net.poll_event() {
             super::event_log::net_event(&ev);
             if let NetEvent::Unresolvable { ip } = ev {
+                if self.request_gate.forget(ip) {
+                    self.stats.rx_requests_unverified += 1;
+                }
                 self.cm.destination_unresolvable(ip);
                 self.cm_ran = true;
             }

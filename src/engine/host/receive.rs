@@ -27,6 +27,7 @@ impl<M: Memory> Host<M> {
             Inbound::Consumed => {
                 // ARP: a MAC may have become known.
                 self.work.neighbours_changed();
+                self.release_requests(now);
                 self.collect();
                 return;
             }
@@ -70,6 +71,26 @@ impl<M: Memory> Host<M> {
         true
     }
 
+    /// The held REQs whose source answered ARP go to the CM.
+    fn release_requests(&mut self, now: Instant) {
+        if self.request_gate.is_empty() {
+            return;
+        }
+        let net = &self.net;
+        for (ip, mad) in self.request_gate.take_known(|ip| net.lookup(ip).is_some()) {
+            self.cm.handle_mad(
+                now,
+                ip,
+                &mad,
+                &mut QpTable {
+                    qps: &mut self.qps,
+                    work: &mut self.work,
+                },
+            );
+            self.cm_ran();
+        }
+    }
+
     pub(super) fn handle_roce(&mut self, now: Instant, f: &ReceivedPacket<'_>) {
         let dest = f.packet.headers.bth.dest_qp;
         if dest == CM_QPN {
@@ -80,6 +101,27 @@ impl<M: Memory> Host<M> {
             if !gsi {
                 self.stats.rx_bad_gsi += 1;
                 return;
+            }
+            if is_req(f.packet.payload)
+                && f.src_ip != self.config.net.ip
+                && self.net.lookup(f.src_ip).is_none()
+            {
+                // The source must answer ARP first (`req_gate`).
+                match self.net.resolve(now, f.src_ip) {
+                    crate::net::Resolve::Ready(_) => {}
+                    crate::net::Resolve::Pending => {
+                        self.stats.rx_requests_held += 1;
+                        if self.request_gate.hold(f.src_ip, f.packet.payload) {
+                            self.stats.rx_requests_unverified += 1;
+                        }
+                        return;
+                    }
+                    crate::net::Resolve::Failed(_) => {
+                        // No way back to it (another subnet, ARP gave up on it lately).
+                        self.stats.rx_requests_unverified += 1;
+                        return;
+                    }
+                }
             }
             self.cm.handle_mad(
                 now,
@@ -128,4 +170,12 @@ impl<M: Memory> Host<M> {
         e.qp.handle_packet(now, &f.packet, &mut self.mem, srq);
         self.work.ran(dest, e);
     }
+}
+
+/// Whether a GSI payload is a CM REQ (management class 7, attribute REQ).
+fn is_req(mad: &[u8]) -> bool {
+    crate::wire::mad::Packet::new_checked(mad).is_ok_and(|p| {
+        p.mgmt_class() == crate::wire::mad::MGMT_CLASS_CM
+            && p.attribute_id() == crate::wire::cm_msg::attr::REQ
+    })
 }
