@@ -362,3 +362,94 @@ fn bad_arguments_are_refused_before_the_port_opens() {
         assert!(text.contains(why), "{args:?}: expected `{why}`:\n{text}");
     }
 }
+
+/// Runs `bin` as a server with `server_args`, then as a client with `client_args` typed the
+/// way perftest's are (short flags, the server's address last), over `link`; retried after a
+/// fanout collision. Returns both outputs.
+fn perftest_style(bin: &str, link: &Link, server_args: &[&str], client_args: &[&str]) -> String {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    for _ in 0..6 {
+        let mut server = Command::new(bin)
+            .arg("--profile")
+            .arg(&link.server)
+            .arg("--server")
+            .args(server_args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+        let ready = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.starts_with("READY"));
+        if !ready {
+            let out = server.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(err.contains(dpdk_common::FANOUT_COLLISION), "server:\n{err}");
+            dpdk_common::fanout_retry_wait();
+            continue;
+        }
+        let client = Command::new(bin)
+            .arg("--profile")
+            .arg(&link.client)
+            .args(client_args)
+            .arg(link.server_ip)
+            .output()
+            .unwrap();
+        let ctext = output_text(&client);
+        if dpdk_common::is_fanout_collision(&client) {
+            let _ = server.kill();
+            let _ = server.wait();
+            dpdk_common::fanout_retry_wait();
+            continue;
+        }
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        let status = server.wait().unwrap();
+        assert!(client.status.success(), "client:\n{ctext}");
+        assert!(status.success(), "server: {status}\n{}", rest.join("\n"));
+        return ctext;
+    }
+    panic!("PACKET_FANOUT collision six times");
+}
+
+/// perftest's command lines: `-s -n -q -t -F --report_gbits -p` and the server's address as the
+/// last argument make the client; the long flags stay (the other tests use them).
+#[test]
+fn perftest_short_flags_and_a_positional_server_over_af_packet() {
+    let link = af_packet("pt");
+    let text = perftest_style(
+        BW,
+        &link,
+        &["-p", "18600"],
+        &[
+            "-s",
+            "4096",
+            "-n",
+            "200",
+            "-q",
+            "2",
+            "-t",
+            "16",
+            "-F",
+            "--report_gbits",
+            "-p",
+            "18600",
+        ],
+    );
+    assert_one_row(&text, 4096, 200);
+    assert!(text.contains("Gb/sec"), "{text}");
+    const LAT: &str = env!("CARGO_BIN_EXE_roce-lat");
+    let text = perftest_style(
+        LAT,
+        &link,
+        &["-p", "18601", "-s", "64", "-n", "200"],
+        &["-s", "64", "-n", "200", "-F", "-p", "18601"],
+    );
+    assert!(
+        text.lines().any(|l| l.split_whitespace().next() == Some("64")),
+        "no row of 64 B:\n{text}"
+    );
+    assert_no_runtime_dirs(&link.prefix);
+}

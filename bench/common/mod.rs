@@ -76,3 +76,27 @@ pub fn poll_until<T>(
         }
     }
 }
+
+/// perftest's positional server address (`ib_write_lat 10.0.0.1`): given, this side is the
+/// client of that server; it must agree with `--server-ip` and not come with `--server`.
+pub fn positional_server(
+    addr: Option<std::net::Ipv4Addr>,
+    server: bool,
+    server_ip: &mut Option<std::net::Ipv4Addr>,
+    client: &mut bool,
+) -> Result<(), String> {
+    let Some(a) = addr else {
+        return Ok(());
+    };
+    if server {
+        return Err("a server address makes this side the client: drop --server".into());
+    }
+    if server_ip.is_some_and(|s| s != a) {
+        return Err(format!(
+            "two server addresses: {a} and --server-ip {server_ip:?}"
+        ));
+    }
+    *server_ip = Some(a);
+    *client = true;
+    Ok(())
+}

@@ -120,8 +120,11 @@ struct Args {
     /// The server's RoCE address (client only).
     #[arg(long)]
     server_ip: Option<Ipv4Addr>,
+    /// The server's address as perftest takes it: given, this side is the client.
+    #[arg(value_name = "SERVER")]
+    server_addr: Option<Ipv4Addr>,
     /// rdma_cm port to listen on / connect to.
-    #[arg(long, default_value_t = 18515)]
+    #[arg(short = 'p', long, default_value_t = 18515)]
     port: u16,
     #[arg(long, value_enum, default_value_t = Op::Write)]
     op: Op,
@@ -152,6 +155,10 @@ struct Args {
     /// Stream both ways at once; the table sums both directions.
     #[arg(short = 'b', long = "bidirectional")]
     bidirectional: bool,
+    /// Accepted for perftest's command lines (it ignores a CPU frequency warning there);
+    /// this tool reads no CPU frequency, so it changes nothing.
+    #[arg(short = 'F', long = "CPU-freq")]
+    cpu_freq: bool,
     /// Report Gb/s instead of MB/s.
     #[arg(long = "report_gbits", alias = "report-gbits")]
     report_gbits: bool,
@@ -216,7 +223,16 @@ const PEER_GONE_WAIT: Duration = Duration::from_secs(3);
 
 fn main() -> ExitCode {
     dpdk_roce::log::init_program();
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if let Err(e) = common::positional_server(
+        args.server_addr,
+        args.server,
+        &mut args.server_ip,
+        &mut args.client,
+    ) {
+        eprintln!("roce-bw: {e}");
+        return ExitCode::FAILURE;
+    }
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -111,20 +111,27 @@ struct Args {
     /// The server's RoCE address (client only).
     #[arg(long)]
     server_ip: Option<Ipv4Addr>,
+    /// The server's address as perftest takes it: given, this side is the client.
+    #[arg(value_name = "SERVER")]
+    server_addr: Option<Ipv4Addr>,
     /// rdma_cm port to listen on / connect to.
-    #[arg(long, default_value_t = 18515)]
+    #[arg(short = 'p', long, default_value_t = 18515)]
     port: u16,
     #[arg(long, value_enum, default_value_t = Op::Write)]
     op: Op,
     /// Message size in bytes (2 ..= 1 MiB).
-    #[arg(long, default_value_t = 8)]
+    #[arg(short = 's', long, default_value_t = 8)]
     size: usize,
     /// Run every power of two from 2 B to `--size` (perftest -a).
-    #[arg(long)]
+    #[arg(short = 'a', long, visible_alias = "all")]
     sweep: bool,
     /// Measured iterations per size.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(short = 'n', long, default_value_t = 10_000)]
     iters: usize,
+    /// Accepted for perftest's command lines (it ignores a CPU frequency warning there);
+    /// this tool reads no CPU frequency, so it changes nothing.
+    #[arg(short = 'F', long = "CPU-freq")]
+    cpu_freq: bool,
     /// Unmeasured iterations before measuring.
     #[arg(long, default_value_t = 1_000)]
     warmup: usize,
@@ -172,6 +179,19 @@ struct Args {
     /// build, copy into mbufs, TX burst) and print them per size, on both sides.
     #[arg(long)]
     stages: bool,
+}
+
+impl Args {
+    /// perftest's positional server address: this side is the client of that server.
+    fn with_server_addr(mut self) -> Result<Args, String> {
+        common::positional_server(
+            self.server_addr,
+            self.server,
+            &mut self.server_ip,
+            &mut self.client,
+        )?;
+        Ok(self)
+    }
 }
 
 const MAX_SIZE: usize = 1 << 20;
@@ -235,7 +255,13 @@ fn raw_tag_of(frame: &[u8]) -> Option<(u32, u64)> {
 
 fn main() -> ExitCode {
     dpdk_roce::log::init_program();
-    let args = Args::parse();
+    let args = match Args::parse().with_server_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("roce-lat: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
