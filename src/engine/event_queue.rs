@@ -213,7 +213,7 @@ impl<T> EventQueue<T> {
             let ring = self.ring();
             ring.len() >= threshold.clamp(1, ring.capacity())
         };
-        // Spin briefly: one kernel wake-up costs ~40 us here (REFERENCE-dpdk.md).
+        // Spin briefly: one kernel wake-up costs ~40 us here (docs/REFERENCE-dpdk.md).
         let mut spins = 0u32;
         loop {
             let open = gate().map_err(GatedWaitError::Gate)?;
