@@ -1,7 +1,7 @@
 //! A bounded multi-producer queue of events with busy-poll and blocking waits: the ring behind
 //! an event dispatcher (EVD). Poll-mode cores push without locks; a consumer waits by spinning,
 //! by sleeping until woken (the core notifies only when someone sleeps), or by driving progress
-//! itself (the inline mode of DESIGN.md "Progress").
+//! itself (the inline mode of docs/DESIGN.md "Progress").
 
 use crossbeam_queue::ArrayQueue;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
