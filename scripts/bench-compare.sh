@@ -2,7 +2,7 @@
 # The DPDK issue's latency targets as one measurement: RDMA WRITE ping-pong against the raw L2
 # echo floor of the same ports (`roce-lat --raw`), and on af_packet against kernel UDP sockets
 # (scripts/sockperf-baseline.sh), run in alternation so that the VM's slow and fast spells
-# (REFERENCE-dpdk.md: the VM steals time in bursts; a run's p50 can move by 2x) fall on every
+# (docs/REFERENCE-dpdk.md: the VM steals time in bursts; a run's p50 can move by 2x) fall on every
 # variant alike. Each variant runs ROUNDS times; the script prints every run's p50/p99, the
 # median p50 and p99 of each variant, and the WRITE/raw ratio of the medians.
 # Each round also runs `roce-lat --with-raw` (WRITE and the raw echo interleaved iteration by

@@ -1,6 +1,6 @@
 //! dpdk-roce: a userspace RoCEv2 RDMA provider on DPDK poll-mode cores, exposed through uDAPL.
 //!
-//! Layers (see `DESIGN.md` in the shared folder): `wire` (packet formats), `net` (IPv4/ARP
+//! Layers (see `docs/DESIGN.md`): `wire` (packet formats), `net` (IPv4/ARP
 //! neighbour layer, sans-IO), `transport` (RC queue pairs, sans-IO), `cm` (IB connection manager
 //! over QP1), `engine` (poll-mode shards and event queues), `sim` (an in-memory pair of
 //! endpoints over a simulated wire, for tests and demos), `perf` (benchmark reports),

@@ -1,4 +1,4 @@
-//! CM codecs against a real Linux rdma_rxe + rdma_cm exchange (`shared/vectors/
+//! CM codecs against a real Linux rdma_rxe + rdma_cm exchange (`tests/vectors/
 //! rxe-rdmacm-write-read.pcap`): every CM MAD parses to the values Wireshark shows and re-emits
 //! to the same 256 bytes.
 
@@ -20,7 +20,7 @@ use std::net::Ipv4Addr;
 
 const PCAP: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/vectors/rxe-rdmacm-write-read.pcap"
+    "/tests/vectors/rxe-rdmacm-write-read.pcap"
 );
 
 const ACTIVE_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 2, 25);

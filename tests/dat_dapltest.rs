@@ -340,7 +340,7 @@ fn functional(s: &Setup) {
 }
 
 /// The queryinfo suite but its cases 13 and 15, which crash inside libdat2 for any provider
-/// (shared/REFERENCE-dat.md). Cases 3, 16 and 17 create their PSP with DAT_PSP_PROVIDER_FLAG
+/// (docs/REFERENCE-dat.md). Cases 3, 16 and 17 create their PSP with DAT_PSP_PROVIDER_FLAG
 /// (provider-created EPs). Case 5 (dat_cr_query) is left by dapltest to the connection tests:
 /// `Result: UNSUPP`.
 fn queryinfo(s: &Setup) {

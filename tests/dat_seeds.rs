@@ -1,4 +1,4 @@
-//! The five seed man pages (../shared/seeds), rule by rule, each test named after its rule:
+//! The five seed man pages (`docs/seeds`), rule by rule, each test named after its rule:
 //! dat_ep_create, dat_ep_modify, dat_ep_get_status, dat_ep_set_watermark, dat_ep_recv_query.
 //! Two IAs in memory (ChannelIo), inline progress.
 

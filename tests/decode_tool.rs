@@ -1,4 +1,4 @@
-//! `roce-tool decode` run as a program on the real captures in `shared/vectors` and on pcaps
+//! `roce-tool decode` run as a program on the real captures in `tests/vectors` and on pcaps
 //! written here with damaged frames.
 
 use dpdk_roce::wire::RoceFrame;
@@ -11,18 +11,18 @@ use std::time::Duration;
 const TOOL: &str = env!("CARGO_BIN_EXE_roce-tool");
 const HISILICON: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/vectors/hw-hisilicon-rc-send.pcap"
+    "/tests/vectors/hw-hisilicon-rc-send.pcap"
 );
 const RXE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/vectors/rxe-rdmacm-write-read.pcap"
+    "/tests/vectors/rxe-rdmacm-write-read.pcap"
 );
 
 /// Fails the test when a vector file is missing, rather than skipping it.
 fn vector(path: &str) -> &str {
     assert!(
         Path::new(path).is_file(),
-        "test vector {path} is missing (expected in shared/vectors)"
+        "test vector {path} is missing (expected in tests/vectors)"
     );
     path
 }

@@ -1,4 +1,4 @@
-//! scripts/veth.sh, scripts/netns.sh and scripts/tap-bridge.sh: each creates what it says, is
+//! scripts/veth.sh, scripts/netns.sh and scripts/tap-mirred.sh: each creates what it says, is
 //! idempotent, refuses to touch what is not its own, and `down` removes everything. Every test
 //! uses names unique to the test process, and a guard runs `down` even when an assertion fails.
 
@@ -183,79 +183,78 @@ fn netns_up_down() {
     assert!(run_ok("netns.sh", &["down", &prefix], &[]).contains("not present"));
 }
 
+/// The ingress filters of `dev` (`tc filter show dev DEV parent ffff:`), empty without them.
+fn ingress_filters(dev: &str) -> String {
+    String::from_utf8_lossy(&cmd("tc", &["filter", "show", "dev", dev, "parent", "ffff:"]).stdout)
+        .into_owned()
+}
+
+fn has_ingress_qdisc(dev: &str) -> bool {
+    String::from_utf8_lossy(&cmd("tc", &["qdisc", "show", "dev", dev]).stdout)
+        .contains("qdisc ingress")
+}
+
 #[test]
-fn tap_bridge_up_attach_down() {
+fn tap_mirred_attach_down() {
     require_root();
     let tag = pid_tag();
-    let bridge = format!("rb{tag}");
-    let taps = [
-        format!("rt{tag}x"),
-        format!("rt{tag}y"),
-        format!("rt{tag}z"),
-    ];
-    let env = [("TAP_BRIDGE", bridge.as_str()), ("TAP_WAIT", "1")];
+    let taps = [format!("rt{tag}x"), format!("rt{tag}y")];
+    let env = [("TAP_WAIT", "1")];
     let _guard = Guard(|| {
-        run("tap-bridge.sh", &["down"], &env);
+        run("tap-mirred.sh", &["down", &taps[0], &taps[1]], &env);
         for t in &taps {
             cmd("ip", &["tuntap", "del", "dev", t, "mode", "tap"]);
         }
     });
-    assert!(!link_exists(&bridge));
-    let master = |dev: &str| {
-        std::fs::read_link(format!("/sys/class/net/{dev}/master"))
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-    };
 
-    // attach before up fails.
-    let out = run("tap-bridge.sh", &["attach", &taps[0]], &env);
+    // A tap that never appears (its DPDK process did not start): attach fails, naming it, and
+    // leaves no qdisc behind.
+    let out = run("tap-mirred.sh", &["attach", &taps[0], &taps[1]], &env);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-
-    run_ok("tap-bridge.sh", &["up"], &env);
-    run_ok("tap-bridge.sh", &["up"], &env); // idempotent
     assert!(
-        std::path::Path::new(&format!("/sys/class/net/{bridge}/bridge")).is_dir(),
-        "{bridge} is not a bridge"
+        String::from_utf8_lossy(&out.stderr).contains(&taps[0]),
+        "{}",
+        text(&out)
     );
-    assert!(sysctl_ipv6_disabled(&bridge));
 
     // The taps DPDK's net_tap would create: made here by the test itself.
     for t in &taps {
         let out = cmd("ip", &["tuntap", "add", "dev", t, "mode", "tap"]);
         assert!(out.status.success(), "{}", text(&out));
     }
-    run_ok("tap-bridge.sh", &["attach", &taps[0], &taps[1]], &env);
-    run_ok("tap-bridge.sh", &["attach", &taps[0], &taps[1]], &env); // idempotent
-    assert_eq!(master(&taps[0]).as_deref(), Some(bridge.as_str()));
-    assert_eq!(master(&taps[1]).as_deref(), Some(bridge.as_str()));
-    assert!(sysctl_ipv6_disabled(&taps[0]));
-    let status = run_ok("tap-bridge.sh", &["status"], &env);
-    assert!(
-        status.contains(&taps[0]) && status.contains(&taps[1]),
-        "{status}"
-    );
+    run_ok("tap-mirred.sh", &["attach", &taps[0], &taps[1]], &env);
+    run_ok("tap-mirred.sh", &["attach", &taps[0], &taps[1]], &env); // idempotent
+    for (dev, peer) in [(&taps[0], &taps[1]), (&taps[1], &taps[0])] {
+        let filters = ingress_filters(dev);
+        // One redirect to the peer's egress, not one per attach.
+        assert_eq!(filters.matches("mirred").count(), 1, "{dev}: {filters}");
+        assert!(
+            filters.contains(&format!("Redirect to device {peer}")),
+            "{dev}: {filters}"
+        );
+        assert!(sysctl_ipv6_disabled(dev), "IPv6 still on {dev}");
+        let link = cmd("ip", &["-o", "link", "show", "dev", dev]);
+        assert!(
+            String::from_utf8_lossy(&link.stdout).contains(",UP"),
+            "{dev} not up: {}",
+            text(&link)
+        );
+    }
+    let status = run_ok("tap-mirred.sh", &["status", &taps[0], &taps[1]], &env);
+    assert!(status.contains("mirred"), "{status}");
 
-    // A tap that never appears: the invocation fails and releases what it enslaved (taps[2]),
-    // not what an earlier invocation did.
-    let out = run("tap-bridge.sh", &["attach", &taps[2], "nosuchtap0"], &env);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nosuchtap0"));
-    assert_eq!(
-        master(&taps[2]),
-        None,
-        "the failed attach left {} enslaved",
-        taps[2]
-    );
-    assert_eq!(master(&taps[0]).as_deref(), Some(bridge.as_str()));
-
-    run_ok("tap-bridge.sh", &["down"], &env);
-    assert!(!link_exists(&bridge), "bridge left after down");
-    assert!(
-        link_exists(&taps[0]),
-        "down must not delete the taps (DPDK owns them)"
-    );
-    assert_eq!(master(&taps[0]), None);
-    assert!(run_ok("tap-bridge.sh", &["down"], &env).contains("not present"));
+    run_ok("tap-mirred.sh", &["down", &taps[0], &taps[1]], &env);
+    for t in &taps {
+        assert!(
+            !has_ingress_qdisc(t),
+            "ingress qdisc left on {t} after down"
+        );
+        assert!(
+            link_exists(t),
+            "down must not delete the taps (DPDK owns them)"
+        );
+    }
+    run_ok("tap-mirred.sh", &["down", &taps[0], &taps[1]], &env); // idempotent
 }
 
 /// The `dropped` count of the clsact qdisc on `dev` (`tc -s qdisc show`), if there is one.

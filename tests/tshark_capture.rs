@@ -8,7 +8,7 @@ use std::process::Command;
 
 const TOOL: &str = env!("CARGO_BIN_EXE_roce-tool");
 
-/// Payload heuristics that misfire on arbitrary SEND payloads (REFERENCE-rocev2.md).
+/// Payload heuristics that misfire on arbitrary SEND payloads (docs/REFERENCE-rocev2.md).
 const HEURISTICS_OFF: [&str; 4] = [
     "rpcrdma_infiniband",
     "iser_infiniband",

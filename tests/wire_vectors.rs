@@ -1,9 +1,9 @@
-//! Wire tests on real captures (`shared/vectors`, see its README): every RoCEv2 frame parses,
+//! Wire tests on real captures (`tests/vectors`, see its README): every RoCEv2 frame parses,
 //! its ICRC verifies, and parse -> emit reproduces it byte for byte; decoded fields match what
 //! tshark shows; damaged frames are rejected with the right error and never panic.
 //!
-//! The captures live beside the repository (`../shared/vectors`). They must be present: a
-//! missing file fails the test.
+//! The captures are part of the repository. They must be present: a missing file fails the
+//! test.
 
 use dpdk_roce::wire::aeth::{NakCode, Syndrome};
 use dpdk_roce::wire::deth::GSI_QKEY;
@@ -16,16 +16,14 @@ use pcap_file::pcap::PcapReader;
 use std::fs::File;
 use std::net::Ipv4Addr;
 
-const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/vectors");
+const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors");
 const HISI: &str = "hw-hisilicon-rc-send.pcap";
 const RXE: &str = "rxe-rdmacm-write-read.pcap";
 
 /// All frames of a capture; index 0 is Wireshark's frame 1.
 fn load(name: &str) -> Vec<Vec<u8>> {
     let path = format!("{VECTORS}/{name}");
-    let file = File::open(&path).unwrap_or_else(|e| {
-        panic!("test vector {path} is missing ({e}); clone the shared/ folder beside the repo")
-    });
+    let file = File::open(&path).unwrap_or_else(|e| panic!("test vector {path} is missing ({e})"));
     let mut reader = PcapReader::new(file).expect("pcap header");
     let mut frames = Vec::new();
     while let Some(pkt) = reader.next_packet() {

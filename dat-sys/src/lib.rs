@@ -26,7 +26,7 @@ pub mod consumer;
 use core::mem::{offset_of, size_of};
 
 /// Function-pointer entries of `DAT_PROVIDER` after `device_name` and `extension`
-/// (REFERENCE-dat.md: 79, ending with `handle_extendedop`).
+/// (docs/REFERENCE-dat.md: 79, ending with `handle_extendedop`).
 pub const DAT_PROVIDER_FUNCTIONS: usize = 79;
 
 const _: () = assert!(size_of::<DAT_PROVIDER>() == (2 + DAT_PROVIDER_FUNCTIONS) * 8);

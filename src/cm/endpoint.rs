@@ -3,7 +3,7 @@
 //! `connect`, `accept`, `reject`, `disconnect`); MADs out through `poll_transmit`, events through
 //! `poll_event`, the next deadline through `poll_timeout`. It never reads a clock.
 //!
-//! PSNs follow Linux `ib_cm` and the rdma_cm capture in `shared/vectors`: the REQ's starting
+//! PSNs follow Linux `ib_cm` and the rdma_cm capture in `tests/vectors`: the REQ's starting
 //! PSN is the active side's receive PSN (its `rq_psn`, the passive side's `sq_psn`); the REP's
 //! is the passive side's receive PSN (its `rq_psn`, the active side's `sq_psn`).
 //!

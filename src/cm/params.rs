@@ -76,7 +76,7 @@ pub struct ConnectParams {
     pub src_port: u16,
     /// The consumer's QP, in RESET; the CM moves it to INIT, RTR, RTS when the REP arrives.
     pub local_qpn: u32,
-    /// The REQ's starting PSN. Linux `ib_cm` (and the capture in `shared/vectors`) use it as the
+    /// The REQ's starting PSN. Linux `ib_cm` (and the capture in `tests/vectors`) use it as the
     /// PSN this (active) side expects to *receive* first: it becomes this QP's `rq_psn` and the
     /// passive QP's `sq_psn`. This side's send PSN comes from the REP.
     pub starting_psn: Psn,

@@ -71,7 +71,7 @@ impl DpdkFrameIo {
 
     /// Queue pair `queue` of `port` (RX queue `queue` and TX queue `queue`, each taken once),
     /// transmitting from a pool of `tx_mbufs` mbufs of its own. One per shard gives every
-    /// shard its own RX/TX queue pair (DESIGN.md "src/engine").
+    /// shard its own RX/TX queue pair (docs/DESIGN.md "The engine").
     pub fn on_queue(eal: &Eal, port: &Port, queue: u16, tx_mbufs: u32) -> Result<Self, DpdkError> {
         let (rx, tx) = port.take_queue_pair(queue)?;
         let seq = TX_POOL_SEQ.fetch_add(1, Ordering::Relaxed);

@@ -1,6 +1,6 @@
 //! [`HugepageAllocator`]: provider-allocated LMR memory from the DPDK heap (`rte_zmalloc`,
 //! hugepages unless EAL runs `--no-huge`), with a known I/O address, so registered regions can be
-//! attached to mbufs as external buffers (DESIGN.md "Memory"; DPDK programmer's guide, "Memory
+//! attached to mbufs as external buffers (docs/DESIGN.md "Memory"; DPDK programmer's guide, "Memory
 //! in DPDK" / `rte_malloc`).
 
 use std::ffi::c_void;

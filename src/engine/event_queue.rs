@@ -1,7 +1,7 @@
 //! A bounded multi-producer queue of events with busy-poll and blocking waits: the ring behind
 //! an event dispatcher (EVD). Poll-mode cores push without locks; a consumer waits by spinning,
 //! by sleeping until woken (the core notifies only when someone sleeps), or by driving progress
-//! itself (the inline mode of DESIGN.md "Progress").
+//! itself (the inline mode of docs/DESIGN.md "Progress").
 
 use crossbeam_queue::ArrayQueue;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -213,7 +213,7 @@ impl<T> EventQueue<T> {
             let ring = self.ring();
             ring.len() >= threshold.clamp(1, ring.capacity())
         };
-        // Spin briefly: one kernel wake-up costs ~40 us here (REFERENCE-dpdk.md).
+        // Spin briefly: one kernel wake-up costs ~40 us here (docs/REFERENCE-dpdk.md).
         let mut spins = 0u32;
         loop {
             let open = gate().map_err(GatedWaitError::Gate)?;

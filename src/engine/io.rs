@@ -5,7 +5,7 @@ use crate::mem::{MrTable, PinToken};
 use crossbeam_queue::ArrayQueue;
 use std::sync::Arc;
 
-/// A frame whose payload stays in registered memory (DESIGN.md "Memory": no copy on TX):
+/// A frame whose payload stays in registered memory (docs/DESIGN.md "Memory": no copy on TX):
 /// `headers` (Ethernet through the last RoCE extension header), then the pinned payload
 /// `segments` in order, then `trailer` (BTH pad bytes and the ICRC).
 pub struct PinnedFrame<'a> {

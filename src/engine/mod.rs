@@ -1,5 +1,5 @@
 //! The poll-mode engine: shards that own a `Host` and a port queue, driven by pinned cores or
-//! inline by waiting consumers, with event queues towards consumers (DESIGN.md "Progress").
+//! inline by waiting consumers, with event queues towards consumers (docs/DESIGN.md "Progress").
 
 pub mod clock;
 pub mod event_queue;

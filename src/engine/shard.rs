@@ -1,4 +1,4 @@
-//! A shard: one `Host` on one port queue pair, and the poll loop of DESIGN.md "Layers":
+//! A shard: one `Host` on one port queue pair, and the poll loop of docs/DESIGN.md "Layers":
 //! rx_burst -> parse -> QP/CM -> completions; timers; poll_transmit -> tx_burst. A pinned core
 //! runs `poll` in a loop; in inline mode the thread waiting for a completion calls it.
 

@@ -63,10 +63,10 @@
 //! # Backings
 //!
 //! Consumer memory registered as is (`DAT_MEM_TYPE_VIRTUAL`, [`MrTable::register_raw`], unsafe
-//! with its contract), or memory the provider allocates through an [`Allocator`] (the heap
-//! now, DPDK hugepages later). `unsafe` in this module is confined to the raw registration, the
-//! allocator and the three raw accessors (copy out, copy in, atomic), each with its `SAFETY`
-//! argument.
+//! with its contract), or memory the provider allocates through an [`Allocator`] (the heap, or
+//! DPDK's hugepage heap through `dpdk::HugepageAllocator`). `unsafe` in this module is confined
+//! to the raw registration, the allocator and the three raw accessors (copy out, copy in,
+//! atomic), each with its `SAFETY` argument.
 
 pub mod alloc;
 mod key_field;

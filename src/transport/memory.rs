@@ -1,8 +1,8 @@
 //! Registered-memory access as the transport sees it. The responder and requester never touch
 //! memory directly: every access names a key, a protection domain, an address range and the
 //! rights it needs, and the `Memory` implementation checks all of them (IBTA vol. 1 §10.6).
-//! `VecMemory` backs it with plain vectors for tests and the in-memory harness; the DPDK issue
-//! backs it with hugepage regions.
+//! `VecMemory` backs it with plain vectors for tests and the in-memory harness; the engine uses
+//! `mem::MrTable` (regions on the heap, in consumer memory or in DPDK hugepages).
 
 use bitflags::bitflags;
 use thiserror::Error;

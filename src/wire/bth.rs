@@ -1,4 +1,4 @@
-//! Base Transport Header (IBTA vol. 1 §9.2; REFERENCE-rocev2.md "BTH").
+//! Base Transport Header (IBTA vol. 1 §9.2; docs/REFERENCE-rocev2.md "BTH").
 //!
 //! | byte | content |
 //! |---|---|

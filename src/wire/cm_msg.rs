@@ -3,7 +3,7 @@
 //! (`super::mad`). Offsets below are relative to the start of the attribute data (MAD byte 24)
 //! and follow §12.6.5 (REQ), §12.6.6 (MRA), §12.6.7 (REJ), §12.6.8 (REP), §12.6.9 (RTU),
 //! §12.6.10 (DREQ), §12.6.11 (DREP); checked against Wireshark's dissector on the rxe capture in
-//! `shared/vectors`. Every field, including the reserved-adjacent bit fields, is kept so that a
+//! `tests/vectors`. Every field, including the reserved-adjacent bit fields, is kept so that a
 //! parsed message re-emits to the same bytes. Parsing never fails on field values: only a short
 //! buffer, a MAD header that is not CM/`Send`, or an unknown attribute ID is an error.
 

@@ -1,4 +1,4 @@
-//! Invariant CRC of RoCEv2 (IBTA vol. 1 annex A17.3.3; REFERENCE-rocev2.md "ICRC").
+//! Invariant CRC of RoCEv2 (IBTA vol. 1 annex A17.3.3; docs/REFERENCE-rocev2.md "ICRC").
 //!
 //! CRC-32 (zlib's) over 8 bytes of 0xFF standing in for the IB LRH, then the IPv4 header, UDP
 //! header, BTH, extension headers, payload and pad, with the variant fields set to all ones:

@@ -1,4 +1,4 @@
-//! 24-bit packet sequence numbers (IBTA vol. 1 §9.7.1, REFERENCE-rocev2.md "RC reliability").
+//! 24-bit packet sequence numbers (IBTA vol. 1 §9.7.1, docs/REFERENCE-rocev2.md "RC reliability").
 //!
 //! PSNs wrap modulo 2^24. Ordering uses the sign of the 24-bit difference shifted into the top of
 //! an `i32`: of two PSNs, the one up to 2^23 - 1 ahead is "after".

@@ -1,5 +1,5 @@
 //! The DAT 2.0 C provider that libdat2 loads (`dat.conf`: `<ia_name> u2.0 nonthreadsafe
-//! default <path>/libdpdk_roce.so dapl.2.0 "<profile.toml>" ""`), shared/REFERENCE-dat.md.
+//! default <path>/libdpdk_roce.so dapl.2.0 "<profile.toml>" ""`), docs/REFERENCE-dat.md.
 //!
 //! * [`dat_provider_init`] registers one static `DAT_PROVIDER` table per IA name with
 //!   `dat_registry_add_provider` and remembers the name's `ia_params` (the dpdk-config profile

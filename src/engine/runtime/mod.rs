@@ -1,6 +1,6 @@
 //! The engine runtime of one port (one DAT interface adapter): N shards, each a `Host` on a
 //! queue of the port, driven by pinned poll threads (`core` progress) or by the consumer
-//! threads that wait on EVDs (`inline` progress) (DESIGN.md "Progress", issue 3 "src/engine").
+//! threads that wait on EVDs (`inline` progress) (docs/DESIGN.md "Progress", "The engine").
 //!
 //! - **Shards and QPNs.** QP `n` lives on shard `n % shards` ([`shard_of_qpn`]); each shard's
 //!   `Host` allocates numbers in its own residue class. QPs that share an SRQ live on the SRQ's

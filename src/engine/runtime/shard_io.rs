@@ -1,5 +1,5 @@
 //! A shard's view of the port: its own RX/TX queue pair when it has one, plus the bounded rings
-//! that join the shards of one port (DESIGN.md "src/engine").
+//! that join the shards of one port (docs/DESIGN.md "The engine").
 //!
 //! - **Inbox** (one per shard, many producers): frames another shard received for this shard's
 //!   QPs, ARP replies to learn from, and shard 0's CM decisions about this shard's QPs (QP

@@ -1,7 +1,7 @@
 //! RX steering by destination QPN, for ports that cannot steer RoCEv2 by themselves: the PMDs
 //! used here (net_af_packet, net_tap, net_memif) have no RSS or flow rule that matches on the
 //! BTH (net_af_packet's several queues are filled by the kernel's fanout hash), so the shard
-//! that receives a frame decides who owns it (DESIGN.md "src/engine": QPNs encode the shard).
+//! that receives a frame decides who owns it (docs/DESIGN.md "The engine": QPNs encode the shard).
 //!
 //! Rules: QP1 (CM MADs, IBTA vol. 1 §13.5) and every non-RoCEv2 frame belong to shard 0, which
 //! runs the neighbour layer and the CM; ARP replies also go to every other shard so that their

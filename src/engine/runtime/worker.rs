@@ -1,6 +1,6 @@
 //! One shard's poll loop around a [`Shard`]: drain the submission ring, apply what other shards
 //! sent, poll the port (rx -> QPs/CM, timers, tx), then push completions and events to the EVD
-//! rings (DESIGN.md "Layers"). A pinned core calls [`Worker::poll_once`] in a loop; in inline
+//! rings (docs/DESIGN.md "Layers"). A pinned core calls [`Worker::poll_once`] in a loop; in inline
 //! mode the consumer waiting on an EVD calls it.
 //!
 //! Shard 0 runs the IB CM for every QP of the port. For a QP of another shard it keeps a

@@ -1,6 +1,6 @@
-//! The default ACK policy (DESIGN "Acknowledgements and completions"): the responder coalesces
-//! ACKs only over what has already arrived and never holds one for a later request, so a lone
-//! WRITE or SEND completes after one round trip of the wire with no timer firing.
+//! The default ACK policy (docs/DESIGN.md "Acknowledgements and completions"): the responder
+//! coalesces ACKs only over what has already arrived and never holds one for a later request, so
+//! a lone WRITE or SEND completes after one round trip of the wire with no timer firing.
 
 use super::*;
 use crate::engine::host::{QpOptions, DEFAULT_ACK_DELAY};
