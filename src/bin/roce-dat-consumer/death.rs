@@ -78,10 +78,7 @@ pub(crate) fn sink(name: &str, qual: u64, echo: bool, r: &mut Report) -> Result<
                 c::ep_post_recv(ep, Some(&[seg(i)]), 1, i, 0),
             )?;
         }
-        must(
-            "dat_cr_accept",
-            c::cr_accept(cr, ep, &info.encode()),
-        )?;
+        must("dat_cr_accept", c::cr_accept(cr, ep, &info.encode()))?;
         let (mut posted, mut done) = (SINK_RECVS, 0u64);
         let (mut received, mut first_error, mut not_flushed) = (0u64, None, 0u64);
         let (mut event, mut disconnected_by_us) = (None, false);
