@@ -4,6 +4,8 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+#[path = "roce_tool/dat_conf.rs"]
+mod dat_conf;
 #[path = "roce_tool/decode.rs"]
 mod decode;
 #[path = "roce_tool/relay.rs"]
@@ -29,6 +31,9 @@ enum Command {
     /// Forward Ethernet frames between two interfaces with seeded loss, duplication,
     /// reordering and bit flips (an impaired network for tests; the kernel has no netem).
     Relay(relay::RelayArgs),
+    /// Print a dat.conf (DAT 2.0 registry) with one entry per profile: IA name
+    /// `<prefix><profile name>`, the provider library's and the profile's absolute paths.
+    DatConf(dat_conf::DatConfArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,5 +42,6 @@ fn main() -> ExitCode {
         Command::Decode(args) => decode::run(&args),
         Command::Simulate(args) => simulate::run(&args),
         Command::Relay(args) => relay::run(&args),
+        Command::DatConf(args) => dat_conf::run(&args),
     }
 }
