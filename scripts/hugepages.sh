@@ -88,14 +88,15 @@ up() {
   need_root
   lock
   load_state
-  local had_state=0
+  # Globals, not locals: when `set -e` or `exit` ends the script inside this function, bash
+  # runs the EXIT trap after the function's locals are gone, and the rollback needs these.
+  had_state=0
   [[ -f $STATE ]] && had_state=1
-  local before
   before=$(cat "$NR")
   ((had_state)) || prior=$before
 
   # What this invocation did, for the rollback on failure.
-  local did_pages=0 did_mount=0 did_dir=0
+  did_pages=0 did_mount=0 did_dir=0
   rollback() {
     local rc=$?
     if ((rc != 0)); then

@@ -112,7 +112,9 @@ up() {
     exit 2
   fi
   need_root
-  local created=0
+  # Global, not local: when `set -e` or `exit` ends the script inside this function, bash runs
+  # the EXIT trap after the function's locals are gone.
+  created=0
   cleanup() {
     local rc=$?
     if ((rc != 0 && created)); then
