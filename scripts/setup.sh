@@ -23,6 +23,7 @@ PACKAGES=(
   arping            # the net_tap test: the kernel arpings the provider's address
   util-linux        # flock, setsid, mount (scripts/)
   sockperf          # scripts/sockperf-baseline.sh: the kernel UDP busy-poll latency baseline
+  fonts-dejavu-core # the TrueType font roce-tool plot and roce-bw --plot draw text with
 )
 
 missing=()

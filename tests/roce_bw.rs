@@ -184,12 +184,13 @@ fn every_operation_verified_over_memif() {
     every_op_verified(&memif("m"));
 }
 
-/// `-a` with `--raw`, both directions and the JSON report: one row per size, each with the raw
-/// blast's rate beside it; `-D` runs for its time.
+/// `-a` with `--raw`, both directions, the JSON report and the plot: one row per size, each
+/// with the raw blast's rate beside it, and an SVG of the sweep; `-D` runs for its time.
 #[test]
-fn sweep_with_raw_bidirectional_json_and_duration_over_memif() {
+fn sweep_with_raw_bidirectional_json_plot_and_duration_over_memif() {
     let link = memif("j");
     let json = link.dir.join("bw.json");
+    let plot = link.dir.join("bw.svg");
     let text = run(
         &link,
         &[
@@ -205,7 +206,26 @@ fn sweep_with_raw_bidirectional_json_and_duration_over_memif() {
             "--report_gbits",
             "--json",
             json.to_str().unwrap(),
+            "--plot",
+            plot.to_str().unwrap(),
         ],
+    );
+    // The sweep's plot: an SVG with both panels and a point per size in each.
+    let svg = std::fs::read_to_string(&plot).expect("the plot");
+    assert!(
+        svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+        "{svg:.200}"
+    );
+    for want in [
+        "bandwidth (Gb/s)",
+        "message rate (Mpps)",
+        "message size (bytes)",
+    ] {
+        assert!(svg.contains(want), "{want}");
+    }
+    assert!(
+        svg.matches("<circle").count() >= 20,
+        "a point per size in each panel"
     );
     let sizes: Vec<usize> = rows(&text).iter().map(|r| r.0).collect();
     assert_eq!(sizes, [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], "{text}");

@@ -438,7 +438,7 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
     if sizes.is_empty() {
         return Err("-a needs -s of at least 2".into());
     }
-    for size in sizes {
+    for size in dpdk_roce::perf::progress::over(sizes, "sizes") {
         side.send_ctl(Ctl::Start { size: size as u64 })?;
         match side.wait_ctl("the server's READY")? {
             Ctl::Ready => {}
@@ -474,5 +474,6 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
         let _ = c::ep_free(ep);
     }
     let _ = c::ia_close(side.ia, true);
-    report::write_json(args, &p, None, &rows)
+    report::write_json(args, &p, None, &rows)?;
+    report::write_plot(args, &p, &rows)
 }

@@ -168,6 +168,10 @@ struct Args {
     /// Write the table as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Plot bandwidth and message rate against message size to this .svg or .png file
+    /// (with `-a`, a sweep).
+    #[arg(long)]
+    plot: Option<PathBuf>,
     /// Before each size, blast plain Ethernet frames one way through the same port and loop
     /// (no RoCE) and print the PMD's rate and the ratio of the RDMA figures to it.
     #[arg(long)]
@@ -1450,7 +1454,7 @@ fn client(
     if sizes.is_empty() {
         return Err("-a needs -s of at least 2".into());
     }
-    for size in sizes {
+    for size in dpdk_roce::perf::progress::over(sizes, "sizes") {
         let raw = if p.raw {
             Some(raw_blast(&mut side, &p, mac, size.min(pmtu))?)
         } else {
@@ -1504,6 +1508,7 @@ fn client(
     );
     eprintln!("host: {:?}", side.shard.host.stats());
     report::write_json(args, &p, Some(pmtu), &rows)?;
+    report::write_plot(args, &p, &rows)?;
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! blast beside it, and the JSON file.
 
 use super::{Args, Ctl, Op, Params};
+use dpdk_roce::perf::plot::SweepPoint;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -157,6 +158,35 @@ pub(crate) fn write_json(
     }))
     .map_err(|e| e.to_string())?;
     std::fs::write(path, s).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// With `--plot FILE` (.svg or .png): bandwidth and message rate against message size.
+pub(crate) fn write_plot(args: &Args, p: &Params, rows: &[Row]) -> Result<(), String> {
+    let Some(path) = &args.plot else {
+        return Ok(());
+    };
+    let points: Vec<SweepPoint> = rows
+        .iter()
+        .map(|r| SweepPoint {
+            bytes: r.bytes as u64,
+            gbits: r.msg_rate_mpps * 1e6 * r.bytes as f64 * 8.0 / 1e9,
+            mpps: r.msg_rate_mpps,
+        })
+        .collect();
+    let title = format!(
+        "{} {}, {} QP(s), {} outstanding",
+        p.op.label().replace('_', " "),
+        if p.bidirectional {
+            "both ways"
+        } else {
+            "one way"
+        },
+        p.qps,
+        p.tx_depth
+    );
+    dpdk_roce::perf::plot::sweep(path, &title, &points)?;
+    eprintln!("plot: {}", path.display());
+    Ok(())
 }
 
 /// perftest's header; `pmtu`: the path MTU when this side knows it (not through DAT).

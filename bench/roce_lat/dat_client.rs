@@ -169,7 +169,7 @@ pub(crate) fn client(args: &Args, ia_name: &str) -> Result<(), String> {
         Scale::HalfRoundTrip
     };
     let mut series = Vec::new();
-    for size in sizes(args) {
+    for size in dpdk_roce::perf::progress::over(sizes(args), "sizes") {
         let mut s = LatencySeries::new(size, scale);
         for i in 1..=args.warmup + args.iters {
             let t0 = Instant::now();

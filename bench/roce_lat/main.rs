@@ -541,7 +541,7 @@ fn server(
     let table = shard.host.mr_table().clone();
     let dst_view = pin_buffer(&table, bufs.pd, &bufs.dst, Access::empty())?;
     let src_view = pin_buffer(&table, bufs.pd, &bufs.src, Access::LOCAL_WRITE)?;
-    for size in sizes(args) {
+    for size in dpdk_roce::perf::progress::over(sizes(args), "sizes") {
         let total = args.warmup + args.iters;
         let stages_from = args.stages.then_some(args.warmup + 1);
         match args.op {
@@ -862,7 +862,7 @@ fn client(
     let src_view = pin_buffer(&table, bufs.pd, &bufs.src, Access::LOCAL_WRITE)?;
     let mac = shard.host.config().net.mac.0;
     let mut back = Vec::with_capacity(9216);
-    for (round, size) in sizes(args).into_iter().enumerate() {
+    for (round, size) in dpdk_roce::perf::progress::over(sizes(args), "sizes").enumerate() {
         let mut s = LatencySeries::new(size, scale);
         let mut raw_s = LatencySeries::new(size, Scale::HalfRoundTrip);
         let mut frame = raw_frame(mac, size);
@@ -1225,7 +1225,7 @@ fn raw(
         return Ok(());
     }
     let mut series = Vec::new();
-    for (round, size) in sizes(args).into_iter().enumerate() {
+    for (round, size) in dpdk_roce::perf::progress::over(sizes(args), "sizes").enumerate() {
         let mut s = LatencySeries::new(size, Scale::HalfRoundTrip);
         let mut frame = raw_frame(mac, size);
         let mut stages = RawStages::new(false);

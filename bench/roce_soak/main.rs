@@ -741,6 +741,8 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
         .map(|c| c.steps.iter().map(|s| u64::from(s.wrs())).sum::<u64>())
         .sum();
     let mut report = Instant::now();
+    let bar = dpdk_roce::perf::progress::bar(total, "work requests");
+    let mut since_bar = 0u32;
     loop {
         for (qp, c) in conns.iter_mut().enumerate() {
             while c.next < c.steps.len() && c.outstanding.len() < usize::from(cl.p.depth) {
@@ -773,12 +775,18 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
             continue;
         }
         cl.completed(qp as u16, c, &d)?;
+        since_bar += 1;
+        if since_bar == 4096 {
+            bar.inc(4096);
+            since_bar = 0;
+        }
         if report.elapsed() > Duration::from_secs(10) {
             report = Instant::now();
             let done: u64 = conns.iter().map(|c| c.completed).sum();
             eprintln!("{done} of {total} work requests done");
         }
     }
+    bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     let messages: u64 = conns.iter().map(|c| c.completed).sum();
     for c in &conns {

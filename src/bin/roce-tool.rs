@@ -8,6 +8,8 @@ use std::process::ExitCode;
 mod dat_conf;
 #[path = "roce_tool/decode.rs"]
 mod decode;
+#[path = "roce_tool/plot.rs"]
+mod plot;
 #[path = "roce_tool/relay.rs"]
 mod relay;
 #[path = "roce_tool/simulate.rs"]
@@ -31,6 +33,9 @@ enum Command {
     /// Forward Ethernet frames between two interfaces with seeded loss, duplication,
     /// reordering and bit flips (an impaired network for tests; the kernel has no netem).
     Relay(relay::RelayArgs),
+    /// Plot the percentile distribution of .hgrm latency histograms (several overlaid) to an
+    /// SVG or PNG file.
+    Plot(plot::PlotArgs),
     /// Print a dat.conf (DAT 2.0 registry) with one entry per profile: IA name
     /// `<prefix><profile name>`, the provider library's and the profile's absolute paths.
     DatConf(dat_conf::DatConfArgs),
@@ -42,6 +47,7 @@ fn main() -> ExitCode {
         Command::Decode(args) => decode::run(&args),
         Command::Simulate(args) => simulate::run(&args),
         Command::Relay(args) => relay::run(&args),
+        Command::Plot(args) => plot::run(&args),
         Command::DatConf(args) => dat_conf::run(&args),
     }
 }
