@@ -59,8 +59,8 @@ pub struct DtoEvent {
     /// or an error; an error breaks the connection, and the DTOs still outstanding then
     /// complete with `WrFlushErr`.
     pub status: WcStatus,
-    /// DAT_DTO_COMPLETION_EVENT_DATA.transfered_length: bytes moved, in bytes (a receive:
-    /// bytes placed; an RDMA read: bytes read).
+    /// DAT_DTO_COMPLETION_EVENT_DATA.transfered_length: the bytes moved (a receive: placed
+    /// in its buffers; an RDMA read: read).
     pub transferred_length: u32,
     /// DAT_DTO_COMPLETION_EVENT_DATA.operation: which post or receive completed.
     pub opcode: WcOpcode,
