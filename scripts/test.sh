@@ -20,4 +20,7 @@ fi
 cargo fmt --all -- --check
 # clippy with -D warnings also denies every rustc warning, so the build is warning-free.
 cargo clippy --workspace --all-targets -- -D warnings
+# The examples as programs (target/debug/examples/NAME), which tests/example_*.rs run:
+# `cargo test --all-targets` builds examples only as test harnesses (hashed names, no `main`).
+cargo build --workspace --examples
 cargo test --workspace --all-targets

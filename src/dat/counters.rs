@@ -36,26 +36,41 @@ counters!(
         connect,
         /// dat_ep_disconnect calls that started a disconnect.
         disconnect,
+        /// Sends posted: plain, with immediate data or with invalidate (DCNT_EP_POST_SEND).
         post_send,
+        /// Bytes of the sends posted (DCNT_EP_POST_SEND_DATA).
         post_send_data,
+        /// Receives posted (DCNT_EP_POST_RECV).
         post_recv,
+        /// Bytes of buffer the posted receives offer (DCNT_EP_POST_RECV_DATA).
         post_recv_data,
+        /// RDMA writes posted (DCNT_EP_POST_WRITE).
         post_write,
+        /// Bytes of the RDMA writes posted (DCNT_EP_POST_WRITE_DATA).
         post_write_data,
+        /// RDMA writes with immediate data posted (DCNT_EP_POST_WRITE_IMM).
         post_write_imm,
+        /// Bytes of the RDMA writes with immediate data posted (DCNT_EP_POST_WRITE_IMM_DATA).
         post_write_imm_data,
+        /// RDMA reads posted (DCNT_EP_POST_READ).
         post_read,
+        /// Bytes asked for by the RDMA reads posted (DCNT_EP_POST_READ_DATA).
         post_read_data,
+        /// Atomic compare-and-swaps posted (DCNT_EP_POST_CMP_SWAP).
         post_cmp_swap,
+        /// Atomic fetch-and-adds posted (DCNT_EP_POST_FETCH_ADD).
         post_fetch_add,
-        /// Receives of a SEND without immediate data.
+        /// Receives of a SEND without immediate data (DCNT_EP_RECV).
         recv,
+        /// Bytes of those receives (DCNT_EP_RECV_DATA).
         recv_data,
-        /// Receives of a SEND with immediate data.
+        /// Receives of a SEND with immediate data (DCNT_EP_RECV_IMM).
         recv_imm,
+        /// Bytes of those receives (DCNT_EP_RECV_IMM_DATA).
         recv_imm_data,
-        /// Receives consumed by an RDMA WRITE with immediate data.
+        /// Receives consumed by an RDMA WRITE with immediate data (DCNT_EP_RECV_RDMA_IMM).
         recv_rdma_imm,
+        /// Bytes those RDMA writes carried (DCNT_EP_RECV_RDMA_IMM_DATA).
         recv_rdma_imm_data,
     }
 );
@@ -88,27 +103,46 @@ counters!(
     /// received by kind, connections established by side, and the CM's error counts. The CM
     /// is the port's, shared by every IA open on it.
     IaCounters {
+        /// REQs (connection requests) sent, retransmissions not included
+        /// (DCNT_IA_CM_REQ_TX).
         req_tx,
+        /// REQs received and decoded (DCNT_IA_CM_REQ_RX).
         req_rx,
+        /// REPs (replies accepting a request) sent (DCNT_IA_CM_REP_TX).
         rep_tx,
+        /// REPs received (DCNT_IA_CM_REP_RX).
         rep_rx,
+        /// RTUs (ready to use, the active side's last message) sent (DCNT_IA_CM_RTU_TX).
         rtu_tx,
+        /// RTUs received (DCNT_IA_CM_RTU_RX).
         rtu_rx,
+        /// REJs (rejections) sent (DCNT_IA_CM_USER_REJ_TX).
         rej_tx,
+        /// REJs received (DCNT_IA_CM_USER_REJ_RX).
         rej_rx,
+        /// DREQs (disconnect requests) sent (DCNT_IA_CM_DREQ_TX).
         dreq_tx,
+        /// DREQs received (DCNT_IA_CM_DREQ_RX).
         dreq_rx,
+        /// DREPs (disconnect replies) sent (DCNT_IA_CM_DREP_TX).
         drep_tx,
+        /// DREPs received (DCNT_IA_CM_DREP_RX).
         drep_rx,
+        /// MRAs (message receipt acknowledgements: "answer coming, wait longer") sent
+        /// (DCNT_IA_CM_MRA_TX).
         mra_tx,
+        /// MRAs received (DCNT_IA_CM_MRA_RX).
         mra_rx,
+        /// Connections established as the active side, on a REP (DCNT_IA_CM_ACTIVE_EST).
         active_est,
+        /// Connections established as the passive side, on an RTU (DCNT_IA_CM_PASSIVE_EST).
         passive_est,
-        /// Duplicates answered from saved state.
+        /// Duplicate REQs, REPs and DREQs answered from saved state (counted in DCNT_IA_CM_ERR).
         duplicates,
-        /// Messages sent again after a timeout.
+        /// Messages sent again after a timeout (counted in DCNT_IA_CM_ERR).
         retries,
-        /// Messages that did not decode or matched no connection.
+        /// Messages that did not decode or matched no connection expecting them
+        /// (DCNT_IA_CM_ERR_UNEXPECTED).
         unexpected,
     }
 );

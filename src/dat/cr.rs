@@ -34,8 +34,14 @@ pub struct Cr {
 /// [`Cr::private_data_mut`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CrParam {
+    /// DAT_CR_PARAM.remote_ia_address_ptr: the IPv4 address of the requesting IA.
     pub remote_address: Ipv4Addr,
+    /// The local connection qualifier the request arrived on (the PSP's or RSP's; the C
+    /// layer reports it as the event's `conn_qual`). DAT_CR_PARAM's `remote_port_qual` is
+    /// not kept.
     pub conn_qual: u16,
+    /// DAT_CR_PARAM.private_data: what the requester passed to dat_ep_connect, at most
+    /// [`IaAttr::max_private_data_size`](super::IaAttr::max_private_data_size) bytes.
     pub private_data: Vec<u8>,
     /// The reserved EP's QPN for a request on an RSP.
     pub ep: Option<u32>,

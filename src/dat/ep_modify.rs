@@ -27,16 +27,29 @@ use std::sync::Arc;
 /// only the fields the mask names are read. An EVD of `None` is DAT_HANDLE_NULL.
 #[derive(Clone, Copy, Default)]
 pub struct EpParam<'a> {
+    /// DAT_EP_PARAM.pz_handle (`PZ_HANDLE`): the new protection zone, of the EP's IA;
+    /// `None` is DAT_INVALID_HANDLE. An EP on an SRQ stays in the SRQ's PZ.
     pub pz: Option<&'a Pz>,
+    /// DAT_EP_PARAM.recv_evd_handle (`RECV_EVD_HANDLE`): the EVD of receive completions.
     pub recv_evd: Option<&'a Evd>,
+    /// DAT_EP_PARAM.request_evd_handle (`REQUEST_EVD_HANDLE`): the EVD of request
+    /// completions.
     pub request_evd: Option<&'a Evd>,
+    /// DAT_EP_PARAM.connect_evd_handle (`CONNECT_EVD_HANDLE`): the EVD of connection events;
+    /// it needs [`EvdFlags::CONNECTION`].
     pub connect_evd: Option<&'a Evd>,
+    /// DAT_EP_PARAM.ep_attr: the attributes, each read only when its `EpParamMask` bit is
+    /// set, and checked against the IA's limits as at creation (dat_ep_create(3DAT)).
     pub attr: EpAttr,
     /// DAT_SERVICE_TYPE (only DAT_SERVICE_TYPE_RC = 0).
     pub service_type: u32,
     /// DAT_QOS (only DAT_QOS_BEST_EFFORT = 0).
     pub qos: u32,
+    /// DAT_EP_ATTR.num_transport_attr (`NUM_TRANSPORT_ATTR`): only 0, this provider has no
+    /// transport-specific attributes.
     pub num_transport_attr: u32,
+    /// DAT_EP_ATTR.num_provider_attr (`NUM_PROVIDER_ATTR`): only 0, this provider has no
+    /// provider-specific attributes.
     pub num_provider_attr: u32,
 }
 

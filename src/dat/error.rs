@@ -5,23 +5,40 @@
 use super::ep::EpState;
 use dat_sys as sys;
 
-/// Handle types (DAT_INVALID_HANDLE subtypes).
+/// Handle types (DAT_INVALID_HANDLE subtypes, dat_error.h): which kind of handle argument
+/// was wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HandleKind {
+    /// An interface adapter (DAT_INVALID_HANDLE_IA).
     Ia,
+    /// An endpoint (DAT_INVALID_HANDLE_EP), e.g. the `dup` EP of another IA in
+    /// dat_ep_dup_connect.
     Ep,
+    /// A local memory region (DAT_INVALID_HANDLE_LMR), e.g. an LMR no longer registered.
     Lmr,
+    /// A remote memory region, a memory window (DAT_INVALID_HANDLE_RMR).
     Rmr,
+    /// A protection zone (DAT_INVALID_HANDLE_PZ), e.g. a PZ of another IA.
     Pz,
+    /// A public service point (DAT_INVALID_HANDLE_PSP).
     Psp,
+    /// A reserved service point (DAT_INVALID_HANDLE_RSP).
     Rsp,
+    /// A connection request (DAT_INVALID_HANDLE_CR).
     Cr,
+    /// A consumer notification object (DAT_INVALID_HANDLE_CNO), e.g. a CNO of another IA.
     Cno,
+    /// The EVD a service point queues connection requests on (DAT_INVALID_HANDLE_EVD_CR).
     EvdCr,
+    /// An EP's request completion EVD (DAT_INVALID_HANDLE_EVD_REQUEST).
     EvdRequest,
+    /// An EP's receive completion EVD (DAT_INVALID_HANDLE_EVD_RECV).
     EvdRecv,
+    /// An EP's connection EVD (DAT_INVALID_HANDLE_EVD_CONN).
     EvdConn,
+    /// The IA's asynchronous event EVD (DAT_INVALID_HANDLE_EVD_ASYNC).
     EvdAsync,
+    /// A shared receive queue (DAT_INVALID_HANDLE_SRQ).
     Srq,
     /// The n-th handle argument (DAT_INVALID_HANDLE1..10) when no type fits.
     Arg(u8),
@@ -50,22 +67,37 @@ impl HandleKind {
     }
 }
 
-/// DAT_INVALID_STATE subtypes of objects other than EPs.
+/// DAT_INVALID_STATE subtypes of objects other than EPs (dat_error.h); an EP's own state is
+/// [`DatError::EpState`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StateKind {
+    /// DAT_INVALID_STATE_CNO_IN_USE: the CNO still has EVDs attached (dat_cno_free).
     CnoInUse,
+    /// DAT_INVALID_STATE_EVD_ENABLED: the call needs a disabled EVD.
     EvdEnabled,
+    /// DAT_INVALID_STATE_EVD_DISABLED: the call needs an enabled EVD.
     EvdDisabled,
+    /// DAT_INVALID_STATE_EVD_WAITABLE: the call needs an unwaitable EVD.
     EvdWaitable,
+    /// DAT_INVALID_STATE_EVD_UNWAITABLE: dat_evd_wait on an EVD set unwaitable
+    /// (dat_evd_set_unwaitable).
     EvdUnwaitable,
+    /// DAT_INVALID_STATE_EVD_IN_USE: the EVD still feeds an EP or a service point.
     EvdInUse,
+    /// DAT_INVALID_STATE_EVD_WAITER: another thread already waits on the EVD.
     EvdWaiter,
+    /// DAT_INVALID_STATE_IA_IN_USE: a graceful dat_ia_close with objects still open.
     IaInUse,
+    /// DAT_INVALID_STATE_LMR_IN_USE: dat_lmr_free of an LMR with RMRs bound to it.
     LmrInUse,
+    /// DAT_INVALID_STATE_PZ_IN_USE: dat_pz_free of a PZ with LMRs, RMRs, EPs or SRQs in it.
     PzInUse,
+    /// DAT_INVALID_STATE_SRQ_IN_USE: dat_srq_free of an SRQ that EPs still use.
     SrqInUse,
-    /// An EP whose watermark or configuration forbids the call (DAT_INVALID_STATE_EP_*).
+    /// DAT_INVALID_STATE_EP_PZ: the EP's protection zone does not allow the call.
     EpPz,
+    /// DAT_INVALID_STATE_EP_RECV_WATERMARK: the EP's receive watermark does not allow the
+    /// call (dat_ep_set_watermark(3DAT)).
     EpRecvWatermark,
 }
 
@@ -89,12 +121,20 @@ impl StateKind {
     }
 }
 
-/// DAT_PROTECTION_VIOLATION / DAT_PRIVILEGES_VIOLATION subtypes.
+/// DAT_PROTECTION_VIOLATION / DAT_PRIVILEGES_VIOLATION subtypes (dat_error.h): the kind of
+/// access the memory did not allow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccessKind {
+    /// A local read of an LMR segment, e.g. the source of a send or an RDMA write
+    /// (DAT_PROTECTION_READ / DAT_PRIVILEGES_READ).
     Read,
+    /// A local write into an LMR segment, e.g. a receive buffer or the sink of an RDMA read
+    /// (DAT_PROTECTION_WRITE / DAT_PRIVILEGES_WRITE).
     Write,
+    /// A remote RDMA read of the memory (DAT_PROTECTION_RDMA_READ / DAT_PRIVILEGES_RDMA_READ).
     RdmaRead,
+    /// A remote RDMA write into the memory (DAT_PROTECTION_RDMA_WRITE /
+    /// DAT_PRIVILEGES_RDMA_WRITE).
     RdmaWrite,
 }
 
@@ -107,7 +147,9 @@ pub enum DatError {
     /// DAT_INVALID_HANDLE with its handle-type subtype.
     #[error("DAT_INVALID_HANDLE ({kind:?}): {what}")]
     InvalidHandleOf {
+        /// The kind of handle (the subtype).
         kind: HandleKind,
+        /// What was wrong with it, for the message.
         what: &'static str,
     },
     /// DAT_INVALID_PARAMETER (no argument named).
@@ -115,18 +157,31 @@ pub enum DatError {
     InvalidParameter(&'static str),
     /// DAT_INVALID_PARAMETER | DAT_INVALID_ARG`arg` (1-based argument of the C call).
     #[error("DAT_INVALID_PARAMETER (argument {arg}): {what}")]
-    InvalidArg { arg: u8, what: &'static str },
+    InvalidArg {
+        /// The 1-based argument number of the C call (1..=10; DAT_INVALID_ARG1..10).
+        arg: u8,
+        /// What was wrong with it, for the message.
+        what: &'static str,
+    },
     /// DAT_INVALID_STATE: the object is in a state that does not allow the call, or is still
     /// referenced.
     #[error("DAT_INVALID_STATE: {0}")]
     InvalidState(String),
     /// DAT_INVALID_STATE with a non-EP-state subtype.
     #[error("DAT_INVALID_STATE ({kind:?}): {what}")]
-    InvalidStateOf { kind: StateKind, what: String },
+    InvalidStateOf {
+        /// The object state that refused the call (the subtype).
+        kind: StateKind,
+        /// What refused it, for the message.
+        what: String,
+    },
     /// DAT_INVALID_STATE for an EP: the call is not allowed in `state` (subtype
-    /// DAT_INVALID_STATE_EP_<state>).
+    /// `DAT_INVALID_STATE_EP_<state>`).
     #[error("DAT_INVALID_STATE: the endpoint is {state:?}")]
-    EpState { state: EpState },
+    EpState {
+        /// The EP's state when the call was made.
+        state: EpState,
+    },
     /// DAT_INSUFFICIENT_RESOURCES (a full queue or ring, no memory, no QPN, an IA limit).
     #[error("DAT_INSUFFICIENT_RESOURCES: {0}")]
     InsufficientResources(String),
@@ -277,7 +332,9 @@ impl From<crate::engine::runtime::EngineError> for DatError {
 /// An object whose free/close was refused, handed back with the reason (the handle stays
 /// valid, as in DAT).
 pub struct Refused<T> {
+    /// The object, as usable as before the call.
     pub object: T,
+    /// Why it was not freed (DAT_INVALID_STATE while other objects still use it).
     pub error: DatError,
 }
 

@@ -1,7 +1,7 @@
 //! Event dispatchers (dat_evd_create / dequeue / wait / free): a bounded ring the engine's
 //! shards push into, dequeued without waiting (DAT_QUEUE_EMPTY) or waited on with a timeout
 //! and a threshold (DAT_TIMEOUT_EXPIRED). Dequeuing a connection event moves its EP's state;
-//! a connection request becomes a [`Cr`](super::cr::Cr).
+//! a connection request becomes a [`Cr`].
 //!
 //! The EVD state of DAT 2.0 §6.3.2: dat_evd_query, dat_evd_resize (never below the queued
 //! count: DAT_INVALID_STATE), dat_evd_enable / dat_evd_disable (a disabled EVD still queues
@@ -28,11 +28,22 @@ bitflags! {
     /// Event streams an EVD accepts (DAT_EVD_*_FLAG, with the DAT values).
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub struct EvdFlags: u32 {
+        /// DAT_EVD_SOFTWARE_FLAG: software events posted with [`Evd::post_se`].
         const SOFTWARE = 0x001;
+        /// DAT_EVD_CR_FLAG: connection requests of the PSPs and RSPs that name this EVD
+        /// ([`DatEvent::ConnectionRequest`]).
         const CR = 0x010;
+        /// DAT_EVD_DTO_FLAG: DTO completions of the EPs that use it as receive or request
+        /// EVD ([`DatEvent::Dto`]).
         const DTO = 0x020;
+        /// DAT_EVD_CONNECTION_FLAG: connection events of the EPs that use it as connection
+        /// EVD ([`DatEvent::Connection`]); dat_ep_create(3DAT) requires it there.
         const CONNECTION = 0x040;
+        /// DAT_EVD_RMR_BIND_FLAG: RMR bind completions (they arrive on the EP's request EVD
+        /// as [`DatEvent::Dto`] with opcode `BindMw`).
         const RMR_BIND = 0x080;
+        /// DAT_EVD_ASYNC_FLAG: asynchronous errors ([`DatEvent::Async`]); the IA's own
+        /// [`Ia::async_evd`] has it.
         const ASYNC = 0x100;
     }
 }
@@ -42,9 +53,16 @@ bitflags! {
 pub struct DtoEvent {
     /// The EP's QPN (its identity; [`Ep::qpn`](super::ep::Ep::qpn)).
     pub ep: u32,
+    /// DAT_DTO_COMPLETION_EVENT_DATA.user_cookie: the cookie given to the post.
     pub cookie: u64,
+    /// DAT_DTO_COMPLETION_EVENT_DATA.status (the C layer maps it onto DAT_DTO_*): `Success`,
+    /// or an error; an error breaks the connection, and the DTOs still outstanding then
+    /// complete with `WrFlushErr`.
     pub status: WcStatus,
+    /// DAT_DTO_COMPLETION_EVENT_DATA.transfered_length: the bytes moved (a receive: placed
+    /// in its buffers; an RDMA read: read).
     pub transferred_length: u32,
+    /// DAT_DTO_COMPLETION_EVENT_DATA.operation: which post or receive completed.
     pub opcode: WcOpcode,
     /// Immediate data of an RDMA write with immediate (DAT IB extension event).
     pub immediate: Option<u32>,
@@ -56,28 +74,47 @@ pub struct DtoEvent {
 /// Kinds of connection events (DAT_CONNECTION_EVENT_*).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConnectionEventKind {
+    /// DAT_CONNECTION_EVENT_ESTABLISHED: the connection is up; dequeuing it makes the EP
+    /// CONNECTED.
     Established,
+    /// The peer answered with a REJ: DAT_CONNECTION_EVENT_PEER_REJECTED when its consumer
+    /// rejected (reason "consumer defined"), DAT_CONNECTION_EVENT_NON_PEER_REJECTED for
+    /// another reason (no listener on the qualifier, ...); see the event's `reject_reason`.
     PeerRejected,
     /// Nobody answered (DAT_CONNECTION_EVENT_UNREACHABLE).
     Unreachable,
     /// No answer before dat_ep_connect's timeout (DAT_CONNECTION_EVENT_TIMED_OUT).
     TimedOut,
-    /// Setting the connection up failed locally (DAT_CONNECTION_EVENT_BROKEN).
+    /// DAT_CONNECTION_EVENT_BROKEN: setting the connection up failed locally, or the provider
+    /// broke an established connection (a DTO completed in error, DAT 2.0 §6.6; the hard
+    /// receive watermark, dat_ep_set_watermark(3DAT)).
     Broken,
+    /// DAT_CONNECTION_EVENT_DISCONNECTED: the connection was torn down, by
+    /// [`Ep::disconnect`](super::ep::Ep::disconnect) on either side or an unanswered DREQ.
     Disconnected,
 }
 
 /// An event dequeued from an EVD.
 #[derive(Debug)]
 pub enum DatEvent {
+    /// DAT_DTO_COMPLETION_EVENT (and DAT_RMR_BIND_COMPLETION_EVENT): a post or receive
+    /// completed.
     Dto(DtoEvent),
+    /// DAT_CONNECTION_EVENT_*: the connection of an EP changed; dequeuing it moves the EP's
+    /// state.
     Connection {
+        /// The EP's QPN ([`Ep::qpn`](super::ep::Ep::qpn)).
         ep: u32,
+        /// What happened.
         kind: ConnectionEventKind,
+        /// The peer's private data: of its accept (the REP) for `Established` on the active
+        /// side, of its REJ for `PeerRejected`; empty otherwise.
         private_data: Vec<u8>,
         /// For PeerRejected: the CM's reason.
         reject_reason: Option<RejReason>,
     },
+    /// DAT_CONNECTION_REQUEST_EVENT: a peer asks to connect to a PSP or RSP of this IA;
+    /// answer it with [`Cr::accept`] or [`Cr::reject`] (dropping it unanswered rejects it).
     ConnectionRequest(Cr),
     /// An asynchronous event; a software event (dat_evd_post_se) is
     /// `Async(AsyncEvent::Software { pointer })` ([`DatEvent::software`]).
@@ -99,10 +136,13 @@ impl DatEvent {
 pub struct EvdParam {
     /// evd_qlen: the capacity.
     pub size: usize,
+    /// DAT_EVD_PARAM.evd_flags: the streams the EVD was created for.
     pub flags: EvdFlags,
     /// Events queued at the time of the query.
     pub queued: usize,
+    /// DAT_EVD_PARAM.evd_state: enabled (dat_evd_enable) or disabled (dat_evd_disable).
     pub enabled: bool,
+    /// DAT_EVD_PARAM.evd_state: waitable, or set unwaitable (dat_evd_set_unwaitable).
     pub waitable: bool,
     /// The attached CNO's id ([`Cno::id`]).
     pub cno: Option<u64>,
@@ -156,7 +196,8 @@ impl EvdInner {
     }
 }
 
-/// An event dispatcher.
+/// An event dispatcher (DAT_EVD_HANDLE): a bounded queue of events of the streams its
+/// [`EvdFlags`] name, dequeued or waited on by the consumer.
 pub struct Evd {
     pub(crate) inner: Arc<EvdInner>,
 }

@@ -1,5 +1,5 @@
 //! The interface adapter (dat_ia_open / dat_ia_close): a port with its engine and registered
-//! memory (a [`Device`], shared by the IAs opened on the same port), and the IA's own async EVD
+//! memory (a `Device`, shared by the IAs opened on the same port), and the IA's own async EVD
 //! and consumer context. Every other object holds its IA alive; a graceful close is refused
 //! (DAT_INVALID_STATE) while any of them is open.
 
@@ -27,13 +27,20 @@ const DEVICE_SINK_SIZE: usize = 16;
 /// How to open an IA on already-started port queues.
 #[derive(Clone, Debug)]
 pub struct IaConfig {
+    /// The port's Ethernet address: the source of every frame, and the base of the CA GUID the
+    /// CM sends (EUI-64 from the MAC).
     pub mac: EthernetAddress,
+    /// The IA address ([`Ia::address`]): the port's IPv4 address, what peers connect to.
     pub ip: Ipv4Addr,
+    /// Length of the subnet prefix of `ip`, in bits (1..=31): there is no gateway, so peers
+    /// outside the subnet are unreachable (`net::NetConfig`).
     pub prefix_len: u8,
     /// IP MTU of the port.
     pub mtu: u16,
     /// Shards (one `Host` each).
     pub shards: usize,
+    /// Progress mode, poll cores and idle pause of the engine (as
+    /// [`EngineConfig::from_profile`] reads them from a profile).
     pub engine: EngineConfig,
 }
 

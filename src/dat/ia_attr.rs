@@ -6,33 +6,72 @@ use super::ia::Ia;
 use crate::transport::types::MAX_SGE;
 use std::net::Ipv4Addr;
 
-/// The limits and identity `dat_ia_query` reports.
+/// The limits and identity `dat_ia_query` reports (DAT_IA_ATTR of udat.h; the C layer copies
+/// each field into the field of the same name). Counts are objects or work requests, sizes
+/// bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IaAttr {
+    /// DAT_IA_ATTR.adapter_name: "dpdk-roce" (the C layer appends the profile's name).
     pub adapter_name: &'static str,
+    /// DAT_IA_ATTR.vendor_name: "dpdk-roce".
     pub vendor_name: &'static str,
+    /// DAT_IA_ATTR.ia_address_ptr: the port's IPv4 address, what peers connect to.
     pub address: Ipv4Addr,
+    /// DAT_IA_ATTR.max_eps: EPs open at once on this IA ([`MAX_EPS`]); one more is
+    /// DAT_INSUFFICIENT_RESOURCES (dat_ep_create(3DAT)).
     pub max_eps: u32,
+    /// DAT_IA_ATTR.max_dto_per_ep: the largest `max_recv_dtos` / `max_request_dtos` an EP
+    /// may ask for ([`MAX_DTO_PER_EP`]).
     pub max_dto_per_ep: u32,
+    /// DAT_IA_ATTR.max_rdma_read_per_ep_in and `_out` (the C layer reports this one value
+    /// for both): the largest `max_rdma_read_in` / `max_rdma_read_out` of an EP
+    /// ([`MAX_RDMA_READ_PER_EP`]).
     pub max_rdma_read_per_ep: u32,
+    /// DAT_IA_ATTR.max_evds: EVDs the IA reports it can create (not counted by the provider).
     pub max_evds: u32,
+    /// DAT_IA_ATTR.max_evd_qlen: the largest EVD, in events ([`MAX_EVD_QLEN`]; the C layer
+    /// refuses a larger `evd_min_qlen`).
     pub max_evd_qlen: u32,
+    /// DAT_IA_ATTR.max_iov_segments_per_dto: LMR triplets of one send or receive (the
+    /// transport's scatter/gather limit, 16).
     pub max_iov_segments_per_dto: u32,
+    /// DAT_IA_ATTR.max_lmrs: memory regions the IA's registration table holds (its slot
+    /// count, shared by LMRs and RMRs).
     pub max_lmrs: u32,
+    /// DAT_IA_ATTR.max_lmr_block_size: the largest LMR, in bytes (the transport's largest
+    /// message, 1 GiB).
     pub max_lmr_block_size: u64,
+    /// DAT_IA_ATTR.max_pzs: protection zones the IA reports it can create (not counted by
+    /// the provider).
     pub max_pzs: u32,
+    /// DAT_IA_ATTR.max_message_size: the largest send, in bytes (1 GiB).
     pub max_message_size: u32,
+    /// DAT_IA_ATTR.max_rdma_size: the largest RDMA read or write, in bytes (1 GiB).
     pub max_rdma_size: u32,
+    /// DAT_IA_ATTR.max_rmrs: memory windows, from the same registration table as
+    /// [`IaAttr::max_lmrs`].
     pub max_rmrs: u32,
+    /// DAT_IA_ATTR.max_srqs: shared receive queues the IA reports it can create (not counted
+    /// by the provider).
     pub max_srqs: u32,
+    /// DAT_IA_ATTR.max_ep_per_srq: EPs sharing one SRQ (at most every EP of the IA).
     pub max_ep_per_srq: u32,
+    /// DAT_IA_ATTR.max_recv_per_srq: receives one SRQ holds (its `max_recv_dtos`, at most
+    /// [`MAX_DTO_PER_EP`]).
     pub max_recv_per_srq: u32,
+    /// DAT_IA_ATTR.max_iov_segments_per_rdma_read: LMR triplets an RDMA read scatters into.
     pub max_iov_segments_per_rdma_read: u32,
+    /// DAT_IA_ATTR.max_iov_segments_per_rdma_write: LMR triplets an RDMA write gathers from.
     pub max_iov_segments_per_rdma_write: u32,
+    /// DAT_IA_ATTR.max_rdma_read_in: RDMA reads and atomics outstanding as the target, per EP
+    /// (the CM REQ's responder resources).
     pub max_rdma_read_in: u32,
+    /// DAT_IA_ATTR.max_rdma_read_out: RDMA reads and atomics outstanding as the originator,
+    /// per EP (the CM REQ's initiator depth).
     pub max_rdma_read_out: u32,
-    /// Largest private data of a connection request (the IB CM REQ's after the rdma_cm IP
-    /// header).
+    /// DAT_PROVIDER_ATTR.max_private_data_size: the largest private data of a connection
+    /// request, in bytes (56: what the IB CM REQ carries after the rdma_cm IP header, IBTA
+    /// annex A11.6); [`Ep::connect`](super::ep::Ep::connect) refuses more.
     pub max_private_data_size: u32,
 }
 

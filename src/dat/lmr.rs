@@ -12,19 +12,28 @@ use crate::mem::{MrError, Region};
 use crate::transport::memory::Access;
 use std::sync::Arc;
 
-/// An LMR triplet (DAT_LMR_TRIPLET): local memory of a DTO.
+/// An LMR triplet (DAT_LMR_TRIPLET): local memory of a DTO, one segment of its IOV. It must
+/// lie inside the LMR `lmr_context` names ([`Lmr::triplet`] makes one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LmrTriplet {
+    /// The LMR's L_Key ([`Lmr::lmr_context`]).
     pub lmr_context: u32,
+    /// Start of the segment in the LMR's address space ([`Lmr::address`] plus an offset).
     pub virtual_address: u64,
+    /// Length of the segment, in bytes.
     pub segment_length: u32,
 }
 
-/// An RMR triplet (DAT_RMR_TRIPLET): remote memory of an RDMA operation.
+/// An RMR triplet (DAT_RMR_TRIPLET): remote memory of an RDMA operation, as the peer
+/// advertised it ([`Lmr::rmr_triplet`] makes one on the peer's side).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RmrTriplet {
+    /// The peer's R_Key: the `rmr_context` of its LMR or of an RMR bound over it.
     pub rmr_context: u32,
+    /// Start of the range in the peer's address space (DAT 2.0 `virtual_address`; DAT 1.x
+    /// called it `target_address`).
     pub target_address: u64,
+    /// Length of the range, in bytes.
     pub segment_length: u32,
 }
 
@@ -33,11 +42,16 @@ pub struct RmrTriplet {
 pub struct LmrParam {
     /// The PZ's id ([`Pz::id`]).
     pub pz_id: u32,
+    /// DAT_LMR_PARAM.registered_address: where the region starts.
     pub address: u64,
+    /// DAT_LMR_PARAM.registered_size: the region's length, in bytes.
     pub length: u64,
+    /// DAT_LMR_PARAM.lmr_context: the L_Key local DTOs name.
     pub lmr_context: u32,
     /// `None` once the R_Key was invalidated.
     pub rmr_context: Option<u32>,
+    /// The rights the region grants, as the memory table checks them ([`MemPriv::access`]
+    /// of `privileges`).
     pub access: Access,
     /// The privileges the LMR was created with.
     pub privileges: MemPriv,
@@ -59,7 +73,9 @@ impl Drop for Registered {
     }
 }
 
-/// A registered region.
+/// A local memory region (DAT_LMR_HANDLE): memory registered in a PZ, named by DTOs
+/// through its L_Key and by peers through its R_Key. Dropping it deregisters the memory
+/// after the accesses in flight (an RMR bound over it keeps it registered until unbound).
 pub struct Lmr {
     pub(crate) reg: Arc<Registered>,
     context: ConsumerContext,
@@ -186,6 +202,7 @@ impl Lmr {
         self.reg.region.addr
     }
 
+    /// The region's length, in bytes.
     pub fn length(&self) -> u64 {
         self.reg.region.len
     }

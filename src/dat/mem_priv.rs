@@ -9,9 +9,15 @@ bitflags! {
     /// DAT_MEM_PRIV_* (the values of dat.h).
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
     pub struct MemPriv: u32 {
+        /// DAT_MEM_PRIV_LOCAL_READ_FLAG: local reads (sends and RDMA write sources); granted
+        /// whatever was asked, see [`MemPriv::access`].
         const LOCAL_READ = 0x01;
+        /// DAT_MEM_PRIV_REMOTE_READ_FLAG: a peer may RDMA-read the region.
         const REMOTE_READ = 0x02;
+        /// DAT_MEM_PRIV_LOCAL_WRITE_FLAG: receives and RDMA read sinks may write the region.
         const LOCAL_WRITE = 0x10;
+        /// DAT_MEM_PRIV_REMOTE_WRITE_FLAG: a peer may RDMA-write the region (and, as verbs
+        /// providers grant, run atomics on it).
         const REMOTE_WRITE = 0x20;
         /// DAT_IB_MEM_PRIV_REMOTE_ATOMIC, the first DAT_MEM_PRIV extension bit.
         const REMOTE_ATOMIC = 0x40;

@@ -7,6 +7,8 @@
 //! refused with DAT_INVALID_STATE while an object is still used (an EVD of a live EP, a PZ
 //! with LMRs, an IA with open objects), and dropping frees in any order without leaks.
 
+#![warn(missing_docs)]
+
 pub mod cno;
 pub mod context;
 pub mod counters;

@@ -19,12 +19,15 @@ impl Drop for PzInner {
     }
 }
 
-/// A protection zone.
+/// A protection zone (DAT_PZ_HANDLE): LMRs, RMRs, EPs and SRQs created in it only access
+/// each other. Dropping it frees the zone once nothing uses it.
 pub struct Pz {
     pub(crate) inner: Arc<PzInner>,
 }
 
 impl Pz {
+    /// dat_pz_create: a new, empty protection zone of `ia`. Succeeds today (zones are not
+    /// counted against [`IaAttr::max_pzs`](super::IaAttr::max_pzs)).
     pub fn create(ia: &Ia) -> Result<Pz, DatError> {
         Ok(Pz {
             inner: Arc::new(PzInner {

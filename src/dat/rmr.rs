@@ -52,9 +52,12 @@ struct Binding {
 /// What dat_rmr_query reports (DAT_RMR_PARAM).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RmrParam {
+    /// DAT_RMR_PARAM.pz_handle as the PZ's id ([`Pz::id`]).
     pub pz_id: u32,
     /// The bound range, `None` while unbound.
     pub lmr_triplet: Option<LmrTriplet>,
+    /// DAT_RMR_PARAM.mem_priv as access rights: what the bind granted the peer; empty while
+    /// unbound.
     pub access: Access,
     /// The R_Key while bound.
     pub rmr_context: Option<u32>,

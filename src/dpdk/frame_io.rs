@@ -277,7 +277,7 @@ impl FrameIo for DpdkFrameIo {
 /// removes the EAL runtime directory of the profile's file prefix, so a process leaves nothing
 /// under /var/run/dpdk.
 ///
-/// The port itself stays open for the life of the process, like EAL (see [`open_ports`]): a
+/// The port itself stays open for the life of the process, like EAL (see `open_ports`): a
 /// second `open` of the same device, concurrent or after the first was dropped, gets the same
 /// started port, and takes its queues again once their earlier handles are gone.
 pub struct ProfilePort {

@@ -181,7 +181,7 @@ impl<T> EventQueue<T> {
 
     /// Waits until at least `threshold` events are queued (at least 1), then dequeues one.
     /// `progress` is called while waiting: it drives the poll loop in inline mode and returns
-    /// false when there was nothing to do; after [`SPIN_ROUNDS`] such rounds in a row the
+    /// false when there was nothing to do; after `SPIN_ROUNDS` such rounds in a row the
     /// waiter goes `idle`. `None` as timeout waits forever.
     pub fn wait(
         &self,

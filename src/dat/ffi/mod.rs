@@ -5,16 +5,16 @@
 //!   `dat_registry_add_provider` and remembers the name's `ia_params` (the dpdk-config profile
 //!   path); [`dat_provider_fini`] removes it. The library is linked `-z nodelete` (build.rs):
 //!   libdat2 `dlclose`s it after the last IA closes, and EAL lives for the process.
-//! * Every one of the 79 entries is a real function ([`table`]); handles are registry entries
-//!   ([`handles`]) whose header starts with the `DAT_PROVIDER*`.
-//! * Every entry runs under [`codes::guard`]: a panic becomes DAT_INTERNAL_ERROR.
+//! * Every one of the 79 entries is a real function (`table`); handles are registry entries
+//!   (`handles`) whose header starts with the `DAT_PROVIDER*`.
+//! * Every entry runs under `codes::guard`: a panic becomes DAT_INTERNAL_ERROR.
 //! * Every entry is an `unsafe extern "C" fn` with one safety contract, the DAT 2.0 API's:
 //!   each pointer argument is NULL or valid for what the call's man page does with it (an
 //!   out-pointer writable for its type, an IOV readable for its count of triplets, private
 //!   data readable for its size, a name a terminated C string), for the duration of the call.
-//!   Handles may be anything: they are looked up in [`handles`], never dereferenced.
+//!   Handles may be anything: they are looked up in `handles`, never dereferenced.
 //! * The IB extensions (RDMA write with immediate, compare-and-swap, fetch-and-add) arrive
-//!   through dat-sys's C shim, which unpacks the `va_list` for [`ext`].
+//!   through dat-sys's C shim, which unpacks the `va_list` for `ext`.
 
 mod cm;
 pub(crate) mod codes;

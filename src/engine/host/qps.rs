@@ -165,7 +165,7 @@ impl<M: Memory> Host<M> {
 
     /// Creates an RC QP (in INIT) whose QPN is in the space of shard `shard` of `shards`: a
     /// free number `n` with `n % shards == shard` (the runtime's QPN-to-shard rule), chosen as
-    /// the host's [`QpnPolicy`](super::QpnPolicy) says.
+    /// the host's [`QpnPolicy`] says.
     pub fn create_qp_in_space(
         &mut self,
         now: Instant,

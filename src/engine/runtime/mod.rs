@@ -82,7 +82,8 @@ pub struct EngineConfig {
     pub submission_ring: usize,
     /// Entries of each shard's inbox and of the relay ring.
     pub forward_ring: usize,
-    /// Preallocated frame buffers for forwarding and relaying.
+    /// Preallocated frame buffers for forwarding, relaying and loopback (frames to the port's
+    /// own MAC).
     pub forward_buffers: usize,
     /// Largest frame forwarded (bytes, Ethernet header included).
     pub max_frame: usize,
@@ -196,10 +197,12 @@ where
             ));
         }
         let listeners = Arc::new(AsyncListeners::default());
+        // The buffers carry frames between shards, and the frames a shard sends to its own MAC
+        // (loopback: all the packets of a message in one burst): one shard needs them too.
         let rings = PortRings::new(
             n,
             config.forward_ring,
-            if n > 1 { config.forward_buffers } else { 1 },
+            config.forward_buffers,
             config.max_frame,
         );
         let mut ports = ports.into_iter();
