@@ -32,8 +32,12 @@ fn run_barrage() -> Run {
     run_lab("x", &[])
 }
 
-/// Runs the lab on a fresh veth pair named after `tag` with `args`.
+/// Runs the lab on a fresh veth pair named after `tag` with `args`. One lab at a time: each
+/// checks that no process of the lab left its EAL runtime directory, which another lab's live
+/// process would have.
 fn run_lab(tag: &str, args: &[&str]) -> Run {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let veth = Veth::up(tag);
     let out = retry_fanout_collision(|| {
         Command::new(BIN)

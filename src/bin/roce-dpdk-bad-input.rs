@@ -345,11 +345,17 @@ impl Lab {
             .host
             .connect(pnow, cp)
             .map_err(|e| format!("connect: {e}"))?;
+        // The peer's request; any other (a fuzzed one the victim let through late) is refused.
         let mut request = None;
         if !self.poll_until(Duration::from_secs(10), |l| {
             while let Some(ev) = l.victim.host.poll_event() {
-                if let CmEvent::ConnectRequest { id, .. } = ev {
-                    request = Some(id);
+                if let CmEvent::ConnectRequest { id, remote_qpn, .. } = ev {
+                    if remote_qpn == peer_qpn {
+                        request = Some(id);
+                    } else {
+                        let now = l.victim.clock().now();
+                        let _ = l.victim.host.reject(now, id, &[]);
+                    }
                 }
             }
             request.is_some()
@@ -376,7 +382,17 @@ impl Lab {
             }
             up_v && up_p
         }) {
-            return Err(format!("not established (victim {up_v}, peer {up_p})"));
+            return Err(format!(
+                "not established (victim {up_v}, peer {up_p}); victim's neighbour {PEER_IP}: {:?} \
+                 (peer {}), victim net {:?}, host {:?}, cm {:?}; peer cm {:?}, peer net {:?}",
+                self.victim.host.net().lookup(PEER_IP),
+                self.peer_mac,
+                self.victim.host.net_stats(),
+                self.victim.host.stats(),
+                self.victim.host.cm().stats(),
+                self.peer.host.cm().stats(),
+                self.peer.host.net_stats()
+            ));
         }
         let qp = self.victim.host.qp(victim_qpn).ok_or("victim QP gone")?;
         if qp.state() != QpState::Rts {
@@ -836,7 +852,6 @@ impl Lab {
             .bytes_mut(self.peer_src.lkey)
             .ok_or("peer src")?
             .copy_from_slice(&pattern);
-        let now = self.peer.clock().now();
         let sge = |r: &dpdk_roce::transport::vec_memory::Region| Sge {
             addr: r.addr,
             len: REGION_LEN as u32,
@@ -855,26 +870,7 @@ impl Lab {
         let sgls = [sge(&self.peer_src), sge(&self.peer_dst)];
         let mut statuses = Vec::new();
         for (i, (op, sge)) in ops.into_iter().zip(sgls).enumerate() {
-            let wr = SendWr {
-                wr_id: 100 + i as u64,
-                op,
-                sgl: dpdk_roce::sgl![sge],
-                signaled: true,
-                fence: true,
-                solicited: false,
-            };
-            self.peer
-                .host
-                .post_send(now, c.peer_qpn, wr)
-                .map_err(|e| format!("{name}: post: {e}"))?;
-            let mut wc = None;
-            if !self.poll_until(Duration::from_secs(10), |l| {
-                wc = l.peer.host.poll_completion();
-                wc.is_some()
-            }) {
-                return Err(format!("{name}: no completion"));
-            }
-            statuses.push(wc.map(|w| w.status));
+            statuses.push(Some(self.peer_op(c, 100 + i as u64, op, sge, name)?));
         }
         if let Some(w) = self.watched.iter_mut().find(|w| w.name == "target") {
             w.expected.copy_from_slice(&pattern);
@@ -896,6 +892,37 @@ impl Lab {
         });
         println!("CASE {report}");
         Ok(())
+    }
+
+    /// The peer posts `op` on `c` (signaled, fenced) and waits for its completion: its status.
+    fn peer_op(
+        &mut self,
+        c: &Conn,
+        wr_id: u64,
+        op: SendOp,
+        sge: Sge,
+        what: &str,
+    ) -> Result<WcStatus, String> {
+        let now = self.peer.clock().now();
+        let wr = SendWr {
+            wr_id,
+            op,
+            sgl: dpdk_roce::sgl![sge],
+            signaled: true,
+            fence: true,
+            solicited: false,
+        };
+        self.peer
+            .host
+            .post_send(now, c.peer_qpn, wr)
+            .map_err(|e| format!("{what}: post: {e}"))?;
+        let mut wc = None;
+        self.poll_until(Duration::from_secs(10), |l| {
+            wc = l.peer.host.poll_completion();
+            wc.is_some()
+        });
+        wc.map(|w| w.status)
+            .ok_or_else(|| format!("{what}: no completion of work request {wr_id}"))
     }
 
     /// Requests on the peer's connection (correct QPN and PSN, as a spoofer would send) that the

@@ -15,7 +15,7 @@ use super::{Conn, Lab, REGION_LEN};
 use dpdk_roce::cm::CmEvent;
 use dpdk_roce::engine::io::FrameIo;
 use dpdk_roce::net::DropReason;
-use dpdk_roce::transport::types::{SendOp, SendWr, Sge};
+use dpdk_roce::transport::types::{SendOp, Sge};
 use dpdk_roce::wire::ethernet;
 use dpdk_roce::wire::ipv4;
 use dpdk_roce::wire::reseal::{fix_lengths, reseal};
@@ -238,26 +238,7 @@ impl Lab {
             (SendOp::SendWithImm { imm: 0x1234 }, sge(&src, 16)),
         ];
         for (i, (op, sge)) in ops.into_iter().enumerate() {
-            let now = self.peer.clock().now();
-            let wr = SendWr {
-                wr_id: 500 + i as u64,
-                op,
-                sgl: dpdk_roce::sgl![sge],
-                signaled: true,
-                fence: true,
-                solicited: false,
-            };
-            self.peer
-                .host
-                .post_send(now, c.peer_qpn, wr)
-                .map_err(|e| format!("seed traffic: post: {e}"))?;
-            let mut wc = None;
-            if !self.poll_until(Duration::from_secs(10), |l| {
-                wc = l.peer.host.poll_completion();
-                wc.is_some()
-            }) {
-                return Err(format!("seed traffic: no completion of {i}"));
-            }
+            self.peer_op(c, 500 + i as u64, op, sge, "seed traffic")?;
             while self.victim.host.poll_completion().is_some() {}
         }
         // The target now holds what the seeds wrote; the fuzzer may change it further.
