@@ -387,7 +387,10 @@ fn perftest_style(bin: &str, link: &Link, server_args: &[&str], client_args: &[&
         if !ready {
             let out = server.wait_with_output().unwrap();
             let err = String::from_utf8_lossy(&out.stderr).to_string();
-            assert!(err.contains(dpdk_common::FANOUT_COLLISION), "server:\n{err}");
+            assert!(
+                err.contains(dpdk_common::FANOUT_COLLISION),
+                "server:\n{err}"
+            );
             dpdk_common::fanout_retry_wait();
             continue;
         }
@@ -448,7 +451,8 @@ fn perftest_short_flags_and_a_positional_server_over_af_packet() {
         &["-s", "64", "-n", "200", "-F", "-p", "18601"],
     );
     assert!(
-        text.lines().any(|l| l.split_whitespace().next() == Some("64")),
+        text.lines()
+            .any(|l| l.split_whitespace().next() == Some("64")),
         "no row of 64 B:\n{text}"
     );
     assert_no_runtime_dirs(&link.prefix);
