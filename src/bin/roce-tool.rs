@@ -10,6 +10,8 @@ mod decode;
 mod relay;
 #[path = "roce_tool/simulate.rs"]
 mod simulate;
+#[path = "roce_tool/stats.rs"]
+mod stats;
 
 #[derive(Parser, Debug)]
 #[command(name = "roce-tool", version, about = "dpdk-roce tools")]
@@ -29,6 +31,9 @@ enum Command {
     /// Forward Ethernet frames between two interfaces with seeded loss, duplication,
     /// reordering and bit flips (an impaired network for tests; the kernel has no netem).
     Relay(relay::RelayArgs),
+    /// Print the counters of a running dpdk-roce process (port, ARP and drops, CM, each QP)
+    /// from its DPDK telemetry socket (exit 2 when there is no such process or it went away).
+    Stats(stats::StatsArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,5 +42,6 @@ fn main() -> ExitCode {
         Command::Decode(args) => decode::run(&args),
         Command::Simulate(args) => simulate::run(&args),
         Command::Relay(args) => relay::run(&args),
+        Command::Stats(args) => stats::run(&args),
     }
 }
