@@ -4,7 +4,7 @@
 //! `dpdk-telemetry.py -f <file prefix>` (the commands on its standard input, one JSON answer a
 //! line) and with `roce-tool stats`, stops it (end of its standard input: a normal exit) and
 //! checks that its EAL runtime directory, which held the socket while it ran, is gone. Needs
-//! root (veth pair), DPDK and the dpdk package's `dpdk-telemetry.py` (scripts/setup.sh).
+//! root (veth pair), DPDK and the dpdk-dev package's `dpdk-telemetry.py` (scripts/setup.sh).
 
 mod dpdk_common;
 
@@ -152,7 +152,7 @@ fn telemetry_py(prefix: &str, commands: &[&str]) -> Vec<Value> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{TELEMETRY_PY} (the dpdk package): {e}"));
+        .unwrap_or_else(|e| panic!("{TELEMETRY_PY} (the dpdk-dev package): {e}"));
     let mut input = commands.join("\n");
     input.push('\n');
     child
