@@ -57,30 +57,36 @@ pub fn host(
     .map_err(|e| e.to_string())
 }
 
-/// The end-of-run summary on stderr, a few lines: the frames through the port, the receive drops
-/// by reason (those that happened), and the QPs' retransmissions, timeouts and NAKs. A running
+/// The end-of-run summary on stderr, four lines of `name: N` counters (the names the telemetry
+/// commands use): the frames through the port and their fast paths, the receive drops that
+/// happened by reason, and the QPs' packets, retransmissions, timeouts and NAKs. A running
 /// process's full counters are in its telemetry (`roce-tool stats`).
 pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
     let s = shard.stats();
-    let io = &shard.io.stats;
-    eprintln!(
-        "summary: frames rx {} tx {} (not sent {}), zero-copy {} of them",
-        s.rx_frames, s.tx_frames, s.tx_dropped, io.tx_zero_copy
-    );
     let host = shard.host.stats();
+    eprintln!(
+        "summary: rx_frames: {}  tx_frames: {}  tx_dropped: {}  tx_zero_copy: {}  \
+         rx_predicted: {}  tx_predicted: {}",
+        s.rx_frames,
+        s.tx_frames,
+        s.tx_dropped,
+        shard.io.stats.tx_zero_copy,
+        host.rx_predicted,
+        host.tx_predicted
+    );
     let mut drops: Vec<String> = shard
         .host
         .net_stats()
         .drops()
-        .map(|(r, n)| format!("{r} {n}"))
+        .map(|(r, n)| format!("{r}: {n}"))
         .collect();
     for (what, n) in [
-        ("unknown_qp", host.rx_unknown_qp),
-        ("wrong_origin", host.rx_wrong_origin),
-        ("bad_gsi", host.rx_bad_gsi),
+        ("rx_unknown_qp", host.rx_unknown_qp),
+        ("rx_wrong_origin", host.rx_wrong_origin),
+        ("rx_bad_gsi", host.rx_bad_gsi),
     ] {
         if n > 0 {
-            drops.push(format!("{what} {n}"));
+            drops.push(format!("{what}: {n}"));
         }
     }
     eprintln!(
@@ -88,7 +94,7 @@ pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
         if drops.is_empty() {
             "none".to_owned()
         } else {
-            drops.join(", ")
+            drops.join("  ")
         }
     );
     let mut q = QpStats::default();
@@ -110,14 +116,17 @@ pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
         q.fatal_naks_received += st.fatal_naks_received;
     }
     eprintln!(
-        "summary: {} QP(s): packets sent {} received {}, retransmitted {}, timeouts {}, \
-         duplicates {}; NAKs sent/received: sequence {}/{}, RNR {}/{}, fatal {}/{}",
+        "summary: {} QP(s): packets_sent: {}  packets_received: {}  retransmits: {}  \
+         timeouts: {}  duplicates: {}",
         qpns.len(),
         q.packets_sent,
         q.packets_received,
         q.retransmits,
         q.timeouts,
-        q.duplicates,
+        q.duplicates
+    );
+    eprintln!(
+        "summary: NAKs sent/received: psn_sequence {}/{}  rnr {}/{}  fatal {}/{}",
         q.seq_naks_sent,
         q.seq_naks_received,
         q.rnr_naks_sent,
