@@ -238,9 +238,10 @@ fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
     let cm = device(&answers[0], "/roce/cm");
     assert_eq!(num(cm, "established_passive"), CONNECTIONS, "{cm}");
     assert_eq!(num(cm, "established_active"), 0, "{cm}");
-    assert_eq!(num(cm, "received.req"), CONNECTIONS, "{cm}");
+    // Received counts include a peer's retransmissions (a slow machine); sent ones do not.
+    assert!(num(cm, "received.req") >= CONNECTIONS, "{cm}");
     assert_eq!(num(cm, "sent.rep"), CONNECTIONS, "{cm}");
-    assert_eq!(num(cm, "received.rtu"), CONNECTIONS, "{cm}");
+    assert!(num(cm, "received.rtu") >= CONNECTIONS, "{cm}");
     assert!(num(cm, "received.dreq") >= CONNECTIONS, "{cm}");
     let port = device(&answers[1], "/roce/port");
     assert_eq!(
