@@ -86,6 +86,12 @@ fn main() {
         .allowlist_function("rte_eth_macaddr_get")
         .allowlist_function("rte_eth_(promiscuous|allmulticast)_(enable|disable|get)")
         .allowlist_function("rte_eth_stats_(get|reset)")
+        // telemetry: commands answered on the EAL runtime directory's dpdk_telemetry.v2 socket
+        .allowlist_function("rte_telemetry_register_cmd")
+        .allowlist_function("rte_tel_data_(alloc|free|start_dict|start_array|string)")
+        .allowlist_function("rte_tel_data_add_(dict|array)_(u64|int|string|container)")
+        .allowlist_type("rte_tel_value_type")
+        .allowlist_var("RTE_TEL_MAX_(STRING_LEN|SINGLE_STRING_LEN|DICT_ENTRIES|ARRAY_ENTRIES)")
         // the shim
         .allowlist_function("shim_.*")
         .allowlist_type("rte_mbuf")

@@ -11,7 +11,7 @@ PACKAGES=(
   pkg-config        # finds system libraries (DPDK's libdpdk.pc in the DPDK issue)
   tshark            # the tests check every capture we write decodes without malformed frames
   dpdk              # DPDK 22.11 runtime: EAL, ethdev and the PMDs (net_af_packet, net_tap...)
-  dpdk-dev          # DPDK tools (dpdk-testpmd, dpdk-hugepages.py)
+  dpdk-dev          # DPDK tools (dpdk-testpmd, dpdk-hugepages.py, dpdk-telemetry.py)
   libdpdk-dev       # DPDK headers and libdpdk.pc: dpdk-sys builds against them
   libclang-dev      # bindgen (dpdk-sys build script) loads libclang to read the DPDK headers
   libdapl-dev       # DAT 2.0 headers (dat-sys bindgen: the provider table, types, IB extensions)

@@ -103,7 +103,7 @@ fn table_sizes(text: &str) -> Vec<usize> {
         .collect()
 }
 
-/// The first `name: N` counter in a run's output (the client's debug-printed stats).
+/// The first `name: N` counter in a run's output (the client's end-of-run summary).
 fn counter(text: &str, name: &str) -> u64 {
     text.split(&format!("{name}: "))
         .nth(1)

@@ -12,6 +12,7 @@ use dpdk_roce::engine::host::{Host, HostConfig};
 use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::mem::MrTable;
 use dpdk_roce::net::NetConfig;
+use dpdk_roce::transport::qp::QpStats;
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,6 +55,85 @@ pub fn host(
         Arc::new(table),
     )
     .map_err(|e| e.to_string())
+}
+
+/// The end-of-run summary on stderr, four lines of `name: N` counters (the names the telemetry
+/// commands use): the frames through the port and their fast paths, the receive drops that
+/// happened by reason, and the QPs' packets, retransmissions, timeouts and NAKs. A running
+/// process's full counters are in its telemetry (`roce-tool stats`).
+pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
+    let s = shard.stats();
+    let host = shard.host.stats();
+    eprintln!(
+        "summary: rx_frames: {}  tx_frames: {}  tx_dropped: {}  tx_zero_copy: {}  \
+         rx_predicted: {}  tx_predicted: {}",
+        s.rx_frames,
+        s.tx_frames,
+        s.tx_dropped,
+        shard.io.stats.tx_zero_copy,
+        host.rx_predicted,
+        host.tx_predicted
+    );
+    let mut drops: Vec<String> = shard
+        .host
+        .net_stats()
+        .drops()
+        .map(|(r, n)| format!("{r}: {n}"))
+        .collect();
+    for (what, n) in [
+        ("rx_unknown_qp", host.rx_unknown_qp),
+        ("rx_wrong_origin", host.rx_wrong_origin),
+        ("rx_bad_gsi", host.rx_bad_gsi),
+    ] {
+        if n > 0 {
+            drops.push(format!("{what}: {n}"));
+        }
+    }
+    eprintln!(
+        "summary: receive drops: {}",
+        if drops.is_empty() {
+            "none".to_owned()
+        } else {
+            drops.join("  ")
+        }
+    );
+    let mut q = QpStats::default();
+    for st in qpns
+        .iter()
+        .filter_map(|&n| shard.host.qp(n))
+        .map(|qp| qp.stats())
+    {
+        q.packets_sent += st.packets_sent;
+        q.packets_received += st.packets_received;
+        q.retransmits += st.retransmits;
+        q.timeouts += st.timeouts;
+        q.duplicates += st.duplicates;
+        q.seq_naks_sent += st.seq_naks_sent;
+        q.seq_naks_received += st.seq_naks_received;
+        q.rnr_naks_sent += st.rnr_naks_sent;
+        q.rnr_naks_received += st.rnr_naks_received;
+        q.fatal_naks_sent += st.fatal_naks_sent;
+        q.fatal_naks_received += st.fatal_naks_received;
+    }
+    eprintln!(
+        "summary: {} QP(s): packets_sent: {}  packets_received: {}  retransmits: {}  \
+         timeouts: {}  duplicates: {}",
+        qpns.len(),
+        q.packets_sent,
+        q.packets_received,
+        q.retransmits,
+        q.timeouts,
+        q.duplicates
+    );
+    eprintln!(
+        "summary: NAKs sent/received: psn_sequence {}/{}  rnr {}/{}  fatal {}/{}",
+        q.seq_naks_sent,
+        q.seq_naks_received,
+        q.rnr_naks_sent,
+        q.rnr_naks_received,
+        q.fatal_naks_sent,
+        q.fatal_naks_received
+    );
 }
 
 /// Polls the shard until `done` returns Some, or `timeout` passes.

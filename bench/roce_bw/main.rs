@@ -1501,12 +1501,7 @@ fn client(
         }
         Ok((gone >= n).then_some(()))
     });
-    eprintln!(
-        "shard: {:?} io: {:?}",
-        side.shard.stats(),
-        side.shard.io.stats
-    );
-    eprintln!("host: {:?}", side.shard.host.stats());
+    common::print_summary(side.shard, &side.qpns);
     report::write_json(args, &p, Some(pmtu), &rows)?;
     report::write_plot(args, &p, &rows)?;
     Ok(())

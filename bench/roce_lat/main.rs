@@ -991,18 +991,7 @@ fn client(
             _ => None,
         })
     });
-    if let Some(qp) = shard.host.qp(qpn) {
-        eprintln!("qp stats: {:?}", qp.stats());
-    }
-    eprintln!("shard: {:?} io: {:?}", shard.stats(), shard.io.stats);
-    eprintln!("host: {:?}", shard.host.stats());
-    let drops: Vec<_> = shard
-        .host
-        .net_stats()
-        .drops()
-        .filter(|&(_, c)| c > 0)
-        .collect();
-    eprintln!("net drops: {drops:?}");
+    common::print_summary(shard, &[qpn]);
     if let Some(r) = shard.raw_channel() {
         eprintln!("raw channel: {:?}", r.stats());
     }

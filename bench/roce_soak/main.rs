@@ -85,6 +85,10 @@ struct Args {
     /// Give up when nothing completes for this many milliseconds.
     #[arg(long, default_value_t = 60_000)]
     timeout_ms: u64,
+    /// Server: after the test, print `HOLDING` and keep the IA with its EPs open until standard
+    /// input reaches end of file, so that the counters stay readable (`roce-tool stats`).
+    #[arg(long, requires = "server")]
+    hold: bool,
 }
 
 fn main() -> ExitCode {
@@ -435,6 +439,11 @@ fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
         ));
     }
     println!("server done: {received} receives verified");
+    if args.hold {
+        println!("HOLDING until standard input closes");
+        let _ = std::io::stdout().flush();
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    }
     Ok(())
 }
 

@@ -14,5 +14,6 @@
 #include <rte_ethdev.h>
 #include <rte_dev.h>
 #include <rte_bus_vdev.h>
+#include <rte_telemetry.h>
 
 #include "shim.h"

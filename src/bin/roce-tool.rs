@@ -14,6 +14,8 @@ mod plot;
 mod relay;
 #[path = "roce_tool/simulate.rs"]
 mod simulate;
+#[path = "roce_tool/stats.rs"]
+mod stats;
 
 #[derive(Parser, Debug)]
 #[command(name = "roce-tool", version, about = "dpdk-roce tools")]
@@ -39,6 +41,9 @@ enum Command {
     /// Print a dat.conf (DAT 2.0 registry) with one entry per profile: IA name
     /// `<prefix><profile name>`, the provider library's and the profile's absolute paths.
     DatConf(dat_conf::DatConfArgs),
+    /// Print the counters of a running dpdk-roce process (port, ARP and drops, CM, each QP)
+    /// from its DPDK telemetry socket (exit 2 when there is no such process or it went away).
+    Stats(stats::StatsArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,5 +54,6 @@ fn main() -> ExitCode {
         Command::Relay(args) => relay::run(&args),
         Command::Plot(args) => plot::run(&args),
         Command::DatConf(args) => dat_conf::run(&args),
+        Command::Stats(args) => stats::run(&args),
     }
 }

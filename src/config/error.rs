@@ -39,6 +39,8 @@ pub enum ConfigError {
     BadMemifRole { value: String },
     #[error("{field}: unknown progress mode `{value}` (expected core or inline)")]
     BadProgress { field: &'static str, value: String },
+    #[error("{field}: `{value}` is not a switch (expected 1, 0, true, false, on or off)")]
+    BadSwitch { field: &'static str, value: String },
     #[error(
         "{field}: `{value}` is not an IPv4 address with prefix such as 10.77.0.1/24: {reason}"
     )]

@@ -39,6 +39,9 @@ use std::path::{Path, PathBuf};
 pub const ENV_CAPTURE: &str = "DPDK_ROCE_CAPTURE";
 /// Environment variable: `core` or `inline` (overrides `engine.progress`).
 pub const ENV_PROGRESS: &str = "DPDK_ROCE_PROGRESS";
+/// Environment variable: `1` or `0` (also `true`/`false`, `on`/`off`; overrides
+/// `eal.telemetry`).
+pub const ENV_TELEMETRY: &str = "DPDK_ROCE_TELEMETRY";
 
 /// The MTU range a profile accepts (the IP MTU, as DPDK's `rte_eth_dev_set_mtu` and Linux mean it).
 pub const MTU_RANGE: std::ops::RangeInclusive<u16> = 256..=9000;
@@ -99,6 +102,10 @@ pub struct Eal {
     pub extra_args: Vec<String>,
     /// `--log-level`: a level, or `pattern:level`.
     pub log_level: String,
+    /// DPDK telemetry (the `/roce/...` commands on `<runtime dir>/dpdk_telemetry.v2`); false
+    /// gives EAL `--no-telemetry`. While it is on, the EAL runtime directory stays until the
+    /// process exits (`crate::dpdk::ProfilePort`).
+    pub telemetry: bool,
 }
 
 /// `[port]`: the one Ethernet port of the process.
@@ -304,13 +311,14 @@ impl Profile {
         toml::to_string(&self.to_raw()).expect("a profile always serialises")
     }
 
-    /// Applies `DPDK_ROCE_CAPTURE` and `DPDK_ROCE_PROGRESS` from the environment.
+    /// Applies `DPDK_ROCE_CAPTURE`, `DPDK_ROCE_PROGRESS` and `DPDK_ROCE_TELEMETRY` from the
+    /// environment.
     pub fn apply_env(&mut self) -> Result<(), ConfigError> {
         self.apply_overrides(|var| std::env::var_os(var))
     }
 
-    /// Applies the overrides that `lookup` returns for [`ENV_CAPTURE`] and [`ENV_PROGRESS`], then
-    /// validates again.
+    /// Applies the overrides that `lookup` returns for [`ENV_CAPTURE`], [`ENV_PROGRESS`] and
+    /// [`ENV_TELEMETRY`], then validates again.
     pub fn apply_overrides(
         &mut self,
         lookup: impl Fn(&str) -> Option<OsString>,
@@ -325,6 +333,19 @@ impl Profile {
         if let Some(progress) = lookup(ENV_PROGRESS) {
             let value = progress.to_string_lossy();
             self.engine.progress = Progress::parse(ENV_PROGRESS, &value)?;
+        }
+        if let Some(telemetry) = lookup(ENV_TELEMETRY) {
+            let value = telemetry.to_string_lossy();
+            self.eal.telemetry = match value.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "on" | "yes" => true,
+                "0" | "false" | "off" | "no" => false,
+                _ => {
+                    return Err(ConfigError::BadSwitch {
+                        field: ENV_TELEMETRY,
+                        value: value.into_owned(),
+                    })
+                }
+            };
         }
         self.validate()
     }
@@ -367,6 +388,9 @@ impl Profile {
             _ => args.push(format!("--vdev={}", self.port.device_arg())),
         }
         args.push(format!("--log-level={}", self.eal.log_level));
+        if !self.eal.telemetry {
+            args.push("--no-telemetry".into());
+        }
         args.extend(self.eal.extra_args.iter().cloned());
         args
     }
@@ -397,6 +421,7 @@ impl Profile {
                 "--no-huge" | "--huge-unlink" => Some("eal.hugepages"),
                 "-m" | "--socket-mem" => Some("eal.memory_mb"),
                 "--log-level" => Some("eal.log_level"),
+                "--telemetry" | "--no-telemetry" => Some("eal.telemetry"),
                 "--no-pci" | "-a" | "--allow" | "-b" | "--block" => Some("port.pmd"),
                 _ => None,
             };
@@ -608,6 +633,7 @@ impl Profile {
                 file_prefix: raw.eal.file_prefix,
                 extra_args: raw.eal.extra_args,
                 log_level: raw.eal.log_level,
+                telemetry: raw.eal.telemetry,
             },
             port: Port {
                 driver,
@@ -673,6 +699,7 @@ impl Profile {
                 file_prefix: self.eal.file_prefix.clone(),
                 extra_args: self.eal.extra_args.clone(),
                 log_level: self.eal.log_level.clone(),
+                telemetry: self.eal.telemetry,
             },
             port,
             roce: RawRoce {
@@ -896,6 +923,8 @@ struct RawEal {
     extra_args: Vec<String>,
     #[serde(default = "default_log_level")]
     log_level: String,
+    #[serde(default = "default_true")]
+    telemetry: bool,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -587,6 +587,8 @@ fn eal_field_errors() {
         ("--no-huge", "eal.hugepages"),
         ("-m", "eal.memory_mb"),
         ("--log-level=debug", "eal.log_level"),
+        ("--no-telemetry", "eal.telemetry"),
+        ("--telemetry", "eal.telemetry"),
         ("--no-pci", "port.pmd"),
     ] {
         let e = err(&with("eal", &format!("extra_args = [\"{arg}\"]")));
@@ -695,6 +697,32 @@ fn env_overrides() {
     assert!(e.to_string().starts_with("DPDK_ROCE_PROGRESS"));
     assert_eq!(ENV_CAPTURE, "DPDK_ROCE_CAPTURE");
     assert_eq!(ENV_PROGRESS, "DPDK_ROCE_PROGRESS");
+}
+
+#[test]
+fn telemetry_is_on_by_default_and_off_by_key_or_environment() {
+    let p = ok(BASE);
+    assert!(p.eal.telemetry);
+    assert!(!p.eal_args().iter().any(|a| a.contains("telemetry")));
+    let mut off = ok(&with("eal", "telemetry = false"));
+    assert!(!off.eal.telemetry);
+    assert!(off.eal_args().contains(&"--no-telemetry".to_string()));
+    let back = Profile::from_str(&off.to_toml()).unwrap();
+    assert_eq!(back, off, "{}", off.to_toml());
+    let env = |v: &'static str| move |k: &str| (k == ENV_TELEMETRY).then(|| OsString::from(v));
+    off.apply_overrides(env("1")).unwrap();
+    assert!(off.eal.telemetry);
+    for v in ["0", "off", "False"] {
+        let mut p = ok(BASE);
+        p.apply_overrides(env(v)).unwrap();
+        assert!(!p.eal.telemetry, "{v}");
+    }
+    let e = off.apply_overrides(env("maybe")).unwrap_err();
+    assert!(matches!(
+        &e,
+        ConfigError::BadSwitch { field: "DPDK_ROCE_TELEMETRY", value } if value == "maybe"
+    ));
+    assert_eq!(ENV_TELEMETRY, "DPDK_ROCE_TELEMETRY");
 }
 
 #[test]

@@ -41,7 +41,9 @@ pub(crate) struct Device {
     pub psps: Mutex<HashMap<u16, Weak<super::evd::EvdInner>>>,
     /// Where dat_psp_create_any starts looking for a free qualifier.
     pub next_any_qual: AtomicU32,
-    pub(crate) _port: Option<crate::dpdk::ProfilePort>,
+    /// The DPDK port of a profile's device (none for an IA on caller-started queues); its
+    /// counters are read by the telemetry commands (`super::telemetry`).
+    pub(crate) port: Option<crate::dpdk::ProfilePort>,
 }
 
 impl Device {
@@ -64,7 +66,7 @@ impl Device {
             rsps: Mutex::new(HashMap::new()),
             psps: Mutex::new(HashMap::new()),
             next_any_qual: AtomicU32::new(seed as u32),
-            _port: port,
+            port,
         }
     }
 
@@ -100,6 +102,19 @@ impl Device {
 fn devices() -> &'static Mutex<HashMap<String, Weak<Device>>> {
     static DEVICES: OnceLock<Mutex<HashMap<String, Weak<Device>>>> = OnceLock::new();
     DEVICES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The devices of profiles open in this process, by DPDK device name in name order (what
+/// the telemetry commands report on).
+pub(crate) fn open_devices() -> Vec<(String, Arc<Device>)> {
+    let devices = devices().lock().unwrap_or_else(|p| p.into_inner());
+    let mut open: Vec<(String, Arc<Device>)> = devices
+        .iter()
+        .filter_map(|(name, d)| Some((name.clone(), d.upgrade()?)))
+        .collect();
+    drop(devices);
+    open.sort_by(|a, b| a.0.cmp(&b.0));
+    open
 }
 
 /// The device of `profile`: the one an IA of this process already has open on the same DPDK

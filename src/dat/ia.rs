@@ -138,6 +138,9 @@ impl Ia {
     fn profile_device(profile: &Profile) -> Result<Device, DatError> {
         let pp = crate::dpdk::ProfilePort::open(profile)
             .map_err(|e| DatError::Internal(format!("port: {e}")))?;
+        if profile.eal.telemetry {
+            super::telemetry::register_commands();
+        }
         // An IA opens with its link down, like a NIC whose cable is not in yet (a net_memif
         // server's link comes up only when a client attaches). The short wait spares a link
         // that is about to come up (a memif client's) a first ARP or REQ into the void; a

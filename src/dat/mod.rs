@@ -36,6 +36,7 @@ pub mod pz;
 pub mod rmr;
 pub mod rsp;
 pub mod srq;
+pub(crate) mod telemetry;
 
 pub use cno::{Cno, CnoParam};
 pub use context::ConsumerContext;

@@ -273,9 +273,17 @@ impl FrameIo for DpdkFrameIo {
 
 /// EAL initialised and the port of `profile` started with the profile's queues
 /// (`port.rx_queues` / `port.tx_queues`; net_af_packet also gets them as its `qpairs` device
-/// argument, net_tap and net_memif take the count from `rte_eth_dev_configure`). Dropping it
-/// removes the EAL runtime directory of the profile's file prefix, so a process leaves nothing
-/// under /var/run/dpdk.
+/// argument, net_tap and net_memif take the count from `rte_eth_dev_configure`).
+///
+/// The EAL runtime directory of the profile's file prefix (`/var/run/dpdk/<file prefix>`) holds
+/// only DPDK's telemetry socket (`dpdk_telemetry.v2`: every profile runs EAL with
+/// `--no-shconf`). With telemetry on (`eal.telemetry`, the default) the directory stays while
+/// the process runs, as EAL and its telemetry thread do, and goes when the process exits
+/// normally (returns from `main`, calls `exit`; an `atexit` handler): a process that ends
+/// normally leaves nothing under /var/run/dpdk, also when it never dropped its port (a DAT
+/// program that exits without `dat_ia_close`). A killed process leaves it, like any DPDK
+/// program; the next EAL of the same prefix takes it over. With telemetry off the directory
+/// goes right after `rte_eal_init`.
 ///
 /// The port itself stays open for the life of the process, like EAL (see `open_ports`): a
 /// second `open` of the same device, concurrent or after the first was dropped, gets the same
@@ -284,6 +292,8 @@ pub struct ProfilePort {
     pub eal: &'static Eal,
     pub port: Port,
     runtime_dirs: Vec<std::path::PathBuf>,
+    /// EAL's telemetry runs: the runtime directory stays until the process exits.
+    telemetry: bool,
     /// The peer's exit tears down rings this process polls (net_memif): see
     /// [`wait_peer_gone`](Self::wait_peer_gone).
     peer_owns_rings: bool,
@@ -291,7 +301,11 @@ pub struct ProfilePort {
 
 impl Drop for ProfilePort {
     fn drop(&mut self) {
-        remove_dirs(&self.runtime_dirs);
+        // The telemetry socket lives as long as EAL (the process): its directory goes at exit,
+        // so that an IA opened again later is still readable.
+        if !self.telemetry {
+            remove_dirs(&self.runtime_dirs);
+        }
     }
 }
 
@@ -304,16 +318,87 @@ fn remove_dirs(dirs: &[std::path::PathBuf]) {
 }
 
 /// Where EAL may keep the runtime files of `prefix`: /var/run/dpdk for root, else
-/// $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk. The prefix carries the pid, so only ours match.
+/// $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk, or systemd's $RUNTIME_DIRECTORY/dpdk. The prefix carries
+/// the pid, so only ours match.
 fn runtime_dirs(prefix: &str) -> Vec<std::path::PathBuf> {
     let mut bases = vec![std::path::PathBuf::from("/var/run"), "/tmp".into()];
-    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
-        bases.push(x.into());
+    for var in ["XDG_RUNTIME_DIR", "RUNTIME_DIRECTORY"] {
+        if let Some(x) = std::env::var_os(var) {
+            bases.push(x.into());
+        }
     }
     bases
         .into_iter()
         .map(|b| b.join("dpdk").join(prefix))
         .collect()
+}
+
+/// The directory under which EAL 22.11 makes the runtime directory of each file prefix, as it
+/// chooses it (`eal_create_runtime_dir`): `$RUNTIME_DIRECTORY/dpdk` (systemd), else
+/// `/var/run/dpdk` for root, else `$XDG_RUNTIME_DIR/dpdk` or `/tmp/dpdk`. A running process's
+/// telemetry socket is `<this>/<file prefix>/dpdk_telemetry.v2`.
+pub fn runtime_base() -> std::path::PathBuf {
+    let base = std::env::var_os("RUNTIME_DIRECTORY").map(std::path::PathBuf::from);
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let root = unsafe { libc::getuid() } == 0;
+    base.unwrap_or_else(|| {
+        if root {
+            "/var/run".into()
+        } else {
+            std::env::var_os("XDG_RUNTIME_DIR")
+                .map(Into::into)
+                .unwrap_or_else(|| "/tmp".into())
+        }
+    })
+    .join("dpdk")
+}
+
+/// Runtime directories to remove when the process exits, and the process that registered
+/// them (a child forked without `exec` runs the parent's `atexit` handlers too: it must not
+/// remove the parent's directory).
+struct AtExit {
+    pid: u32,
+    dirs: Vec<std::path::PathBuf>,
+}
+
+static AT_EXIT: Mutex<Option<AtExit>> = Mutex::new(None);
+
+/// Removes `dirs` when the process exits normally (`exit`, a return from `main`).
+fn remove_at_exit(dirs: &[std::path::PathBuf]) {
+    let mut at_exit = AT_EXIT.lock().unwrap_or_else(|e| e.into_inner());
+    let first = at_exit.is_none();
+    let entry = at_exit.get_or_insert_with(|| AtExit {
+        pid: std::process::id(),
+        dirs: Vec::new(),
+    });
+    for d in dirs {
+        if !entry.dirs.contains(d) {
+            entry.dirs.push(d.clone());
+        }
+    }
+    if first {
+        // SAFETY: registers a function without arguments that never unwinds (it catches
+        // panics) and touches only this module's state; glibc calls it once, in `exit`. The
+        // provider library is linked `-z nodelete` (build.rs), so the code outlives `dlclose`.
+        let ret = unsafe { libc::atexit(remove_dirs_at_exit) };
+        if ret != 0 {
+            tracing::warn!("atexit failed: the EAL runtime directory stays after exit");
+        }
+    }
+}
+
+extern "C" fn remove_dirs_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        // Another thread may hold the lock while the process exits: skip rather than hang.
+        let at_exit = match AT_EXIT.try_lock() {
+            Ok(a) => a,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        if let Some(a) = at_exit.as_ref().filter(|a| a.pid == std::process::id()) {
+            remove_dirs(&a.dirs);
+        }
+    });
 }
 
 /// The ports started by [`ProfilePort::open`] in this process, by device name.
@@ -358,10 +443,15 @@ impl ProfilePort {
         let eal = Eal::init(&profile.eal_args())
             .inspect_err(|_| remove_dirs(&runtime_dirs(&profile.file_prefix())))?;
         // With --no-shconf (every profile, `Profile::eal_args`) EAL has no multi-process
-        // channel and no shared config: after init nothing uses the runtime directory, so it
-        // goes now, not only on drop. A process that exits without dropping its port (a DAT
-        // program that never calls dat_ia_close, a kill) leaves nothing under /var/run/dpdk.
-        remove_dirs(&runtime_dirs(&profile.file_prefix()));
+        // channel and no shared config: the runtime directory holds only the telemetry
+        // socket. Without telemetry it goes now, so even a killed process leaves nothing;
+        // with it, at exit (see the type's documentation).
+        let dirs = runtime_dirs(&profile.file_prefix());
+        if profile.eal.telemetry {
+            remove_at_exit(&dirs);
+        } else {
+            remove_dirs(&dirs);
+        }
         let cfg = PortConfig {
             rx_queues: profile.port.rx_queues,
             tx_queues: profile.port.tx_queues,
@@ -393,7 +483,8 @@ impl ProfilePort {
         Ok(ProfilePort {
             eal,
             port,
-            runtime_dirs: runtime_dirs(&profile.file_prefix()),
+            runtime_dirs: dirs,
+            telemetry: profile.eal.telemetry,
             peer_owns_rings: matches!(profile.port.driver, PortDriver::Memif { .. }),
         })
     }

@@ -4,7 +4,8 @@
 //! This module and `dpdk-sys` are the only places with `unsafe` for DPDK; every owner here frees
 //! what it owns on `Drop` (ports are stopped and closed, pools freed once no mbuf is out), except
 //! the EAL itself, which DPDK cannot re-initialise after `rte_eal_cleanup` and so lives until the
-//! process exits.
+//! process exits, and with it its telemetry socket ([`telemetry`]: commands a running process
+//! answers; the runtime directory that holds the socket goes at exit, see [`ProfilePort`]).
 //!
 //! Typical use (one process per endpoint, see `src/bin/dpdk-port-check.rs`):
 //!
@@ -27,12 +28,13 @@ mod mempool;
 mod pair_wire;
 mod pinned_tx;
 mod port;
+pub mod telemetry;
 mod tsc;
 
 pub use burst::{RxQueue, TxQueue};
 pub use eal::{hugepages_available, Eal, EalArgs};
 pub use error::DpdkError;
-pub use frame_io::{DpdkFrameIo, ProfilePort};
+pub use frame_io::{runtime_base, DpdkFrameIo, ProfilePort};
 pub use hugepage_alloc::HugepageAllocator;
 pub use mbuf::{ExtBufTracker, Mbuf};
 pub use mempool::Mempool;

@@ -612,6 +612,8 @@ fn stats_delta(a1: &QpStats, a0: &QpStats, b1: &QpStats, b0: &QpStats) -> QpStat
     sum!(
         packets_sent,
         packets_received,
+        bytes_sent,
+        bytes_received,
         retransmits,
         duplicates,
         duplicate_responses,
@@ -623,6 +625,12 @@ fn stats_delta(a1: &QpStats, a0: &QpStats, b1: &QpStats, b0: &QpStats) -> QpStat
         rnr_naks_received,
         fatal_naks_sent,
         fatal_naks_received,
+        invalid_request_naks_sent,
+        invalid_request_naks_received,
+        remote_access_naks_sent,
+        remote_access_naks_received,
+        remote_op_naks_sent,
+        remote_op_naks_received,
         timeouts,
         dropped
     )

@@ -125,7 +125,7 @@ impl Qp {
                     }
                 }
                 Syndrome::Nak(code) => {
-                    self.stats.fatal_naks_received += 1;
+                    self.stats.count_fatal_nak(code, false);
                     self.ack_upto(now, psn.sub(1));
                     if self.is_sending() && !self.req.sq.is_empty() {
                         let st = match code {

@@ -57,6 +57,7 @@ impl Qp {
             return false;
         }
         self.stats.packets_received += 1;
+        self.stats.bytes_received += plen as u64;
         self.resp.nak_sent = false;
         self.finish_message();
         self.advance(bth.psn, 1, bth.ack_req);

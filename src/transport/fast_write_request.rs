@@ -81,6 +81,7 @@ impl Qp {
         };
         self.note_request_sent(now, psn, 1, true, ack_req);
         self.stats.packets_sent += 1;
+        self.stats.bytes_sent += u64::from(len);
         if !self.resp.queue.is_empty() {
             // A held ACK leaves right behind this request, in the same burst.
             self.resp.ack_due = true;

@@ -39,6 +39,9 @@ pub const MAX_MSG_SIZE: u32 = 1 << 30;
 pub struct QpStats {
     pub packets_sent: u64,
     pub packets_received: u64,
+    /// Payload bytes of the packets sent and received (headers not counted).
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
     /// Request packets sent again (go-back-N, timeout, RNR, implied NAK).
     pub retransmits: u64,
     /// Duplicate requests seen by the responder.
@@ -51,13 +54,60 @@ pub struct QpStats {
     pub seq_naks_received: u64,
     pub rnr_naks_sent: u64,
     pub rnr_naks_received: u64,
-    /// Invalid request / remote access / remote operational NAKs.
+    /// Invalid request / remote access / remote operational NAKs (all kinds; each kind
+    /// below).
     pub fatal_naks_sent: u64,
     pub fatal_naks_received: u64,
+    pub invalid_request_naks_sent: u64,
+    pub invalid_request_naks_received: u64,
+    pub remote_access_naks_sent: u64,
+    pub remote_access_naks_received: u64,
+    pub remote_op_naks_sent: u64,
+    pub remote_op_naks_received: u64,
     /// Local ACK timeouts that fired with requests outstanding.
     pub timeouts: u64,
     /// Packets dropped silently (P_Key, malformed, unexpected, out of sequence after the NAK).
     pub dropped: u64,
+}
+
+impl QpStats {
+    /// Counts a NAK other than PSN sequence error and RNR (`sent` by the responder, or received
+    /// by the completer): in `fatal_naks_*` and under its kind.
+    pub(super) fn count_fatal_nak(&mut self, code: crate::wire::aeth::NakCode, sent: bool) {
+        use crate::wire::aeth::NakCode;
+        let (all, kind) = match (code, sent) {
+            (NakCode::InvalidRequest, true) => (
+                &mut self.fatal_naks_sent,
+                Some(&mut self.invalid_request_naks_sent),
+            ),
+            (NakCode::InvalidRequest, false) => (
+                &mut self.fatal_naks_received,
+                Some(&mut self.invalid_request_naks_received),
+            ),
+            (NakCode::RemoteAccessError, true) => (
+                &mut self.fatal_naks_sent,
+                Some(&mut self.remote_access_naks_sent),
+            ),
+            (NakCode::RemoteAccessError, false) => (
+                &mut self.fatal_naks_received,
+                Some(&mut self.remote_access_naks_received),
+            ),
+            (NakCode::RemoteOperationalError, true) => (
+                &mut self.fatal_naks_sent,
+                Some(&mut self.remote_op_naks_sent),
+            ),
+            (NakCode::RemoteOperationalError, false) => (
+                &mut self.fatal_naks_received,
+                Some(&mut self.remote_op_naks_received),
+            ),
+            (_, true) => (&mut self.fatal_naks_sent, None),
+            (_, false) => (&mut self.fatal_naks_received, None),
+        };
+        *all += 1;
+        if let Some(k) = kind {
+            *k += 1;
+        }
+    }
 }
 
 /// A posted receive.
@@ -372,6 +422,7 @@ impl Qp {
         srq: Option<&mut dyn RecvSource>,
     ) {
         self.stats.packets_received += 1;
+        self.stats.bytes_received += pkt.payload.len() as u64;
         let h = &pkt.headers;
         let op = h.bth.opcode;
         if op.transport() != Transport::Rc || !op.is_known() || !headers_match(h, pkt.payload) {
@@ -434,13 +485,15 @@ impl Qp {
     fn next_packet(&mut self, now: Instant) -> Option<Transmit> {
         // Each branch hands its callee's value straight back (no copy of the packet here).
         let t = self.next_response();
-        if t.is_some() {
+        if let Some(p) = &t {
             self.stats.packets_sent += 1;
+            self.stats.bytes_sent += p.payload.len() as u64;
             return t;
         }
         let t = self.next_request(now);
-        if t.is_some() {
+        if let Some(p) = &t {
             self.stats.packets_sent += 1;
+            self.stats.bytes_sent += p.payload.len() as u64;
             if !self.resp.queue.is_empty() {
                 // A held ACK leaves right behind this request, in the same burst.
                 self.resp.ack_due = true;

@@ -290,7 +290,7 @@ impl Qp {
     /// A responder error: NAK the expected PSN, complete the in-progress receive with
     /// `recv_status` when given, move to ERROR (IBTA vol. 1 §9.7.5.2.2-6, §10.3.1).
     fn fatal(&mut self, code: NakCode, recv_status: Option<WcStatus>) {
-        self.stats.fatal_naks_sent += 1;
+        self.stats.count_fatal_nak(code, true);
         self.nak(Syndrome::Nak(code));
         if let Some(st) = recv_status {
             if let Some(w) = self.resp.take_in_progress_recv() {

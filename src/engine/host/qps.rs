@@ -290,6 +290,12 @@ impl<M: Memory> Host<M> {
         self.qps.get(&qpn).map(|e| &e.qp)
     }
 
+    /// Every QP of this host in QPN order (in an engine, shard 0's also include the CM's
+    /// stand-ins of other shards' QPs), with its peer's address once it has one.
+    pub fn qps(&self) -> impl Iterator<Item = (&Qp, Option<Ipv4Addr>)> + '_ {
+        self.qps.values().map(|e| (&e.qp, e.peer))
+    }
+
     /// The shared pool of SRQ `srqn`.
     pub fn srq(&self, srqn: u32) -> Option<&Arc<SharedSrq>> {
         self.srqs.get(&srqn)

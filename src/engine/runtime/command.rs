@@ -31,6 +31,9 @@ pub enum EngineError {
     /// The capture file could not be created.
     #[error("capture: {0}")]
     Capture(String),
+    /// A bounded wait for a shard's answer ran out (`Engine::with_host_within`).
+    #[error("shard {0} did not answer in time")]
+    TimedOut(usize),
 }
 
 /// A closure run on a shard's `Host` (control path: registration in tests, counters, ...).

@@ -540,6 +540,66 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
         self.call(shard, |reply| Command::Stats { reply })
     }
 
+    /// [`with_host`](Self::with_host) for an observer that must not wait long (DPDK telemetry's
+    /// thread): fails with [`EngineError::TimedOut`] when `shard` has not answered within
+    /// `timeout`; `f` may still run later, its answer then dropped. In inline mode the caller
+    /// drives the shards meanwhile, as every inline caller does.
+    pub fn with_host_within<R: Send + 'static>(
+        &self,
+        shard: usize,
+        timeout: Duration,
+        f: impl FnOnce(&mut Host<M>) -> R + Send + 'static,
+    ) -> Result<R, EngineError> {
+        let (tx, rx) = sync_channel(1);
+        self.submit(
+            shard,
+            Command::WithHost(Box::new(move |h| {
+                let _ = tx.send(f(h));
+            })),
+        )?;
+        self.await_reply_within(rx, shard, timeout)
+    }
+
+    /// [`stats`](Self::stats), waiting at most `timeout` (see [`Engine::with_host_within`]).
+    pub fn stats_within(
+        &self,
+        shard: usize,
+        timeout: Duration,
+    ) -> Result<RuntimeStats, EngineError> {
+        let (tx, rx) = sync_channel(1);
+        self.submit(shard, Command::Stats { reply: tx })?;
+        self.await_reply_within(rx, shard, timeout)
+    }
+
+    fn await_reply_within<T>(
+        &self,
+        rx: Receiver<T>,
+        shard: usize,
+        timeout: Duration,
+    ) -> Result<T, EngineError> {
+        let deadline = std::time::Instant::now() + timeout;
+        match self.shared.progress {
+            Progress::Core => rx.recv_timeout(timeout).map_err(|e| match e {
+                std::sync::mpsc::RecvTimeoutError::Timeout => EngineError::TimedOut(shard),
+                std::sync::mpsc::RecvTimeoutError::Disconnected => EngineError::Stopped,
+            }),
+            Progress::Inline => loop {
+                match rx.try_recv() {
+                    Ok(v) => return Ok(v),
+                    Err(TryRecvError::Disconnected) => return Err(EngineError::Stopped),
+                    Err(TryRecvError::Empty) => {
+                        if std::time::Instant::now() >= deadline {
+                            return Err(EngineError::TimedOut(shard));
+                        }
+                        if !self.shared.drive() {
+                            core::hint::spin_loop();
+                        }
+                    }
+                }
+            },
+        }
+    }
+
     /// Runs `f` on the host of `shard` (control path) and returns its result.
     pub fn with_host<R: Send + 'static>(
         &self,

@@ -152,6 +152,19 @@ fn qp_without_remote_write_access_refuses() {
         statuses(&p.completions(A)),
         vec![(1, WcStatus::RemAccessErr)]
     );
+    // Counted by kind on both sides, with the payload bytes that moved.
+    let (a, b) = (*p.s[A].qp.stats(), *p.s[B].qp.stats());
+    assert_eq!((b.remote_access_naks_sent, b.fatal_naks_sent), (1, 1));
+    assert_eq!(
+        (a.remote_access_naks_received, a.fatal_naks_received),
+        (1, 1)
+    );
+    assert_eq!(
+        a.invalid_request_naks_received + a.remote_op_naks_received,
+        0
+    );
+    assert_eq!((a.bytes_sent, b.bytes_received), (8, 8));
+    assert_eq!(b.bytes_sent, 0, "a NAK carries no payload");
 }
 
 #[test]

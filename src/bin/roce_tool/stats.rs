@@ -1,0 +1,422 @@
+//! `roce-tool stats`: the counters of a running dpdk-roce process, read from its DPDK telemetry
+//! socket (`<runtime dir>/<file prefix>/dpdk_telemetry.v2`, the socket Debian's
+//! `dpdk-telemetry.py -f <file prefix>` reads; the commands are `dpdk_roce::dat::telemetry`'s).
+//!
+//! ```text
+//! roce-tool stats                          # the one running dpdk-roce process: every command
+//! roce-tool stats --file-prefix af_packet-a-4242 /roce/net
+//! roce-tool stats --watch 2 /roce/qp,0x1a2b3c
+//! ```
+//!
+//! Without `--file-prefix` it looks for processes under the runtime directory whose telemetry
+//! has the `/roce/port` command: with exactly one it reads that one, with several it lists them
+//! (prefix, pid, program) and asks for one. Without a command it prints `/roce/port`,
+//! `/roce/net`, `/roce/cm` and each QP's `/roce/qp`, counters that are zero left out below the
+//! device level; with a command, that command's whole answer (`--json`: as the socket gave it).
+//!
+//! The socket is SOCK_SEQPACKET: one message per command and per answer. On connect the server
+//! first sends `{"version": ..., "pid": ..., "max_output_len": ...}`.
+
+use clap::Args;
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use socket2::{Domain, SockAddr, Socket, Type};
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The telemetry socket's name in a runtime directory (DPDK 22.11, version 2 protocol).
+const SOCKET: &str = "dpdk_telemetry.v2";
+/// The command every process with the provider's counters answers.
+const MARKER: &str = "/roce/port";
+/// The commands printed when none is given (`/roce/qp` for each QP after them).
+const OVERVIEW: [&str; 3] = ["/roce/port", "/roce/net", "/roce/cm"];
+/// QPs printed in the overview at most.
+const MAX_QPS: usize = 64;
+
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    /// The EAL file prefix of the process (`eal.file_prefix`, by default `<profile name>-<pid>`).
+    #[arg(long, short = 'f')]
+    file_prefix: Option<String>,
+    /// Print again every SECONDS seconds until interrupted.
+    #[arg(long, value_name = "SECONDS")]
+    watch: Option<u64>,
+    /// Print the answer as JSON, as the socket gave it.
+    #[arg(long)]
+    json: bool,
+    /// One command, e.g. `/roce/net` or `/roce/qp,17` (default: all of the provider's).
+    command: Option<String>,
+}
+
+pub fn run(args: &StatsArgs) -> ExitCode {
+    match stats(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("roce-tool stats: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn stats(args: &StatsArgs) -> Result<(), String> {
+    let base = dpdk_roce::dpdk::runtime_base();
+    let prefix = match &args.file_prefix {
+        Some(p) => p.clone(),
+        None => only_process(&base)?,
+    };
+    let path = base.join(&prefix).join(SOCKET);
+    let mut client = Client::connect(&path)?;
+    loop {
+        let mut out = String::new();
+        if args.watch.is_some() {
+            let _ = writeln!(out, "== {prefix} (pid {}) ==", client.pid);
+        }
+        match &args.command {
+            Some(c) if args.json => {
+                out.push_str(&client.raw(c)?);
+                out.push('\n');
+            }
+            Some(c) => print_answer(&mut out, c, &client.call(c)?, false),
+            None => overview(&mut out, &mut client)?,
+        }
+        let mut stdout = std::io::stdout().lock();
+        match stdout
+            .write_all(out.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            // The reader went away (`roce-tool stats --watch 1 | head`): done.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(format!("standard output: {e}")),
+            Ok(()) => {}
+        }
+        drop(stdout);
+        match args.watch {
+            Some(s) => std::thread::sleep(Duration::from_secs(s.max(1))),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Every command of the provider, QPs last.
+fn overview(out: &mut String, client: &mut Client) -> Result<(), String> {
+    for c in OVERVIEW {
+        print_answer(out, c, &client.call(c)?, true);
+    }
+    let Node::Dict(devices) = client.call("/roce/qps")? else {
+        return Ok(());
+    };
+    let qpns: Vec<u64> = devices
+        .iter()
+        .filter_map(|(_, n)| match n {
+            Node::List(l) => Some(l.iter().filter_map(Node::as_u64).collect::<Vec<_>>()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    if qpns.is_empty() {
+        let _ = writeln!(out, "/roce/qps: no QP");
+    }
+    for &qpn in qpns.iter().take(MAX_QPS) {
+        let c = format!("/roce/qp,{qpn}");
+        print_answer(out, &c, &client.call(&c)?, true);
+    }
+    if qpns.len() > MAX_QPS {
+        let _ = writeln!(
+            out,
+            "({} more QPs: roce-tool stats /roce/qp,<qpn>)",
+            qpns.len() - MAX_QPS
+        );
+    }
+    Ok(())
+}
+
+/// The file prefix of the one running process with the provider's telemetry under `base`.
+fn only_process(base: &Path) -> Result<String, String> {
+    let entries = std::fs::read_dir(base).map_err(|e| {
+        format!(
+            "no DPDK runtime directory {} ({e}): is a dpdk-roce process running?",
+            base.display()
+        )
+    })?;
+    let mut found = Vec::new();
+    for e in entries.flatten() {
+        let prefix = e.file_name().to_string_lossy().into_owned();
+        let path = e.path().join(SOCKET);
+        if !path.exists() {
+            continue;
+        }
+        // A killed process leaves its socket: only one that answers counts.
+        let Ok(mut c) = Client::connect(&path) else {
+            continue;
+        };
+        if let Ok(Node::List(cmds)) = c.call("/") {
+            if cmds.iter().any(|n| n.as_str() == Some(MARKER)) {
+                found.push((prefix, c.pid));
+            }
+        }
+    }
+    found.sort();
+    match found.len() {
+        1 => Ok(found.remove(0).0),
+        0 => Err(format!(
+            "no running dpdk-roce process with telemetry under {} (one that opened an IA, \
+             telemetry on)",
+            base.display()
+        )),
+        _ => {
+            let mut msg =
+                String::from("several dpdk-roce processes; say which with --file-prefix:\n");
+            for (prefix, pid) in &found {
+                let _ = writeln!(msg, "  {prefix}  (pid {pid}, {})", program(*pid));
+            }
+            Err(msg.trim_end().to_owned())
+        }
+    }
+}
+
+/// The program name of `pid`, from /proc.
+fn program(pid: u64) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .and_then(|c| {
+            let argv0 = c.split(|&b| b == 0).next()?.to_vec();
+            let name = PathBuf::from(String::from_utf8_lossy(&argv0).into_owned());
+            Some(name.file_name()?.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+/// A connection to one telemetry socket.
+struct Client {
+    sock: Socket,
+    pid: u64,
+    max_output: usize,
+}
+
+impl Client {
+    fn connect(path: &Path) -> Result<Client, String> {
+        let fail = |e: std::io::Error| format!("{}: {e}", path.display());
+        let sock = Socket::new(Domain::UNIX, Type::SEQPACKET, None).map_err(fail)?;
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(fail)?;
+        sock.connect(&SockAddr::unix(path).map_err(fail)?)
+            .map_err(fail)?;
+        let mut c = Client {
+            sock,
+            pid: 0,
+            max_output: 16 * 1024,
+        };
+        let greeting = c.read().map_err(|e| format!("{}: {e}", path.display()))?;
+        let Ok(Node::Dict(g)) = serde_json::from_str::<Node>(&greeting) else {
+            return Err(format!(
+                "{}: not a DPDK telemetry greeting: {greeting}",
+                path.display()
+            ));
+        };
+        let field = |k: &str| g.iter().find(|(n, _)| n == k).and_then(|(_, v)| v.as_u64());
+        c.pid = field("pid").unwrap_or(0);
+        c.max_output = field("max_output_len").map_or(c.max_output, |n| n as usize);
+        Ok(c)
+    }
+
+    fn read(&mut self) -> Result<String, String> {
+        let mut buf = vec![0u8; self.max_output.max(1024) + 1];
+        let n = self.sock.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the process closed the connection".into());
+        }
+        Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+    }
+
+    /// The answer of `command` as the socket gave it.
+    fn raw(&mut self, command: &str) -> Result<String, String> {
+        self.sock
+            .write_all(command.as_bytes())
+            .map_err(|e| format!("sending {command}: {e} (has the process gone?)"))?;
+        self.read()
+    }
+
+    /// The answer of `command`: the value under the command's name.
+    fn call(&mut self, command: &str) -> Result<Node, String> {
+        let text = self.raw(command)?;
+        let reply: Node =
+            serde_json::from_str(&text).map_err(|e| format!("{command}: {e}: {text}"))?;
+        match reply {
+            Node::Dict(mut d) if d.len() == 1 => Ok(d.remove(0).1),
+            _ => Err(format!("{command}: unexpected answer {text}")),
+        }
+    }
+}
+
+/// A JSON value with its objects' keys in the order the process wrote them.
+#[derive(Clone, Debug, PartialEq)]
+enum Node {
+    Null,
+    Bool(bool),
+    Num(serde_json::Number),
+    Str(String),
+    List(Vec<Node>),
+    Dict(Vec<(String, Node)>),
+}
+
+impl Node {
+    fn as_u64(&self) -> Option<u64> {
+        match self {
+            Node::Num(n) => n.as_u64(),
+            _ => None,
+        }
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Node::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn is_zero(&self) -> bool {
+        self.as_u64() == Some(0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Node;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_unit<E>(self) -> Result<Node, E> {
+                Ok(Node::Null)
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Node, E> {
+                Ok(Node::Bool(b))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Node, E> {
+                Ok(Node::Num(n.into()))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Node, E> {
+                Ok(Node::Num(n.into()))
+            }
+            fn visit_f64<E>(self, n: f64) -> Result<Node, E> {
+                Ok(serde_json::Number::from_f64(n).map_or(Node::Null, Node::Num))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Node, E> {
+                Ok(Node::Str(s.to_owned()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+                let mut v = Vec::new();
+                while let Some(n) = a.next_element()? {
+                    v.push(n);
+                }
+                Ok(Node::List(v))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+                let mut v = Vec::new();
+                while let Some((k, n)) = a.next_entry()? {
+                    v.push((k, n));
+                }
+                Ok(Node::Dict(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `command`'s answer as indented `key: value` lines; `terse` leaves out zero counters below
+/// the device level.
+fn print_answer(out: &mut String, command: &str, answer: &Node, terse: bool) {
+    let _ = writeln!(out, "{command}:");
+    match answer {
+        Node::Null => {
+            let _ = writeln!(out, "  (no answer: unknown command, or a bad parameter)");
+        }
+        Node::Dict(d) if d.is_empty() => {
+            let _ = writeln!(out, "  (no device open)");
+        }
+        n => print_node(out, n, 1, terse),
+    }
+}
+
+fn print_node(out: &mut String, n: &Node, depth: usize, terse: bool) {
+    let pad = "  ".repeat(depth);
+    match n {
+        Node::Dict(d) => {
+            for (k, v) in d {
+                match v {
+                    Node::Dict(inner) => {
+                        let shown: Vec<&(String, Node)> = inner
+                            .iter()
+                            .filter(|(_, x)| !(terse && depth >= 2 && x.is_zero()))
+                            .collect();
+                        if shown.is_empty() && terse && depth >= 1 {
+                            let _ = writeln!(out, "{pad}{k}: all 0");
+                            continue;
+                        }
+                        let _ = writeln!(out, "{pad}{k}:");
+                        print_node(
+                            out,
+                            &Node::Dict(shown.into_iter().cloned().collect()),
+                            depth + 1,
+                            terse,
+                        );
+                    }
+                    other => {
+                        if terse && depth >= 2 && other.is_zero() {
+                            continue;
+                        }
+                        let _ = writeln!(out, "{pad}{k}: {}", scalar(other));
+                    }
+                }
+            }
+        }
+        other => {
+            let _ = writeln!(out, "{pad}{}", scalar(other));
+        }
+    }
+}
+
+fn scalar(n: &Node) -> String {
+    match n {
+        Node::Null => "null".into(),
+        Node::Bool(b) => b.to_string(),
+        Node::Num(x) => x.to_string(),
+        Node::Str(s) if s.is_empty() => "-".into(),
+        Node::Str(s) => s.clone(),
+        Node::List(l) if l.is_empty() => "(none)".into(),
+        Node::List(l) => l.iter().map(scalar).collect::<Vec<_>>().join(", "),
+        Node::Dict(_) => "{...}".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_keep_their_order_and_print_as_indented_lines() {
+        let text = r#"{"/roce/net": {"net_af_packet0": {"rx_frames": 12, "dropped": 0,
+            "drops": {"runt": 0, "not_our_mac": 3}, "arp": {"a": 0}}}}"#;
+        let Node::Dict(reply) = serde_json::from_str::<Node>(text).unwrap() else {
+            panic!()
+        };
+        let (cmd, answer) = &reply[0];
+        let mut full = String::new();
+        print_answer(&mut full, cmd, answer, false);
+        assert_eq!(
+            full,
+            "/roce/net:\n  net_af_packet0:\n    rx_frames: 12\n    dropped: 0\n    drops:\n      \
+             runt: 0\n      not_our_mac: 3\n    arp:\n      a: 0\n"
+        );
+        let mut terse = String::new();
+        print_answer(&mut terse, cmd, answer, true);
+        assert_eq!(
+            terse,
+            "/roce/net:\n  net_af_packet0:\n    rx_frames: 12\n    drops:\n      \
+             not_our_mac: 3\n    arp: all 0\n"
+        );
+    }
+}

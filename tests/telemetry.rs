@@ -1,0 +1,416 @@
+//! The provider's DPDK telemetry commands, read from a running process through its socket: a
+//! `roce-soak --server --hold` over net_af_packet serves a client's verified traffic on two
+//! connections, then keeps its IA and EPs open; the test reads its counters with Debian's
+//! `dpdk-telemetry.py -f <file prefix>` (the commands on its standard input, one JSON answer a
+//! line) and with `roce-tool stats`, stops it (end of its standard input: a normal exit) and
+//! checks that its EAL runtime directory, which held the socket while it ran, is gone. Needs
+//! root (veth pair), DPDK and the dpdk-dev package's `dpdk-telemetry.py` (scripts/setup.sh).
+
+mod dpdk_common;
+
+use dpdk_common::{
+    assert_no_runtime_dirs, fanout_retry_wait, output_text, profile_copy, Veth, FANOUT_COLLISION,
+};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SOAK: &str = env!("CARGO_BIN_EXE_roce-soak");
+const TOOL: &str = env!("CARGO_BIN_EXE_roce-tool");
+const TELEMETRY_PY: &str = "/usr/bin/dpdk-telemetry.py";
+/// Connections of the client (`roce-soak -q`).
+const CONNECTIONS: u64 = 2;
+/// The profiles' names start with this (`<tag>-af_packet-a`), their file prefixes too.
+const TAG: &str = "tlm";
+
+/// A directory of this test's files, removed on drop.
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The held server: killed on drop if the test failed before it stopped it.
+struct Server {
+    child: Child,
+    lines: std::io::Lines<BufReader<ChildStdout>>,
+    seen: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let pid = self.child.id();
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            // A killed process leaves its runtime directory, like any DPDK program.
+            let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{TAG}-af_packet-a-{pid}"));
+        }
+    }
+}
+
+impl Server {
+    /// Reads stdout lines until one starts with `word`; false when stdout ends first.
+    fn wait_line(&mut self, word: &str) -> bool {
+        for l in self.lines.by_ref() {
+            let Ok(l) = l else { return false };
+            self.seen.push_str(&l);
+            self.seen.push('\n');
+            if l.starts_with(word) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Its stderr after it ended (or was killed now).
+    fn stderr(&mut self) -> String {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        err
+    }
+}
+
+/// Starts the server (a new process after a PACKET_FANOUT collision) and waits for `READY`.
+fn start_server(profile: &Path) -> Server {
+    for _ in 0..6 {
+        let mut child = Command::new(SOAK)
+            .arg("--profile")
+            .arg(profile)
+            .args(["--server", "--hold", "--timeout-ms", "60000"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start roce-soak --server");
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut s = Server {
+            child,
+            lines,
+            seen: String::new(),
+        };
+        if s.wait_line("READY") {
+            return s;
+        }
+        let err = s.stderr();
+        assert!(
+            err.contains(FANOUT_COLLISION),
+            "the server did not start:\n{}{err}",
+            s.seen
+        );
+        fanout_retry_wait();
+    }
+    panic!("the server collided with another PACKET_FANOUT group six times");
+}
+
+/// Runs the client to its end (again after a PACKET_FANOUT collision).
+fn run_client(profile: &Path) -> String {
+    for _ in 0..6 {
+        let out = Command::new(SOAK)
+            .arg("--profile")
+            .arg(profile)
+            .args(["--client", "--server-ip", "10.77.0.1", "-n", "3000"])
+            .args([
+                "-q",
+                &CONNECTIONS.to_string(),
+                "-t",
+                "8",
+                "--max-size",
+                "8192",
+            ])
+            .output()
+            .expect("start roce-soak --client");
+        let text = output_text(&out);
+        if out.status.success() {
+            return text;
+        }
+        assert!(
+            text.contains(FANOUT_COLLISION),
+            "the client failed:\n{text}"
+        );
+        fanout_retry_wait();
+    }
+    panic!("the client collided with another PACKET_FANOUT group six times");
+}
+
+/// `commands` answered by `dpdk-telemetry.py -f prefix` (fed on its standard input): each
+/// answer's value under its command's name.
+fn telemetry_py(prefix: &str, commands: &[&str]) -> Vec<Value> {
+    let mut child = Command::new(TELEMETRY_PY)
+        .args(["-f", prefix])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{TELEMETRY_PY} (the dpdk-dev package): {e}"));
+    let mut input = commands.join("\n");
+    input.push('\n');
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{TELEMETRY_PY}:\n{text}");
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(answers.len(), commands.len(), "{text}");
+    commands
+        .iter()
+        .zip(answers)
+        .map(|(c, a)| {
+            let name = c.split(',').next().unwrap();
+            a.get(name)
+                .cloned()
+                .unwrap_or_else(|| panic!("no {name} in {a}"))
+        })
+        .collect()
+}
+
+/// The one device of an answer (the process has one port: `net_af_packet0`).
+fn device<'a>(answer: &'a Value, what: &str) -> &'a Value {
+    let devices = answer
+        .as_object()
+        .unwrap_or_else(|| panic!("{what}: {answer}"));
+    assert_eq!(devices.len(), 1, "{what}: {answer}");
+    devices
+        .get("net_af_packet0")
+        .unwrap_or_else(|| panic!("{what}: {answer}"))
+}
+
+/// The number at `path` (keys separated by `.`).
+fn num(v: &Value, path: &str) -> u64 {
+    path.split('.')
+        .try_fold(v, |v, k| v.get(k))
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{path} in {v}"))
+}
+
+/// `key: N` of roce-tool's output.
+fn printed(text: &str, key: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{key}: ")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{key} in\n{text}"))
+}
+
+#[test]
+fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
+    let veth = Veth::up(TAG);
+    let dir = Dir(std::env::temp_dir().join(format!("dpdk-roce-{TAG}-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let (end_a, end_b) = (veth.end('a'), veth.end('b'));
+    let a = profile_copy(&dir.0, "af_packet-a", &[("rocev0a", end_a.as_str())], TAG);
+    let b = profile_copy(&dir.0, "af_packet-b", &[("rocev0b", end_b.as_str())], TAG);
+
+    let mut server = start_server(&a);
+    let prefix = format!("{TAG}-af_packet-a-{}", server.child.id());
+    let runtime = PathBuf::from("/var/run/dpdk").join(&prefix);
+    assert!(
+        runtime.join("dpdk_telemetry.v2").exists(),
+        "no telemetry socket in {} while the server runs",
+        runtime.display()
+    );
+    let client = run_client(&b);
+    assert!(client.contains("SOAK messages="), "{client}");
+    if !server.wait_line("HOLDING") {
+        let err = server.stderr();
+        panic!("the server did not finish its test:\n{}{err}", server.seen);
+    }
+
+    // (1) Debian's dpdk-telemetry.py.
+    let answers = telemetry_py(&prefix, &["/roce/cm", "/roce/port", "/roce/qps"]);
+    let cm = device(&answers[0], "/roce/cm");
+    assert_eq!(num(cm, "established_passive"), CONNECTIONS, "{cm}");
+    assert_eq!(num(cm, "established_active"), 0, "{cm}");
+    // Received counts include a peer's retransmissions (a slow machine); sent ones do not.
+    assert!(num(cm, "received.req") >= CONNECTIONS, "{cm}");
+    assert_eq!(num(cm, "sent.rep"), CONNECTIONS, "{cm}");
+    assert!(num(cm, "received.rtu") >= CONNECTIONS, "{cm}");
+    assert!(num(cm, "received.dreq") >= CONNECTIONS, "{cm}");
+    let port = device(&answers[1], "/roce/port");
+    assert_eq!(
+        port.get("ip").and_then(Value::as_str),
+        Some("10.77.0.1"),
+        "{port}"
+    );
+    assert!(num(port, "rx_packets") > 1000, "{port}");
+    assert!(num(port, "tx_packets") > 1000, "{port}");
+    assert!(
+        num(port, "rx_bytes") > num(port, "rx_packets") * 60,
+        "{port}"
+    );
+    assert!(num(port, "shard0.rx_frames") > 1000, "{port}");
+    assert_eq!(num(port, "rx_errors"), 0, "{port}");
+    let qpns: Vec<u64> = device(&answers[2], "/roce/qps")
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", answers[2]))
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect();
+    assert_eq!(qpns.len() as u64, CONNECTIONS, "{qpns:?}");
+    let per_qp: Vec<String> = qpns.iter().map(|n| format!("/roce/qp,{n}")).collect();
+    let per_qp: Vec<&str> = per_qp.iter().map(String::as_str).collect();
+    let mut received = 0;
+    for (qpn, answer) in qpns.iter().zip(telemetry_py(&prefix, &per_qp)) {
+        let qp = device(&answer, "/roce/qp").clone();
+        assert_eq!(num(&qp, "qpn"), *qpn, "{qp}");
+        // Disconnected by the client at the end of its test; the EP is still open.
+        assert_eq!(
+            qp.get("state").and_then(Value::as_str),
+            Some("ERROR"),
+            "{qp}"
+        );
+        assert_eq!(
+            qp.get("peer").and_then(Value::as_str),
+            Some("10.77.0.2"),
+            "{qp}"
+        );
+        assert!(num(&qp, "packets_received") > 0, "{qp}");
+        assert!(num(&qp, "packets_sent") > 0, "{qp}");
+        assert!(num(&qp, "acks_sent") > 0, "{qp}");
+        assert_eq!(num(&qp, "naks_sent.remote_access"), 0, "{qp}");
+        for k in ["retransmits", "timeouts", "duplicates", "naks_received.rnr"] {
+            num(&qp, k);
+        }
+        received += num(&qp, "bytes_received");
+    }
+    // WRITEs and SENDs of up to 8 KiB, 3000 work requests in all.
+    assert!(received > 100_000, "{received} bytes received");
+    // A QPN that is not there, and a parameter that is no number: null.
+    let missing = telemetry_py(&prefix, &["/roce/qp,1", "/roce/qp,x"]);
+    assert!(missing.iter().all(Value::is_null), "{missing:?}");
+
+    // (2) roce-tool stats.
+    let out = Command::new(TOOL)
+        .args(["stats", "--file-prefix", &prefix, "/roce/net"])
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.starts_with("/roce/net:\n  net_af_packet0:\n"),
+        "{text}"
+    );
+    assert!(printed(&text, "rx_frames") > 1000, "{text}");
+    assert!(printed(&text, "rx_roce") > 1000, "{text}");
+    assert!(
+        printed(&text, "rx_roce") <= printed(&text, "rx_frames"),
+        "{text}"
+    );
+    // The client asked for the server's MAC address before its first REQ.
+    assert!(printed(&text, "rx_arp_requests") >= 1, "{text}");
+    assert!(printed(&text, "tx_arp_replies") >= 1, "{text}");
+    for reason in [
+        "runt",
+        "not_our_mac",
+        "bad_icrc",
+        "roce_header",
+        "rx_unknown_qp",
+    ] {
+        printed(&text, reason);
+    }
+    // Without a command: the overview, QPs included.
+    let out = Command::new(TOOL)
+        .args(["stats", "-f", &prefix])
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    for section in ["/roce/port:", "/roce/net:", "/roce/cm:"] {
+        assert!(text.contains(section), "{section}:\n{text}");
+    }
+    for qpn in &qpns {
+        assert!(text.contains(&format!("/roce/qp,{qpn}:")), "{qpn}:\n{text}");
+    }
+    // Without a prefix: this process, or (other tests' processes running) a list naming it.
+    let out = Command::new(TOOL)
+        .args(["stats", "/roce/cm"])
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(
+        (out.status.success() && text.contains("/roce/cm:"))
+            || (out.status.code() == Some(2) && text.contains(&prefix)),
+        "{text}"
+    );
+    // A prefix nobody has.
+    let out = Command::new(TOOL)
+        .args(["stats", "-f", "no-such-prefix-42", "/roce/cm"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+
+    // A normal end: the runtime directory (and the socket in it) goes with the process.
+    drop(server.child.stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = server.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = server.stderr();
+    assert!(status.success(), "server: {status}\n{}{err}", server.seen);
+    assert!(!runtime.exists(), "{} left behind", runtime.display());
+    assert_no_runtime_dirs(&format!("{TAG}-"));
+}
+
+/// With telemetry off (`DPDK_ROCE_TELEMETRY=0`: EAL's `--no-telemetry`) the runtime directory
+/// goes right after EAL starts: even a killed process leaves nothing.
+#[test]
+fn with_telemetry_off_not_even_a_killed_process_leaves_its_runtime_directory() {
+    let veth = Veth::up("tlo");
+    let dir = Dir(std::env::temp_dir().join(format!("dpdk-roce-tlo-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let end_a = veth.end('a');
+    let a = profile_copy(&dir.0, "af_packet-a", &[("rocev0a", end_a.as_str())], "tlo");
+    for _ in 0..6 {
+        let mut child = Command::new(SOAK)
+            .arg("--profile")
+            .arg(&a)
+            .arg("--server")
+            .env("DPDK_ROCE_TELEMETRY", "0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start roce-soak --server");
+        let mut first = String::new();
+        let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut first);
+        let runtime = PathBuf::from(format!("/var/run/dpdk/tlo-af_packet-a-{}", child.id()));
+        let left = runtime.exists();
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+        let _ = std::fs::remove_dir_all(&runtime);
+        if first.starts_with("READY") {
+            assert!(!left, "{} exists with telemetry off", runtime.display());
+            assert!(!runtime.exists());
+            assert_no_runtime_dirs("tlo-");
+            return;
+        }
+        assert!(
+            err.contains(FANOUT_COLLISION),
+            "the server did not start ({status}):\n{first}{err}"
+        );
+        fanout_retry_wait();
+    }
+    panic!("the server collided with another PACKET_FANOUT group six times");
+}
