@@ -27,17 +27,71 @@ const HDR: usize = 14 + 4 + 4;
 /// Largest frame data an mbuf of the pools here holds (9 KiB jumbo + headroom).
 const DATA_ROOM: u16 = 9216 + 128;
 
+/// The command line (see the module doc).
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "dpdk-port-check",
+    about = "checks of DPDK ports through the bindings"
+)]
+struct Cli {
+    #[command(subcommand)]
+    check: Check,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Check {
+    /// Two net_af_packet ports on the ends of a veth pair.
+    AfPacket {
+        iface_a: String,
+        iface_b: String,
+        /// Frames each way.
+        #[arg(long, default_value_t = 40)]
+        count: usize,
+        #[command(flatten)]
+        mem: MemArg,
+    },
+    /// A net_tap port the kernel side talks to.
+    Tap {
+        iface: String,
+        /// The port's IPv4 address.
+        #[arg(long)]
+        ip: Ipv4Addr,
+        #[arg(long, default_value_t = 5000)]
+        timeout_ms: u64,
+        #[command(flatten)]
+        mem: MemArg,
+    },
+}
+
+/// EAL memory: `no-huge` (256 MiB, the default), `huge`, or `auto` (hugepages if any).
+#[derive(clap::Args, Debug)]
+struct MemArg {
+    #[arg(long = "mem", value_enum, default_value_t = Mem::NoHuge)]
+    mem: Mem,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Mem {
+    NoHuge,
+    Huge,
+    Auto,
+}
+
 fn main() -> ExitCode {
     dpdk_roce::log::init_program();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("af-packet") => af_packet(&args[1..]),
-        Some("tap") => tap(&args[1..]),
-        _ => Err(
-            "usage: dpdk-port-check af-packet IFACE_A IFACE_B [--count N] [--mem M] | \
-                  tap IFACE --ip A.B.C.D [--timeout-ms T] [--mem M]"
-                .to_owned(),
-        ),
+    let result = match <Cli as clap::Parser>::parse().check {
+        Check::AfPacket {
+            iface_a,
+            iface_b,
+            count,
+            mem,
+        } => af_packet(&iface_a, &iface_b, count, mem.mem),
+        Check::Tap {
+            iface,
+            ip,
+            timeout_ms,
+            mem,
+        } => tap(&iface, ip, Duration::from_millis(timeout_ms), mem.mem),
     };
     let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{}", runtime_prefix()));
     match result {
@@ -49,38 +103,30 @@ fn main() -> ExitCode {
     }
 }
 
-fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
-}
-
 fn runtime_prefix() -> String {
     format!("dpdk-port-check-{}", std::process::id())
 }
 
-fn eal_args(args: &[String], vdevs: &[String]) -> Result<Vec<String>, String> {
+fn eal_args(mem: Mem, vdevs: &[String]) -> Vec<String> {
     let mut b = EalArgs::new("0").log_level("warning");
     for v in vdevs {
         b = b.vdev(v);
     }
-    b = match opt(args, "--mem").unwrap_or("no-huge") {
+    b = match mem {
         // A prefix of our own (the tests run two of these at once); main removes its runtime
         // directory at exit.
-        "no-huge" => b
+        Mem::NoHuge => b
             .no_huge(256)
             .file_prefix(&runtime_prefix())
             .arg("--no-shconf"),
-        "huge" => b,
-        "auto" => b.hugepages_or_no_huge(256),
-        m => return Err(format!("--mem {m}: expected no-huge, huge or auto")),
+        Mem::Huge => b,
+        Mem::Auto => b.hugepages_or_no_huge(256),
     };
-    Ok(b.to_args())
+    b.to_args()
 }
 
-fn init(args: &[String], vdevs: &[String]) -> Result<&'static Eal, String> {
-    let eal_args = eal_args(args, vdevs)?;
+fn init(mem: Mem, vdevs: &[String]) -> Result<&'static Eal, String> {
+    let eal_args = eal_args(mem, vdevs);
     let eal = Eal::init(&eal_args).map_err(|e| e.to_string())?;
     // Once per process: the same arguments give the same handle, others an error.
     let again = Eal::init(&eal_args).map_err(|e| format!("second Eal::init: {e}"))?;
@@ -188,19 +234,11 @@ fn build(
     Ok(m)
 }
 
-fn af_packet(args: &[String]) -> Result<(), String> {
-    let (a, b) = match args {
-        [a, b, ..] if !a.starts_with("--") && !b.starts_with("--") => (a, b),
-        _ => return Err("af-packet needs IFACE_A IFACE_B".into()),
-    };
-    let count: usize = opt(args, "--count")
-        .unwrap_or("40")
-        .parse()
-        .map_err(|e| format!("--count: {e}"))?;
+fn af_packet(a: &str, b: &str, count: usize, mem: Mem) -> Result<(), String> {
     // framesz/blocksz: room for 4 KiB frames in the PACKET_MMAP rings (default is 2 KiB).
     let ring = "blocksz=8192,framesz=8192,framecnt=512";
     let eal = init(
-        args,
+        mem,
         &[
             format!("net_af_packet0,iface={a},{ring}"),
             format!("net_af_packet1,iface={b},{ring}"),
@@ -316,22 +354,8 @@ fn af_packet(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn tap(args: &[String]) -> Result<(), String> {
-    let iface = match args.first() {
-        Some(i) if !i.starts_with("--") => i,
-        _ => return Err("tap needs IFACE".into()),
-    };
-    let ip: Ipv4Addr = opt(args, "--ip")
-        .ok_or("tap needs --ip A.B.C.D")?
-        .parse()
-        .map_err(|e| format!("--ip: {e}"))?;
-    let timeout = Duration::from_millis(
-        opt(args, "--timeout-ms")
-            .unwrap_or("5000")
-            .parse()
-            .map_err(|e| format!("--timeout-ms: {e}"))?,
-    );
-    let eal = init(args, &[format!("net_tap0,iface={iface}")])?;
+fn tap(iface: &str, ip: Ipv4Addr, timeout: Duration, mem: Mem) -> Result<(), String> {
+    let eal = init(mem, &[format!("net_tap0,iface={iface}")])?;
     let port = Port::open(eal, "net_tap0", &port_config()).map_err(|e| e.to_string())?;
     let mac = port.mac().map_err(|e| e.to_string())?;
     let (mut rx, mut tx) = port.take_queue_pair(0).map_err(|e| e.to_string())?;

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 fn main() -> ExitCode {
     dpdk_roce::log::init_program();
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = <Args as clap::Parser>::parse();
     let prefix = format!("roce-dat-pair-{}", std::process::id());
     let r = run(&args, &prefix);
     let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
@@ -46,10 +46,21 @@ fn ensure(ok: bool, what: &str) -> Result<(), String> {
     ok.then_some(()).ok_or_else(|| what.to_string())
 }
 
-fn run(args: &[String], prefix: &str) -> Result<(), String> {
-    let (Some(ia_name), Some(ib_name)) = (args.first(), args.get(1)) else {
-        return Err("usage: roce-dat-pair IFACE_A IFACE_B".into());
-    };
+/// The command line (see the module doc).
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "roce-dat-pair",
+    about = "the DAT-shaped Rust API over two real DPDK ports"
+)]
+struct Args {
+    /// IA A's interface.
+    iface_a: String,
+    /// IA B's interface.
+    iface_b: String,
+}
+
+fn run(args: &Args, prefix: &str) -> Result<(), String> {
+    let (ia_name, ib_name) = (&args.iface_a, &args.iface_b);
     let eal_args = EalArgs::new("0,1")
         .no_huge(512)
         .file_prefix(prefix)

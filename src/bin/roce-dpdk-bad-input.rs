@@ -9,7 +9,7 @@
 //! sequences. Used by `tests/dpdk_bad_input.rs`.
 //!
 //! ```text
-//! roce-dpdk-bad-input IFACE_VICTIM IFACE_ATTACKER [--seed N]
+//! roce-dpdk-bad-input IFACE_VICTIM IFACE_ATTACKER [--seed N] [--fuzz FRAMES]
 //! ```
 //! Prints one `CASE {json}` line per case: the frames sent and received, the deltas of every
 //! counter that moved (neighbour-layer drops by reason, host and QP counters), the NAKs, ACKs
@@ -47,8 +47,6 @@ use std::time::{Duration, Instant};
 #[path = "roce_dpdk_bad_input/fuzz.rs"]
 mod fuzz;
 
-const USAGE: &str =
-    "usage: roce-dpdk-bad-input IFACE_VICTIM IFACE_ATTACKER [--seed N] [--fuzz FRAMES]";
 const VICTIM_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 const CM_PORT: u16 = 7471;
@@ -59,7 +57,7 @@ const RECV_LEN: u32 = 64;
 
 fn main() -> ExitCode {
     dpdk_roce::log::init_program();
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = <Args as clap::Parser>::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -137,32 +135,29 @@ fn all_remote() -> Access {
     Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC
 }
 
-fn run(args: &[String]) -> Result<(), String> {
-    let pos: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .take_while(|a| !a.starts_with("--"))
-        .collect();
-    let [iface_v, iface_a] = pos.as_slice() else {
-        return Err(USAGE.into());
-    };
-    let seed: u64 = match args.iter().position(|a| a == "--seed") {
-        Some(i) => args
-            .get(i + 1)
-            .ok_or(USAGE)?
-            .parse()
-            .map_err(|e| format!("--seed: {e}"))?,
-        None => u64::from(std::process::id()),
-    };
-    let fuzz: Option<u64> = match args.iter().position(|a| a == "--fuzz") {
-        Some(i) => Some(
-            args.get(i + 1)
-                .ok_or(USAGE)?
-                .parse()
-                .map_err(|e| format!("--fuzz: {e}"))?,
-        ),
-        None => None,
-    };
+/// The command line (see the module doc).
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "roce-dpdk-bad-input",
+    about = "bad input and a mutation fuzzer at a real DPDK port"
+)]
+struct Args {
+    /// The victim's veth end.
+    iface_victim: String,
+    /// The attacker's (and legitimate peer's) veth end.
+    iface_attacker: String,
+    /// Seed of the random frames (default: the process id).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Send this many fuzzed frames instead of the cases.
+    #[arg(long)]
+    fuzz: Option<u64>,
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    let (iface_v, iface_a) = (&args.iface_victim, &args.iface_attacker);
+    let seed = args.seed.unwrap_or(u64::from(std::process::id()));
+    let fuzz = args.fuzz;
     let prefix = format!("roce-bad-input-{}", std::process::id());
     let eal_args = EalArgs::new("0")
         .no_huge(512)

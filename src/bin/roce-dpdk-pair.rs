@@ -23,7 +23,7 @@ use std::time::Duration;
 
 fn main() -> ExitCode {
     dpdk_roce::log::init_program();
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = <Cli as clap::Parser>::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -45,24 +45,39 @@ fn runtime_dir() -> String {
     format!("/var/run/dpdk/{}", runtime_prefix())
 }
 
-fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
+/// The command line (see the module doc).
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "roce-dpdk-pair",
+    about = "two RoCE hosts over two DPDK ports of one process"
+)]
+struct Cli {
+    #[command(subcommand)]
+    link: Link,
+    /// Write every frame to this pcap file.
+    #[arg(long, global = true)]
+    pcap: Option<std::path::PathBuf>,
+    /// Connections.
+    #[arg(long, global = true, default_value_t = 64)]
+    qps: usize,
 }
 
-const USAGE: &str = "usage: roce-dpdk-pair af-packet IFACE_A IFACE_B | memif SOCKET | \
-                     tap TAP_A TAP_B   [--pcap FILE] [--qps N]";
+#[derive(clap::Subcommand, Debug)]
+enum Link {
+    /// net_af_packet on the two ends of a veth pair.
+    AfPacket { iface_a: String, iface_b: String },
+    /// Server and client of one net_memif connection over SOCKET.
+    Memif { socket: String },
+    /// Two net_tap ports (the caller joins them: scripts/tap-mirred.sh attach).
+    Tap { tap_a: String, tap_b: String },
+}
 
-fn run(args: &[String]) -> Result<(), String> {
-    let pos: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .take_while(|a| !a.starts_with("--"))
-        .collect();
-    let (vdevs, names, label) = match pos.as_slice() {
-        ["af-packet", a, b] => (
+fn run(args: &Cli) -> Result<(), String> {
+    let (vdevs, names, label) = match &args.link {
+        Link::AfPacket {
+            iface_a: a,
+            iface_b: b,
+        } => (
             vec![
                 format!("net_af_packet0,iface={a}"),
                 format!("net_af_packet1,iface={b}"),
@@ -71,7 +86,7 @@ fn run(args: &[String]) -> Result<(), String> {
             format!("af_packet {a} {b}"),
         ),
         // Server and client of one memif connection, both in this process.
-        ["memif", sock] => (
+        Link::Memif { socket: sock } => (
             vec![
                 format!("net_memif0,role=server,socket={sock},socket-abstract=no,id=0"),
                 format!("net_memif1,role=client,socket={sock},socket-abstract=no,id=0"),
@@ -80,17 +95,13 @@ fn run(args: &[String]) -> Result<(), String> {
             format!("memif {sock}"),
         ),
         // Two taps; the caller joins them (scripts/tap-mirred.sh attach) once they exist.
-        ["tap", a, b] => (
+        Link::Tap { tap_a: a, tap_b: b } => (
             vec![format!("net_tap0,iface={a}"), format!("net_tap1,iface={b}")],
             ["net_tap0", "net_tap1"],
             format!("tap {a} {b}"),
         ),
-        _ => return Err(USAGE.into()),
     };
-    let qps: usize = opt(args, "--qps")
-        .unwrap_or("64")
-        .parse()
-        .map_err(|e| format!("--qps: {e}"))?;
+    let qps = args.qps;
     // A prefix of our own: several of these processes may run at once (the tests run three).
     let prefix = runtime_prefix();
     let mut eal_args = EalArgs::new("0")
@@ -115,7 +126,7 @@ fn run(args: &[String]) -> Result<(), String> {
     let ip_b = Ipv4Addr::new(10, 77, 0, 2);
     let mut pair = Pair::over_real_wire(Box::new(wire), (mac_a, ip_a), (mac_b, ip_b))
         .map_err(|e| e.to_string())?;
-    if let Some(p) = opt(args, "--pcap") {
+    if let Some(p) = &args.pcap {
         pair.capture_to(p.as_ref()).map_err(|e| e.to_string())?;
     }
     println!("READY {label} {mac_a} {mac_b}");

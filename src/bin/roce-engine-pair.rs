@@ -31,7 +31,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     dpdk_roce::log::init_program();
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = <Args as clap::Parser>::parse();
     // A prefix of our own, and its runtime directory removed whatever happens.
     let prefix = format!("roce-engine-pair-{}", std::process::id());
     let r = run(&args, &prefix);
@@ -45,34 +45,40 @@ fn main() -> ExitCode {
     }
 }
 
-fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
+/// The command line (see the module doc).
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "roce-engine-pair",
+    about = "two engines over two real DPDK ports"
+)]
+struct Args {
+    /// Engine A's interface.
+    iface_a: String,
+    /// Engine B's interface.
+    iface_b: String,
+    /// Shards (poll threads) per engine.
+    #[arg(long, default_value_t = 2)]
+    shards: usize,
+    /// Connections.
+    #[arg(long, default_value_t = 64)]
+    qps: usize,
+    /// Cores of the poll threads, comma-separated.
+    #[arg(long, default_value = "0,1", value_delimiter = ',')]
+    cores: Vec<usize>,
+    /// Queue pairs per port (net_af_packet qpairs), 1..=16.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+    queues: u16,
+    /// Engine A captures every frame it sends and receives to this pcap file.
+    #[arg(long)]
+    capture: Option<std::path::PathBuf>,
 }
 
-const USAGE: &str = "usage: roce-engine-pair IFACE_A IFACE_B [--shards N] [--qps N] \
-                     [--cores 0,1] [--queues Q] [--capture PATH]";
-
-fn run(args: &[String], prefix: &str) -> Result<(), String> {
-    let (Some(ia), Some(ib)) = (args.first(), args.get(1)) else {
-        return Err(USAGE.into());
-    };
-    let num = |name, default: &str| -> Result<usize, String> {
-        opt(args, name)
-            .unwrap_or(default)
-            .parse()
-            .map_err(|e| format!("{name}: {e}"))
-    };
-    let shards = num("--shards", "2")?.max(1);
-    let qps = num("--qps", "64")?;
-    let queues = num("--queues", "1")?.clamp(1, 16) as u16;
-    let cores: Vec<usize> = opt(args, "--cores")
-        .unwrap_or("0,1")
-        .split(',')
-        .map(|c| c.parse().map_err(|e| format!("--cores: {e}")))
-        .collect::<Result<_, _>>()?;
+fn run(args: &Args, prefix: &str) -> Result<(), String> {
+    let (ia, ib) = (&args.iface_a, &args.iface_b);
+    let shards = args.shards.max(1);
+    let qps = args.qps;
+    let queues = args.queues;
+    let cores = args.cores.clone();
     let eal_args = EalArgs::new(
         &cores
             .iter()
@@ -135,7 +141,7 @@ fn run(args: &[String], prefix: &str) -> Result<(), String> {
     let (io_a, io_b) = (ios(&pa)?, ios(&pb)?);
     let a = Engine::new(
         EngineConfig {
-            capture: opt(args, "--capture").map(Into::into),
+            capture: args.capture.clone(),
             ..config.clone()
         },
         hosts(&pa, ip_a, 0xa)?,
