@@ -22,6 +22,8 @@ const NOBODY_IP: &str = "10.77.0.99";
 /// A consumer process whose output lines arrive on a channel and are kept for messages.
 struct Proc {
     child: Child,
+    /// Its EAL runtime directory, removed when the test has to kill it.
+    runtime_dir: std::path::PathBuf,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     all: Arc<Mutex<Vec<String>>>,
@@ -64,6 +66,7 @@ impl Proc {
         }
         let stdin = child.stdin.take();
         Proc {
+            runtime_dir: s.runtime_dir(side, child.id()),
             child,
             stdin,
             lines,
@@ -98,6 +101,7 @@ impl Proc {
             if Instant::now() > end {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
+                let _ = std::fs::remove_dir_all(&self.runtime_dir);
                 break None;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -113,6 +117,7 @@ impl Proc {
             .args(["-9", &self.child.id().to_string()])
             .status();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.runtime_dir);
     }
 }
 
@@ -496,6 +501,22 @@ fn peer_killed_mid_stream_survivor_flushes_and_reconnects() {
     assert_no_dpdk_runtime_dir("bk");
 }
 
+/// Two processes did not get going: stops both (`killed` with SIGKILL, its runtime dir of
+/// profile `dat<tag>-<side>` removed) and returns `None` for a retry when either hit the
+/// PACKET_FANOUT collision; any other reason fails the test with both outputs.
+fn collided<T>(killed: &mut Proc, tag: &str, side: char, other: Proc, what: &str) -> Option<T> {
+    let pid = killed.child.id();
+    killed.kill9();
+    remove_runtime_dir(tag, side, pid);
+    // The other runs until stopped: its runtime dir goes too (a killed process keeps it).
+    let other_pid = other.child.id();
+    let (_, text) = other.finish(Duration::from_secs(5));
+    remove_runtime_dir(tag, if side == 'a' { 'b' } else { 'a' }, other_pid);
+    let all = format!("{text}\n---\n{}", killed.text());
+    assert!(all.contains(FANOUT_COLLISION), "{what}:\n{all}");
+    None
+}
+
 /// Starts a consumer that must print `READY` (its PSP is up); `None` after a fanout collision.
 fn started(s: &Setup, side: char, args: &[&str]) -> Option<Proc> {
     let p = Proc::start(s, side, args);
@@ -532,10 +553,7 @@ fn dead_active_side_passive_survivor_with_and_without_sends_flushes_and_serves_a
                 &["stream", "--server", SERVER_IP, "--qual", "7300"],
             );
             if !sink.wait_line("STREAMING", Duration::from_secs(60)) {
-                streamer.kill9();
-                let (_, text) = sink.finish(Duration::from_secs(5));
-                assert!(text.contains(FANOUT_COLLISION), "no stream:\n{text}");
-                return None;
+                return collided(&mut streamer, "bd", 'b', sink, "no stream");
             }
             let pid = streamer.child.id();
             streamer.kill9();
@@ -604,10 +622,7 @@ fn a_peer_dying_during_connection_set_up_leaves_the_other_side_usable() {
             ],
         );
         if !hold.wait_line("REQUEST", Duration::from_secs(60)) {
-            requester.kill9();
-            let (_, text) = hold.finish(Duration::from_secs(5));
-            assert!(text.contains(FANOUT_COLLISION), "no request:\n{text}");
-            return None;
+            return collided(&mut requester, "bs", 'b', hold, "no request");
         }
         let pid = requester.child.id();
         requester.kill9();
@@ -666,10 +681,7 @@ fn a_peer_dying_during_connection_set_up_leaves_the_other_side_usable() {
             ],
         );
         if !hold.wait_line("REQUEST", Duration::from_secs(60)) {
-            hold.kill9();
-            let (_, text) = requester.finish(Duration::from_secs(5));
-            assert!(text.contains(FANOUT_COLLISION), "no request:\n{text}");
-            return None;
+            return collided(&mut hold, "bs", 'a', requester, "no request");
         }
         let pid = hold.child.id();
         hold.kill9();

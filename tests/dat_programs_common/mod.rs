@@ -118,6 +118,7 @@ impl Ends {
 /// A temp dir with profiles a/b on the link's two ends and one dat.conf per side.
 pub struct Setup {
     dir: PathBuf,
+    tag: String,
     link: Link,
     ends: Ends,
     server_address: String,
@@ -172,6 +173,7 @@ impl Setup {
         }
         Setup {
             dir,
+            tag: tag.to_owned(),
             link,
             ends,
             server_address,
@@ -188,6 +190,12 @@ impl Setup {
             std::fs::write(&profile, text).unwrap();
         }
         self
+    }
+
+    /// The EAL runtime directory a process of side `side` with id `pid` has while it runs
+    /// (its profile's file prefix `dat<tag>-<side>-<pid>`; a killed process leaves it).
+    pub fn runtime_dir(&self, side: char, pid: u32) -> PathBuf {
+        PathBuf::from(format!("/var/run/dpdk/dat{}-{side}-{pid}", self.tag))
     }
 
     pub fn conf(&self, side: char) -> PathBuf {
