@@ -612,8 +612,14 @@ impl Lab {
 
     /// Bytes of the victim's registered regions that differ from what they must hold.
     fn memory_changed(&self) -> usize {
+        self.changed_in(|_| true)
+    }
+
+    /// [`memory_changed`](Self::memory_changed) over the regions `named` picks.
+    fn changed_in(&self, named: impl Fn(&str) -> bool) -> usize {
         self.watched
             .iter()
+            .filter(|w| named(w.name))
             .map(|w| {
                 let mut now = vec![0u8; w.expected.len()];
                 match self

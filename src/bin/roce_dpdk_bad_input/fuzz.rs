@@ -110,7 +110,7 @@ impl Lab {
             .qp(fuzzed.victim_qpn)
             .map(|q| *q.stats())
             .unwrap_or_default();
-        let protected_changed = self.changed_in(&PROTECTED);
+        let protected_changed = self.changed_in(|n| PROTECTED.contains(&n));
         let drops: serde_json::Map<String, serde_json::Value> = DropReason::ALL
             .iter()
             .filter(|&&r| net1.dropped(r) != net0.dropped(r))
@@ -168,26 +168,6 @@ impl Lab {
         println!("FUZZ {report}");
         self.legit_write_read(&quiet, "quiet_connection_after_fuzz")?;
         self.final_checks()
-    }
-
-    /// Bytes of the named regions that differ from what they must hold.
-    fn changed_in(&self, names: &[&str]) -> usize {
-        self.watched
-            .iter()
-            .filter(|w| names.contains(&w.name))
-            .map(|w| {
-                let mut now = vec![0u8; w.expected.len()];
-                match self
-                    .victim
-                    .host
-                    .mem
-                    .read_local(w.region.lkey, w.region.addr, &mut now)
-                {
-                    Ok(()) => now.iter().zip(&w.expected).filter(|(a, b)| a != b).count(),
-                    Err(_) => w.expected.len(),
-                }
-            })
-            .sum()
     }
 
     /// The peer's real traffic on `c`: SEND, RDMA WRITE (several packets), READ, fetch-and-add

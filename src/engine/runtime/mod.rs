@@ -550,13 +550,8 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
         timeout: Duration,
         f: impl FnOnce(&mut Host<M>) -> R + Send + 'static,
     ) -> Result<R, EngineError> {
-        let (tx, rx) = sync_channel(1);
-        self.submit(
-            shard,
-            Command::WithHost(Box::new(move |h| {
-                let _ = tx.send(f(h));
-            })),
-        )?;
+        let (command, rx) = with_host_command(f);
+        self.submit(shard, command)?;
         self.await_reply_within(rx, shard, timeout)
     }
 
@@ -606,13 +601,19 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
         shard: usize,
         f: impl FnOnce(&mut Host<M>) -> R + Send + 'static,
     ) -> Result<R, EngineError> {
-        let (tx, rx) = sync_channel(1);
-        self.submit(
-            shard,
-            Command::WithHost(Box::new(move |h| {
-                let _ = tx.send(f(h));
-            })),
-        )?;
+        let (command, rx) = with_host_command(f);
+        self.submit(shard, command)?;
         self.await_reply(rx)
     }
+}
+
+/// The command that runs `f` on a shard's host, and where its result arrives.
+fn with_host_command<M: Memory, R: Send + 'static>(
+    f: impl FnOnce(&mut Host<M>) -> R + Send + 'static,
+) -> (Command<M>, Receiver<R>) {
+    let (tx, rx) = sync_channel(1);
+    let command = Command::WithHost(Box::new(move |h| {
+        let _ = tx.send(f(h));
+    }));
+    (command, rx)
 }
