@@ -174,6 +174,20 @@ impl Params {
         u64::from(self.depth) + 2
     }
 
+    /// An EP of either side: both DTO kinds on `dto`, connection events on `conn`.
+    fn ep(&self, ia: &Ia, pz: &Pz, dto: &Evd, conn: &Evd) -> Result<Ep, String> {
+        Ep::create(
+            ia,
+            pz,
+            Some(dto),
+            Some(dto),
+            Some(conn),
+            None,
+            Some(self.ep_attr()),
+        )
+        .map_err(dat("EP"))
+    }
+
     /// The EP attributes of both sides.
     fn ep_attr(&self) -> EpAttr {
         EpAttr {
@@ -325,16 +339,7 @@ fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
             eprintln!("rejected a request for another test ({p:?}, connection {qp})");
             continue;
         }
-        let ep = Ep::create(
-            ia,
-            &pz,
-            Some(&dto),
-            Some(&dto),
-            Some(&conn),
-            None,
-            Some(p.ep_attr()),
-        )
-        .map_err(dat("EP"))?;
+        let ep = p.ep(ia, &pz, &dto, &conn)?;
         for b in 0..p.server_recvs() {
             post_server_recv(&ep, rx, &p, qp, b)?;
         }
@@ -418,6 +423,13 @@ fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
     let received: usize = arrived.iter().sum();
     eprintln!("server: {received} receives verified over {counts_sent} connections");
     wait_connections(&conn, eps.len(), ConnectionEventKind::Disconnected, timeout)?;
+    // Stay a while: a DREP lost on the way makes the client send its DREQ again, and only a
+    // port still running answers it (else the client waits out its DREQ retries).
+    let cm = dpdk_roce::cm::CmConfig::default();
+    let linger = Instant::now() + dpdk_roce::cm::timeout::cm_timeout(cm.cm_response_timeout) * 2;
+    while Instant::now() < linger {
+        let _ = conn.wait(Some(Duration::from_millis(100)), 1);
+    }
     // What remains: the counts' send completions (flushed or not) and the receives the
     // disconnect flushed.
     while let Ok(ev) = dto.dequeue() {
@@ -691,16 +703,7 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
     .map_err(dat("LMR"))?;
     let mut conns = Vec::new();
     for qp in 0..p.qps {
-        let ep = Ep::create(
-            ia,
-            &pz,
-            Some(&dto),
-            Some(&dto),
-            Some(&conn),
-            None,
-            Some(p.ep_attr()),
-        )
-        .map_err(dat("EP"))?;
+        let ep = p.ep(ia, &pz, &dto, &conn)?;
         let at = counts_at + 8 * u64::from(qp);
         ep.post_recv(&[local.triplet(at, 8)], 1 << 63 | u64::from(qp))
             .map_err(dat("posting the count's receive"))?;
