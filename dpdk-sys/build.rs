@@ -88,6 +88,8 @@ fn main() {
         .allowlist_function("rte_eth_stats_(get|reset)")
         // telemetry: commands answered on the EAL runtime directory's dpdk_telemetry.v2 socket
         .allowlist_function("rte_telemetry_register_cmd")
+        // packet capture by a secondary process (dpdk-dumpcap, dpdk-pdump)
+        .allowlist_function("rte_pdump_(init|uninit)")
         .allowlist_function("rte_tel_data_(alloc|free|start_dict|start_array|string)")
         .allowlist_function("rte_tel_data_add_(dict|array)_(u64|int|string|container)")
         .allowlist_type("rte_tel_value_type")

@@ -15,5 +15,6 @@
 #include <rte_dev.h>
 #include <rte_bus_vdev.h>
 #include <rte_telemetry.h>
+#include <rte_pdump.h>
 
 #include "shim.h"

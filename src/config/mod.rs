@@ -42,6 +42,9 @@ pub const ENV_PROGRESS: &str = "DPDK_ROCE_PROGRESS";
 /// Environment variable: `1` or `0` (also `true`/`false`, `on`/`off`; overrides
 /// `eal.telemetry`).
 pub const ENV_TELEMETRY: &str = "DPDK_ROCE_TELEMETRY";
+/// Environment variable: `1` or `0` (also `true`/`false`, `on`/`off`; overrides
+/// `eal.multi_process`).
+pub const ENV_MULTI_PROCESS: &str = "DPDK_ROCE_MULTI_PROCESS";
 
 /// The MTU range a profile accepts (the IP MTU, as DPDK's `rte_eth_dev_set_mtu` and Linux mean it).
 pub const MTU_RANGE: std::ops::RangeInclusive<u16> = 256..=9000;
@@ -106,6 +109,12 @@ pub struct Eal {
     /// gives EAL `--no-telemetry`. While it is on, the EAL runtime directory stays until the
     /// process exits (`crate::dpdk::ProfilePort`).
     pub telemetry: bool,
+    /// DPDK multi-process: EAL keeps its shared configuration and hugepage files (no
+    /// `--no-shconf`, no `--huge-unlink`) so a secondary process can attach, and the port answers
+    /// packet-capture requests (`rte_pdump_init`): Debian's `dpdk-dumpcap --file-prefix=<prefix>`
+    /// captures it while it runs. Needs hugepages. Off by default: the files stay behind when the
+    /// process is killed (a normal exit removes them, `crate::dpdk::ProfilePort`).
+    pub multi_process: bool,
 }
 
 /// `[port]`: the one Ethernet port of the process.
@@ -311,14 +320,14 @@ impl Profile {
         toml::to_string(&self.to_raw()).expect("a profile always serialises")
     }
 
-    /// Applies `DPDK_ROCE_CAPTURE`, `DPDK_ROCE_PROGRESS` and `DPDK_ROCE_TELEMETRY` from the
-    /// environment.
+    /// Applies `DPDK_ROCE_CAPTURE`, `DPDK_ROCE_PROGRESS`, `DPDK_ROCE_TELEMETRY` and
+    /// `DPDK_ROCE_MULTI_PROCESS` from the environment.
     pub fn apply_env(&mut self) -> Result<(), ConfigError> {
         self.apply_overrides(|var| std::env::var_os(var))
     }
 
-    /// Applies the overrides that `lookup` returns for [`ENV_CAPTURE`], [`ENV_PROGRESS`] and
-    /// [`ENV_TELEMETRY`], then validates again.
+    /// Applies the overrides that `lookup` returns for [`ENV_CAPTURE`], [`ENV_PROGRESS`],
+    /// [`ENV_TELEMETRY`] and [`ENV_MULTI_PROCESS`], then validates again.
     pub fn apply_overrides(
         &mut self,
         lookup: impl Fn(&str) -> Option<OsString>,
@@ -334,18 +343,11 @@ impl Profile {
             let value = progress.to_string_lossy();
             self.engine.progress = Progress::parse(ENV_PROGRESS, &value)?;
         }
-        if let Some(telemetry) = lookup(ENV_TELEMETRY) {
-            let value = telemetry.to_string_lossy();
-            self.eal.telemetry = match value.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "on" | "yes" => true,
-                "0" | "false" | "off" | "no" => false,
-                _ => {
-                    return Err(ConfigError::BadSwitch {
-                        field: ENV_TELEMETRY,
-                        value: value.into_owned(),
-                    })
-                }
-            };
+        if let Some(value) = lookup(ENV_TELEMETRY) {
+            self.eal.telemetry = switch(ENV_TELEMETRY, &value)?;
+        }
+        if let Some(value) = lookup(ENV_MULTI_PROCESS) {
+            self.eal.multi_process = switch(ENV_MULTI_PROCESS, &value)?;
         }
         self.validate()
     }
@@ -371,11 +373,15 @@ impl Profile {
             args.push("--no-pci".into());
         }
         args.push(format!("--file-prefix={}", self.file_prefix()));
-        // One process per EAL instance (no secondary processes): no shared runtime files, so
-        // nothing is left under /var/run/dpdk when the process exits.
-        args.push("--no-shconf".into());
+        // Without multi-process, one process per EAL instance: no shared runtime files and no
+        // hugepage files, so a killed process leaves neither.
+        if !self.eal.multi_process {
+            args.push("--no-shconf".into());
+        }
         if self.eal.hugepages {
-            args.push("--huge-unlink".into());
+            if !self.eal.multi_process {
+                args.push("--huge-unlink".into());
+            }
             if let Some(mb) = self.eal.memory_mb {
                 args.extend(["-m".to_string(), mb.to_string()]);
             }
@@ -413,6 +419,9 @@ impl Profile {
             check_name("eal.file_prefix", prefix)?;
         }
         check_log_level(&eal.log_level)?;
+        if eal.multi_process && !eal.hugepages {
+            return Err(ConfigError::MultiProcessWithoutHugepages);
+        }
         for arg in &eal.extra_args {
             let key = arg.split('=').next().unwrap_or(arg);
             let managed_by = match key {
@@ -422,6 +431,9 @@ impl Profile {
                 "-m" | "--socket-mem" => Some("eal.memory_mb"),
                 "--log-level" => Some("eal.log_level"),
                 "--telemetry" | "--no-telemetry" => Some("eal.telemetry"),
+                "--proc-type" => Some("eal.multi_process"),
+                // They would take away the shared config a secondary process attaches to.
+                "--no-shconf" | "--in-memory" if eal.multi_process => Some("eal.multi_process"),
                 "--no-pci" | "-a" | "--allow" | "-b" | "--block" => Some("port.pmd"),
                 _ => None,
             };
@@ -634,6 +646,7 @@ impl Profile {
                 extra_args: raw.eal.extra_args,
                 log_level: raw.eal.log_level,
                 telemetry: raw.eal.telemetry,
+                multi_process: raw.eal.multi_process,
             },
             port: Port {
                 driver,
@@ -700,6 +713,7 @@ impl Profile {
                 extra_args: self.eal.extra_args.clone(),
                 log_level: self.eal.log_level.clone(),
                 telemetry: self.eal.telemetry,
+                multi_process: self.eal.multi_process,
             },
             port,
             roce: RawRoce {
@@ -841,6 +855,19 @@ fn check_pci(value: &str) -> Result<(), ConfigError> {
     })
 }
 
+/// An environment switch: `1`/`0`, `true`/`false`, `on`/`off`, `yes`/`no`.
+fn switch(field: &'static str, value: &std::ffi::OsStr) -> Result<bool, ConfigError> {
+    let value = value.to_string_lossy();
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(ConfigError::BadSwitch {
+            field,
+            value: value.into_owned(),
+        }),
+    }
+}
+
 fn check_log_level(value: &str) -> Result<(), ConfigError> {
     let level = match value.rsplit_once(':') {
         Some((pattern, level)) if !pattern.is_empty() => level,
@@ -925,6 +952,8 @@ struct RawEal {
     log_level: String,
     #[serde(default = "default_true")]
     telemetry: bool,
+    #[serde(default)]
+    multi_process: bool,
 }
 
 #[derive(Serialize, Deserialize)]

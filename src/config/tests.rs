@@ -766,3 +766,62 @@ fn load_reports_file_and_names_after_it() {
     assert!(matches!(e, ConfigError::Io { .. }));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn multi_process_keeps_the_shared_config_and_hugepage_files_and_needs_hugepages() {
+    let p = ok(BASE);
+    assert!(!p.eal.multi_process);
+    let mut on = ok(&with("eal", "multi_process = true"));
+    assert!(on.eal.multi_process);
+    let args = on.eal_args();
+    for gone in ["--no-shconf", "--huge-unlink", "--in-memory"] {
+        assert!(!args.iter().any(|a| a == gone), "{gone} in {args:?}");
+    }
+    assert!(args.contains(&format!("--file-prefix={}", on.file_prefix())));
+    let back = Profile::from_str(&on.to_toml()).unwrap();
+    assert_eq!(back, on, "{}", on.to_toml());
+
+    // A secondary process maps the primary's hugepage files: none without hugepages.
+    let e = Profile::from_str(&with("eal", "multi_process = true\nhugepages = false")).unwrap_err();
+    assert!(
+        matches!(e, ConfigError::MultiProcessWithoutHugepages),
+        "{e}"
+    );
+    // Extra arguments that would take the shared config away, or make a secondary.
+    for arg in ["--in-memory", "--no-shconf", "--proc-type=secondary"] {
+        let text = with(
+            "eal",
+            &format!("multi_process = true\nextra_args = [\"{arg}\"]"),
+        );
+        let e = Profile::from_str(&text).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                ConfigError::ConflictingExtraArg {
+                    managed_by: "eal.multi_process",
+                    ..
+                }
+            ),
+            "{arg}: {e}"
+        );
+    }
+
+    let env = |v: &'static str| move |k: &str| (k == ENV_MULTI_PROCESS).then(|| OsString::from(v));
+    let mut p = ok(BASE);
+    p.apply_overrides(env("on")).unwrap();
+    assert!(p.eal.multi_process);
+    assert!(!p.eal_args().contains(&"--no-shconf".to_string()));
+    on.apply_overrides(env("0")).unwrap();
+    assert!(!on.eal.multi_process);
+    let e = p.apply_overrides(env("both")).unwrap_err();
+    assert!(matches!(
+        &e,
+        ConfigError::BadSwitch { field: "DPDK_ROCE_MULTI_PROCESS", value } if value == "both"
+    ));
+    let mut no_huge = ok(&with("eal", "hugepages = false"));
+    let e = no_huge.apply_overrides(env("1")).unwrap_err();
+    assert!(
+        matches!(e, ConfigError::MultiProcessWithoutHugepages),
+        "{e}"
+    );
+}

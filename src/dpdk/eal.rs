@@ -3,7 +3,7 @@
 //! `rte_eal_init` may run only once in a process and EAL cannot be initialised again after
 //! `rte_eal_cleanup`, so [`Eal::init`] hands out a `&'static Eal` and nothing ever calls cleanup:
 //! the OS reclaims everything at exit (with `--huge-unlink` or `--in-memory` no hugepage files
-//! remain). Processes that need separate EALs (the two ends of a test) are separate processes.
+//! remain; a multi-process profile's are removed at exit by `ProfilePort`). Processes that need separate EALs (the two ends of a test) are separate processes.
 
 use std::ffi::{c_char, c_int, CString};
 use std::sync::Mutex;
@@ -99,6 +99,22 @@ impl Eal {
     pub fn has_hugepages(&self) -> bool {
         // SAFETY: reads EAL's internal configuration, initialised by `init`.
         unsafe { dpdk_sys::rte_eal_has_hugepages() != 0 }
+    }
+
+    /// Lets a secondary process capture this process's ports (`rte_pdump_init`): Debian's
+    /// `dpdk-dumpcap --file-prefix=<prefix>` or `dpdk-pdump`. EAL must run with a shared
+    /// configuration and hugepage files (`eal.multi_process`). Once per process; later calls
+    /// return the first one's result.
+    pub fn enable_pdump(&self) -> Result<(), DpdkError> {
+        static PDUMP: std::sync::OnceLock<Result<(), DpdkError>> = std::sync::OnceLock::new();
+        PDUMP
+            .get_or_init(|| {
+                // SAFETY: EAL is initialised (`self` proves it); rte_pdump_init registers the
+                // multi-process action that serves capture requests and reserves its memzone.
+                let ret = unsafe { dpdk_sys::rte_pdump_init() };
+                super::error::check(|| "rte_pdump_init".to_string(), ret).map(drop)
+            })
+            .clone()
     }
 
     /// The number of ethdev ports available (probed vdevs and devices).

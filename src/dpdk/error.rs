@@ -3,7 +3,7 @@
 use std::ffi::CStr;
 
 /// What went wrong in a DPDK call.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DpdkError {
     /// A DPDK function failed; `errno` is `rte_errno` or the negated return value.
     #[error("{op} failed: {msg} (errno {errno})")]

@@ -276,14 +276,19 @@ impl FrameIo for DpdkFrameIo {
 /// argument, net_tap and net_memif take the count from `rte_eth_dev_configure`).
 ///
 /// The EAL runtime directory of the profile's file prefix (`/var/run/dpdk/<file prefix>`) holds
-/// only DPDK's telemetry socket (`dpdk_telemetry.v2`: every profile runs EAL with
-/// `--no-shconf`). With telemetry on (`eal.telemetry`, the default) the directory stays while
-/// the process runs, as EAL and its telemetry thread do, and goes when the process exits
-/// normally (returns from `main`, calls `exit`; an `atexit` handler): a process that ends
-/// normally leaves nothing under /var/run/dpdk, also when it never dropped its port (a DAT
-/// program that exits without `dat_ia_close`). A killed process leaves it, like any DPDK
-/// program; the next EAL of the same prefix takes it over. With telemetry off the directory
-/// goes right after `rte_eal_init`.
+/// only DPDK's telemetry socket (`dpdk_telemetry.v2`), since profiles run EAL with
+/// `--no-shconf` unless `eal.multi_process` is on. With telemetry on (`eal.telemetry`, the
+/// default) the directory stays while the process runs, as EAL and its telemetry thread do, and
+/// goes when the process exits normally (returns from `main`, calls `exit`; an `atexit`
+/// handler): a process that ends normally leaves nothing under /var/run/dpdk, also when it never
+/// dropped its port (a DAT program that exits without `dat_ia_close`). A killed process leaves
+/// it, like any DPDK program; the next EAL of the same prefix takes it over. With telemetry off
+/// the directory goes right after `rte_eal_init`.
+///
+/// With `eal.multi_process` the directory also holds EAL's shared configuration, and the
+/// hugepage files (`<hugetlbfs>/<file prefix>map_<n>`) stay mapped from files: a secondary
+/// process attaches (Debian's `dpdk-dumpcap --file-prefix=<prefix>` captures the port, served by
+/// `rte_pdump_init`). Both go at a normal exit; a killed process leaves them, hugepages included.
 ///
 /// The port itself stays open for the life of the process, like EAL (see `open_ports`): a
 /// second `open` of the same device, concurrent or after the first was dropped, gets the same
@@ -292,8 +297,9 @@ pub struct ProfilePort {
     pub eal: &'static Eal,
     pub port: Port,
     runtime_dirs: Vec<std::path::PathBuf>,
-    /// EAL's telemetry runs: the runtime directory stays until the process exits.
-    telemetry: bool,
+    /// EAL's telemetry runs or its shared config is kept: the runtime directory stays until
+    /// the process exits.
+    keep_runtime_dir: bool,
     /// The peer's exit tears down rings this process polls (net_memif): see
     /// [`wait_peer_gone`](Self::wait_peer_gone).
     peer_owns_rings: bool,
@@ -301,9 +307,10 @@ pub struct ProfilePort {
 
 impl Drop for ProfilePort {
     fn drop(&mut self) {
-        // The telemetry socket lives as long as EAL (the process): its directory goes at exit,
-        // so that an IA opened again later is still readable.
-        if !self.telemetry {
+        // The telemetry socket and a multi-process EAL's shared config live as long as EAL
+        // (the process): their directory goes at exit, so that an IA opened again later is
+        // still readable.
+        if !self.keep_runtime_dir {
             remove_dirs(&self.runtime_dirs);
         }
     }
@@ -315,6 +322,31 @@ fn remove_dirs(dirs: &[std::path::PathBuf]) {
             let _ = std::fs::remove_dir_all(d);
         }
     }
+}
+
+/// The hugepage files EAL made for file prefix `prefix` (`<hugetlbfs mount>/<prefix>map_<n>`,
+/// `eal_get_hugefile_path`) in every hugetlbfs mount.
+pub fn hugepage_files(prefix: &str) -> Vec<std::path::PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let start = format!("{prefix}map_");
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let dir = f.nth(1)?;
+            (f.next()? == "hugetlbfs").then(|| std::path::PathBuf::from(dir))
+        })
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix(&start))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|e| e.path())
+        .collect()
 }
 
 /// Where EAL may keep the runtime files of `prefix`: /var/run/dpdk for root, else
@@ -353,28 +385,34 @@ pub fn runtime_base() -> std::path::PathBuf {
     .join("dpdk")
 }
 
-/// Runtime directories to remove when the process exits, and the process that registered
-/// them (a child forked without `exec` runs the parent's `atexit` handlers too: it must not
-/// remove the parent's directory).
+/// Runtime directories and hugepage file prefixes to remove when the process exits, and the
+/// process that registered them (a child forked without `exec` runs the parent's `atexit`
+/// handlers too: it must not remove the parent's files).
 struct AtExit {
     pid: u32,
     dirs: Vec<std::path::PathBuf>,
+    hugepage_prefixes: Vec<String>,
 }
 
 static AT_EXIT: Mutex<Option<AtExit>> = Mutex::new(None);
 
-/// Removes `dirs` when the process exits normally (`exit`, a return from `main`).
-fn remove_at_exit(dirs: &[std::path::PathBuf]) {
+/// Removes `dirs` when the process exits normally (`exit`, a return from `main`), and the
+/// hugepage files of EAL file prefix `hugepages` (a multi-process EAL's).
+fn remove_at_exit(dirs: &[std::path::PathBuf], hugepages: Option<&str>) {
     let mut at_exit = AT_EXIT.lock().unwrap_or_else(|e| e.into_inner());
     let first = at_exit.is_none();
     let entry = at_exit.get_or_insert_with(|| AtExit {
         pid: std::process::id(),
         dirs: Vec::new(),
+        hugepage_prefixes: Vec::new(),
     });
     for d in dirs {
         if !entry.dirs.contains(d) {
             entry.dirs.push(d.clone());
         }
+    }
+    if let Some(p) = hugepages.filter(|p| !entry.hugepage_prefixes.iter().any(|q| q == p)) {
+        entry.hugepage_prefixes.push(p.to_owned());
     }
     if first {
         // SAFETY: registers a function without arguments that never unwinds (it catches
@@ -397,6 +435,11 @@ extern "C" fn remove_dirs_at_exit() {
         };
         if let Some(a) = at_exit.as_ref().filter(|a| a.pid == std::process::id()) {
             remove_dirs(&a.dirs);
+            for prefix in &a.hugepage_prefixes {
+                for file in hugepage_files(prefix) {
+                    let _ = std::fs::remove_file(file);
+                }
+            }
         }
     });
 }
@@ -442,13 +485,18 @@ impl ProfilePort {
         // step fails (no hugepage information, no memory, a device that does not probe).
         let eal = Eal::init(&profile.eal_args())
             .inspect_err(|_| remove_dirs(&runtime_dirs(&profile.file_prefix())))?;
-        // With --no-shconf (every profile, `Profile::eal_args`) EAL has no multi-process
+        // Without multi-process (`Profile::eal_args`: --no-shconf) EAL has no multi-process
         // channel and no shared config: the runtime directory holds only the telemetry
         // socket. Without telemetry it goes now, so even a killed process leaves nothing;
-        // with it, at exit (see the type's documentation).
+        // with it, at exit (see the type's documentation). A multi-process EAL keeps its
+        // shared config there and its hugepage files in hugetlbfs for secondary processes
+        // until the process exits.
         let dirs = runtime_dirs(&profile.file_prefix());
-        if profile.eal.telemetry {
-            remove_at_exit(&dirs);
+        if profile.eal.multi_process {
+            eal.enable_pdump()?;
+            remove_at_exit(&dirs, Some(&profile.file_prefix()));
+        } else if profile.eal.telemetry {
+            remove_at_exit(&dirs, None);
         } else {
             remove_dirs(&dirs);
         }
@@ -484,7 +532,7 @@ impl ProfilePort {
             eal,
             port,
             runtime_dirs: dirs,
-            telemetry: profile.eal.telemetry,
+            keep_runtime_dir: profile.eal.telemetry || profile.eal.multi_process,
             peer_owns_rings: matches!(profile.port.driver, PortDriver::Memif { .. }),
         })
     }

@@ -34,7 +34,7 @@ mod tsc;
 pub use burst::{RxQueue, TxQueue};
 pub use eal::{hugepages_available, Eal, EalArgs};
 pub use error::DpdkError;
-pub use frame_io::{runtime_base, DpdkFrameIo, ProfilePort};
+pub use frame_io::{hugepage_files, runtime_base, DpdkFrameIo, ProfilePort};
 pub use hugepage_alloc::HugepageAllocator;
 pub use mbuf::{ExtBufTracker, Mbuf};
 pub use mempool::Mempool;

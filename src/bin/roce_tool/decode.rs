@@ -138,7 +138,9 @@ fn not_pcap(args: &DecodeArgs, e: pcap_file::PcapError) -> String {
     let mut magic = [0u8; 4];
     let read = File::open(&args.file).and_then(|mut f| f.read_exact(&mut magic));
     if read.is_ok() && magic == PCAPNG_MAGIC {
-        "pcapng is not supported; convert it with `editcap -F pcap IN OUT`".to_string()
+        "pcapng is not supported; convert it with `editcap -F pcap IN OUT` (dpdk-dumpcap writes \
+         classic pcap with -P)"
+            .to_string()
     } else {
         format!("not a pcap file: {e}")
     }

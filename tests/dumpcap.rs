@@ -1,0 +1,321 @@
+//! Debian's `dpdk-dumpcap` captures the port of a running process whose profile turns on DPDK
+//! multi-process (`eal.multi_process`: shared config, hugepage files, `rte_pdump_init`). A
+//! `roce-soak --server --hold` over net_af_packet is captured while a client runs verified
+//! traffic; the capture (classic pcap, `-P`) decodes with `roce-tool decode`: both directions,
+//! the CM exchange and RC data, every RoCEv2 frame's ICRC valid. When the server ends normally,
+//! its shared config and hugepage files go with it. Needs root (veth pair), hugepages
+//! (scripts/test.sh reserves them) and the dpdk-dev package's `dpdk-dumpcap`
+//! (scripts/setup.sh).
+
+mod dpdk_common;
+
+use dpdk_common::{
+    assert_no_runtime_dirs, fanout_retry_wait, output_text, profile_copy, Veth, FANOUT_COLLISION,
+};
+use dpdk_roce::dpdk::hugepage_files;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const SOAK: &str = env!("CARGO_BIN_EXE_roce-soak");
+const TOOL: &str = env!("CARGO_BIN_EXE_roce-tool");
+const DUMPCAP: &str = "/usr/bin/dpdk-dumpcap";
+/// Frames dumpcap captures before it stops (`-c`).
+const FRAMES: u64 = 400;
+/// The profiles' names start with this (`<tag>-af_packet-a`), their file prefixes too.
+const TAG: &str = "dmp";
+
+/// A directory of this test's files, removed on drop.
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process killed on drop if the test failed before it ended.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// The held server. When the test fails before it stops it, it is killed on drop, and what a
+/// killed multi-process EAL leaves behind (runtime directory, hugepage files) is removed.
+struct Server {
+    child: Child,
+    lines: std::io::Lines<BufReader<ChildStdout>>,
+    seen: String,
+}
+
+impl Server {
+    fn prefix(&self) -> String {
+        format!("{TAG}-af_packet-a-{}", self.child.id())
+    }
+
+    /// Reads stdout lines until one starts with `word`; false when stdout ends first.
+    fn wait_line(&mut self, word: &str) -> bool {
+        for l in self.lines.by_ref() {
+            let Ok(l) = l else { return false };
+            self.seen.push_str(&l);
+            self.seen.push('\n');
+            if l.starts_with(word) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Its stderr after it ended (or was killed now).
+    fn stderr(&mut self) -> String {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        err
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let prefix = self.prefix();
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
+            for f in hugepage_files(&prefix) {
+                let _ = std::fs::remove_file(f);
+            }
+        }
+    }
+}
+
+/// Starts the server (a new process after a PACKET_FANOUT collision) and waits for `READY`.
+fn start_server(profile: &Path) -> Server {
+    for _ in 0..6 {
+        let mut child = Command::new(SOAK)
+            .arg("--profile")
+            .arg(profile)
+            .args(["--server", "--hold", "--timeout-ms", "60000"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start roce-soak --server");
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut s = Server {
+            child,
+            lines,
+            seen: String::new(),
+        };
+        if s.wait_line("READY") {
+            return s;
+        }
+        let err = s.stderr();
+        assert!(
+            err.contains(FANOUT_COLLISION),
+            "the server did not start:\n{}{err}",
+            s.seen
+        );
+        fanout_retry_wait();
+    }
+    panic!("the server collided with another PACKET_FANOUT group six times");
+}
+
+/// Runs the client to its end (again after a PACKET_FANOUT collision).
+fn run_client(profile: &Path) -> String {
+    for _ in 0..6 {
+        let out = Command::new(SOAK)
+            .arg("--profile")
+            .arg(profile)
+            .args(["--client", "--server-ip", "10.77.0.1", "-n", "2000"])
+            .args(["-q", "2", "-t", "8", "--max-size", "8192"])
+            .output()
+            .expect("start roce-soak --client");
+        let text = output_text(&out);
+        if out.status.success() {
+            return text;
+        }
+        assert!(
+            text.contains(FANOUT_COLLISION),
+            "the client failed:\n{text}"
+        );
+        fanout_retry_wait();
+    }
+    panic!("the client collided with another PACKET_FANOUT group six times");
+}
+
+/// Waits until `child` ends, at most `limit`.
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn dpdk_dumpcap_captures_the_port_of_a_multi_process_profile() {
+    let veth = Veth::up(TAG);
+    let dir = Dir(std::env::temp_dir().join(format!("dpdk-roce-{TAG}-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let (end_a, end_b) = (veth.end('a'), veth.end('b'));
+    // The server's profile: hugepages back on (profile_copy turns them off) and multi-process.
+    let a = profile_copy(
+        &dir.0,
+        "af_packet-a",
+        &[
+            ("rocev0a", end_a.as_str()),
+            (
+                "hugepages = false\nmemory_mb = 512",
+                "hugepages = true\nmulti_process = true",
+            ),
+        ],
+        TAG,
+    );
+    assert!(
+        std::fs::read_to_string(&a)
+            .unwrap()
+            .contains("multi_process = true"),
+        "the profile edit did not apply"
+    );
+    let b = profile_copy(&dir.0, "af_packet-b", &[("rocev0b", end_b.as_str())], TAG);
+
+    let mut server = start_server(&a);
+    let prefix = server.prefix();
+    let runtime = PathBuf::from("/var/run/dpdk").join(&prefix);
+    assert!(
+        runtime.join("config").exists(),
+        "no shared config in {} while the server runs",
+        runtime.display()
+    );
+    assert!(
+        !hugepage_files(&prefix).is_empty(),
+        "no hugepage files of {prefix} while the server runs"
+    );
+
+    // dumpcap's stdout is a pipe: `stdbuf -oL` makes it report its start at once.
+    let cap = dir.0.join("port.pcap");
+    let mut dumpcap = Proc(
+        Command::new("stdbuf")
+            .args(["-oL", DUMPCAP])
+            .arg(format!("--file-prefix={prefix}"))
+            .args([
+                "-i",
+                "net_af_packet0",
+                "-P",
+                "-c",
+                &FRAMES.to_string(),
+                "-w",
+            ])
+            .arg(&cap)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{DUMPCAP} (the dpdk-dev package): {e}")),
+    );
+    let (tx, rx) = mpsc::channel();
+    let out = dumpcap.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let mut said = String::new();
+    let capturing = loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) => {
+                said.push_str(&l);
+                said.push('\n');
+                if l.starts_with("Capturing on 'net_af_packet0'") {
+                    break true;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    if !capturing {
+        let _ = dumpcap.0.kill();
+        let _ = dumpcap.0.wait();
+        let mut err = String::new();
+        let _ = dumpcap.0.stderr.take().unwrap().read_to_string(&mut err);
+        panic!("dpdk-dumpcap did not start capturing:\n{said}{err}");
+    }
+
+    let client = run_client(&b);
+    assert!(client.contains("SOAK messages="), "{client}");
+    let status = wait_exit(&mut dumpcap.0, Duration::from_secs(60));
+    let mut err = String::new();
+    if status.is_none() {
+        let _ = dumpcap.0.kill();
+        let _ = dumpcap.0.wait();
+    }
+    let _ = dumpcap.0.stderr.take().unwrap().read_to_string(&mut err);
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "dpdk-dumpcap did not stop after {FRAMES} frames ({status:?}):\n{said}{err}"
+    );
+    // Its summary: every frame the port saw reached the capture.
+    assert!(
+        err.contains("Packets received/dropped on interface 'net_af_packet0'")
+            && err.contains("/0 "),
+        "{err}"
+    );
+
+    let out = Command::new(TOOL).arg("decode").arg(&cap).output().unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "a bad RoCEv2 frame:\n{text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let totals = stdout.lines().last().unwrap_or_default();
+    let count = |key: &str| -> u64 {
+        totals
+            .split(", ")
+            .find_map(|f| f.strip_prefix(key))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{key} in {totals}"))
+    };
+    // dumpcap stops at the end of the burst that reached the count.
+    assert!(count("frames: ") >= FRAMES, "{totals}");
+    assert!(count("rocev2: ") >= FRAMES - 10, "{totals}");
+    let has = |what: &str| text.lines().any(|l| l.contains(what));
+    // Both directions: the port's receive and transmit paths are captured.
+    assert!(has("10.77.0.2:") && has("> 10.77.0.1 "), "{text}");
+    assert!(has("10.77.0.1:") && has("> 10.77.0.2 "), "{text}");
+    for what in ["CM REQ", "CM REP", "RC RDMA WRITE", "RC Acknowledge"] {
+        assert!(has(what), "no {what} in the capture:\n{text}");
+    }
+
+    // A normal end: the shared config and the hugepage files go with the process.
+    if !server.wait_line("HOLDING") {
+        let err = server.stderr();
+        panic!("the server did not finish its test:\n{}{err}", server.seen);
+    }
+    drop(server.child.stdin.take());
+    let status = wait_exit(&mut server.child, Duration::from_secs(60));
+    let err = server.stderr();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "server: {status:?}\n{}{err}",
+        server.seen
+    );
+    assert!(!runtime.exists(), "{} left behind", runtime.display());
+    assert_eq!(hugepage_files(&prefix), Vec::<PathBuf>::new());
+    assert_no_runtime_dirs(&format!("{TAG}-"));
+}
