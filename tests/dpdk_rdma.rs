@@ -443,7 +443,9 @@ fn lone_write_completion_and_the_dat_api_client_over_memif() {
             .arg(&client)
             .args(["--server-ip", "10.77.3.1", "--timeout-ms", "20000"])
             .args(["--api", "dat", "--ia", "latdat", "--op", op])
-            .args(["--size", "64", "--iters", "300", "--warmup", "30"])
+            .args([
+                "--size", "64", "--iters", "300", "--warmup", "30", "--stages",
+            ])
             .env("DAT_OVERRIDE", &conf)
             .env("RUN_PAIR_TIMEOUT", "240")
             .output()
@@ -453,6 +455,29 @@ fn lone_write_completion_and_the_dat_api_client_over_memif() {
         assert!(text.contains("IA latdat through libdat2"), "{op}:\n{text}");
         assert!(text.contains("server done"), "{op}:\n{text}");
         assert_eq!(table_sizes(&text), [64], "{op}:\n{text}");
+        // `--stages` through DAT: the client's calls timed, a completing dequeue where a
+        // completion is awaited (the ping-pong's WRITEs are suppressed).
+        let stages = text
+            .lines()
+            .find(|l| l.starts_with("stages client 64 B (DAT): post "))
+            .unwrap_or_else(|| panic!("{op}: no DAT stages line:\n{text}"));
+        let ns = |what: &str| -> u64 {
+            stages
+                .split(what)
+                .nth(1)
+                .and_then(|r| r.split(" ns").next())
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{what} in {stages}"))
+        };
+        assert!(ns("post ") > 0, "{stages}");
+        assert_eq!(
+            op != "write",
+            stages.contains("completing dequeue"),
+            "{stages}"
+        );
+        if op != "write" {
+            assert!(ns("completing dequeue ") > 0, "{stages}");
+        }
     }
     assert_no_runtime_dirs("memif-latdat-");
     let _ = std::fs::remove_dir_all(&dir);

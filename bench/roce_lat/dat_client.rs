@@ -4,12 +4,71 @@
 //! WRITE ping-pong (the WRITE posted with `DAT_COMPLETION_SUPPRESS_FLAG`, the peer's WRITE
 //! seen in the buffer, the consumer calling `dat_evd_dequeue` meanwhile so that inline
 //! progress runs), RDMA READ and the lone WRITE completion (`write-completion`: post, then
-//! `dat_evd_dequeue` until its event).
+//! `dat_evd_dequeue` until its event). `--stages` times the loop's calls (`CallTimes`).
 
 use super::common::dat::{dat_err, evd, lmr, must, open_ia};
 use super::*;
 use dat_sys as d;
 use dat_sys::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
+use dpdk_roce::dpdk::Tsc;
+use hdrhistogram::Histogram;
+
+/// `--stages` through DAT: how long each call of the client's loop takes, in TSC cycles, over
+/// the measured iterations: the post, a `dat_evd_dequeue` that finds nothing (it drives the
+/// port once: inline progress) and the one that returns the completion (it handles the
+/// response frame, routes the completion to the EVD and converts the event).
+struct CallTimes {
+    post: Histogram<u64>,
+    empty: Histogram<u64>,
+    completing: Histogram<u64>,
+    /// The TSC and the wall clock when the measured iterations began: the TSC's rate.
+    start: (u64, Instant),
+}
+
+impl CallTimes {
+    fn new() -> Self {
+        let h = || Histogram::new(3).expect("3 significant digits");
+        CallTimes {
+            post: h(),
+            empty: h(),
+            completing: h(),
+            start: (Tsc::read(), Instant::now()),
+        }
+    }
+
+    /// The line `--stages` prints: medians in ns, and empty dequeues per operation.
+    fn line(&self, size: usize) -> String {
+        let ns_per_cycle = self.start.1.elapsed().as_nanos() as f64
+            / Tsc::read().saturating_sub(self.start.0).max(1) as f64;
+        let ns = |h: &Histogram<u64>| (h.value_at_quantile(0.5) as f64 * ns_per_cycle).round();
+        let ops = self.post.len().max(1) as f64;
+        let mut line = format!(
+            "stages client {size} B (DAT): post {} ns, empty dequeue {} ns ({:.1} per op)",
+            ns(&self.post),
+            ns(&self.empty),
+            self.empty.len() as f64 / ops
+        );
+        if !self.completing.is_empty() {
+            line += &format!(", completing dequeue {} ns", ns(&self.completing));
+        }
+        line + " (medians)"
+    }
+}
+
+/// Times `call` into `h` when `times` is on.
+fn timed<T>(
+    times: &mut Option<CallTimes>,
+    h: fn(&mut CallTimes) -> &mut Histogram<u64>,
+    call: impl FnOnce() -> T,
+) -> T {
+    let Some(t) = times.as_mut() else {
+        return call();
+    };
+    let t0 = Tsc::read();
+    let r = call();
+    let _ = h(t).record(Tsc::read().saturating_sub(t0));
+    r
+}
 
 /// The IA, its DTO EVD, the connected EP and both buffers.
 struct Dat {
@@ -37,11 +96,26 @@ impl Dat {
     }
 
     /// Dequeues until the completion of `cookie` arrives.
-    fn wait_completion(&self, cookie: u64, what: &str) -> Result<(), String> {
+    fn wait_completion(
+        &self,
+        cookie: u64,
+        what: &str,
+        times: &mut Option<CallTimes>,
+    ) -> Result<(), String> {
         let deadline = Instant::now() + self.timeout;
         let mut n = 0u32;
         loop {
-            match self.dequeue()? {
+            let t0 = Tsc::read();
+            let got = self.dequeue()?;
+            if let Some(t) = times.as_mut() {
+                let h = if got.is_some() {
+                    &mut t.completing
+                } else {
+                    &mut t.empty
+                };
+                let _ = h.record(Tsc::read().saturating_sub(t0));
+            }
+            match got {
                 Some(c) if c == cookie => return Ok(()),
                 Some(c) => return Err(format!("completion {c} while waiting for {cookie}")),
                 None => {}
@@ -54,11 +128,11 @@ impl Dat {
     }
 
     /// Polls the last byte of the destination for `v`, dequeueing meanwhile (inline progress).
-    fn wait_byte(&self, size: usize, v: u8) -> Result<(), String> {
+    fn wait_byte(&self, size: usize, v: u8, times: &mut Option<CallTimes>) -> Result<(), String> {
         let deadline = Instant::now() + self.timeout;
         let mut n = 0u32;
         loop {
-            if let Some(c) = self.dequeue()? {
+            if let Some(c) = timed(times, |t| &mut t.empty, || self.dequeue())? {
                 return Err(format!(
                     "unexpected completion {c} (the WRITEs are suppressed)"
                 ));
@@ -154,9 +228,9 @@ fn connect(args: &Args, ia_name: &str) -> Result<Dat, String> {
 }
 
 pub(crate) fn client(args: &Args, ia_name: &str) -> Result<(), String> {
-    if args.op == Op::Send || args.raw || args.with_raw || args.stages || args.verify {
+    if args.op == Op::Send || args.raw || args.with_raw || args.verify {
         return Err("--api dat measures write, read and write-completion \
-                    (no --raw, --with-raw, --stages or --verify)"
+                    (no --raw, --with-raw or --verify)"
             .into());
     }
     if args.capture.is_some() {
@@ -171,27 +245,41 @@ pub(crate) fn client(args: &Args, ia_name: &str) -> Result<(), String> {
     let mut series = Vec::new();
     for size in dpdk_roce::perf::progress::over(sizes(args), "sizes") {
         let mut s = LatencySeries::new(size, scale);
+        let mut times = None;
         for i in 1..=args.warmup + args.iters {
+            if args.stages && i == args.warmup + 1 {
+                times = Some(CallTimes::new());
+            }
             let t0 = Instant::now();
+            let post = |times: &mut Option<CallTimes>, write, flags| {
+                timed(
+                    times,
+                    |t| &mut t.post,
+                    || x.post(write, size, i as u64, flags),
+                )
+            };
             match args.op {
                 Op::Write => {
                     x.src.1.write(size - 1, &[tag(i)]);
-                    x.post(true, size, i as u64, d::DAT_COMPLETION_SUPPRESS_FLAG)?;
-                    x.wait_byte(size, tag(i))?;
+                    post(&mut times, true, d::DAT_COMPLETION_SUPPRESS_FLAG)?;
+                    x.wait_byte(size, tag(i), &mut times)?;
                 }
                 Op::Read => {
-                    x.post(false, size, i as u64, d::DAT_COMPLETION_DEFAULT_FLAG)?;
-                    x.wait_completion(i as u64, "the RDMA READ")?;
+                    post(&mut times, false, d::DAT_COMPLETION_DEFAULT_FLAG)?;
+                    x.wait_completion(i as u64, "the RDMA READ", &mut times)?;
                 }
                 Op::WriteCompletion => {
-                    x.post(true, size, i as u64, d::DAT_COMPLETION_DEFAULT_FLAG)?;
-                    x.wait_completion(i as u64, "the RDMA WRITE's completion")?;
+                    post(&mut times, true, d::DAT_COMPLETION_DEFAULT_FLAG)?;
+                    x.wait_completion(i as u64, "the RDMA WRITE's completion", &mut times)?;
                 }
                 Op::Send => unreachable!("refused above"),
             }
             if i > args.warmup {
                 s.record(t0.elapsed().as_nanos() as u64);
             }
+        }
+        if let Some(t) = &times {
+            println!("{}", t.line(size));
         }
         series.push(s);
     }

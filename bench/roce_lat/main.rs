@@ -176,7 +176,8 @@ struct Args {
     #[arg(long)]
     no_zero_copy: bool,
     /// Time the loop's stages over the measured iterations (PMD receive, handling, frame
-    /// build, copy into mbufs, TX burst) and print them per size, on both sides.
+    /// build, copy into mbufs, TX burst) and print them per size, on both sides. With
+    /// `--api dat`: the client's calls instead (post, empty and completing dequeue).
     #[arg(long)]
     stages: bool,
 }
