@@ -273,6 +273,106 @@ fn an_evd_overflow_is_flagged_and_reported_on_the_async_evd() {
     assert_eq!(engine.stats(0).unwrap().worker.evd_overflows, 1);
 }
 
+/// A burst's completions reach their EVD together, in order (`evd_batches`); those beyond
+/// its size are overflows, each counted and none lost silently.
+#[test]
+fn a_bursts_completions_reach_the_evd_in_order_in_one_batch() {
+    let (a, b) = pair(1, Progress::Inline);
+    b.engine.listen(PORT, b.requests.clone()).expect("listen");
+    let small = EventSink::new(4);
+    let qa = a
+        .engine
+        .create_qp(
+            0,
+            QpOptions::default(),
+            QpRoute {
+                request: Some(small.clone()),
+                ..route(&a)
+            },
+        )
+        .unwrap();
+    let qb = b
+        .engine
+        .create_qp(0, QpOptions::default(), route(&b))
+        .unwrap();
+    a.engine
+        .connect(ConnectParams::new(IP_B, PORT, qa, Psn::new(1)))
+        .unwrap();
+    let wait = |sink: &Arc<EventSink>| {
+        let t0 = std::time::Instant::now();
+        loop {
+            if let Some(ev) = sink.queue.pop() {
+                return ev;
+            }
+            a.engine.progress();
+            b.engine.progress();
+            assert!(t0.elapsed() < Duration::from_secs(30), "no event");
+        }
+    };
+    let Event::Request(req) = wait(&b.requests) else {
+        panic!("no request");
+    };
+    b.engine
+        .accept(req.id, AcceptParams::new(qb, Psn::new(2)))
+        .unwrap();
+    assert!(matches!(
+        wait(&a.events),
+        Event::Connection {
+            event: ConnEvent::Established { .. },
+            ..
+        }
+    ));
+    const N: u64 = 10;
+    for i in 0..N {
+        b.engine
+            .post_recv(
+                qb,
+                RecvWr {
+                    wr_id: i,
+                    sgl: dpdk_roce::sgl![],
+                },
+            )
+            .unwrap();
+    }
+    // All ten SENDs go out in one burst: the peer acknowledges them with one ACK, and their
+    // ten completions come out of one drain.
+    for i in 0..N {
+        a.engine
+            .post_send(
+                qa,
+                SendWr {
+                    wr_id: i,
+                    op: SendOp::Send,
+                    sgl: dpdk_roce::sgl![],
+                    signaled: true,
+                    fence: false,
+                    solicited: false,
+                },
+            )
+            .unwrap();
+    }
+    let t0 = std::time::Instant::now();
+    while a.engine.stats(0).unwrap().worker.completions < N {
+        a.engine.progress();
+        b.engine.progress();
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the SENDs did not complete"
+        );
+    }
+    let st = a.engine.stats(0).unwrap().worker;
+    assert!(st.evd_batches >= 1, "{st:?}");
+    let got: Vec<u64> = std::iter::from_fn(|| small.queue.pop())
+        .map(|ev| match ev {
+            Event::Dto(wc) if wc.status == WcStatus::Success => wc.wr_id,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(got, [0, 1, 2, 3], "the first four, in order");
+    assert!(small.queue.take_overflow());
+    assert_eq!(st.evd_overflows, N - 4, "{st:?}");
+}
+
 /// A panic on a poll thread does not leave the program hanging: the caller waiting for that
 /// shard's answer gets an error, the async sink hears `ShardFailed`, every later call fails,
 /// and the engine still stops.

@@ -4,6 +4,7 @@
 //! itself (the inline mode of docs/DESIGN.md "Progress").
 
 use crossbeam_queue::ArrayQueue;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
@@ -128,6 +129,36 @@ impl<T> EventQueue<T> {
                 self.overflowed.store(true, Ordering::SeqCst);
                 Err(ev)
             }
+        }
+    }
+
+    /// Queues a batch in order (a receive burst's completions for one EVD): one pass for the
+    /// whole batch and at most one wake-up. Events that do not fit stay in `batch`, the first
+    /// refused one in front, and the overflow is remembered as for [`EventQueue::push`].
+    pub fn push_batch(&self, batch: &mut VecDeque<T>) {
+        if batch.is_empty() {
+            return;
+        }
+        let n = batch.len();
+        // Counted before the pushes, as `ring_push` does: `queued` never falls below the
+        // ring's length.
+        self.queued.fetch_add(n, Ordering::AcqRel);
+        {
+            let ring = self.ring();
+            while let Some(ev) = batch.pop_front() {
+                if let Err(ev) = ring.push(ev) {
+                    batch.push_front(ev);
+                    break;
+                }
+            }
+        }
+        if !batch.is_empty() {
+            self.queued.fetch_sub(batch.len(), Ordering::AcqRel);
+            self.overflowed.store(true, Ordering::SeqCst);
+        }
+        if batch.len() < n && self.sleepers.load(Ordering::SeqCst) > 0 {
+            let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.cond.notify_all();
         }
     }
 
@@ -298,6 +329,42 @@ mod tests {
         );
         assert_eq!(q.pop_noting_empty(), None);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_batch_is_queued_in_order_and_what_does_not_fit_stays_in_it() {
+        let q = EventQueue::new(4);
+        q.push(0).unwrap();
+        let mut batch: VecDeque<u32> = (1..=5).collect();
+        q.push_batch(&mut batch);
+        assert_eq!(batch, [4, 5], "the refused events stay, in order");
+        assert!(q.take_overflow());
+        q.push_batch(&mut VecDeque::new());
+        assert!(!q.take_overflow(), "an empty batch is no overflow");
+        let got: Vec<_> = std::iter::from_fn(|| q.pop_noting_empty()).collect();
+        assert_eq!(
+            got,
+            [(0, false), (1, false), (2, false), (3, true)],
+            "the refused events left no count"
+        );
+        q.push_batch(&mut batch);
+        assert!(batch.is_empty());
+        assert!(!q.take_overflow());
+        assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn a_sleeping_waiter_is_woken_by_a_batch() {
+        let q = Arc::new(EventQueue::new(8));
+        let q2 = q.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            q2.push_batch(&mut VecDeque::from([7u32, 8]));
+        });
+        let got = q.wait(Some(Duration::from_secs(5)), 2, || false, Idle::UntilWoken);
+        assert_eq!(got, Ok(7));
+        assert_eq!(q.pop(), Some(8));
+        t.join().unwrap();
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub struct WorkerStats {
     pub evd_overflows: u64,
     /// Successful completions of unsignaled WRs counted without an event.
     pub suppressed: u64,
+    /// Batches of several completions put on one EVD in one pass (a burst's, `Staged`).
+    pub evd_batches: u64,
     /// CM transitions replayed on this shard / sent to other shards.
     pub transitions_applied: u64,
     pub transitions_sent: u64,
@@ -90,6 +92,28 @@ fn transition_path(from: QpState, to: QpState) -> impl Iterator<Item = QpState> 
         .chain(direct)
 }
 
+/// The completions of one drain of the host, per EVD, delivered together at its end
+/// ([`EventQueue::push_batch`](crate::engine::event_queue::EventQueue::push_batch)): one pass
+/// and at most one wake-up per EVD and burst instead of one per completion. Each EVD's events
+/// keep their order; the queues keep their capacity, so a steady stream allocates nothing.
+#[derive(Default)]
+struct Staged {
+    sinks: Vec<(Arc<EventSink>, VecDeque<Event>)>,
+    spare: Vec<VecDeque<Event>>,
+}
+
+impl Staged {
+    fn add(&mut self, sink: &Arc<EventSink>, ev: Event) {
+        if let Some((_, q)) = self.sinks.iter_mut().find(|(s, _)| Arc::ptr_eq(s, sink)) {
+            q.push_back(ev);
+        } else {
+            let mut q = self.spare.pop().unwrap_or_default();
+            q.push_back(ev);
+            self.sinks.push((sink.clone(), q));
+        }
+    }
+}
+
 /// One shard with its runtime tables.
 pub struct Worker<M: Memory, Io: FrameIo> {
     index: usize,
@@ -114,6 +138,8 @@ pub struct Worker<M: Memory, Io: FrameIo> {
     signaled: FxHashMap<u32, VecDeque<bool>>,
     /// Shard 0: QPs whose connection was broken (their later DISCONNECTED is not reported).
     broken: HashSet<u32>,
+    /// Completions routed in this drain, not yet on their EVDs.
+    staged: Staged,
     stats: WorkerStats,
     pub pinned: bool,
 }
@@ -141,6 +167,7 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             listeners: FxHashMap::default(),
             signaled: FxHashMap::default(),
             broken: HashSet::new(),
+            staged: Staged::default(),
             stats: WorkerStats::default(),
             pinned: false,
         }
@@ -494,7 +521,11 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
     /// Completions, CM and neighbour events, SRQ limits of the host, to their EVDs.
     fn drain_host(&mut self) -> bool {
         let mut work = false;
-        while let Some(wc) = self.shard.host.poll_completion() {
+        // One completion ahead: the last of a drain with nothing staged (a lone completion)
+        // goes to its EVD at once, without staging.
+        let mut next = self.shard.host.poll_completion();
+        while let Some(wc) = next {
+            next = self.shard.host.poll_completion();
             self.stats.completions += 1;
             let recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
             let suppressed = !recv
@@ -509,13 +540,16 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 self.stats.suppressed += 1;
             } else {
                 let (qpn, status) = (wc.qp_num, wc.status);
-                self.route_dto(wc);
+                self.route_dto(wc, next.is_none());
                 if !matches!(status, WcStatus::Success | WcStatus::WrFlushErr) {
+                    // The error's completion reaches its EVD before the connection event.
+                    self.deliver_staged();
                     self.break_after_dto_error(qpn);
                 }
             }
             work = true;
         }
+        self.deliver_staged();
         while let Some(ev) = self.shard.host.poll_host_event() {
             work = true;
             match ev {
@@ -568,20 +602,41 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         }
     }
 
-    fn route_dto(&mut self, wc: WorkCompletion) {
+    /// Routes a completion to its EVD: staged for the end of the drain, or pushed at once when
+    /// it is `last` of the drain and nothing is staged.
+    fn route_dto(&mut self, wc: WorkCompletion, last: bool) {
         self.count_dto(&wc);
         let route = self.routes.get(&wc.qp_num);
         let recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
         let sink = route.and_then(|r| if recv { &r.recv } else { &r.request }.as_ref());
         match sink {
-            Some(sink) => {
+            Some(sink) if last && self.staged.sinks.is_empty() => {
                 if sink.queue.push(Event::Dto(wc)).is_err() {
                     let sink = sink.clone();
                     self.overflowed(&sink);
                 }
             }
+            Some(sink) => self.staged.add(sink, Event::Dto(wc)),
             None => self.stats.unrouted += 1,
         }
+    }
+
+    /// Puts the staged completions on their EVDs; each one that does not fit is an overflow.
+    fn deliver_staged(&mut self) {
+        if self.staged.sinks.is_empty() {
+            return;
+        }
+        let mut sinks = std::mem::take(&mut self.staged.sinks);
+        for (sink, mut q) in sinks.drain(..) {
+            self.stats.evd_batches += u64::from(q.len() > 1);
+            sink.queue.push_batch(&mut q);
+            for _ in 0..q.len() {
+                self.overflowed(&sink);
+            }
+            q.clear();
+            self.staged.spare.push(q);
+        }
+        self.staged.sinks = sinks;
     }
 
     fn route_cm(&mut self, ev: CmEvent) {
@@ -736,16 +791,19 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             crate::transport::types::QpError::InvalidState => WcStatus::WrFlushErr,
             _ => WcStatus::LocQpOpErr,
         };
-        self.route_dto(WorkCompletion {
-            wr_id,
-            status,
-            opcode,
-            byte_len: 0,
-            imm_data: None,
-            invalidated_rkey: None,
-            qp_num: qpn,
-            srq: None,
-        });
+        self.route_dto(
+            WorkCompletion {
+                wr_id,
+                status,
+                opcode,
+                byte_len: 0,
+                imm_data: None,
+                invalidated_rkey: None,
+                qp_num: qpn,
+                srq: None,
+            },
+            true,
+        );
         self.push_async(AsyncEvent::PostFailed { qpn, error });
     }
 
