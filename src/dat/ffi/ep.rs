@@ -554,6 +554,8 @@ pub(super) unsafe extern "C" fn ep_dup_connect(
     })
 }
 
+/// dat_ep_disconnect(3DAT): DAT_CLOSE_ABRUPT_FLAG is [`Ep::disconnect`],
+/// DAT_CLOSE_GRACEFUL_FLAG [`Ep::disconnect_graceful`]; any other value is argument 2.
 pub(super) unsafe extern "C" fn ep_disconnect(
     ep: d::DAT_EP_HANDLE,
     flags: d::DAT_CLOSE_FLAGS,
@@ -561,10 +563,12 @@ pub(super) unsafe extern "C" fn ep_disconnect(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        if flags != d::DAT_CLOSE_ABRUPT_FLAG && flags != d::DAT_CLOSE_GRACEFUL_FLAG {
-            return Err(arg(2));
-        }
-        e.ep.disconnect().map_err(|err| map(&err, 0))
+        let r = match flags {
+            d::DAT_CLOSE_ABRUPT_FLAG => e.ep.disconnect(),
+            d::DAT_CLOSE_GRACEFUL_FLAG => e.ep.disconnect_graceful(),
+            _ => return Err(arg(2)),
+        };
+        r.map_err(|err| map(&err, 0))
     })
 }
 

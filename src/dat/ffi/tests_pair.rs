@@ -1280,3 +1280,102 @@ fn completion_flags_of_extension_ops_and_binds_through_the_c_table() {
         );
     }
 }
+
+/// Two EPs of IA A connected over loopback (A's side `a` active, `b` passive through a PSP on
+/// QUAL); returns the sides and the PSP.
+///
+/// # Safety
+/// `t`'s provider entries are called with live handles.
+unsafe fn connected_over_loopback(t: &Ias) -> (Side, Side, d::DAT_PSP_HANDLE) {
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let (a, b) = (side(p, t.a.0), side(p, t.a.0));
+        let mut psp = null;
+        ok(p.psp_create_func.unwrap()(
+            t.a.0,
+            QUAL,
+            b.cr,
+            d::DAT_PSP_CONSUMER_FLAG,
+            &mut psp,
+        ));
+        let own = SockAddrIn::new(IP_A);
+        ok(p.ep_connect_func.unwrap()(
+            a.ep,
+            own.as_dat(),
+            QUAL,
+            d::DAT_TIMEOUT::MAX,
+            0,
+            null,
+            d::DAT_QOS_BEST_EFFORT,
+            d::DAT_CONNECT_DEFAULT_FLAG,
+        ));
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+        ok(p.cr_accept_func.unwrap()(cr, b.ep, 0, null));
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_ESTABLISHED
+            );
+        }
+        (a, b, psp)
+    }
+}
+
+/// dat_ep_disconnect(3DAT): DAT_CLOSE_GRACEFUL_FLAG lets the requests in flight complete
+/// before the connection goes (`Ep::disconnect_graceful`); a flag value that is neither
+/// graceful nor abrupt is argument 2.
+#[test]
+fn a_graceful_disconnect_completes_the_requests_in_flight_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    // SAFETY (all calls): this provider's entries with live handles and local storage; the
+    // LMR buffers stay alive (owned by the sides) while registered.
+    unsafe {
+        let (mut a, b, psp) = connected_over_loopback(&t);
+        let disconnect = p.ep_disconnect_func.unwrap();
+        assert_eq!(disconnect(a.ep, 2), arg(2));
+        assert_eq!(state_of(p, a.ep), d::DAT_EP_STATE_CONNECTED);
+        a.buf[..8].copy_from_slice(b"graceful");
+        let mut tx = a.triplet(0, 8);
+        ok(p.ep_post_rdma_write_func.unwrap()(
+            a.ep,
+            1,
+            &mut tx,
+            cookie(7),
+            &rmr_triplet(b.rkey, b.addr + 64, 8),
+            0,
+        ));
+        // Nothing drove the IA since the post: the write is still outstanding.
+        ok(disconnect(a.ep, d::DAT_CLOSE_GRACEFUL_FLAG));
+        let mut idle = d::DAT_FALSE;
+        let mut state = 0;
+        ok(p.ep_get_status_func.unwrap()(
+            a.ep,
+            &mut state,
+            core::ptr::null_mut(),
+            &mut idle,
+        ));
+        assert_eq!(
+            idle,
+            d::DAT_TRUE,
+            "the write completed before the disconnect"
+        );
+        let done = dto_of(&t.next(a.dto));
+        assert_eq!(
+            (done.user_cookie.as_64, done.status),
+            (7, d::DAT_DTO_SUCCESS)
+        );
+        assert_eq!(&b.buf[64..72], b"graceful");
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_DISCONNECTED
+            );
+        }
+        ok(p.psp_free_func.unwrap()(psp));
+    }
+}
