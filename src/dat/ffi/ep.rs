@@ -525,7 +525,8 @@ pub(super) unsafe extern "C" fn ep_common_connect(
     })
 }
 
-/// dat_ep_dup_connect: connects `ep` to the peer of the connected `dup_ep`.
+/// dat_ep_dup_connect(3DAT) over [`Ep::dup_connect_with_timeout`]: `ep` connects to the remote
+/// end of `dup_ep` (the Rust EP decides which `dup_ep` has one).
 pub(super) unsafe extern "C" fn ep_dup_connect(
     ep: d::DAT_EP_HANDLE,
     dup_ep: d::DAT_EP_HANDLE,
@@ -535,22 +536,22 @@ pub(super) unsafe extern "C" fn ep_dup_connect(
     qos: d::DAT_QOS,
 ) -> d::DAT_RETURN {
     guard(|| {
-        let _ = handles::get(ep, Kind::Ep)?;
+        let o = handles::get(ep, Kind::Ep)?;
+        let e = ep_of(&o)?;
         let dup = handles::get_or(dup_ep, Kind::Ep, handle_arg(2))?;
         let de = ep_of(&dup)?;
-        if de.ep.state() != EpState::Connected {
-            return Err(err(
-                d::DAT_INVALID_STATE,
-                d::DAT_INVALID_STATE_EP_UNCONNECTED,
-            ));
+        let data = private_data(pdata_size, pdata, 4)?;
+        if qos != d::DAT_QOS_BEST_EFFORT {
+            return Err(arg(6));
         }
-        let mut remote = *lock(&de.remote);
-        let port = de.remote_port.load(Ordering::Relaxed);
-        let addr = &mut remote as *mut SockAddrIn as d::DAT_IA_ADDRESS_PTR;
-        match ep_connect(ep, addr, port, timeout, pdata_size, pdata, qos, 0) {
-            d::DAT_SUCCESS => Ok(()),
-            code => Err(code),
+        e.ep.dup_connect_with_timeout(&de.ep, &data, connect_timeout(timeout))
+            .map_err(|err| map(&err, 0))?;
+        if let Some((ip, _)) = e.ep.remote() {
+            *lock(&e.remote) = SockAddrIn::new(ip);
+            e.remote_port
+                .store(de.remote_port.load(Ordering::Relaxed), Ordering::Relaxed);
         }
+        Ok(())
     })
 }
 

@@ -1379,3 +1379,53 @@ fn a_graceful_disconnect_completes_the_requests_in_flight_through_the_c_table() 
         ok(p.psp_free_func.unwrap()(psp));
     }
 }
+
+/// dat_ep_dup_connect(3DAT) is the Rust `Ep::dup_connect_with_timeout`: a `dup_ep` that never
+/// connected has no remote end to copy (argument 2); one still connecting has, and the new EP
+/// connects to the same address and qualifier.
+#[test]
+fn dup_connect_copies_the_remote_end_the_rust_ep_knows_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let a = side(p, t.a.0);
+        let mut ep2 = null;
+        ok(p.ep_create_func.unwrap()(
+            t.a.0,
+            a.pz,
+            a.dto,
+            a.dto,
+            a.conn,
+            core::ptr::null(),
+            &mut ep2,
+        ));
+        let dup = p.ep_dup_connect_func.unwrap();
+        let inf = d::DAT_TIMEOUT::MAX;
+        assert_eq!(
+            dup(ep2, a.ep, inf, 0, null, d::DAT_QOS_BEST_EFFORT),
+            arg(2),
+            "a.ep never connected"
+        );
+        assert_eq!(state_of(p, ep2), d::DAT_EP_STATE_UNCONNECTED);
+        let peer = SockAddrIn::new(IP_B);
+        ok(p.ep_connect_func.unwrap()(
+            a.ep,
+            peer.as_dat(),
+            QUAL,
+            inf,
+            0,
+            null,
+            d::DAT_QOS_BEST_EFFORT,
+            d::DAT_CONNECT_DEFAULT_FLAG,
+        ));
+        assert_eq!(state_of(p, a.ep), d::DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+        ok(dup(ep2, a.ep, inf, 0, null, d::DAT_QOS_BEST_EFFORT));
+        assert_eq!(state_of(p, ep2), d::DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+        let mut q = d::DAT_EP_PARAM::default();
+        ok(p.ep_query_func.unwrap()(ep2, 0, &mut q));
+        let remote = (q.remote_ia_address_ptr as *const SockAddrIn).read_unaligned();
+        assert_eq!((remote, q.remote_port_qual), (peer, QUAL));
+    }
+}
