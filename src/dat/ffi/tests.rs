@@ -1081,3 +1081,42 @@ fn lmr_sync_checks_the_ranges_of_the_rust_lmr_through_the_c_table() {
     }
     drop(state.take());
 }
+
+/// dat_psp_create_any is the Rust `Psp::create_any`: a qualifier of `Psp::ANY_RANGE`, a new one
+/// each time (not the lowest free one again), what dat_psp_query reports; both PSP flags of
+/// dat_psp_create(3DAT) are taken, others are argument 4.
+#[test]
+fn psp_create_any_is_the_rust_psps_choice_through_the_c_table() {
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, state) = in_memory_ia(p);
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let mut cr_evd = null;
+        ok(p.evd_create_func.unwrap()(
+            ia,
+            16,
+            null,
+            d::DAT_EVD_CR_FLAG,
+            &mut cr_evd,
+        ));
+        let any = p.psp_create_any_func.unwrap();
+        let range = crate::dat::Psp::ANY_RANGE;
+        let mut quals = Vec::new();
+        for flags in [d::DAT_PSP_CONSUMER_FLAG, d::DAT_PSP_PROVIDER_FLAG] {
+            let (mut qual, mut psp) = (0u64, null);
+            ok(any(ia, &mut qual, cr_evd, flags, &mut psp));
+            assert!(range.contains(&(qual as u16)) && qual <= 0xffff, "{qual}");
+            let mut q = d::DAT_PSP_PARAM::default();
+            ok(p.psp_query_func.unwrap()(psp, 0, &mut q));
+            assert_eq!((q.conn_qual, q.psp_flags), (qual, flags));
+            // Freed, its qualifier is free again; the next choice is another one.
+            ok(p.psp_free_func.unwrap()(psp));
+            quals.push(qual);
+        }
+        assert_ne!(quals[0], quals[1]);
+        let (mut qual, mut psp) = (0u64, null);
+        assert_eq!(any(ia, &mut qual, cr_evd, 7, &mut psp), arg(4));
+    }
+    drop(state.take());
+}
