@@ -319,7 +319,8 @@ fn pdata(size: d::DAT_COUNT, p: d::DAT_PVOID, n: u32) -> Result<Vec<u8>, u32> {
     Ok(unsafe { core::slice::from_raw_parts(p as *const u8, size as usize) }.to_vec())
 }
 
-/// dat_cr_accept: accepts on `ep` (NULL: the RSP's EP); the CR handle is gone afterwards.
+/// dat_cr_accept(3DAT): on `ep` ([`Cr::try_accept`]) or, NULL, on the EP the request names
+/// ([`Cr::accept_reserved`]); the CR handle is gone afterwards, and stays when refused.
 pub(super) unsafe extern "C" fn cr_accept(
     cr: d::DAT_CR_HANDLE,
     ep: d::DAT_EP_HANDLE,
@@ -329,21 +330,31 @@ pub(super) unsafe extern "C" fn cr_accept(
     guard(|| {
         let o = handles::get(cr, Kind::Cr)?;
         let c = cr_of(&o)?;
-        let ep = if ep.is_null() {
-            c.ep as d::DAT_EP_HANDLE
+        let epo = if ep.is_null() {
+            None
         } else {
-            ep
+            Some(handles::get(ep, Kind::Ep)?)
         };
-        let epo = handles::get(ep, Kind::Ep)?;
-        let e = ep_of(&epo)?;
+        let e = epo.as_deref().map(ep_of).transpose()?;
         let data = pdata(size, p, 3)?;
-        let taken = lock(&c.cr).take().ok_or(Kind::Cr.invalid())?;
-        let remote = taken.remote_address();
-        taken.accept(&e.ep, &data).map_err(|err| map(&err, 0))?;
+        let mut slot = lock(&c.cr);
+        let taken = slot.take().ok_or(Kind::Cr.invalid())?;
+        let r = match e {
+            Some(e) => taken.try_accept(&e.ep, &data),
+            None => taken.accept_reserved(&data),
+        };
+        if let Err(refused) = r {
+            *slot = Some(refused.object);
+            return Err(map(&refused.error, 0));
+        }
+        drop(slot);
         o.ia.calls.cr_accepted.fetch_add(1, Ordering::Relaxed);
-        *lock(&e.remote) = super::state::SockAddrIn::new(remote);
-        e.remote_port
-            .store(c.remote_port, std::sync::atomic::Ordering::Relaxed);
+        let target = epo.or_else(|| handles::get(c.ep as d::DAT_EP_HANDLE, Kind::Ep).ok());
+        if let Some(Body::Ep(e)) = target.as_deref().map(|t| &t.body) {
+            *lock(&e.remote) = c.remote;
+            e.remote_port
+                .store(c.remote_port, std::sync::atomic::Ordering::Relaxed);
+        }
         handles::remove(o.handle);
         Ok(())
     })

@@ -1429,3 +1429,66 @@ fn dup_connect_copies_the_remote_end_the_rust_ep_knows_through_the_c_table() {
         assert_eq!((remote, q.remote_port_qual), (peer, QUAL));
     }
 }
+
+/// dat_cr_accept(3DAT): with DAT_HANDLE_NULL the EP is the one the request names
+/// (`Cr::accept_reserved`), and a consumer PSP's request names none (argument 2); a refused
+/// accept leaves the request pending ("without any effect on ... Pending Connection
+/// Request"), so it can still be accepted on a suitable EP.
+#[test]
+fn a_refused_accept_leaves_the_request_pending_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
+        let mut psp = null;
+        ok(p.psp_create_func.unwrap()(
+            t.b.0,
+            QUAL,
+            b.cr,
+            d::DAT_PSP_CONSUMER_FLAG,
+            &mut psp,
+        ));
+        let peer = SockAddrIn::new(IP_B);
+        ok(p.ep_connect_func.unwrap()(
+            a.ep,
+            peer.as_dat(),
+            QUAL,
+            d::DAT_TIMEOUT::MAX,
+            0,
+            null,
+            d::DAT_QOS_BEST_EFFORT,
+            d::DAT_CONNECT_DEFAULT_FLAG,
+        ));
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+        let accept = p.cr_accept_func.unwrap();
+        let mut param = d::DAT_CR_PARAM::default();
+        assert_eq!(
+            accept(cr, null, 0, null),
+            arg(2),
+            "a PSP's request names no EP"
+        );
+        ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
+        assert_eq!(
+            accept(cr, a.ep, 0, null),
+            err(d::DAT_INVALID_HANDLE, 0),
+            "an EP of another IA"
+        );
+        ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
+        ok(accept(cr, b.ep, 0, null));
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_ESTABLISHED
+            );
+        }
+        assert_eq!(
+            p.cr_query_func.unwrap()(cr, 0, &mut param),
+            err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_CR)
+        );
+        ok(p.psp_free_func.unwrap()(psp));
+    }
+}
