@@ -80,6 +80,7 @@ impl Cr {
             let mut c = ep.lock();
             if c.state == EpState::Reserved {
                 c.state = EpState::PassiveConnectionPending;
+                c.remote = Some((self.remote_ip, self.remote_port));
             }
         }
         self.reserved = Some(ep);
@@ -90,7 +91,11 @@ impl Cr {
     /// provider created `ep` (dat_psp_create(3DAT)): the EP is TENTATIVE_CONNECTION_PENDING
     /// until the request is answered, and the request is accepted on it.
     pub(crate) fn with_provider_ep(mut self, ep: Arc<EpInner>) -> Cr {
-        ep.set_state(EpState::TentativeConnectionPending);
+        {
+            let mut c = ep.lock();
+            c.state = EpState::TentativeConnectionPending;
+            c.remote = Some((self.remote_ip, self.remote_port));
+        }
         self.reserved = Some(ep);
         self
     }
@@ -213,6 +218,8 @@ impl Cr {
         {
             let mut c = ep.lock();
             c.state = EpState::CompletionPending;
+            // dat_ep_query(3DAT): the remote end is the requester's from here on.
+            c.remote = Some((self.remote_ip, self.remote_port));
             c.posts.connect += 1;
         }
         Ok(())
@@ -279,6 +286,7 @@ impl Cr {
             let mut c = ep.lock();
             if c.state == EpState::PassiveConnectionPending {
                 c.state = EpState::Reserved;
+                c.remote = None;
             }
         }
     }

@@ -258,10 +258,6 @@ impl EpInner {
         Ok((c.qpn, self.srq.is_some()))
     }
 
-    pub(crate) fn set_state(&self, state: EpState) {
-        self.lock().state = state;
-    }
-
     pub(crate) fn ia(&self) -> &Arc<IaInner> {
         &self.ia
     }

@@ -349,12 +349,6 @@ pub(super) unsafe extern "C" fn cr_accept(
         }
         drop(slot);
         o.ia.calls.cr_accepted.fetch_add(1, Ordering::Relaxed);
-        let target = epo.or_else(|| handles::get(c.ep as d::DAT_EP_HANDLE, Kind::Ep).ok());
-        if let Some(Body::Ep(e)) = target.as_deref().map(|t| &t.body) {
-            *lock(&e.remote) = c.remote;
-            e.remote_port
-                .store(c.remote_port, std::sync::atomic::Ordering::Relaxed);
-        }
         handles::remove(o.handle);
         Ok(())
     })

@@ -11,7 +11,6 @@ use crate::dat::{Ep, EpAttr, EpParam, EpParamMask, EpState};
 use dat_sys as d;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(super) fn ep_of(o: &Object) -> Result<&EpObj, u32> {
@@ -199,8 +198,7 @@ fn create(
                 connect_evd: h(&conn),
             }),
             srq: h(&srqo),
-            remote: Mutex::new(SockAddrIn::default()),
-            remote_port: AtomicU64::new(0),
+            query_remote: Mutex::new(SockAddrIn::default()),
             pdata: Mutex::new(Vec::new()),
             tags: Mutex::new(HashMap::new()),
         })
@@ -225,8 +223,7 @@ pub(super) fn provider_ep(ia: &Arc<IaState>, pz: &crate::dat::Pz) -> Result<Arc<
             ep,
             view: Mutex::new(EpView::default()),
             srq: 0,
-            remote: Mutex::new(SockAddrIn::default()),
-            remote_port: AtomicU64::new(0),
+            query_remote: Mutex::new(SockAddrIn::default()),
             pdata: Mutex::new(Vec::new()),
             tags: Mutex::new(HashMap::new()),
         })
@@ -304,9 +301,13 @@ pub(super) unsafe extern "C" fn ep_query(
         p.ep_state = state_code(e.ep.state());
         p.local_ia_address_ptr = o.ia.addr.as_dat();
         p.local_port_qual = 0;
-        // The remote address lives in the EP object (stable while the handle lives).
-        p.remote_ia_address_ptr = (&*lock(&e.remote)) as *const SockAddrIn as d::DAT_IA_ADDRESS_PTR;
-        p.remote_port_qual = e.remote_port.load(Ordering::Relaxed);
+        let (remote, qual) = e.ep.remote().map_or((SockAddrIn::default(), 0), |(ip, q)| {
+            (SockAddrIn::new(ip), q)
+        });
+        let mut slot = lock(&e.query_remote);
+        *slot = remote;
+        p.remote_ia_address_ptr = slot.as_dat();
+        p.remote_port_qual = u64::from(qual);
         p.pz_handle = v.pz as d::DAT_PZ_HANDLE;
         p.recv_evd_handle = v.recv_evd as d::DAT_EVD_HANDLE;
         p.request_evd_handle = v.request_evd as d::DAT_EVD_HANDLE;
@@ -486,10 +487,7 @@ pub(super) unsafe extern "C" fn ep_connect(
             return Err(arg(7));
         }
         e.ep.connect_with_timeout(ip, port, &data, connect_timeout(timeout))
-            .map_err(|err| map(&err, 0))?;
-        *lock(&e.remote) = SockAddrIn::new(ip);
-        e.remote_port.store(conn_qual, Ordering::Relaxed);
-        Ok(())
+            .map_err(|err| map(&err, 0))
     })
 }
 
@@ -545,13 +543,7 @@ pub(super) unsafe extern "C" fn ep_dup_connect(
             return Err(arg(6));
         }
         e.ep.dup_connect_with_timeout(&de.ep, &data, connect_timeout(timeout))
-            .map_err(|err| map(&err, 0))?;
-        if let Some((ip, _)) = e.ep.remote() {
-            *lock(&e.remote) = SockAddrIn::new(ip);
-            e.remote_port
-                .store(de.remote_port.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-        Ok(())
+            .map_err(|err| map(&err, 0))
     })
 }
 

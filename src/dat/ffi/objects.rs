@@ -60,8 +60,9 @@ pub(crate) struct EpObj {
     /// The handles of its parameters.
     pub view: Mutex<EpView>,
     pub srq: usize,
-    pub remote: Mutex<SockAddrIn>,
-    pub remote_port: AtomicU64,
+    /// What dat_ep_query's `remote_ia_address_ptr` points at: [`Ep::remote`] as a
+    /// `sockaddr_in`, written by each query (the pointer stays valid while the handle lives).
+    pub query_remote: Mutex<SockAddrIn>,
     /// Private data of the last connection event (the event points into it).
     pub pdata: Mutex<Vec<u8>>,
     /// The RMR handles of binds whose event is still to come, by cookie, in posting order.

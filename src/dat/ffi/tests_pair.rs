@@ -1492,3 +1492,88 @@ fn a_refused_accept_leaves_the_request_pending_through_the_c_table() {
         ok(p.psp_free_func.unwrap()(psp));
     }
 }
+
+/// The remote address and qualifier (`remote_ia_address_ptr`) of an EP's query.
+///
+/// # Safety
+/// `ep` is a live EP handle of `p`.
+unsafe fn remote_of(p: &d::DAT_PROVIDER, ep: d::DAT_EP_HANDLE) -> (SockAddrIn, u64) {
+    let mut q = d::DAT_EP_PARAM::default();
+    // SAFETY: as the caller promises, with local storage; the address is read while the EP
+    // handle lives.
+    unsafe {
+        ok(p.ep_query_func.unwrap()(ep, 0, &mut q));
+        (
+            (q.remote_ia_address_ptr as *const SockAddrIn).read_unaligned(),
+            q.remote_port_qual,
+        )
+    }
+}
+
+/// dat_ep_query(3DAT) reports the remote end the Rust EP knows (`Ep::remote`): the requester's
+/// address from PASSIVE_CONNECTION_PENDING on, the peer's address and qualifier on the active
+/// side, and none again once dat_ep_reset made the EP UNCONNECTED.
+#[test]
+fn ep_query_reports_the_remote_end_of_the_rust_ep_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
+        let none = (SockAddrIn::default(), 0);
+        assert_eq!(remote_of(p, b.ep), none);
+        let mut rsp = null;
+        ok(p.rsp_create_func.unwrap()(
+            t.b.0, QUAL, b.ep, b.cr, &mut rsp,
+        ));
+        let peer = SockAddrIn::new(IP_B);
+        ok(p.ep_connect_func.unwrap()(
+            a.ep,
+            peer.as_dat(),
+            QUAL,
+            d::DAT_TIMEOUT::MAX,
+            0,
+            null,
+            d::DAT_QOS_BEST_EFFORT,
+            d::DAT_CONNECT_DEFAULT_FLAG,
+        ));
+        assert_eq!(remote_of(p, a.ep), (peer, QUAL));
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        assert_eq!(
+            state_of(p, b.ep),
+            d::DAT_EP_STATE_PASSIVE_CONNECTION_PENDING
+        );
+        let requester = SockAddrIn::new(IP_A);
+        assert_eq!(remote_of(p, b.ep).0, requester);
+        ok(p.cr_accept_func.unwrap()(
+            ev.event_data.cr_arrival_event_data.cr_handle,
+            null,
+            0,
+            null,
+        ));
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_ESTABLISHED
+            );
+        }
+        assert_eq!(remote_of(p, b.ep).0, requester);
+        assert_eq!(remote_of(p, a.ep), (peer, QUAL));
+        ok(p.ep_disconnect_func.unwrap()(
+            a.ep,
+            d::DAT_CLOSE_ABRUPT_FLAG,
+        ));
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_DISCONNECTED
+            );
+        }
+        ok(p.ep_reset_func.unwrap()(a.ep));
+        assert_eq!(state_of(p, a.ep), d::DAT_EP_STATE_UNCONNECTED);
+        assert_eq!(remote_of(p, a.ep), none, "no remote end after the reset");
+        ok(p.rsp_free_func.unwrap()(rsp));
+    }
+}
