@@ -13,7 +13,7 @@ use crate::dat::{Cno, Evd, EvdFlags};
 use dat_sys as d;
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// DAT_TIMEOUT_INFINITE.
@@ -90,11 +90,7 @@ pub(super) unsafe extern "C" fn evd_create(
         };
         let id = evd.id();
         let o = handles::insert(ia.ia.provider(), Kind::Evd, ia.ia.clone(), |_| {
-            Body::Evd(EvdObj {
-                evd,
-                flags,
-                is_async: false,
-            })
+            Body::Evd(EvdObj { evd, flags })
         });
         lock(&ia.ia.evds).insert(id, o.handle);
         put(out, 5, o.handle as d::DAT_EVD_HANDLE)
@@ -281,12 +277,7 @@ pub(super) unsafe extern "C" fn evd_free(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETUR
     guard(|| {
         let o = handles::get(evd, Kind::Evd)?;
         let e = evd_of(&o)?;
-        if e.is_async {
-            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_ASYNC));
-        }
-        if Arc::strong_count(&e.evd.inner) > 1 {
-            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_IN_USE));
-        }
+        e.evd.can_free().map_err(|e| map(&e, 0))?;
         // The Rust EVD detaches from its CNO when it goes.
         lock(&o.ia.evds).remove(&e.evd.id());
         handles::remove(o.handle);
@@ -365,9 +356,7 @@ pub(super) unsafe extern "C" fn cno_free(cno: d::DAT_CNO_HANDLE) -> d::DAT_RETUR
     guard(|| {
         let o = handles::get(cno, Kind::Cno)?;
         let c = cno_of(&o)?;
-        if c.cno.query().attached > 0 {
-            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_CNO_IN_USE));
-        }
+        c.cno.can_free().map_err(|e| map(&e, 0))?;
         lock(&o.ia.cnos).remove(&c.cno.id());
         handles::remove(o.handle);
         Ok(())

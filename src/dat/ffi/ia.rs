@@ -85,7 +85,6 @@ pub(super) fn register(
         Body::Evd(EvdObj {
             evd: async_evd_obj,
             flags: d::DAT_EVD_ASYNC_FLAG,
-            is_async: true,
         })
     });
     lock(&state.evds).insert(async_id, evd.handle);

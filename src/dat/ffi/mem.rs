@@ -52,9 +52,7 @@ pub(super) unsafe extern "C" fn pz_free(pz: d::DAT_PZ_HANDLE) -> d::DAT_RETURN {
         let Body::Pz(p) = &o.body else {
             return Err(Kind::Pz.invalid());
         };
-        if Arc::strong_count(&p.inner) > 1 {
-            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_PZ_IN_USE));
-        }
+        p.can_free().map_err(|e| map(&e, 0))?;
         handles::remove(o.handle);
         Ok(())
     })

@@ -38,7 +38,6 @@ pub(crate) struct RmrObj {
 pub(crate) struct EvdObj {
     pub evd: Evd,
     pub flags: u32,
-    pub is_async: bool,
 }
 
 pub(crate) struct CnoObj {

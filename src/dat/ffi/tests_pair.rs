@@ -1577,3 +1577,80 @@ fn ep_query_reports_the_remote_end_of_the_rust_ep_through_the_c_table() {
         ok(p.rsp_free_func.unwrap()(rsp));
     }
 }
+
+/// dat_pz_free, dat_evd_free, dat_srq_free and dat_cno_free are refused by the Rust `can_free`
+/// with the subtype of dat_error.h while objects use them (PZ/EVD/SRQ/CNO_IN_USE), the IA's
+/// async EVD always (EVD_ASYNC); each goes once its users are gone.
+#[test]
+fn frees_of_objects_in_use_are_refused_by_the_rust_objects_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    let state = |sub| err(d::DAT_INVALID_STATE, sub);
+    // SAFETY (all calls): this provider's entries with live handles and local storage; the
+    // LMR buffer stays alive (owned by the side) while registered.
+    unsafe {
+        let s = side(p, t.a.0);
+        assert_eq!(
+            p.evd_free_func.unwrap()(t.a.1),
+            state(d::DAT_INVALID_STATE_EVD_ASYNC)
+        );
+        let mut attr = d::DAT_SRQ_ATTR {
+            max_recv_dtos: 4,
+            max_recv_iov: 1,
+            low_watermark: 0,
+        };
+        let mut srq = null;
+        ok(p.srq_create_func.unwrap()(t.a.0, s.pz, &mut attr, &mut srq));
+        let mut ep = null;
+        ok(p.ep_create_with_srq_func.unwrap()(
+            t.a.0,
+            s.pz,
+            s.dto,
+            s.dto,
+            s.conn,
+            srq,
+            core::ptr::null(),
+            &mut ep,
+        ));
+        let mut cno = null;
+        ok(p.cno_create_func.unwrap()(
+            t.a.0,
+            d::DAT_OS_WAIT_PROXY_AGENT::default(),
+            &mut cno,
+        ));
+        ok(p.evd_modify_cno_func.unwrap()(s.cr, cno));
+        assert_eq!(
+            p.srq_free_func.unwrap()(srq),
+            state(d::DAT_INVALID_STATE_SRQ_IN_USE)
+        );
+        assert_eq!(
+            p.evd_free_func.unwrap()(s.conn),
+            state(d::DAT_INVALID_STATE_EVD_IN_USE)
+        );
+        assert_eq!(
+            p.cno_free_func.unwrap()(cno),
+            state(d::DAT_INVALID_STATE_CNO_IN_USE)
+        );
+        assert_eq!(
+            p.pz_free_func.unwrap()(s.pz),
+            state(d::DAT_INVALID_STATE_PZ_IN_USE)
+        );
+        ok(p.ep_free_func.unwrap()(ep));
+        ok(p.srq_free_func.unwrap()(srq));
+        ok(p.evd_modify_cno_func.unwrap()(s.cr, null));
+        ok(p.cno_free_func.unwrap()(cno));
+        ok(p.evd_free_func.unwrap()(s.cr));
+        // The side's EP (with its EVDs) and LMR still use the PZ.
+        assert_eq!(
+            p.pz_free_func.unwrap()(s.pz),
+            state(d::DAT_INVALID_STATE_PZ_IN_USE)
+        );
+        ok(p.ep_free_func.unwrap()(s.ep));
+        ok(p.lmr_free_func.unwrap()(s.lmr));
+        for evd in [s.dto, s.conn] {
+            ok(p.evd_free_func.unwrap()(evd));
+        }
+        ok(p.pz_free_func.unwrap()(s.pz));
+    }
+}
