@@ -185,6 +185,12 @@ impl Cr {
     }
 
     fn accept_on(mut self, ep: &Arc<EpInner>, private_data: &[u8]) -> Result<(), Refused<Cr>> {
+        if let Err(error) = super::ia_attr::check_private_data(private_data, 3) {
+            return Err(Refused {
+                object: self,
+                error,
+            });
+        }
         if !Arc::ptr_eq(ep.ia(), &self.ia) {
             return Err(Refused {
                 object: self,
@@ -226,8 +232,11 @@ impl Cr {
     }
 
     /// dat_cr_reject: the requester gets PEER_REJECTED with `private_data`.
-    /// A reserved EP returns to RESERVED.
+    /// A reserved EP returns to RESERVED. Private data over
+    /// [`MAX_PRIVATE_DATA_SIZE`](super::ia_attr::MAX_PRIVATE_DATA_SIZE) is argument 2 (the
+    /// request, dropped, is rejected without it).
     pub fn reject(mut self, private_data: &[u8]) -> Result<(), DatError> {
+        super::ia_attr::check_private_data(private_data, 2)?;
         self.answered = true;
         self.ia.engine.reject(self.id, private_data.to_vec())?;
         self.unreserve();

@@ -305,20 +305,6 @@ pub(super) unsafe extern "C" fn cr_query(
     })
 }
 
-fn pdata(size: d::DAT_COUNT, p: d::DAT_PVOID, n: u32) -> Result<Vec<u8>, u32> {
-    if !(0..=super::ia::MAX_PRIVATE_DATA).contains(&size) {
-        return Err(arg(n));
-    }
-    if size == 0 {
-        return Ok(Vec::new());
-    }
-    if p.is_null() {
-        return Err(arg(n + 1));
-    }
-    // SAFETY: `size` readable consumer bytes at `p` (dat_cr_accept(3DAT)).
-    Ok(unsafe { core::slice::from_raw_parts(p as *const u8, size as usize) }.to_vec())
-}
-
 /// dat_cr_accept(3DAT): on `ep` ([`Cr::try_accept`]) or, NULL, on the EP the request names
 /// ([`Cr::accept_reserved`]); the CR handle is gone afterwards, and stays when refused.
 pub(super) unsafe extern "C" fn cr_accept(
@@ -336,7 +322,7 @@ pub(super) unsafe extern "C" fn cr_accept(
             Some(handles::get(ep, Kind::Ep)?)
         };
         let e = epo.as_deref().map(ep_of).transpose()?;
-        let data = pdata(size, p, 3)?;
+        let data = super::ep::private_data(size, p, 3)?;
         let mut slot = lock(&c.cr);
         let taken = slot.take().ok_or(Kind::Cr.invalid())?;
         let r = match e {
@@ -362,7 +348,7 @@ pub(super) unsafe extern "C" fn cr_reject(
     guard(|| {
         let o = handles::get(cr, Kind::Cr)?;
         let c = cr_of(&o)?;
-        let data = pdata(size, p, 2)?;
+        let data = super::ep::private_data(size, p, 2)?;
         let taken = lock(&c.cr).take().ok_or(Kind::Cr.invalid())?;
         handles::remove(o.handle);
         let r = taken.reject(&data).map_err(|err| map(&err, 0));

@@ -3,7 +3,7 @@
 
 use super::codes::{arg, err, guard, handle_arg, map, nonnull, put, R};
 use super::handles::{self, Kind, Object};
-use super::ia::{MAX_IOV, MAX_PRIVATE_DATA};
+use super::ia::MAX_IOV;
 use super::objects::{Body, EpObj, EpView, Tag};
 use super::state::{lock, IaState, SockAddrIn, AF_INET};
 use crate::dat::{CompletionFlags, LmrTriplet, RmrTriplet};
@@ -433,8 +433,14 @@ pub(super) unsafe extern "C" fn ep_modify(
     })
 }
 
-fn private_data(size: d::DAT_COUNT, p: d::DAT_PVOID, size_arg: u32) -> Result<Vec<u8>, u32> {
-    if !(0..=MAX_PRIVATE_DATA).contains(&size) {
+/// The consumer's private data (a negative size is argument `size_arg`; the limit is the
+/// Rust API's, `ia_attr::MAX_PRIVATE_DATA_SIZE`).
+pub(super) fn private_data(
+    size: d::DAT_COUNT,
+    p: d::DAT_PVOID,
+    size_arg: u32,
+) -> Result<Vec<u8>, u32> {
+    if size < 0 {
         return Err(arg(size_arg));
     }
     if size == 0 {

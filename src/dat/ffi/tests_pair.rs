@@ -1654,3 +1654,109 @@ fn frees_of_objects_in_use_are_refused_by_the_rust_objects_through_the_c_table()
         ok(p.pz_free_func.unwrap()(s.pz));
     }
 }
+
+/// Private data up to `ia_attr::MAX_PRIVATE_DATA_SIZE` (56: an IB CM REQ's 92 bytes less the
+/// 36-byte IP CM header, IBTA annex A11.6), what dat_ia_query reports, goes through
+/// dat_ep_connect, dat_ep_dup_connect, dat_cr_accept and dat_cr_reject; one byte more is
+/// DAT_INVALID_PARAMETER naming the call's `private_data_size` (a refused accept leaves the
+/// request pending).
+#[test]
+fn private_data_at_the_limit_passes_and_one_byte_more_is_refused_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    let limit = crate::dat::ia_attr::MAX_PRIVATE_DATA_SIZE as usize;
+    assert_eq!(limit, 56);
+    let data: Vec<u8> = (0..=limit as u8).collect();
+    let (at, over) = (limit as i32, limit as i32 + 1);
+    let pd = data.as_ptr() as d::DAT_PVOID;
+    // SAFETY (all calls): this provider's entries with live handles and local storage; `data`
+    // outlives every call that reads it.
+    unsafe {
+        let mut pr = d::DAT_PROVIDER_ATTR::default();
+        ok(p.ia_query_func.unwrap()(
+            t.a.0,
+            core::ptr::null_mut(),
+            0,
+            core::ptr::null_mut(),
+            u64::MAX,
+            &mut pr,
+        ));
+        assert_eq!(pr.max_private_data_size, at);
+        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
+        let mut ep2 = null;
+        ok(p.ep_create_func.unwrap()(
+            t.a.0,
+            a.pz,
+            a.dto,
+            a.dto,
+            a.conn,
+            core::ptr::null(),
+            &mut ep2,
+        ));
+        let mut psp = null;
+        ok(p.psp_create_func.unwrap()(
+            t.b.0,
+            QUAL,
+            b.cr,
+            d::DAT_PSP_CONSUMER_FLAG,
+            &mut psp,
+        ));
+        let peer = SockAddrIn::new(IP_B);
+        let connect = |ep, size| {
+            p.ep_connect_func.unwrap()(
+                ep,
+                peer.as_dat(),
+                QUAL,
+                d::DAT_TIMEOUT::MAX,
+                size,
+                pd,
+                d::DAT_QOS_BEST_EFFORT,
+                d::DAT_CONNECT_DEFAULT_FLAG,
+            )
+        };
+        assert_eq!(connect(a.ep, over), arg(5));
+        assert_eq!(state_of(p, a.ep), d::DAT_EP_STATE_UNCONNECTED);
+        ok(connect(a.ep, at));
+        let dup = p.ep_dup_connect_func.unwrap();
+        let inf = d::DAT_TIMEOUT::MAX;
+        assert_eq!(
+            dup(ep2, a.ep, inf, over, pd, d::DAT_QOS_BEST_EFFORT),
+            arg(4)
+        );
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+        let mut param = d::DAT_CR_PARAM::default();
+        ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
+        assert_eq!(param.private_data_size, at);
+        let accept = p.cr_accept_func.unwrap();
+        assert_eq!(accept(cr, b.ep, over, pd), arg(3));
+        ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
+        ok(accept(cr, b.ep, at, pd));
+        let ev = t.next(a.conn);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_EVENT_ESTABLISHED);
+        // The REP's private data field comes whole (IB CM carries no length): the accepted
+        // bytes first.
+        let got = ev.event_data.connect_event_data;
+        assert!(got.private_data_size >= at, "{}", got.private_data_size);
+        assert_eq!(
+            core::slice::from_raw_parts(got.private_data as *const u8, limit),
+            &data[..limit]
+        );
+        assert_eq!(
+            t.next(b.conn).event_number,
+            d::DAT_CONNECTION_EVENT_ESTABLISHED
+        );
+        // dat_cr_reject: one byte more is argument 2 (the request is rejected without it).
+        ok(connect(ep2, at));
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+        assert_eq!(p.cr_reject_func.unwrap()(cr, over, pd), arg(2));
+        let ev = t.next(a.conn);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_EVENT_PEER_REJECTED);
+        assert_eq!(ev.event_data.connect_event_data.ep_handle, ep2);
+        ok(p.psp_free_func.unwrap()(psp));
+    }
+}
