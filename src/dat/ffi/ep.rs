@@ -513,16 +513,21 @@ pub(super) unsafe extern "C" fn ep_common_connect(
         // SAFETY: as in ipv4_of.
         let sa = unsafe { (remote as *const SockAddrIn).read_unaligned() };
         let port = u64::from(u16::from_be(sa.port_be));
-        match ep_connect(
-            ep,
-            remote,
-            port,
-            timeout,
-            pdata_size,
-            pdata,
-            d::DAT_QOS_BEST_EFFORT,
-            0,
-        ) {
+        // SAFETY: the caller's pointers, passed on under the same contract (dat_ep_connect's
+        // arguments are dat_ep_common_connect's).
+        let code = unsafe {
+            ep_connect(
+                ep,
+                remote,
+                port,
+                timeout,
+                pdata_size,
+                pdata,
+                d::DAT_QOS_BEST_EFFORT,
+                0,
+            )
+        };
+        match code {
             d::DAT_SUCCESS => Ok(()),
             code => Err(code),
         }

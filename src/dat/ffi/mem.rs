@@ -9,7 +9,6 @@ use super::state::lock;
 use crate::dat::{CompletionFlags, Lmr, LmrTriplet, MemPriv, Pz, Rmr};
 use crate::transport::memory::Access;
 use dat_sys as d;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(super) unsafe extern "C" fn pz_create(
@@ -283,7 +282,6 @@ fn create_rmr(
             Body::Rmr(RmrObj {
                 rmr: Mutex::new(Some(rmr)),
                 pz: pzo.handle,
-                lmr: AtomicUsize::new(0),
             })
         });
         put(out, 2, o.handle as d::DAT_RMR_HANDLE)
@@ -384,7 +382,6 @@ pub(super) unsafe extern "C" fn rmr_bind(
                 }
                 return Err(x.code());
             }
-            r.lmr.store(0, Ordering::Release);
             return Ok(());
         };
         let Body::Lmr(l) = &lo.body else {
@@ -421,7 +418,6 @@ pub(super) unsafe extern "C" fn rmr_bind(
                 return Err(x.code());
             }
         };
-        r.lmr.store(lo.handle, Ordering::Release);
         put(context, 9, rkey)
     })
 }

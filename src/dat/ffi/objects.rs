@@ -4,7 +4,6 @@
 use super::state::SockAddrIn;
 use crate::dat::{Cno, Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp, Srq};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Mutex;
 
 /// The body of a handle.
@@ -31,8 +30,6 @@ pub(crate) struct LmrObj {
 pub(crate) struct RmrObj {
     pub rmr: Mutex<Option<Rmr>>,
     pub pz: usize,
-    /// The LMR handle of the current binding (0 while unbound).
-    pub lmr: AtomicUsize,
 }
 
 pub(crate) struct EvdObj {
@@ -42,8 +39,6 @@ pub(crate) struct EvdObj {
 
 pub(crate) struct CnoObj {
     pub cno: Cno,
-    /// The OS wait proxy agent (dat_cno_modify_agent); never called: no proxy runs here.
-    pub agent: AtomicU64,
 }
 
 /// What a completion's C event names that the Rust completion does not: the RMR handle of
