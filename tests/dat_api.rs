@@ -2,7 +2,9 @@
 //! over an in-memory cable. Every operation with data checked, EP states and status, wrong-state
 //! and invalid-argument errors, refused frees, rejection, disconnect, reset, SRQ.
 
-use dpdk_roce::dat::{ConnectionEventKind, DatError, DatEvent, Ep, EpState, Lmr, Psp, Srq};
+use dpdk_roce::dat::{
+    ConnectionEventKind, DatError, DatEvent, Ep, EpState, Lmr, Psp, Srq, StateKind,
+};
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};
 use std::time::Duration;
 
@@ -162,9 +164,22 @@ fn every_operation_with_data_verified_then_disconnect_reset_and_free() {
     }
     // Refused frees while used.
     let refused = b.dto.free().unwrap_err();
-    assert!(matches!(refused.error, DatError::InvalidState(_)));
+    assert!(matches!(
+        refused.error,
+        DatError::InvalidStateOf {
+            kind: StateKind::EvdInUse,
+            ..
+        }
+    ));
     let b_dto = refused.object;
     let refused = a.pz.free().unwrap_err();
+    assert!(matches!(
+        refused.error,
+        DatError::InvalidStateOf {
+            kind: StateKind::PzInUse,
+            ..
+        }
+    ));
     let a_pz = refused.object;
     let refused = a.ia.close().unwrap_err();
     assert!(matches!(refused.error, DatError::InvalidState(_)));
@@ -340,7 +355,13 @@ fn srq_receives_for_two_endpoints_and_invalid_creation() {
     assert_eq!(cookies, vec![900, 901], "SRQ buffers in order");
     assert_eq!(lb.read(256, 28).unwrap(), b"via the shared receive queue");
     let refused = srq.free().unwrap_err();
-    assert!(matches!(refused.error, DatError::InvalidState(_)));
+    assert!(matches!(
+        refused.error,
+        DatError::InvalidStateOf {
+            kind: StateKind::SrqInUse,
+            ..
+        }
+    ));
     drop(keep);
     refused.object.free().expect("no EP uses it any more");
 }

@@ -131,18 +131,27 @@ impl Cno {
         &self.inner.context
     }
 
-    /// dat_cno_free: refused with DAT_INVALID_STATE (CNO_IN_USE) while EVDs are attached.
-    pub fn free(self) -> Result<(), Refused<Cno>> {
+    /// Whether [`Cno::free`] would free the CNO: DAT_INVALID_STATE (CNO_IN_USE) while EVDs are
+    /// attached (dat_cno_free(3DAT)).
+    pub fn can_free(&self) -> Result<(), DatError> {
         let attached = self.inner.lock().len();
         if attached > 0 {
-            return Err(Refused {
-                object: self,
-                error: DatError::InvalidStateOf {
-                    kind: StateKind::CnoInUse,
-                    what: format!("{attached} EVDs attached"),
-                },
+            return Err(DatError::InvalidStateOf {
+                kind: StateKind::CnoInUse,
+                what: format!("{attached} EVDs attached"),
             });
         }
         Ok(())
+    }
+
+    /// dat_cno_free: refused as [`Cno::can_free`] says.
+    pub fn free(self) -> Result<(), Refused<Cno>> {
+        match self.can_free() {
+            Ok(()) => Ok(()),
+            Err(error) => Err(Refused {
+                object: self,
+                error,
+            }),
+        }
     }
 }

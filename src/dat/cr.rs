@@ -80,6 +80,7 @@ impl Cr {
             let mut c = ep.lock();
             if c.state == EpState::Reserved {
                 c.state = EpState::PassiveConnectionPending;
+                c.remote = Some((self.remote_ip, self.remote_port));
             }
         }
         self.reserved = Some(ep);
@@ -90,7 +91,11 @@ impl Cr {
     /// provider created `ep` (dat_psp_create(3DAT)): the EP is TENTATIVE_CONNECTION_PENDING
     /// until the request is answered, and the request is accepted on it.
     pub(crate) fn with_provider_ep(mut self, ep: Arc<EpInner>) -> Cr {
-        ep.set_state(EpState::TentativeConnectionPending);
+        {
+            let mut c = ep.lock();
+            c.state = EpState::TentativeConnectionPending;
+            c.remote = Some((self.remote_ip, self.remote_port));
+        }
         self.reserved = Some(ep);
         self
     }
@@ -110,12 +115,19 @@ impl Cr {
         self.reserved.as_ref().map(|e| e.lock().qpn)
     }
 
-    /// dat_cr_accept with DAT_HANDLE_NULL for a request on an RSP: accepts on the reserved EP.
-    pub fn accept_reserved(self, private_data: &[u8]) -> Result<(), DatError> {
+    /// dat_cr_accept with DAT_HANDLE_NULL (dat_cr_accept(3DAT): "the local Endpoint is
+    /// specified by the Connection Request"): accepts on the EP the request names, an RSP's
+    /// reserved EP or the one the provider created for a PSP with DAT_PSP_PROVIDER_FLAG.
+    /// Refused, the request still pending, with DAT_INVALID_PARAMETER (argument 2) when it
+    /// names none (a consumer PSP's request), or as [`Cr::try_accept`].
+    pub fn accept_reserved(self, private_data: &[u8]) -> Result<(), Refused<Cr>> {
         let Some(ep) = self.reserved.clone() else {
-            return Err(DatError::InvalidArg {
-                arg: 2,
-                what: "no EP reserved for this request (a PSP's)",
+            return Err(Refused {
+                object: self,
+                error: DatError::InvalidArg {
+                    arg: 2,
+                    what: "no EP reserved for this request (a PSP's)",
+                },
             });
         };
         self.accept_on(&ep, private_data)
@@ -149,24 +161,51 @@ impl Cr {
     /// dat_cr_accept: connects the request to `ep` (UNCONNECTED, same IA); Established follows
     /// on the EP's connection EVD.
     /// A request on an RSP is accepted only on its reserved EP (else DAT_INVALID_PARAMETER,
-    /// argument 2).
+    /// argument 2). A refused accept drops (rejects) the request; [`Cr::try_accept`] keeps it.
     pub fn accept(self, ep: &Ep, private_data: &[u8]) -> Result<(), DatError> {
+        self.try_accept(ep, private_data).map_err(|r| r.error)
+    }
+
+    /// [`Cr::accept`] that gives the request back when refused: dat_cr_accept(3DAT), "If the
+    /// provided local Endpoint does not satisfy the requested Connection Request, the
+    /// operation fails without any effect on the local Endpoint, Pending Connection Request".
+    pub fn try_accept(self, ep: &Ep, private_data: &[u8]) -> Result<(), Refused<Cr>> {
         if let Some(r) = &self.reserved {
             if !Arc::ptr_eq(r, &ep.inner) {
-                return Err(DatError::InvalidArg {
-                    arg: 2,
-                    what: "not the EP reserved for this request",
+                return Err(Refused {
+                    object: self,
+                    error: DatError::InvalidArg {
+                        arg: 2,
+                        what: "not the EP reserved for this request",
+                    },
                 });
             }
         }
         self.accept_on(&ep.inner.clone(), private_data)
     }
 
-    fn accept_on(mut self, ep: &Arc<EpInner>, private_data: &[u8]) -> Result<(), DatError> {
-        if !Arc::ptr_eq(ep.ia(), &self.ia) {
-            return Err(DatError::InvalidHandle("EP of another IA"));
+    fn accept_on(mut self, ep: &Arc<EpInner>, private_data: &[u8]) -> Result<(), Refused<Cr>> {
+        if let Err(error) = super::ia_attr::check_private_data(private_data, 3) {
+            return Err(Refused {
+                object: self,
+                error,
+            });
         }
-        let (qpn, srq) = ep.accept_qpn()?;
+        if !Arc::ptr_eq(ep.ia(), &self.ia) {
+            return Err(Refused {
+                object: self,
+                error: DatError::InvalidHandle("EP of another IA"),
+            });
+        }
+        let (qpn, srq) = match ep.accept_qpn() {
+            Ok(v) => v,
+            Err(error) => {
+                return Err(Refused {
+                    object: self,
+                    error,
+                })
+            }
+        };
         let attr = ep.lock().attr;
         let mut p = AcceptParams::new(qpn, Psn::new(self.ia.next_psn()));
         p.pmtu = Some(self.ia.pmtu);
@@ -175,19 +214,29 @@ impl Cr {
         p.srq = srq;
         p.access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
         p.private_data = private_data.to_vec();
-        self.ia.engine.accept(self.id, p)?;
+        if let Err(e) = self.ia.engine.accept(self.id, p) {
+            return Err(Refused {
+                object: self,
+                error: e.into(),
+            });
+        }
         self.answered = true;
         {
             let mut c = ep.lock();
             c.state = EpState::CompletionPending;
+            // dat_ep_query(3DAT): the remote end is the requester's from here on.
+            c.remote = Some((self.remote_ip, self.remote_port));
             c.posts.connect += 1;
         }
         Ok(())
     }
 
     /// dat_cr_reject: the requester gets PEER_REJECTED with `private_data`.
-    /// A reserved EP returns to RESERVED.
+    /// A reserved EP returns to RESERVED. Private data over
+    /// [`MAX_PRIVATE_DATA_SIZE`](super::ia_attr::MAX_PRIVATE_DATA_SIZE) is argument 2 (the
+    /// request, dropped, is rejected without it).
     pub fn reject(mut self, private_data: &[u8]) -> Result<(), DatError> {
+        super::ia_attr::check_private_data(private_data, 2)?;
         self.answered = true;
         self.ia.engine.reject(self.id, private_data.to_vec())?;
         self.unreserve();
@@ -246,6 +295,7 @@ impl Cr {
             let mut c = ep.lock();
             if c.state == EpState::PassiveConnectionPending {
                 c.state = EpState::Reserved;
+                c.remote = None;
             }
         }
     }

@@ -258,10 +258,6 @@ impl EpInner {
         Ok((c.qpn, self.srq.is_some()))
     }
 
-    pub(crate) fn set_state(&self, state: EpState) {
-        self.lock().state = state;
-    }
-
     pub(crate) fn ia(&self) -> &Arc<IaInner> {
         &self.ia
     }
@@ -449,7 +445,8 @@ impl Ep {
 
     /// dat_ep_connect with its `timeout`: without an answer by then the connection EVD gets
     /// TimedOut (DAT_CONNECTION_EVENT_TIMED_OUT) and the EP is DISCONNECTED. `None`: the
-    /// CM's retries decide (Unreachable).
+    /// CM's retries decide (Unreachable). Private data over
+    /// [`MAX_PRIVATE_DATA_SIZE`](super::ia_attr::MAX_PRIVATE_DATA_SIZE) is argument 5.
     pub fn connect_with_timeout(
         &self,
         remote: Ipv4Addr,
@@ -464,12 +461,7 @@ impl Ep {
         if c.state != EpState::Unconnected {
             return Err(state_error(c.state));
         }
-        if private_data.len() > crate::cm::ip_cm::IP_CM_REQ_USER_LEN {
-            return Err(DatError::InvalidArg {
-                arg: 6,
-                what: "private data longer than max_private_data_size",
-            });
-        }
+        super::ia_attr::check_private_data(private_data, 5)?;
         let ia = &self.inner.ia;
         let mut p = ConnectParams::new(remote, conn_qual, c.qpn, Psn::new(ia.next_psn()));
         p.pmtu = ia.pmtu;
@@ -533,6 +525,7 @@ impl Ep {
                 what: "dup EP of another IA",
             });
         }
+        super::ia_attr::check_private_data(private_data, 4)?;
         let Some((remote, qual)) = dup.remote() else {
             return Err(DatError::InvalidArg {
                 arg: 2,

@@ -84,6 +84,8 @@ pub enum StateKind {
     EvdUnwaitable,
     /// DAT_INVALID_STATE_EVD_IN_USE: the EVD still feeds an EP or a service point.
     EvdInUse,
+    /// DAT_INVALID_STATE_EVD_ASYNC: the IA's asynchronous EVD, freed only with the IA.
+    EvdAsync,
     /// DAT_INVALID_STATE_EVD_WAITER: another thread already waits on the EVD.
     EvdWaiter,
     /// DAT_INVALID_STATE_IA_IN_USE: a graceful dat_ia_close with objects still open.
@@ -110,6 +112,7 @@ impl StateKind {
             StateKind::EvdWaitable => sys::DAT_INVALID_STATE_EVD_WAITABLE,
             StateKind::EvdUnwaitable => sys::DAT_INVALID_STATE_EVD_UNWAITABLE,
             StateKind::EvdInUse => sys::DAT_INVALID_STATE_EVD_IN_USE,
+            StateKind::EvdAsync => sys::DAT_INVALID_STATE_EVD_ASYNC,
             StateKind::EvdWaiter => sys::DAT_INVALID_STATE_EVD_WAITER,
             StateKind::IaInUse => sys::DAT_INVALID_STATE_IA_IN_USE,
             StateKind::LmrInUse => sys::DAT_INVALID_STATE_LMR_IN_USE,

@@ -492,13 +492,32 @@ impl Evd {
         }
     }
 
-    /// Frees the EVD; refused (DAT_INVALID_STATE) while an EP or PSP still uses it.
-    pub fn free(self) -> Result<(), Refused<Evd>> {
+    /// Whether [`Evd::free`] would free the EVD (dat_evd_free(3DAT)): DAT_INVALID_STATE with
+    /// EVD_ASYNC for the IA's asynchronous EVD (it goes with the IA), EVD_IN_USE while an EP
+    /// or a service point still uses it.
+    pub fn can_free(&self) -> Result<(), DatError> {
+        if self.flags().contains(EvdFlags::ASYNC) {
+            return Err(DatError::InvalidStateOf {
+                kind: StateKind::EvdAsync,
+                what: "the IA's asynchronous EVD".into(),
+            });
+        }
         let users = Arc::strong_count(&self.inner) - 1;
         if users > 0 {
+            return Err(DatError::InvalidStateOf {
+                kind: StateKind::EvdInUse,
+                what: format!("EVD used by {users} EPs/PSPs"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Frees the EVD; refused as [`Evd::can_free`] says.
+    pub fn free(self) -> Result<(), Refused<Evd>> {
+        if let Err(error) = self.can_free() {
             return Err(Refused {
                 object: self,
-                error: DatError::InvalidState(format!("EVD used by {users} EPs/PSPs")),
+                error,
             });
         }
         if let Some(cno) = self.inner.lock_cno().take() {

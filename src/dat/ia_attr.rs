@@ -2,6 +2,7 @@
 //! creation and modification enforce them (dat_ep_create(3DAT): attributes beyond them are
 //! DAT_INVALID_PARAMETER, more EPs than `max_eps` DAT_INSUFFICIENT_RESOURCES).
 
+use super::error::DatError;
 use super::ia::Ia;
 use crate::transport::types::MAX_SGE;
 use std::net::Ipv4Addr;
@@ -69,9 +70,7 @@ pub struct IaAttr {
     /// DAT_IA_ATTR.max_rdma_read_out: RDMA reads and atomics outstanding as the originator,
     /// per EP (the CM REQ's initiator depth).
     pub max_rdma_read_out: u32,
-    /// DAT_PROVIDER_ATTR.max_private_data_size: the largest private data of a connection
-    /// request, in bytes (56: what the IB CM REQ carries after the rdma_cm IP header, IBTA
-    /// annex A11.6); [`Ep::connect`](super::ep::Ep::connect) refuses more.
+    /// DAT_PROVIDER_ATTR.max_private_data_size: [`MAX_PRIVATE_DATA_SIZE`].
     pub max_private_data_size: u32,
 }
 
@@ -83,6 +82,23 @@ pub const MAX_DTO_PER_EP: u32 = 16_384;
 pub const MAX_RDMA_READ_PER_EP: u32 = 16;
 /// Events one EVD holds at most (its ring is allocated whole at creation).
 pub const MAX_EVD_QLEN: u32 = 1 << 16;
+/// The largest private data of dat_ep_connect, dat_ep_dup_connect, dat_cr_accept and
+/// dat_cr_reject, in bytes: the 92 of an IB CM REQ (IBTA vol. 1 §12.6.5) less the 36-byte
+/// IP CM header in front of it (annex A11.6). One limit for every call, as dat_ia_query
+/// reports one.
+pub const MAX_PRIVATE_DATA_SIZE: u32 = crate::cm::ip_cm::IP_CM_REQ_USER_LEN as u32;
+
+/// Private data longer than [`MAX_PRIVATE_DATA_SIZE`]: DAT_INVALID_PARAMETER naming `arg`,
+/// the call's `private_data_size`.
+pub(crate) fn check_private_data(data: &[u8], arg: u8) -> Result<(), DatError> {
+    if data.len() > MAX_PRIVATE_DATA_SIZE as usize {
+        return Err(DatError::InvalidArg {
+            arg,
+            what: "private data longer than max_private_data_size",
+        });
+    }
+    Ok(())
+}
 
 impl Ia {
     /// dat_ia_query: the IA's attributes and limits.
@@ -112,7 +128,7 @@ impl Ia {
             max_iov_segments_per_rdma_write: sge,
             max_rdma_read_in: MAX_RDMA_READ_PER_EP,
             max_rdma_read_out: MAX_RDMA_READ_PER_EP,
-            max_private_data_size: crate::cm::ip_cm::IP_CM_REQ_USER_LEN as u32,
+            max_private_data_size: MAX_PRIVATE_DATA_SIZE,
         }
     }
 }

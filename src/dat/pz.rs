@@ -2,7 +2,7 @@
 //! access each other (IBTA vol. 1 §10.6.3.2, checked by the `MrTable`).
 
 use super::context::ConsumerContext;
-use super::error::{DatError, Refused};
+use super::error::{DatError, Refused, StateKind};
 use super::ia::{Ia, IaInner};
 use std::sync::Arc;
 
@@ -48,15 +48,27 @@ impl Pz {
         &self.inner.context
     }
 
-    /// Frees the zone; refused (DAT_INVALID_STATE) while LMRs, EPs or SRQs use it.
-    pub fn free(self) -> Result<(), Refused<Pz>> {
+    /// Whether [`Pz::free`] would free the zone: DAT_INVALID_STATE (PZ_IN_USE) while LMRs,
+    /// RMRs, EPs or SRQs use it (dat_pz_free(3DAT)).
+    pub fn can_free(&self) -> Result<(), DatError> {
         let users = Arc::strong_count(&self.inner) - 1;
         if users > 0 {
-            return Err(Refused {
-                object: self,
-                error: DatError::InvalidState(format!("PZ used by {users} objects")),
+            return Err(DatError::InvalidStateOf {
+                kind: StateKind::PzInUse,
+                what: format!("PZ used by {users} objects"),
             });
         }
         Ok(())
+    }
+
+    /// Frees the zone; refused as [`Pz::can_free`] says.
+    pub fn free(self) -> Result<(), Refused<Pz>> {
+        match self.can_free() {
+            Ok(()) => Ok(()),
+            Err(error) => Err(Refused {
+                object: self,
+                error,
+            }),
+        }
     }
 }

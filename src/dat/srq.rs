@@ -179,15 +179,27 @@ impl Srq {
         r.ok_or_else(|| DatError::Internal(format!("SRQ {srqn} is gone")))
     }
 
-    /// Frees the SRQ; refused (DAT_INVALID_STATE) while EPs use it.
-    pub fn free(self) -> Result<(), Refused<Srq>> {
+    /// Whether [`Srq::free`] would free the SRQ: DAT_INVALID_STATE (SRQ_IN_USE) while EPs use
+    /// it (dat_srq_free(3DAT)).
+    pub fn can_free(&self) -> Result<(), DatError> {
         let users = Arc::strong_count(&self.inner) - 1;
         if users > 0 {
-            return Err(Refused {
-                object: self,
-                error: DatError::InvalidState(format!("SRQ used by {users} EPs")),
+            return Err(DatError::InvalidStateOf {
+                kind: super::error::StateKind::SrqInUse,
+                what: format!("SRQ used by {users} EPs"),
             });
         }
         Ok(())
+    }
+
+    /// Frees the SRQ; refused as [`Srq::can_free`] says.
+    pub fn free(self) -> Result<(), Refused<Srq>> {
+        match self.can_free() {
+            Ok(()) => Ok(()),
+            Err(error) => Err(Refused {
+                object: self,
+                error,
+            }),
+        }
     }
 }

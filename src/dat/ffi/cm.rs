@@ -41,15 +41,15 @@ fn register_sp(ia: &Arc<Object>, kind: Kind, sp: SpObj) -> Arc<Object> {
     o
 }
 
+/// A PSP of `ia` made by `make` (Psp::create or Psp::create_any) on the CR EVD `evd`;
+/// `qual`: the qualifier as the consumer gave it (None: the one the Rust PSP chose).
 fn listen(
     ia: &Arc<Object>,
-    qual: u64,
+    qual: Option<u64>,
     evd: d::DAT_EVD_HANDLE,
     flags: u32,
-    ep: usize,
-    kind: Kind,
+    make: impl FnOnce(&crate::dat::Ia, &crate::dat::Evd) -> Result<Psp, DatError>,
 ) -> Result<Arc<Object>, u32> {
-    let port = port_of(qual);
     let evdo = cr_evd(ia, evd)?;
     let Body::Evd(e) = &evdo.body else {
         return Err(Kind::Evd.invalid());
@@ -57,27 +57,38 @@ fn listen(
     let (psp, provider_pz) = {
         let g = ia.ia.ia();
         let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
-        let provider_pz = if kind == Kind::Psp && flags == d::DAT_PSP_PROVIDER_FLAG {
+        let provider_pz = if flags == d::DAT_PSP_PROVIDER_FLAG {
             Some(Pz::create(ia_ref).map_err(|err| map(&err, 0))?)
         } else {
             None
         };
-        let psp = Psp::create(ia_ref, port, &e.evd).map_err(|err| map(&err, 0))?;
+        let psp = make(ia_ref, &e.evd).map_err(|err| map(&err, 0))?;
         (psp, provider_pz)
     };
+    let conn_qual = qual.unwrap_or(u64::from(psp.conn_qual()));
     Ok(register_sp(
         ia,
-        kind,
+        Kind::Psp,
         SpObj {
             psp: Mutex::new(Some(psp)),
             rsp: Mutex::new(None),
-            conn_qual: qual,
+            conn_qual,
             evd: evdo.handle,
             flags,
-            ep,
+            ep: 0,
             provider_pz,
         },
     ))
+}
+
+/// dat_psp_create(3DAT)'s `psp_flags`: consumer or provider (argument 4 otherwise).
+fn psp_flags(flags: d::DAT_PSP_FLAGS) -> Result<u32, u32> {
+    // DAT_PSP_PROVIDER_FLAG: the provider creates an EP for each request (ia_query:
+    // ep_creator = DAT_PSP_CREATES_EP_IFASKED), see `provider_ep`.
+    match flags {
+        d::DAT_PSP_CONSUMER_FLAG | d::DAT_PSP_PROVIDER_FLAG => Ok(flags),
+        _ => Err(arg(4)),
+    }
 }
 
 pub(super) unsafe extern "C" fn psp_create(
@@ -89,18 +100,16 @@ pub(super) unsafe extern "C" fn psp_create(
 ) -> d::DAT_RETURN {
     guard(|| {
         let ia = handles::get(ia, Kind::Ia)?;
-        // DAT_PSP_PROVIDER_FLAG: the provider creates an EP for each request (ia_query:
-        // ep_creator = DAT_PSP_CREATES_EP_IFASKED), see `provider_ep`.
-        if flags != d::DAT_PSP_CONSUMER_FLAG && flags != d::DAT_PSP_PROVIDER_FLAG {
-            return Err(arg(4));
-        }
+        let flags = psp_flags(flags)?;
         nonnull(out, 5)?;
-        let o = listen(&ia, qual, evd, flags, 0, Kind::Psp)?;
+        let o = listen(&ia, Some(qual), evd, flags, |ia, evd| {
+            Psp::create(ia, port_of(qual), evd)
+        })?;
         put(out, 5, o.handle as d::DAT_PSP_HANDLE)
     })
 }
 
-/// dat_psp_create_any: the first free qualifier of the dynamic port range.
+/// dat_psp_create_any over [`Psp::create_any`]: the qualifier the Rust PSP chose.
 pub(super) unsafe extern "C" fn psp_create_any(
     ia: d::DAT_IA_HANDLE,
     qual: *mut d::DAT_CONN_QUAL,
@@ -111,21 +120,14 @@ pub(super) unsafe extern "C" fn psp_create_any(
     guard(|| {
         let ia = handles::get(ia, Kind::Ia)?;
         nonnull(qual, 2)?;
-        if flags != d::DAT_PSP_CONSUMER_FLAG {
-            return Err(arg(4));
-        }
+        let flags = psp_flags(flags)?;
         nonnull(out, 5)?;
-        for port in 49152u16..=65535 {
-            match listen(&ia, u64::from(port), evd, flags, 0, Kind::Psp) {
-                Ok(o) => {
-                    put(qual, 2, u64::from(port))?;
-                    return put(out, 5, o.handle as d::DAT_PSP_HANDLE);
-                }
-                Err(code) if code == map(&DatError::ConnQualInUse(port), 0) => continue,
-                Err(code) => return Err(code),
-            }
-        }
-        Err(err(d::DAT_CONN_QUAL_UNAVAILABLE, 0))
+        let o = listen(&ia, None, evd, flags, Psp::create_any)?;
+        let Body::Sp(sp) = &o.body else {
+            return Err(Kind::Psp.invalid());
+        };
+        put(qual, 2, sp.conn_qual)?;
+        put(out, 5, o.handle as d::DAT_PSP_HANDLE)
     })
 }
 
@@ -303,21 +305,8 @@ pub(super) unsafe extern "C" fn cr_query(
     })
 }
 
-fn pdata(size: d::DAT_COUNT, p: d::DAT_PVOID, n: u32) -> Result<Vec<u8>, u32> {
-    if !(0..=super::ia::MAX_PRIVATE_DATA).contains(&size) {
-        return Err(arg(n));
-    }
-    if size == 0 {
-        return Ok(Vec::new());
-    }
-    if p.is_null() {
-        return Err(arg(n + 1));
-    }
-    // SAFETY: `size` readable consumer bytes at `p` (dat_cr_accept(3DAT)).
-    Ok(unsafe { core::slice::from_raw_parts(p as *const u8, size as usize) }.to_vec())
-}
-
-/// dat_cr_accept: accepts on `ep` (NULL: the RSP's EP); the CR handle is gone afterwards.
+/// dat_cr_accept(3DAT): on `ep` ([`Cr::try_accept`]) or, NULL, on the EP the request names
+/// ([`Cr::accept_reserved`]); the CR handle is gone afterwards, and stays when refused.
 pub(super) unsafe extern "C" fn cr_accept(
     cr: d::DAT_CR_HANDLE,
     ep: d::DAT_EP_HANDLE,
@@ -327,21 +316,25 @@ pub(super) unsafe extern "C" fn cr_accept(
     guard(|| {
         let o = handles::get(cr, Kind::Cr)?;
         let c = cr_of(&o)?;
-        let ep = if ep.is_null() {
-            c.ep as d::DAT_EP_HANDLE
+        let epo = if ep.is_null() {
+            None
         } else {
-            ep
+            Some(handles::get(ep, Kind::Ep)?)
         };
-        let epo = handles::get(ep, Kind::Ep)?;
-        let e = ep_of(&epo)?;
-        let data = pdata(size, p, 3)?;
-        let taken = lock(&c.cr).take().ok_or(Kind::Cr.invalid())?;
-        let remote = taken.remote_address();
-        taken.accept(&e.ep, &data).map_err(|err| map(&err, 0))?;
+        let e = epo.as_deref().map(ep_of).transpose()?;
+        let data = super::ep::private_data(size, p, 3)?;
+        let mut slot = lock(&c.cr);
+        let taken = slot.take().ok_or(Kind::Cr.invalid())?;
+        let r = match e {
+            Some(e) => taken.try_accept(&e.ep, &data),
+            None => taken.accept_reserved(&data),
+        };
+        if let Err(refused) = r {
+            *slot = Some(refused.object);
+            return Err(map(&refused.error, 0));
+        }
+        drop(slot);
         o.ia.calls.cr_accepted.fetch_add(1, Ordering::Relaxed);
-        *lock(&e.remote) = super::state::SockAddrIn::new(remote);
-        e.remote_port
-            .store(c.remote_port, std::sync::atomic::Ordering::Relaxed);
         handles::remove(o.handle);
         Ok(())
     })
@@ -355,7 +348,7 @@ pub(super) unsafe extern "C" fn cr_reject(
     guard(|| {
         let o = handles::get(cr, Kind::Cr)?;
         let c = cr_of(&o)?;
-        let data = pdata(size, p, 2)?;
+        let data = super::ep::private_data(size, p, 2)?;
         let taken = lock(&c.cr).take().ok_or(Kind::Cr.invalid())?;
         handles::remove(o.handle);
         let r = taken.reject(&data).map_err(|err| map(&err, 0));

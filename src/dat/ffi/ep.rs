@@ -3,7 +3,7 @@
 
 use super::codes::{arg, err, guard, handle_arg, map, nonnull, put, R};
 use super::handles::{self, Kind, Object};
-use super::ia::{MAX_IOV, MAX_PRIVATE_DATA};
+use super::ia::MAX_IOV;
 use super::objects::{Body, EpObj, EpView, Tag};
 use super::state::{lock, IaState, SockAddrIn, AF_INET};
 use crate::dat::{CompletionFlags, LmrTriplet, RmrTriplet};
@@ -11,7 +11,6 @@ use crate::dat::{Ep, EpAttr, EpParam, EpParamMask, EpState};
 use dat_sys as d;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(super) fn ep_of(o: &Object) -> Result<&EpObj, u32> {
@@ -199,8 +198,7 @@ fn create(
                 connect_evd: h(&conn),
             }),
             srq: h(&srqo),
-            remote: Mutex::new(SockAddrIn::default()),
-            remote_port: AtomicU64::new(0),
+            query_remote: Mutex::new(SockAddrIn::default()),
             pdata: Mutex::new(Vec::new()),
             tags: Mutex::new(HashMap::new()),
         })
@@ -225,8 +223,7 @@ pub(super) fn provider_ep(ia: &Arc<IaState>, pz: &crate::dat::Pz) -> Result<Arc<
             ep,
             view: Mutex::new(EpView::default()),
             srq: 0,
-            remote: Mutex::new(SockAddrIn::default()),
-            remote_port: AtomicU64::new(0),
+            query_remote: Mutex::new(SockAddrIn::default()),
             pdata: Mutex::new(Vec::new()),
             tags: Mutex::new(HashMap::new()),
         })
@@ -304,9 +301,13 @@ pub(super) unsafe extern "C" fn ep_query(
         p.ep_state = state_code(e.ep.state());
         p.local_ia_address_ptr = o.ia.addr.as_dat();
         p.local_port_qual = 0;
-        // The remote address lives in the EP object (stable while the handle lives).
-        p.remote_ia_address_ptr = (&*lock(&e.remote)) as *const SockAddrIn as d::DAT_IA_ADDRESS_PTR;
-        p.remote_port_qual = e.remote_port.load(Ordering::Relaxed);
+        let (remote, qual) = e.ep.remote().map_or((SockAddrIn::default(), 0), |(ip, q)| {
+            (SockAddrIn::new(ip), q)
+        });
+        let mut slot = lock(&e.query_remote);
+        *slot = remote;
+        p.remote_ia_address_ptr = slot.as_dat();
+        p.remote_port_qual = u64::from(qual);
         p.pz_handle = v.pz as d::DAT_PZ_HANDLE;
         p.recv_evd_handle = v.recv_evd as d::DAT_EVD_HANDLE;
         p.request_evd_handle = v.request_evd as d::DAT_EVD_HANDLE;
@@ -432,8 +433,14 @@ pub(super) unsafe extern "C" fn ep_modify(
     })
 }
 
-fn private_data(size: d::DAT_COUNT, p: d::DAT_PVOID, size_arg: u32) -> Result<Vec<u8>, u32> {
-    if !(0..=MAX_PRIVATE_DATA).contains(&size) {
+/// The consumer's private data (a negative size is argument `size_arg`; the limit is the
+/// Rust API's, `ia_attr::MAX_PRIVATE_DATA_SIZE`).
+pub(super) fn private_data(
+    size: d::DAT_COUNT,
+    p: d::DAT_PVOID,
+    size_arg: u32,
+) -> Result<Vec<u8>, u32> {
+    if size < 0 {
         return Err(arg(size_arg));
     }
     if size == 0 {
@@ -486,10 +493,7 @@ pub(super) unsafe extern "C" fn ep_connect(
             return Err(arg(7));
         }
         e.ep.connect_with_timeout(ip, port, &data, connect_timeout(timeout))
-            .map_err(|err| map(&err, 0))?;
-        *lock(&e.remote) = SockAddrIn::new(ip);
-        e.remote_port.store(conn_qual, Ordering::Relaxed);
-        Ok(())
+            .map_err(|err| map(&err, 0))
     })
 }
 
@@ -509,23 +513,29 @@ pub(super) unsafe extern "C" fn ep_common_connect(
         // SAFETY: as in ipv4_of.
         let sa = unsafe { (remote as *const SockAddrIn).read_unaligned() };
         let port = u64::from(u16::from_be(sa.port_be));
-        match ep_connect(
-            ep,
-            remote,
-            port,
-            timeout,
-            pdata_size,
-            pdata,
-            d::DAT_QOS_BEST_EFFORT,
-            0,
-        ) {
+        // SAFETY: the caller's pointers, passed on under the same contract (dat_ep_connect's
+        // arguments are dat_ep_common_connect's).
+        let code = unsafe {
+            ep_connect(
+                ep,
+                remote,
+                port,
+                timeout,
+                pdata_size,
+                pdata,
+                d::DAT_QOS_BEST_EFFORT,
+                0,
+            )
+        };
+        match code {
             d::DAT_SUCCESS => Ok(()),
             code => Err(code),
         }
     })
 }
 
-/// dat_ep_dup_connect: connects `ep` to the peer of the connected `dup_ep`.
+/// dat_ep_dup_connect(3DAT) over [`Ep::dup_connect_with_timeout`]: `ep` connects to the remote
+/// end of `dup_ep` (the Rust EP decides which `dup_ep` has one).
 pub(super) unsafe extern "C" fn ep_dup_connect(
     ep: d::DAT_EP_HANDLE,
     dup_ep: d::DAT_EP_HANDLE,
@@ -535,25 +545,21 @@ pub(super) unsafe extern "C" fn ep_dup_connect(
     qos: d::DAT_QOS,
 ) -> d::DAT_RETURN {
     guard(|| {
-        let _ = handles::get(ep, Kind::Ep)?;
+        let o = handles::get(ep, Kind::Ep)?;
+        let e = ep_of(&o)?;
         let dup = handles::get_or(dup_ep, Kind::Ep, handle_arg(2))?;
         let de = ep_of(&dup)?;
-        if de.ep.state() != EpState::Connected {
-            return Err(err(
-                d::DAT_INVALID_STATE,
-                d::DAT_INVALID_STATE_EP_UNCONNECTED,
-            ));
+        let data = private_data(pdata_size, pdata, 4)?;
+        if qos != d::DAT_QOS_BEST_EFFORT {
+            return Err(arg(6));
         }
-        let mut remote = *lock(&de.remote);
-        let port = de.remote_port.load(Ordering::Relaxed);
-        let addr = &mut remote as *mut SockAddrIn as d::DAT_IA_ADDRESS_PTR;
-        match ep_connect(ep, addr, port, timeout, pdata_size, pdata, qos, 0) {
-            d::DAT_SUCCESS => Ok(()),
-            code => Err(code),
-        }
+        e.ep.dup_connect_with_timeout(&de.ep, &data, connect_timeout(timeout))
+            .map_err(|err| map(&err, 0))
     })
 }
 
+/// dat_ep_disconnect(3DAT): DAT_CLOSE_ABRUPT_FLAG is [`Ep::disconnect`],
+/// DAT_CLOSE_GRACEFUL_FLAG [`Ep::disconnect_graceful`]; any other value is argument 2.
 pub(super) unsafe extern "C" fn ep_disconnect(
     ep: d::DAT_EP_HANDLE,
     flags: d::DAT_CLOSE_FLAGS,
@@ -561,10 +567,12 @@ pub(super) unsafe extern "C" fn ep_disconnect(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        if flags != d::DAT_CLOSE_ABRUPT_FLAG && flags != d::DAT_CLOSE_GRACEFUL_FLAG {
-            return Err(arg(2));
-        }
-        e.ep.disconnect().map_err(|err| map(&err, 0))
+        let r = match flags {
+            d::DAT_CLOSE_ABRUPT_FLAG => e.ep.disconnect(),
+            d::DAT_CLOSE_GRACEFUL_FLAG => e.ep.disconnect_graceful(),
+            _ => return Err(arg(2)),
+        };
+        r.map_err(|err| map(&err, 0))
     })
 }
 

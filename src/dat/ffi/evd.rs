@@ -12,8 +12,7 @@ use super::state::lock;
 use crate::dat::{Cno, Evd, EvdFlags};
 use dat_sys as d;
 use rustc_hash::FxHashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// DAT_TIMEOUT_INFINITE.
@@ -90,11 +89,7 @@ pub(super) unsafe extern "C" fn evd_create(
         };
         let id = evd.id();
         let o = handles::insert(ia.ia.provider(), Kind::Evd, ia.ia.clone(), |_| {
-            Body::Evd(EvdObj {
-                evd,
-                flags,
-                is_async: false,
-            })
+            Body::Evd(EvdObj { evd, flags })
         });
         lock(&ia.ia.evds).insert(id, o.handle);
         put(out, 5, o.handle as d::DAT_EVD_HANDLE)
@@ -281,12 +276,7 @@ pub(super) unsafe extern "C" fn evd_free(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETUR
     guard(|| {
         let o = handles::get(evd, Kind::Evd)?;
         let e = evd_of(&o)?;
-        if e.is_async {
-            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_ASYNC));
-        }
-        if Arc::strong_count(&e.evd.inner) > 1 {
-            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_IN_USE));
-        }
+        e.evd.can_free().map_err(|e| map(&e, 0))?;
         // The Rust EVD detaches from its CNO when it goes.
         lock(&o.ia.evds).remove(&e.evd.id());
         handles::remove(o.handle);
@@ -294,9 +284,11 @@ pub(super) unsafe extern "C" fn evd_free(evd: d::DAT_EVD_HANDLE) -> d::DAT_RETUR
     })
 }
 
+/// dat_cno_create: the OS wait proxy agent is not kept, as no proxy runs here (dat_cno_query
+/// reports DAT_PROXY_TYPE_NONE).
 pub(super) unsafe extern "C" fn cno_create(
     ia: d::DAT_IA_HANDLE,
-    agent: d::DAT_OS_WAIT_PROXY_AGENT,
+    _agent: d::DAT_OS_WAIT_PROXY_AGENT,
     out: *mut d::DAT_CNO_HANDLE,
 ) -> d::DAT_RETURN {
     guard(|| {
@@ -308,10 +300,7 @@ pub(super) unsafe extern "C" fn cno_create(
         };
         let id = cno.id();
         let o = handles::insert(ia.ia.provider(), Kind::Cno, ia.ia.clone(), |_| {
-            Body::Cno(CnoObj {
-                cno,
-                agent: AtomicU64::new(agent.proxy_agent_func.map_or(0, |f| f as usize as u64)),
-            })
+            Body::Cno(CnoObj { cno })
         });
         lock(&ia.ia.cnos).insert(id, o.handle);
         put(out, 3, o.handle as d::DAT_CNO_HANDLE)
@@ -332,17 +321,14 @@ pub(super) unsafe extern "C" fn cno_fd_create(
     })
 }
 
+/// dat_cno_modify_agent: accepted and not kept (see `cno_create`).
 pub(super) unsafe extern "C" fn cno_modify_agent(
     cno: d::DAT_CNO_HANDLE,
-    agent: d::DAT_OS_WAIT_PROXY_AGENT,
+    _agent: d::DAT_OS_WAIT_PROXY_AGENT,
 ) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(cno, Kind::Cno)?;
-        cno_of(&o)?.agent.store(
-            agent.proxy_agent_func.map_or(0, |f| f as usize as u64),
-            Ordering::Relaxed,
-        );
-        Ok(())
+        cno_of(&o).map(|_| ())
     })
 }
 
@@ -365,9 +351,7 @@ pub(super) unsafe extern "C" fn cno_free(cno: d::DAT_CNO_HANDLE) -> d::DAT_RETUR
     guard(|| {
         let o = handles::get(cno, Kind::Cno)?;
         let c = cno_of(&o)?;
-        if c.cno.query().attached > 0 {
-            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_CNO_IN_USE));
-        }
+        c.cno.can_free().map_err(|e| map(&e, 0))?;
         lock(&o.ia.cnos).remove(&c.cno.id());
         handles::remove(o.handle);
         Ok(())
@@ -396,5 +380,6 @@ pub(super) unsafe extern "C" fn cno_trigger(
     cno: d::DAT_CNO_HANDLE,
     evd: *mut d::DAT_EVD_HANDLE,
 ) -> d::DAT_RETURN {
-    cno_wait(cno, 0, evd)
+    // SAFETY: the caller's out-pointer, passed on under the same contract.
+    unsafe { cno_wait(cno, 0, evd) }
 }

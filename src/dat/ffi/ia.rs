@@ -15,7 +15,6 @@ use std::sync::Arc;
 /// what creation enforces.
 pub(crate) const MAX_IOV: i32 = crate::transport::types::MAX_SGE as i32;
 pub(crate) const MAX_EVD_QLEN: i32 = ia_attr::MAX_EVD_QLEN as i32;
-pub(crate) const MAX_PRIVATE_DATA: i32 = 92;
 
 fn name_of(name: *const c_char) -> Result<String, u32> {
     if name.is_null() {
@@ -85,7 +84,6 @@ pub(super) fn register(
         Body::Evd(EvdObj {
             evd: async_evd_obj,
             flags: d::DAT_EVD_ASYNC_FLAG,
-            is_async: true,
         })
     });
     lock(&state.evds).insert(async_id, evd.handle);
@@ -243,7 +241,7 @@ pub(super) unsafe extern "C" fn ia_query(
             p.completion_flags_supported =
                 d::DAT_COMPLETION_DEFAULT_FLAG | d::DAT_COMPLETION_SUPPRESS_FLAG;
             p.is_thread_safe = d::DAT_FALSE;
-            p.max_private_data_size = MAX_PRIVATE_DATA;
+            p.max_private_data_size = ia_attr::MAX_PRIVATE_DATA_SIZE as i32;
             p.supports_multipath = d::DAT_FALSE;
             // Consumer-created EPs, and provider-created ones for PSPs asking for them.
             p.ep_creator = d::DAT_PSP_CREATES_EP_IFASKED;

@@ -9,7 +9,6 @@ use super::state::lock;
 use crate::dat::{CompletionFlags, Lmr, LmrTriplet, MemPriv, Pz, Rmr};
 use crate::transport::memory::Access;
 use dat_sys as d;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(super) unsafe extern "C" fn pz_create(
@@ -52,9 +51,7 @@ pub(super) unsafe extern "C" fn pz_free(pz: d::DAT_PZ_HANDLE) -> d::DAT_RETURN {
         let Body::Pz(p) = &o.body else {
             return Err(Kind::Pz.invalid());
         };
-        if Arc::strong_count(&p.inner) > 1 {
-            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_PZ_IN_USE));
-        }
+        p.can_free().map_err(|e| map(&e, 0))?;
         handles::remove(o.handle);
         Ok(())
     })
@@ -200,19 +197,41 @@ pub(super) unsafe extern "C" fn lmr_free(lmr: d::DAT_LMR_HANDLE) -> d::DAT_RETUR
     })
 }
 
-/// dat_lmr_sync_rdma_read / _write: memory is coherent here (the cores write registered
-/// memory with ordinary stores), so a sync only validates its triplets.
-fn lmr_sync(ia: d::DAT_IA_HANDLE, iov: *const d::DAT_LMR_TRIPLET, n: d::DAT_VLEN) -> d::DAT_RETURN {
+/// dat_lmr_sync_rdma_read / _write over [`Lmr::sync_rdma_read`] / [`Lmr::sync_rdma_write`]
+/// (`sync`): the C layer only reads the `n` triplets; a NULL IOV is argument 2, a count that
+/// is no `DAT_COUNT` argument 3 (DAT 2.0 §6.5.5).
+fn lmr_sync(
+    ia: d::DAT_IA_HANDLE,
+    iov: *const d::DAT_LMR_TRIPLET,
+    n: d::DAT_VLEN,
+    sync: fn(&crate::dat::Ia, &[LmrTriplet]) -> Result<(), crate::dat::DatError>,
+) -> d::DAT_RETURN {
     guard(|| {
-        let _ = handles::get(ia, Kind::Ia)?;
+        let ia = handles::get(ia, Kind::Ia)?;
         if iov.is_null() {
             return Err(arg(2));
         }
-        if n == 0 || n > i32::MAX as u64 {
-            return Err(arg(3));
-        }
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        Ok(())
+        let n = usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= i32::MAX as usize)
+            .ok_or(arg(3))?;
+        let segments: Vec<LmrTriplet> = if n == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the consumer passes `n` triplets at the non-NULL `iov`
+            // (dat_lmr_sync_rdma_read(3DAT)); read now, by value.
+            unsafe { core::slice::from_raw_parts(iov, n) }
+                .iter()
+                .map(|t| LmrTriplet {
+                    lmr_context: t.lmr_context,
+                    virtual_address: t.virtual_address,
+                    segment_length: t.segment_length,
+                })
+                .collect()
+        };
+        let g = ia.ia.ia();
+        let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
+        sync(ia_ref, &segments).map_err(|e| map(&e, 0))
     })
 }
 
@@ -221,7 +240,7 @@ pub(super) unsafe extern "C" fn lmr_sync_rdma_read(
     iov: *const d::DAT_LMR_TRIPLET,
     n: d::DAT_VLEN,
 ) -> d::DAT_RETURN {
-    lmr_sync(ia, iov, n)
+    lmr_sync(ia, iov, n, Lmr::sync_rdma_read)
 }
 
 pub(super) unsafe extern "C" fn lmr_sync_rdma_write(
@@ -229,7 +248,7 @@ pub(super) unsafe extern "C" fn lmr_sync_rdma_write(
     iov: *const d::DAT_LMR_TRIPLET,
     n: d::DAT_VLEN,
 ) -> d::DAT_RETURN {
-    lmr_sync(ia, iov, n)
+    lmr_sync(ia, iov, n, Lmr::sync_rdma_write)
 }
 
 pub(super) unsafe extern "C" fn rmr_create(
@@ -263,7 +282,6 @@ fn create_rmr(
             Body::Rmr(RmrObj {
                 rmr: Mutex::new(Some(rmr)),
                 pz: pzo.handle,
-                lmr: AtomicUsize::new(0),
             })
         });
         put(out, 2, o.handle as d::DAT_RMR_HANDLE)
@@ -364,7 +382,6 @@ pub(super) unsafe extern "C" fn rmr_bind(
                 }
                 return Err(x.code());
             }
-            r.lmr.store(0, Ordering::Release);
             return Ok(());
         };
         let Body::Lmr(l) = &lo.body else {
@@ -401,7 +418,6 @@ pub(super) unsafe extern "C" fn rmr_bind(
                 return Err(x.code());
             }
         };
-        r.lmr.store(lo.handle, Ordering::Release);
         put(context, 9, rkey)
     })
 }

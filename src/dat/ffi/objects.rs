@@ -4,7 +4,6 @@
 use super::state::SockAddrIn;
 use crate::dat::{Cno, Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp, Srq};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Mutex;
 
 /// The body of a handle.
@@ -31,20 +30,15 @@ pub(crate) struct LmrObj {
 pub(crate) struct RmrObj {
     pub rmr: Mutex<Option<Rmr>>,
     pub pz: usize,
-    /// The LMR handle of the current binding (0 while unbound).
-    pub lmr: AtomicUsize,
 }
 
 pub(crate) struct EvdObj {
     pub evd: Evd,
     pub flags: u32,
-    pub is_async: bool,
 }
 
 pub(crate) struct CnoObj {
     pub cno: Cno,
-    /// The OS wait proxy agent (dat_cno_modify_agent); never called: no proxy runs here.
-    pub agent: AtomicU64,
 }
 
 /// What a completion's C event names that the Rust completion does not: the RMR handle of
@@ -60,8 +54,9 @@ pub(crate) struct EpObj {
     /// The handles of its parameters.
     pub view: Mutex<EpView>,
     pub srq: usize,
-    pub remote: Mutex<SockAddrIn>,
-    pub remote_port: AtomicU64,
+    /// What dat_ep_query's `remote_ia_address_ptr` points at: [`Ep::remote`] as a
+    /// `sockaddr_in`, written by each query (the pointer stays valid while the handle lives).
+    pub query_remote: Mutex<SockAddrIn>,
     /// Private data of the last connection event (the event points into it).
     pub pdata: Mutex<Vec<u8>>,
     /// The RMR handles of binds whose event is still to come, by cookie, in posting order.

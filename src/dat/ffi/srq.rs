@@ -1,6 +1,6 @@
 //! Shared receive queues (dat_srq_*).
 
-use super::codes::{arg, err, guard, map, nonnull, put};
+use super::codes::{arg, guard, map, nonnull, put};
 use super::handles::{self, Kind, Object};
 use super::ia::MAX_IOV;
 use super::objects::{Body, SrqObj};
@@ -69,9 +69,7 @@ pub(super) unsafe extern "C" fn srq_free(srq: d::DAT_SRQ_HANDLE) -> d::DAT_RETUR
     guard(|| {
         let o = handles::get(srq, Kind::Srq)?;
         let s = srq_of(&o)?;
-        if Arc::strong_count(&s.srq.inner) > 1 {
-            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_SRQ_IN_USE));
-        }
+        s.srq.can_free().map_err(|e| map(&e, 0))?;
         lock(&o.ia.srqs).remove(&s.srq.id());
         handles::remove(o.handle);
         Ok(())

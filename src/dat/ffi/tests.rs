@@ -1027,3 +1027,96 @@ fn a_psp_with_the_provider_flag_creates_the_ep_of_each_request() {
     }
     drop((sa.take(), sb.take()));
 }
+
+/// dat_lmr_sync_rdma_read / _write are the Rust `Lmr::sync_rdma_*`: a range inside a
+/// registered LMR syncs, one past its end or under another key is argument 2, no triplets
+/// argument 3 (DAT 2.0 §6.5.5).
+#[test]
+fn lmr_sync_checks_the_ranges_of_the_rust_lmr_through_the_c_table() {
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, state) = in_memory_ia(p);
+    let null = core::ptr::null_mut();
+    let mut buf = vec![0u8; 4096];
+    // SAFETY (all calls): this provider's entries with live handles and pointers to local
+    // storage (the LMR's buffer outlives the IA).
+    unsafe {
+        let mut pz = null;
+        ok(p.pz_create_func.unwrap()(ia, &mut pz));
+        let (mut lmr, mut lkey, mut rkey, mut size, mut addr) = (null, 0, 0, 0, 0);
+        ok(p.lmr_create_func.unwrap()(
+            ia,
+            d::DAT_MEM_TYPE_VIRTUAL,
+            d::DAT_REGION_DESCRIPTION {
+                for_va: buf.as_mut_ptr() as _,
+            },
+            buf.len() as u64,
+            pz,
+            d::DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
+            d::DAT_VA_TYPE_VA,
+            &mut lmr,
+            &mut lkey,
+            &mut rkey,
+            &mut size,
+            &mut addr,
+        ));
+        let t = |off: u64, len: u32, key: u32| d::DAT_LMR_TRIPLET {
+            lmr_context: key,
+            virtual_address: addr + off,
+            segment_length: len,
+        };
+        for sync in [
+            p.lmr_sync_rdma_read_func.unwrap(),
+            p.lmr_sync_rdma_write_func.unwrap(),
+        ] {
+            let good = [t(0, 4096, lkey), t(100, 8, lkey)];
+            ok(sync(ia, good.as_ptr(), 2));
+            let past_end = [t(0, 8, lkey), t(4000, 97, lkey)];
+            assert_eq!(sync(ia, past_end.as_ptr(), 2), arg(2));
+            let other_key = [t(0, 8, lkey.wrapping_add(0x0010_0000))];
+            assert_eq!(sync(ia, other_key.as_ptr(), 1), arg(2));
+            assert_eq!(sync(ia, good.as_ptr(), 0), arg(3));
+            assert_eq!(sync(ia, core::ptr::null(), 1), arg(2));
+        }
+        ok(p.lmr_free_func.unwrap()(lmr));
+    }
+    drop(state.take());
+}
+
+/// dat_psp_create_any is the Rust `Psp::create_any`: a qualifier of `Psp::ANY_RANGE`, a new one
+/// each time (not the lowest free one again), what dat_psp_query reports; both PSP flags of
+/// dat_psp_create(3DAT) are taken, others are argument 4.
+#[test]
+fn psp_create_any_is_the_rust_psps_choice_through_the_c_table() {
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, state) = in_memory_ia(p);
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let mut cr_evd = null;
+        ok(p.evd_create_func.unwrap()(
+            ia,
+            16,
+            null,
+            d::DAT_EVD_CR_FLAG,
+            &mut cr_evd,
+        ));
+        let any = p.psp_create_any_func.unwrap();
+        let range = crate::dat::Psp::ANY_RANGE;
+        let mut quals = Vec::new();
+        for flags in [d::DAT_PSP_CONSUMER_FLAG, d::DAT_PSP_PROVIDER_FLAG] {
+            let (mut qual, mut psp) = (0u64, null);
+            ok(any(ia, &mut qual, cr_evd, flags, &mut psp));
+            assert!(range.contains(&(qual as u16)) && qual <= 0xffff, "{qual}");
+            let mut q = d::DAT_PSP_PARAM::default();
+            ok(p.psp_query_func.unwrap()(psp, 0, &mut q));
+            assert_eq!((q.conn_qual, q.psp_flags), (qual, flags));
+            // Freed, its qualifier is free again; the next choice is another one.
+            ok(p.psp_free_func.unwrap()(psp));
+            quals.push(qual);
+        }
+        assert_ne!(quals[0], quals[1]);
+        let (mut qual, mut psp) = (0u64, null);
+        assert_eq!(any(ia, &mut qual, cr_evd, 7, &mut psp), arg(4));
+    }
+    drop(state.take());
+}

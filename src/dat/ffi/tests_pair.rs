@@ -1280,3 +1280,483 @@ fn completion_flags_of_extension_ops_and_binds_through_the_c_table() {
         );
     }
 }
+
+/// Two EPs of IA A connected over loopback (A's side `a` active, `b` passive through a PSP on
+/// QUAL); returns the sides and the PSP.
+///
+/// # Safety
+/// `t`'s provider entries are called with live handles.
+unsafe fn connected_over_loopback(t: &Ias) -> (Side, Side, d::DAT_PSP_HANDLE) {
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let (a, b) = (side(p, t.a.0), side(p, t.a.0));
+        let mut psp = null;
+        ok(p.psp_create_func.unwrap()(
+            t.a.0,
+            QUAL,
+            b.cr,
+            d::DAT_PSP_CONSUMER_FLAG,
+            &mut psp,
+        ));
+        let own = SockAddrIn::new(IP_A);
+        ok(p.ep_connect_func.unwrap()(
+            a.ep,
+            own.as_dat(),
+            QUAL,
+            d::DAT_TIMEOUT::MAX,
+            0,
+            null,
+            d::DAT_QOS_BEST_EFFORT,
+            d::DAT_CONNECT_DEFAULT_FLAG,
+        ));
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+        ok(p.cr_accept_func.unwrap()(cr, b.ep, 0, null));
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_ESTABLISHED
+            );
+        }
+        (a, b, psp)
+    }
+}
+
+/// dat_ep_disconnect(3DAT): DAT_CLOSE_GRACEFUL_FLAG lets the requests in flight complete
+/// before the connection goes (`Ep::disconnect_graceful`); a flag value that is neither
+/// graceful nor abrupt is argument 2.
+#[test]
+fn a_graceful_disconnect_completes_the_requests_in_flight_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    // SAFETY (all calls): this provider's entries with live handles and local storage; the
+    // LMR buffers stay alive (owned by the sides) while registered.
+    unsafe {
+        let (mut a, b, psp) = connected_over_loopback(&t);
+        let disconnect = p.ep_disconnect_func.unwrap();
+        assert_eq!(disconnect(a.ep, 2), arg(2));
+        assert_eq!(state_of(p, a.ep), d::DAT_EP_STATE_CONNECTED);
+        a.buf[..8].copy_from_slice(b"graceful");
+        let mut tx = a.triplet(0, 8);
+        ok(p.ep_post_rdma_write_func.unwrap()(
+            a.ep,
+            1,
+            &mut tx,
+            cookie(7),
+            &rmr_triplet(b.rkey, b.addr + 64, 8),
+            0,
+        ));
+        // Nothing drove the IA since the post: the write is still outstanding.
+        ok(disconnect(a.ep, d::DAT_CLOSE_GRACEFUL_FLAG));
+        let mut idle = d::DAT_FALSE;
+        let mut state = 0;
+        ok(p.ep_get_status_func.unwrap()(
+            a.ep,
+            &mut state,
+            core::ptr::null_mut(),
+            &mut idle,
+        ));
+        assert_eq!(
+            idle,
+            d::DAT_TRUE,
+            "the write completed before the disconnect"
+        );
+        let done = dto_of(&t.next(a.dto));
+        assert_eq!(
+            (done.user_cookie.as_64, done.status),
+            (7, d::DAT_DTO_SUCCESS)
+        );
+        assert_eq!(&b.buf[64..72], b"graceful");
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_DISCONNECTED
+            );
+        }
+        ok(p.psp_free_func.unwrap()(psp));
+    }
+}
+
+/// dat_ep_dup_connect(3DAT) is the Rust `Ep::dup_connect_with_timeout`: a `dup_ep` that never
+/// connected has no remote end to copy (argument 2); one still connecting has, and the new EP
+/// connects to the same address and qualifier.
+#[test]
+fn dup_connect_copies_the_remote_end_the_rust_ep_knows_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let a = side(p, t.a.0);
+        let mut ep2 = null;
+        ok(p.ep_create_func.unwrap()(
+            t.a.0,
+            a.pz,
+            a.dto,
+            a.dto,
+            a.conn,
+            core::ptr::null(),
+            &mut ep2,
+        ));
+        let dup = p.ep_dup_connect_func.unwrap();
+        let inf = d::DAT_TIMEOUT::MAX;
+        assert_eq!(
+            dup(ep2, a.ep, inf, 0, null, d::DAT_QOS_BEST_EFFORT),
+            arg(2),
+            "a.ep never connected"
+        );
+        assert_eq!(state_of(p, ep2), d::DAT_EP_STATE_UNCONNECTED);
+        let peer = SockAddrIn::new(IP_B);
+        ok(p.ep_connect_func.unwrap()(
+            a.ep,
+            peer.as_dat(),
+            QUAL,
+            inf,
+            0,
+            null,
+            d::DAT_QOS_BEST_EFFORT,
+            d::DAT_CONNECT_DEFAULT_FLAG,
+        ));
+        assert_eq!(state_of(p, a.ep), d::DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+        ok(dup(ep2, a.ep, inf, 0, null, d::DAT_QOS_BEST_EFFORT));
+        assert_eq!(state_of(p, ep2), d::DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+        let mut q = d::DAT_EP_PARAM::default();
+        ok(p.ep_query_func.unwrap()(ep2, 0, &mut q));
+        let remote = (q.remote_ia_address_ptr as *const SockAddrIn).read_unaligned();
+        assert_eq!((remote, q.remote_port_qual), (peer, QUAL));
+    }
+}
+
+/// dat_cr_accept(3DAT): with DAT_HANDLE_NULL the EP is the one the request names
+/// (`Cr::accept_reserved`), and a consumer PSP's request names none (argument 2); a refused
+/// accept leaves the request pending ("without any effect on ... Pending Connection
+/// Request"), so it can still be accepted on a suitable EP.
+#[test]
+fn a_refused_accept_leaves_the_request_pending_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
+        let mut psp = null;
+        ok(p.psp_create_func.unwrap()(
+            t.b.0,
+            QUAL,
+            b.cr,
+            d::DAT_PSP_CONSUMER_FLAG,
+            &mut psp,
+        ));
+        let peer = SockAddrIn::new(IP_B);
+        ok(p.ep_connect_func.unwrap()(
+            a.ep,
+            peer.as_dat(),
+            QUAL,
+            d::DAT_TIMEOUT::MAX,
+            0,
+            null,
+            d::DAT_QOS_BEST_EFFORT,
+            d::DAT_CONNECT_DEFAULT_FLAG,
+        ));
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+        let accept = p.cr_accept_func.unwrap();
+        let mut param = d::DAT_CR_PARAM::default();
+        assert_eq!(
+            accept(cr, null, 0, null),
+            arg(2),
+            "a PSP's request names no EP"
+        );
+        ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
+        assert_eq!(
+            accept(cr, a.ep, 0, null),
+            err(d::DAT_INVALID_HANDLE, 0),
+            "an EP of another IA"
+        );
+        ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
+        ok(accept(cr, b.ep, 0, null));
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_ESTABLISHED
+            );
+        }
+        assert_eq!(
+            p.cr_query_func.unwrap()(cr, 0, &mut param),
+            err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_CR)
+        );
+        ok(p.psp_free_func.unwrap()(psp));
+    }
+}
+
+/// The remote address and qualifier (`remote_ia_address_ptr`) of an EP's query.
+///
+/// # Safety
+/// `ep` is a live EP handle of `p`.
+unsafe fn remote_of(p: &d::DAT_PROVIDER, ep: d::DAT_EP_HANDLE) -> (SockAddrIn, u64) {
+    let mut q = d::DAT_EP_PARAM::default();
+    // SAFETY: as the caller promises, with local storage; the address is read while the EP
+    // handle lives.
+    unsafe {
+        ok(p.ep_query_func.unwrap()(ep, 0, &mut q));
+        (
+            (q.remote_ia_address_ptr as *const SockAddrIn).read_unaligned(),
+            q.remote_port_qual,
+        )
+    }
+}
+
+/// dat_ep_query(3DAT) reports the remote end the Rust EP knows (`Ep::remote`): the requester's
+/// address from PASSIVE_CONNECTION_PENDING on, the peer's address and qualifier on the active
+/// side, and none again once dat_ep_reset made the EP UNCONNECTED.
+#[test]
+fn ep_query_reports_the_remote_end_of_the_rust_ep_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
+        let none = (SockAddrIn::default(), 0);
+        assert_eq!(remote_of(p, b.ep), none);
+        let mut rsp = null;
+        ok(p.rsp_create_func.unwrap()(
+            t.b.0, QUAL, b.ep, b.cr, &mut rsp,
+        ));
+        let peer = SockAddrIn::new(IP_B);
+        ok(p.ep_connect_func.unwrap()(
+            a.ep,
+            peer.as_dat(),
+            QUAL,
+            d::DAT_TIMEOUT::MAX,
+            0,
+            null,
+            d::DAT_QOS_BEST_EFFORT,
+            d::DAT_CONNECT_DEFAULT_FLAG,
+        ));
+        assert_eq!(remote_of(p, a.ep), (peer, QUAL));
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        assert_eq!(
+            state_of(p, b.ep),
+            d::DAT_EP_STATE_PASSIVE_CONNECTION_PENDING
+        );
+        let requester = SockAddrIn::new(IP_A);
+        assert_eq!(remote_of(p, b.ep).0, requester);
+        ok(p.cr_accept_func.unwrap()(
+            ev.event_data.cr_arrival_event_data.cr_handle,
+            null,
+            0,
+            null,
+        ));
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_ESTABLISHED
+            );
+        }
+        assert_eq!(remote_of(p, b.ep).0, requester);
+        assert_eq!(remote_of(p, a.ep), (peer, QUAL));
+        ok(p.ep_disconnect_func.unwrap()(
+            a.ep,
+            d::DAT_CLOSE_ABRUPT_FLAG,
+        ));
+        for evd in [a.conn, b.conn] {
+            assert_eq!(
+                t.next(evd).event_number,
+                d::DAT_CONNECTION_EVENT_DISCONNECTED
+            );
+        }
+        ok(p.ep_reset_func.unwrap()(a.ep));
+        assert_eq!(state_of(p, a.ep), d::DAT_EP_STATE_UNCONNECTED);
+        assert_eq!(remote_of(p, a.ep), none, "no remote end after the reset");
+        ok(p.rsp_free_func.unwrap()(rsp));
+    }
+}
+
+/// dat_pz_free, dat_evd_free, dat_srq_free and dat_cno_free are refused by the Rust `can_free`
+/// with the subtype of dat_error.h while objects use them (PZ/EVD/SRQ/CNO_IN_USE), the IA's
+/// async EVD always (EVD_ASYNC); each goes once its users are gone.
+#[test]
+fn frees_of_objects_in_use_are_refused_by_the_rust_objects_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    let state = |sub| err(d::DAT_INVALID_STATE, sub);
+    // SAFETY (all calls): this provider's entries with live handles and local storage; the
+    // LMR buffer stays alive (owned by the side) while registered.
+    unsafe {
+        let s = side(p, t.a.0);
+        assert_eq!(
+            p.evd_free_func.unwrap()(t.a.1),
+            state(d::DAT_INVALID_STATE_EVD_ASYNC)
+        );
+        let mut attr = d::DAT_SRQ_ATTR {
+            max_recv_dtos: 4,
+            max_recv_iov: 1,
+            low_watermark: 0,
+        };
+        let mut srq = null;
+        ok(p.srq_create_func.unwrap()(t.a.0, s.pz, &mut attr, &mut srq));
+        let mut ep = null;
+        ok(p.ep_create_with_srq_func.unwrap()(
+            t.a.0,
+            s.pz,
+            s.dto,
+            s.dto,
+            s.conn,
+            srq,
+            core::ptr::null(),
+            &mut ep,
+        ));
+        let mut cno = null;
+        ok(p.cno_create_func.unwrap()(
+            t.a.0,
+            d::DAT_OS_WAIT_PROXY_AGENT::default(),
+            &mut cno,
+        ));
+        ok(p.evd_modify_cno_func.unwrap()(s.cr, cno));
+        assert_eq!(
+            p.srq_free_func.unwrap()(srq),
+            state(d::DAT_INVALID_STATE_SRQ_IN_USE)
+        );
+        assert_eq!(
+            p.evd_free_func.unwrap()(s.conn),
+            state(d::DAT_INVALID_STATE_EVD_IN_USE)
+        );
+        assert_eq!(
+            p.cno_free_func.unwrap()(cno),
+            state(d::DAT_INVALID_STATE_CNO_IN_USE)
+        );
+        assert_eq!(
+            p.pz_free_func.unwrap()(s.pz),
+            state(d::DAT_INVALID_STATE_PZ_IN_USE)
+        );
+        ok(p.ep_free_func.unwrap()(ep));
+        ok(p.srq_free_func.unwrap()(srq));
+        ok(p.evd_modify_cno_func.unwrap()(s.cr, null));
+        ok(p.cno_free_func.unwrap()(cno));
+        ok(p.evd_free_func.unwrap()(s.cr));
+        // The side's EP (with its EVDs) and LMR still use the PZ.
+        assert_eq!(
+            p.pz_free_func.unwrap()(s.pz),
+            state(d::DAT_INVALID_STATE_PZ_IN_USE)
+        );
+        ok(p.ep_free_func.unwrap()(s.ep));
+        ok(p.lmr_free_func.unwrap()(s.lmr));
+        for evd in [s.dto, s.conn] {
+            ok(p.evd_free_func.unwrap()(evd));
+        }
+        ok(p.pz_free_func.unwrap()(s.pz));
+    }
+}
+
+/// Private data up to `ia_attr::MAX_PRIVATE_DATA_SIZE` (56: an IB CM REQ's 92 bytes less the
+/// 36-byte IP CM header, IBTA annex A11.6), what dat_ia_query reports, goes through
+/// dat_ep_connect, dat_ep_dup_connect, dat_cr_accept and dat_cr_reject; one byte more is
+/// DAT_INVALID_PARAMETER naming the call's `private_data_size` (a refused accept leaves the
+/// request pending).
+#[test]
+fn private_data_at_the_limit_passes_and_one_byte_more_is_refused_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    let limit = crate::dat::ia_attr::MAX_PRIVATE_DATA_SIZE as usize;
+    assert_eq!(limit, 56);
+    let data: Vec<u8> = (0..=limit as u8).collect();
+    let (at, over) = (limit as i32, limit as i32 + 1);
+    let pd = data.as_ptr() as d::DAT_PVOID;
+    // SAFETY (all calls): this provider's entries with live handles and local storage; `data`
+    // outlives every call that reads it.
+    unsafe {
+        let mut pr = d::DAT_PROVIDER_ATTR::default();
+        ok(p.ia_query_func.unwrap()(
+            t.a.0,
+            core::ptr::null_mut(),
+            0,
+            core::ptr::null_mut(),
+            u64::MAX,
+            &mut pr,
+        ));
+        assert_eq!(pr.max_private_data_size, at);
+        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
+        let mut ep2 = null;
+        ok(p.ep_create_func.unwrap()(
+            t.a.0,
+            a.pz,
+            a.dto,
+            a.dto,
+            a.conn,
+            core::ptr::null(),
+            &mut ep2,
+        ));
+        let mut psp = null;
+        ok(p.psp_create_func.unwrap()(
+            t.b.0,
+            QUAL,
+            b.cr,
+            d::DAT_PSP_CONSUMER_FLAG,
+            &mut psp,
+        ));
+        let peer = SockAddrIn::new(IP_B);
+        let connect = |ep, size| {
+            p.ep_connect_func.unwrap()(
+                ep,
+                peer.as_dat(),
+                QUAL,
+                d::DAT_TIMEOUT::MAX,
+                size,
+                pd,
+                d::DAT_QOS_BEST_EFFORT,
+                d::DAT_CONNECT_DEFAULT_FLAG,
+            )
+        };
+        assert_eq!(connect(a.ep, over), arg(5));
+        assert_eq!(state_of(p, a.ep), d::DAT_EP_STATE_UNCONNECTED);
+        ok(connect(a.ep, at));
+        let dup = p.ep_dup_connect_func.unwrap();
+        let inf = d::DAT_TIMEOUT::MAX;
+        assert_eq!(
+            dup(ep2, a.ep, inf, over, pd, d::DAT_QOS_BEST_EFFORT),
+            arg(4)
+        );
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+        let mut param = d::DAT_CR_PARAM::default();
+        ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
+        assert_eq!(param.private_data_size, at);
+        let accept = p.cr_accept_func.unwrap();
+        assert_eq!(accept(cr, b.ep, over, pd), arg(3));
+        ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
+        ok(accept(cr, b.ep, at, pd));
+        let ev = t.next(a.conn);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_EVENT_ESTABLISHED);
+        // The REP's private data field comes whole (IB CM carries no length): the accepted
+        // bytes first.
+        let got = ev.event_data.connect_event_data;
+        assert!(got.private_data_size >= at, "{}", got.private_data_size);
+        assert_eq!(
+            core::slice::from_raw_parts(got.private_data as *const u8, limit),
+            &data[..limit]
+        );
+        assert_eq!(
+            t.next(b.conn).event_number,
+            d::DAT_CONNECTION_EVENT_ESTABLISHED
+        );
+        // dat_cr_reject: one byte more is argument 2 (the request is rejected without it).
+        ok(connect(ep2, at));
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+        assert_eq!(p.cr_reject_func.unwrap()(cr, over, pd), arg(2));
+        let ev = t.next(a.conn);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_EVENT_PEER_REJECTED);
+        assert_eq!(ev.event_data.connect_event_data.ep_handle, ep2);
+        ok(p.psp_free_func.unwrap()(psp));
+    }
+}
