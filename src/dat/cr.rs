@@ -231,16 +231,29 @@ impl Cr {
         Ok(())
     }
 
+    /// Whether the request was answered (an accept or reject reached the CM).
+    pub(crate) fn is_answered(&self) -> bool {
+        self.answered
+    }
+
     /// dat_cr_reject: the requester gets PEER_REJECTED with `private_data`.
     /// A reserved EP returns to RESERVED. Private data over
-    /// [`MAX_PRIVATE_DATA_SIZE`](super::ia_attr::MAX_PRIVATE_DATA_SIZE) is argument 2 (the
-    /// request, dropped, is rejected without it).
-    pub fn reject(mut self, private_data: &[u8]) -> Result<(), DatError> {
-        super::ia_attr::check_private_data(private_data, 2)?;
+    /// [`MAX_PRIVATE_DATA_SIZE`](super::ia_attr::MAX_PRIVATE_DATA_SIZE) is argument 2, and the
+    /// request is given back still pending, as a refused accept's is.
+    pub fn reject(mut self, private_data: &[u8]) -> Result<(), Refused<Cr>> {
+        if let Err(error) = super::ia_attr::check_private_data(private_data, 2) {
+            return Err(Refused {
+                object: self,
+                error,
+            });
+        }
         self.answered = true;
-        self.ia.engine.reject(self.id, private_data.to_vec())?;
+        let sent = self.ia.engine.reject(self.id, private_data.to_vec());
         self.unreserve();
-        Ok(())
+        sent.map_err(|e| Refused {
+            object: self,
+            error: e.into(),
+        })
     }
 
     /// dat_cr_handoff (DAT 2.0): hands the request over to the PSP listening on `conn_qual` in

@@ -349,9 +349,19 @@ pub(super) unsafe extern "C" fn cr_reject(
         let o = handles::get(cr, Kind::Cr)?;
         let c = cr_of(&o)?;
         let data = super::ep::private_data(size, p, 2)?;
-        let taken = lock(&c.cr).take().ok_or(Kind::Cr.invalid())?;
+        let mut slot = lock(&c.cr);
+        let taken = slot.take().ok_or(Kind::Cr.invalid())?;
+        let r = match taken.reject(&data) {
+            Ok(()) => Ok(()),
+            Err(refused) if !refused.object.is_answered() => {
+                // Refused before anything was sent: the request stays pending.
+                *slot = Some(refused.object);
+                return Err(map(&refused.error, 0));
+            }
+            Err(refused) => Err(map(&refused.error, 0)),
+        };
+        drop(slot);
         handles::remove(o.handle);
-        let r = taken.reject(&data).map_err(|err| map(&err, 0));
         if r.is_ok() {
             o.ia.calls.cr_rejected.fetch_add(1, Ordering::Relaxed);
         }

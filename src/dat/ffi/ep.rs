@@ -692,7 +692,8 @@ pub(super) unsafe extern "C" fn ep_post_send_with_invalidate(
     rmr_context: d::DAT_RMR_CONTEXT,
 ) -> d::DAT_RETURN {
     if invalidate == d::DAT_FALSE {
-        return ep_post_send(ep, n, iov, cookie, flags);
+        // SAFETY: the caller's contract for this entry is ep_post_send's (the same arguments).
+        return unsafe { ep_post_send(ep, n, iov, cookie, flags) };
     }
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;

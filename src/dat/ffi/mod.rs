@@ -15,6 +15,8 @@
 //!   Handles may be anything: they are looked up in `handles`, never dereferenced.
 //! * The IB extensions (RDMA write with immediate, compare-and-swap, fetch-and-add) arrive
 //!   through dat-sys's C shim, which unpacks the `va_list` for `ext`.
+// Every unsafe call inside an entry point sits in its own block with its SAFETY comment.
+#![deny(unsafe_op_in_unsafe_fn)]
 
 mod cm;
 pub(crate) mod codes;

@@ -1658,8 +1658,8 @@ fn frees_of_objects_in_use_are_refused_by_the_rust_objects_through_the_c_table()
 /// Private data up to `ia_attr::MAX_PRIVATE_DATA_SIZE` (56: an IB CM REQ's 92 bytes less the
 /// 36-byte IP CM header, IBTA annex A11.6), what dat_ia_query reports, goes through
 /// dat_ep_connect, dat_ep_dup_connect, dat_cr_accept and dat_cr_reject; one byte more is
-/// DAT_INVALID_PARAMETER naming the call's `private_data_size` (a refused accept leaves the
-/// request pending).
+/// DAT_INVALID_PARAMETER naming the call's `private_data_size` (a refused accept or reject
+/// leaves the request pending).
 #[test]
 fn private_data_at_the_limit_passes_and_one_byte_more_is_refused_through_the_c_table() {
     let t = ias();
@@ -1748,12 +1748,19 @@ fn private_data_at_the_limit_passes_and_one_byte_more_is_refused_through_the_c_t
             t.next(b.conn).event_number,
             d::DAT_CONNECTION_EVENT_ESTABLISHED
         );
-        // dat_cr_reject: one byte more is argument 2 (the request is rejected without it).
+        // dat_cr_reject: one byte more is argument 2 and the request stays pending; a
+        // reject at the limit then answers it.
         ok(connect(ep2, at));
         let ev = t.next(b.cr);
         assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
         let cr = ev.event_data.cr_arrival_event_data.cr_handle;
         assert_eq!(p.cr_reject_func.unwrap()(cr, over, pd), arg(2));
+        ok(p.cr_reject_func.unwrap()(cr, at, pd));
+        assert_eq!(
+            p.cr_reject_func.unwrap()(cr, 0, core::ptr::null_mut()) & d::DAT_TYPE_MASK,
+            d::DAT_INVALID_HANDLE,
+            "the CR handle is gone once the request is answered"
+        );
         let ev = t.next(a.conn);
         assert_eq!(ev.event_number, d::DAT_CONNECTION_EVENT_PEER_REJECTED);
         assert_eq!(ev.event_data.connect_event_data.ep_handle, ep2);
