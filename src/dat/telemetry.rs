@@ -9,7 +9,7 @@
 //! | `/roce/net` | frames received and handed to RoCE; ARP sent, received, resolved, failed; every receive drop reason by name (`drops`); the frames the transport refused (`transport`: unknown QP, wrong origin, ...) |
 //! | `/roce/cm` | connections established (active, passive) and held; MADs sent and received by kind; malformed, unmatched, duplicate, retransmitted, refused and expired requests |
 //! | `/roce/qps` | the QPNs of the device's QPs |
-//! | `/roce/qp,<qpn>` | one QP (decimal or `0x` hex): state, peer, packets and payload bytes each way, retransmissions, timeouts, duplicates, ACKs, NAKs sent and received by kind, drops |
+//! | `/roce/qp,<qpn>` | one QP (decimal or `0x` hex): state, peer, packets and payload bytes each way, retransmissions, timeouts (tail probes among them), duplicates, ACKs, NAKs sent and received by kind, drops |
 //!
 //! Every answer is a dictionary with one entry per device open in the process, named after
 //! the DPDK device of its port (`net_af_packet0`, `net_memif0`, ...): the IAs opened on one
@@ -413,6 +413,7 @@ fn qp_dict(qpn: u32, shard: usize, v: &QpView) -> Dict {
             bytes_received,
             retransmits,
             timeouts,
+            tail_probes,
             duplicates,
             duplicate_responses,
             acks_sent,
@@ -498,6 +499,7 @@ mod tests {
             "bytes_received",
             "retransmits",
             "timeouts",
+            "tail_probes",
             "duplicates",
         ] {
             assert_eq!(d.get(k), Some(&Value::U64(0)), "{k}");

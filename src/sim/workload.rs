@@ -632,6 +632,7 @@ fn stats_delta(a1: &QpStats, a0: &QpStats, b1: &QpStats, b0: &QpStats) -> QpStat
         remote_op_naks_sent,
         remote_op_naks_received,
         timeouts,
+        tail_probes,
         dropped
     )
 }

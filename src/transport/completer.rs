@@ -373,14 +373,31 @@ impl Qp {
         self.req.rnr_wait = false;
     }
 
-    /// The retransmission timer (`rto.rs`; IBTA vol. 1 §9.7.6.1.2): resend from the oldest
-    /// unacknowledged PSN. A retry of the budget is spent per negotiated local ACK timeout
+    /// The retransmission timer (`rto.rs`; IBTA vol. 1 §9.7.6.1.2): first the tail probe, then
+    /// resend from the oldest unacknowledged PSN. A retry of the budget is spent per negotiated local ACK timeout
     /// without progress, so `retry_cnt` keeps its meaning.
     pub(super) fn on_ack_timeout(&mut self, now: Instant) {
         if !self.is_sending() || !self.req.una.before(self.req.sent_hw) {
             return;
         }
         self.stats.timeouts += 1;
+        if self.req.rto.probe_due() && self.req.rewind_to_last_sent() {
+            // The tail probe (rto.rs): the last packet again, no retry spent, no back-off. The
+            // window shrinks as for any timeout (the silence may be a full queue), and the full
+            // timer runs from now, whether or not the window lets the probe out.
+            self.stats.tail_probes += 1;
+            self.req.rto.on_probe();
+            let inflight = self.req.inflight();
+            self.req.window.on_timeout(inflight);
+            if let Some(d) = self
+                .req
+                .rto
+                .timeout(ack_timeout_duration(self.attr.timeout))
+            {
+                self.timers.set(Timer::Ack, now + d);
+            }
+            return;
+        }
         self.req.rto.on_timeout();
         if self
             .req

@@ -66,6 +66,8 @@ pub struct QpStats {
     pub remote_op_naks_received: u64,
     /// Local ACK timeouts that fired with requests outstanding.
     pub timeouts: u64,
+    /// Of those, tail probes: the last packet sent again (`rto.rs`).
+    pub tail_probes: u64,
     /// Packets dropped silently (P_Key, malformed, unexpected, out of sequence after the NAK).
     pub dropped: u64,
 }

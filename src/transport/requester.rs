@@ -178,6 +178,26 @@ impl ReqState {
         self.retry_psn = None;
     }
 
+    /// A tail probe (`rto.rs`): moves the cursor back to the last packet sent when that is a
+    /// SEND or RDMA WRITE packet and nothing before it waits to be sent again (no go-back-N
+    /// under way); false, and nothing moved, otherwise.
+    pub fn rewind_to_last_sent(&mut self) -> bool {
+        let last = self.sent_hw.sub(1);
+        let at_end = match self.sq.get(self.cur) {
+            None => true,
+            Some(w) => !w.started || w.first_psn.add(self.cur_pkt) == self.sent_hw,
+        };
+        let holder = self
+            .sq
+            .iter()
+            .take_while(|w| w.started)
+            .find(|w| last.distance_from(w.first_psn) < w.npsn);
+        match holder {
+            Some(w) if at_end && !is_rd_atomic(&w.op) => self.rewind(last),
+            _ => false,
+        }
+    }
+
     /// Moves the cursor back to `psn` (go-back-N). False when no started WQE holds it.
     pub fn rewind(&mut self, psn: Psn) -> bool {
         self.rto.on_rewind();

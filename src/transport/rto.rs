@@ -5,6 +5,13 @@
 //! rule: no sample from a retransmitted packet), never below [`RTO_FLOOR`] nor above the
 //! negotiated timeout, and doubles on each timeout without progress.
 //!
+//! A lost tail is probed early: the first time the timer goes off after progress it waits only
+//! [`probe_wait`](Rto::timeout) (twice the smoothed round trip, at least [`PROBE_FLOOR`]) and
+//! the requester sends its last packet again, nothing before it ([`Rto::probe_due`]): if that
+//! was the packet lost, the responder takes it; if an earlier one was, the responder's NAK names
+//! it; if only the ACK was, the duplicate draws a new one. A scheduling stall costs one
+//! duplicate packet. Later timeouts use the full timer below.
+//!
 //! The negotiated timeout keeps its meaning for failure: a retry of `retry_cnt` is spent only
 //! when a whole negotiated timeout passed without progress ([`Rto::spend_retry`]); the earlier
 //! probes are free. A peer that stalls for longer than the adaptive timer, but less than the
@@ -17,6 +24,9 @@ use core::time::Duration;
 /// The shortest retransmission timeout (a VM's scheduling hiccups are longer than a LAN's
 /// round trip).
 pub const RTO_FLOOR: Duration = Duration::from_millis(2);
+/// The shortest wait before a tail probe: one duplicate packet is all a stall longer than
+/// this costs.
+pub const PROBE_FLOOR: Duration = Duration::from_micros(200);
 /// Doublings of the timer after repeated timeouts, at most.
 const MAX_BACKOFF: u32 = 16;
 
@@ -31,6 +41,8 @@ pub(crate) struct Rto {
     backoff: u32,
     /// The last progress (or the start of sending after none was outstanding).
     progress_at: Option<Instant>,
+    /// The tail probe of this flight went out (cleared by progress).
+    probed: bool,
 }
 
 impl Rto {
@@ -53,7 +65,21 @@ impl Rto {
             }
         }
         self.backoff = 0;
+        self.probed = false;
         self.progress_at = (!idle).then_some(now);
+    }
+
+    /// Whether the timer that goes off now is the tail probe: the first since progress, with a
+    /// round trip measured.
+    pub fn probe_due(&self) -> bool {
+        self.srtt.is_some() && self.backoff == 0 && !self.probed
+    }
+
+    /// The tail probe goes out (no sample from it, no back-off); the next wait is the full
+    /// timer.
+    pub fn on_probe(&mut self) {
+        self.timing = None;
+        self.probed = true;
     }
 
     fn sample(&mut self, r: Duration) {
@@ -90,7 +116,11 @@ impl Rto {
             Some(s) => (s + self.rttvar * 4).max(RTO_FLOOR),
             None => ceiling,
         };
-        Some(base.saturating_mul(1 << self.backoff).min(ceiling))
+        let full = base.saturating_mul(1 << self.backoff).min(ceiling);
+        Some(match self.srtt {
+            Some(s) if self.probe_due() => (s * 2).max(PROBE_FLOOR).min(full),
+            _ => full,
+        })
     }
 
     /// At a timeout at `now`: whether a retry of the budget is spent (a whole `negotiated`
@@ -137,14 +167,43 @@ mod tests {
             r.on_progress(Psn::new(k + 1), at(u64::from(k) * 1000 + 40), true);
         }
         assert_eq!(r.srtt(), Some(Duration::from_micros(40)));
+        assert!(r.probe_due());
+        assert_eq!(
+            r.timeout(ceiling),
+            Some(PROBE_FLOOR),
+            "first the tail probe, at its floor"
+        );
+        r.on_probe();
+        assert!(!r.probe_due(), "one probe per flight");
         assert_eq!(r.timeout(ceiling), Some(RTO_FLOOR), "40 us: the floor");
         r.on_timeout();
+        assert!(!r.probe_due());
         assert_eq!(r.timeout(ceiling), Some(RTO_FLOOR * 2));
         for _ in 0..20 {
             r.on_timeout();
         }
         assert_eq!(r.timeout(ceiling), ceiling, "never past the negotiated one");
         assert_eq!(r.timeout(None), None, "infinite stays infinite");
+    }
+
+    #[test]
+    fn the_probe_waits_two_round_trips_and_comes_back_after_progress() {
+        let ceiling = Some(Duration::from_millis(2100));
+        let mut r = Rto::default();
+        assert!(!r.probe_due(), "no round trip measured: no probe");
+        r.on_new_packet(Psn::new(1), at(0));
+        r.on_progress(Psn::new(1), at(300), false);
+        assert_eq!(r.srtt(), Some(Duration::from_micros(300)));
+        assert_eq!(r.timeout(ceiling), Some(Duration::from_micros(600)));
+        r.on_probe();
+        assert_eq!(r.timeout(ceiling), Some(RTO_FLOOR));
+        r.on_progress(Psn::new(2), at(5_000), false);
+        assert!(r.probe_due(), "progress arms the next probe");
+        assert_eq!(
+            r.timeout(Some(Duration::from_micros(400))),
+            Some(Duration::from_micros(400)),
+            "never past the negotiated timeout"
+        );
     }
 
     #[test]

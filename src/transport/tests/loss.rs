@@ -487,9 +487,9 @@ fn solicited_bit_only_on_last_packet() {
     assert_eq!(p.s[B].qp.stats().acks_sent, 1);
 }
 
-/// A lost lone WRITE (its only packet, nothing after it to reveal the gap) is resent after
-/// the adaptive timer (the round trip's, at least `RTO_FLOOR`), not after the negotiated
-/// local ACK timeout of 2.1 s; and the retry budget is not spent by the early resend.
+/// A lost lone WRITE (its only packet, nothing after it to reveal the gap) is resent by the
+/// tail probe (two round trips, at least `PROBE_FLOOR`), not after the negotiated local ACK
+/// timeout of 2.1 s; and the retry budget is not spent by the early resend.
 #[test]
 fn a_lost_lone_write_is_resent_after_the_round_trip_not_the_negotiated_timeout() {
     let mut p = Pair::with(|_, a| a.timeout = 19, 100, 500);
@@ -522,10 +522,10 @@ fn a_lost_lone_write_is_resent_after_the_round_trip_not_the_negotiated_timeout()
         vec![(2, WcStatus::Success)]
     );
     assert!(
-        done >= crate::transport::rto::RTO_FLOOR && done < std::time::Duration::from_millis(10),
+        done >= crate::transport::rto::PROBE_FLOOR && done < crate::transport::rto::RTO_FLOOR,
         "resent after {done:?}"
     );
     let st = p.s[A].qp.stats();
-    assert_eq!((st.timeouts, st.retransmits), (1, 1));
+    assert_eq!((st.timeouts, st.tail_probes, st.retransmits), (1, 1, 1));
     assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
 }
