@@ -9,17 +9,15 @@
 
 mod dpdk_common;
 
-use dpdk_common::{
-    assert_no_runtime_dirs, fanout_retry_wait, output_text, profile_copy, Veth, FANOUT_COLLISION,
-};
+use dpdk_common::soak::{run_soak_client, SoakServer};
+use dpdk_common::{assert_no_runtime_dirs, output_text, profile_copy, Veth};
 use dpdk_roce::dpdk::hugepage_files;
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const SOAK: &str = env!("CARGO_BIN_EXE_roce-soak");
 const TOOL: &str = env!("CARGO_BIN_EXE_roce-tool");
 const DUMPCAP: &str = "/usr/bin/dpdk-dumpcap";
 /// Frames dumpcap captures before it stops (`-c`).
@@ -46,115 +44,6 @@ impl Drop for Proc {
             let _ = self.0.wait();
         }
     }
-}
-
-/// The held server. When the test fails before it stops it, it is killed on drop, and what a
-/// killed multi-process EAL leaves behind (runtime directory, hugepage files) is removed.
-struct Server {
-    child: Child,
-    lines: std::io::Lines<BufReader<ChildStdout>>,
-    seen: String,
-}
-
-impl Server {
-    fn prefix(&self) -> String {
-        format!("{TAG}-af_packet-a-{}", self.child.id())
-    }
-
-    /// Reads stdout lines until one starts with `word`; false when stdout ends first.
-    fn wait_line(&mut self, word: &str) -> bool {
-        for l in self.lines.by_ref() {
-            let Ok(l) = l else { return false };
-            self.seen.push_str(&l);
-            self.seen.push('\n');
-            if l.starts_with(word) {
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Its stderr after it ended (or was killed now).
-    fn stderr(&mut self) -> String {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        err
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let prefix = self.prefix();
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-            let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
-            for f in hugepage_files(&prefix) {
-                let _ = std::fs::remove_file(f);
-            }
-        }
-    }
-}
-
-/// Starts the server (a new process after a PACKET_FANOUT collision) and waits for `READY`.
-fn start_server(profile: &Path) -> Server {
-    for _ in 0..6 {
-        let mut child = Command::new(SOAK)
-            .arg("--profile")
-            .arg(profile)
-            .args(["--server", "--hold", "--timeout-ms", "60000"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start roce-soak --server");
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut s = Server {
-            child,
-            lines,
-            seen: String::new(),
-        };
-        if s.wait_line("READY") {
-            return s;
-        }
-        let err = s.stderr();
-        assert!(
-            err.contains(FANOUT_COLLISION),
-            "the server did not start:\n{}{err}",
-            s.seen
-        );
-        fanout_retry_wait();
-    }
-    panic!("the server collided with another PACKET_FANOUT group six times");
-}
-
-/// Runs the client to its end (again after a PACKET_FANOUT collision).
-fn run_client(profile: &Path) -> String {
-    for _ in 0..6 {
-        let out = Command::new(SOAK)
-            .arg("--profile")
-            .arg(profile)
-            .args(["--client", "--server-ip", "10.77.0.1", "-n", "2000"])
-            .args(["-q", "2", "-t", "8", "--max-size", "8192"])
-            .output()
-            .expect("start roce-soak --client");
-        let text = output_text(&out);
-        if out.status.success() {
-            return text;
-        }
-        assert!(
-            text.contains(FANOUT_COLLISION),
-            "the client failed:\n{text}"
-        );
-        fanout_retry_wait();
-    }
-    panic!("the client collided with another PACKET_FANOUT group six times");
 }
 
 /// Waits until `child` ends, at most `limit`.
@@ -198,7 +87,7 @@ fn dpdk_dumpcap_captures_the_port_of_a_multi_process_profile() {
     );
     let b = profile_copy(&dir.0, "af_packet-b", &[("rocev0b", end_b.as_str())], TAG);
 
-    let mut server = start_server(&a);
+    let mut server = SoakServer::start(&a, &format!("{TAG}-af_packet-a"));
     let prefix = server.prefix();
     let runtime = PathBuf::from("/var/run/dpdk").join(&prefix);
     assert!(
@@ -259,7 +148,10 @@ fn dpdk_dumpcap_captures_the_port_of_a_multi_process_profile() {
         panic!("dpdk-dumpcap did not start capturing:\n{said}{err}");
     }
 
-    let client = run_client(&b);
+    let client = run_soak_client(
+        &b,
+        &["-n", "2000", "-q", "2", "-t", "8", "--max-size", "8192"],
+    );
     assert!(client.contains("SOAK messages="), "{client}");
     let status = wait_exit(&mut dumpcap.0, Duration::from_secs(60));
     let mut err = String::new();

@@ -8,13 +8,14 @@
 
 mod dpdk_common;
 
+use dpdk_common::soak::{run_soak_client, SoakServer};
 use dpdk_common::{
     assert_no_runtime_dirs, fanout_retry_wait, output_text, profile_copy, Veth, FANOUT_COLLISION,
 };
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const SOAK: &str = env!("CARGO_BIN_EXE_roce-soak");
@@ -32,115 +33,6 @@ impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// The held server: killed on drop if the test failed before it stopped it.
-struct Server {
-    child: Child,
-    lines: std::io::Lines<BufReader<ChildStdout>>,
-    seen: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let pid = self.child.id();
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-            // A killed process leaves its runtime directory, like any DPDK program.
-            let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{TAG}-af_packet-a-{pid}"));
-        }
-    }
-}
-
-impl Server {
-    /// Reads stdout lines until one starts with `word`; false when stdout ends first.
-    fn wait_line(&mut self, word: &str) -> bool {
-        for l in self.lines.by_ref() {
-            let Ok(l) = l else { return false };
-            self.seen.push_str(&l);
-            self.seen.push('\n');
-            if l.starts_with(word) {
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Its stderr after it ended (or was killed now).
-    fn stderr(&mut self) -> String {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        err
-    }
-}
-
-/// Starts the server (a new process after a PACKET_FANOUT collision) and waits for `READY`.
-fn start_server(profile: &Path) -> Server {
-    for _ in 0..6 {
-        let mut child = Command::new(SOAK)
-            .arg("--profile")
-            .arg(profile)
-            .args(["--server", "--hold", "--timeout-ms", "60000"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start roce-soak --server");
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut s = Server {
-            child,
-            lines,
-            seen: String::new(),
-        };
-        if s.wait_line("READY") {
-            return s;
-        }
-        let err = s.stderr();
-        assert!(
-            err.contains(FANOUT_COLLISION),
-            "the server did not start:\n{}{err}",
-            s.seen
-        );
-        fanout_retry_wait();
-    }
-    panic!("the server collided with another PACKET_FANOUT group six times");
-}
-
-/// Runs the client to its end (again after a PACKET_FANOUT collision).
-fn run_client(profile: &Path) -> String {
-    for _ in 0..6 {
-        let out = Command::new(SOAK)
-            .arg("--profile")
-            .arg(profile)
-            .args(["--client", "--server-ip", "10.77.0.1", "-n", "3000"])
-            .args([
-                "-q",
-                &CONNECTIONS.to_string(),
-                "-t",
-                "8",
-                "--max-size",
-                "8192",
-            ])
-            .output()
-            .expect("start roce-soak --client");
-        let text = output_text(&out);
-        if out.status.success() {
-            return text;
-        }
-        assert!(
-            text.contains(FANOUT_COLLISION),
-            "the client failed:\n{text}"
-        );
-        fanout_retry_wait();
-    }
-    panic!("the client collided with another PACKET_FANOUT group six times");
 }
 
 /// `commands` answered by `dpdk-telemetry.py -f prefix` (fed on its standard input): each
@@ -218,15 +110,28 @@ fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
     let a = profile_copy(&dir.0, "af_packet-a", &[("rocev0a", end_a.as_str())], TAG);
     let b = profile_copy(&dir.0, "af_packet-b", &[("rocev0b", end_b.as_str())], TAG);
 
-    let mut server = start_server(&a);
-    let prefix = format!("{TAG}-af_packet-a-{}", server.child.id());
+    let mut server = SoakServer::start(&a, &format!("{TAG}-af_packet-a"));
+    let prefix = server.prefix();
     let runtime = PathBuf::from("/var/run/dpdk").join(&prefix);
     assert!(
         runtime.join("dpdk_telemetry.v2").exists(),
         "no telemetry socket in {} while the server runs",
         runtime.display()
     );
-    let client = run_client(&b);
+    let connections = CONNECTIONS.to_string();
+    let client = run_soak_client(
+        &b,
+        &[
+            "-n",
+            "3000",
+            "-q",
+            &connections,
+            "-t",
+            "8",
+            "--max-size",
+            "8192",
+        ],
+    );
     assert!(client.contains("SOAK messages="), "{client}");
     if !server.wait_line("HOLDING") {
         let err = server.stderr();

@@ -15,6 +15,8 @@
 
 #![allow(dead_code)]
 
+pub mod soak;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
