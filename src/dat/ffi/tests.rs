@@ -1120,3 +1120,67 @@ fn psp_create_any_is_the_rust_psps_choice_through_the_c_table() {
     }
     drop(state.take());
 }
+
+/// dat_cr_query(3DAT) reports the Rust CR's remote end: `remote_ia_address_ptr` is
+/// `Cr::remote_address` and `remote_port_qual` the requester's port, `Cr::remote_port` (the
+/// C layer kept its own copy of the address and reported port 0). The request is put on the
+/// CR EVD as the engine would, with a source port our own connects never send.
+#[test]
+fn cr_query_reports_the_remote_end_of_the_rust_cr_through_the_c_table() {
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, state) = in_memory_ia(p);
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let mut cr_evd = null;
+        ok(p.evd_create_func.unwrap()(
+            ia,
+            16,
+            null,
+            d::DAT_EVD_CR_FLAG,
+            &mut cr_evd,
+        ));
+        let mut psp = null;
+        ok(p.psp_create_func.unwrap()(
+            ia,
+            45250,
+            cr_evd,
+            d::DAT_PSP_CONSUMER_FLAG,
+            &mut psp,
+        ));
+        let o = handles::get(cr_evd, Kind::Evd).unwrap();
+        let Body::Evd(e) = &o.body else {
+            panic!("not an EVD")
+        };
+        let requester = std::net::Ipv4Addr::new(10, 34, 0, 9);
+        let req = crate::engine::runtime::ConnRequest {
+            id: crate::cm::CmId(77),
+            port: 45250,
+            src_ip: requester,
+            src_port: 40123,
+            remote_qpn: 0x123,
+            private_data: b"hello".to_vec(),
+        };
+        assert!(e
+            .evd
+            .inner
+            .sink
+            .queue
+            .try_push(crate::engine::runtime::Event::Request(req))
+            .is_ok());
+        let ev = next_event(p, cr_evd, &[&state]);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+        let mut param = d::DAT_CR_PARAM::default();
+        ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
+        let remote =
+            (param.remote_ia_address_ptr as *const super::state::SockAddrIn).read_unaligned();
+        assert_eq!(remote, super::state::SockAddrIn::new(requester));
+        assert_eq!(param.remote_port_qual, 40123);
+        assert_eq!(param.private_data_size, 5);
+        // The CM never saw this request: the reject reaches no one, the handle goes anyway.
+        let _ = p.cr_reject_func.unwrap()(cr, 0, null);
+        ok(p.psp_free_func.unwrap()(psp));
+    }
+    drop(state.take());
+}
