@@ -1184,3 +1184,70 @@ fn cr_query_reports_the_remote_end_of_the_rust_cr_through_the_c_table() {
     }
     drop(state.take());
 }
+
+/// The EVD rules of dat_evd_create / dat_evd_resize / dat_evd_wait / dat_evd_post_se are the
+/// Rust `Evd`'s (`ia_attr::check_evd_qlen`, `Evd::create`, `Evd::wait`, `Evd::post_se`): the
+/// Rust API refuses what the C table refuses, with the same codes. Before, only the C layer
+/// refused a size above max_evd_qlen, the async flag or a zero wait threshold. (A wait on a
+/// disabled EVD is still refused by the C layer alone: the Rust API waits.)
+#[test]
+fn evd_rules_are_the_rust_evds_in_both_apis() {
+    use crate::dat::{DatError, Evd, EvdFlags, StateKind};
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, state) = in_memory_ia(p);
+    let null = core::ptr::null_mut();
+    let max = crate::dat::ia_attr::MAX_EVD_QLEN as usize;
+    let long = Some(std::time::Duration::from_secs(5));
+    {
+        let g = state.ia();
+        let ia_ref = g.as_ref().unwrap();
+        let arg_of = |r: Result<(), DatError>| match r {
+            Err(DatError::InvalidArg { arg, .. }) => arg,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            arg_of(Evd::create(ia_ref, max + 1, EvdFlags::DTO).map(drop)),
+            2
+        );
+        assert_eq!(arg_of(Evd::create(ia_ref, 0, EvdFlags::DTO).map(drop)), 2);
+        let async_flags = EvdFlags::ASYNC | EvdFlags::DTO;
+        assert_eq!(arg_of(Evd::create(ia_ref, 4, async_flags).map(drop)), 4);
+        let e = Evd::create(ia_ref, max, EvdFlags::DTO).unwrap();
+        assert_eq!(arg_of(e.resize(max + 1)), 2);
+        assert_eq!(arg_of(e.wait(long, 0).map(drop)), 3);
+        assert_eq!(arg_of(e.post_se(1)), 1);
+        e.set_unwaitable();
+        match e.wait(long, 1) {
+            Err(DatError::InvalidStateOf {
+                kind: StateKind::EvdUnwaitable,
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let create = p.evd_create_func.unwrap();
+        let mut evd = null;
+        let big = max as i32 + 1;
+        assert_eq!(create(ia, big, null, d::DAT_EVD_DTO_FLAG, &mut evd), arg(2));
+        let async_flag = d::DAT_EVD_ASYNC_FLAG;
+        assert_eq!(create(ia, 4, null, async_flag, &mut evd), arg(4));
+        ok(create(ia, 4, null, d::DAT_EVD_DTO_FLAG, &mut evd));
+        assert_eq!(p.evd_resize_func.unwrap()(evd, big), arg(2));
+        let se = d::DAT_EVENT::default();
+        assert_eq!(p.evd_post_se_func.unwrap()(evd, &se), arg(1));
+        let (mut ev, mut n) = (d::DAT_EVENT::default(), 0);
+        assert_eq!(
+            p.evd_wait_func.unwrap()(evd, 5_000_000, 5, &mut ev, &mut n),
+            arg(3)
+        );
+        ok(p.evd_disable_func.unwrap()(evd));
+        assert_eq!(
+            p.evd_wait_func.unwrap()(evd, 5_000_000, 1, &mut ev, &mut n),
+            err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_DISABLED)
+        );
+        ok(p.evd_free_func.unwrap()(evd));
+    }
+    drop(state.take());
+}
