@@ -69,10 +69,11 @@ fn dat_evd_post_se_only_on_an_evd_with_the_software_flag() {
     let (a, _b) = ias();
     let dto = Evd::create(&a, 4, EvdFlags::DTO).unwrap();
     let e = dto.post_se(5).unwrap_err();
-    assert!(matches!(e, DatError::InvalidArg { arg: 2, .. }));
+    // Argument 1, the EVD, as the C entry has always answered (one rule: Evd::post_se).
+    assert!(matches!(e, DatError::InvalidArg { arg: 1, .. }));
     assert_eq!(
         e.code(),
-        sys::DAT_CLASS_ERROR | sys::DAT_INVALID_PARAMETER | sys::DAT_INVALID_ARG2
+        sys::DAT_CLASS_ERROR | sys::DAT_INVALID_PARAMETER | sys::DAT_INVALID_ARG1
     );
     assert!(dto.is_empty());
     let sw = sw_evd(&a, 1);
@@ -102,7 +103,11 @@ fn dat_evd_wait_timeouts_0_and_10ms_expire() {
     assert_eq!(evd.wait(TEN_MS, 2).unwrap().software(), Some(1));
     assert!(matches!(
         evd.wait(TEN_MS, 5),
-        Err(DatError::InvalidParameter(_))
+        Err(DatError::InvalidArg { arg: 3, .. })
+    ));
+    assert!(matches!(
+        evd.wait(TEN_MS, 0),
+        Err(DatError::InvalidArg { arg: 3, .. })
     ));
 }
 

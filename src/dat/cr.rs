@@ -36,9 +36,11 @@ pub struct Cr {
 pub struct CrParam {
     /// DAT_CR_PARAM.remote_ia_address_ptr: the IPv4 address of the requesting IA.
     pub remote_address: Ipv4Addr,
+    /// DAT_CR_PARAM.remote_port_qual: the requester's port (the IP CM header's source port,
+    /// what [`Ep::remote`](super::Ep::remote) reports once the request is accepted).
+    pub remote_port: u16,
     /// The local connection qualifier the request arrived on (the PSP's or RSP's; the C
-    /// layer reports it as the event's `conn_qual`). DAT_CR_PARAM's `remote_port_qual` is
-    /// not kept.
+    /// layer reports it as the event's `conn_qual`).
     pub conn_qual: u16,
     /// DAT_CR_PARAM.private_data: what the requester passed to dat_ep_connect, at most
     /// [`IaAttr::max_private_data_size`](super::IaAttr::max_private_data_size) bytes.
@@ -104,6 +106,7 @@ impl Cr {
     pub fn query(&self) -> CrParam {
         CrParam {
             remote_address: self.remote_ip,
+            remote_port: self.remote_port,
             conn_qual: self.conn_qual,
             private_data: self.private_data.clone(),
             ep: self.reserved_ep(),
@@ -141,6 +144,11 @@ impl Cr {
     /// The requester's IA address.
     pub fn remote_address(&self) -> Ipv4Addr {
         self.remote_ip
+    }
+
+    /// The requester's port (DAT_CR_PARAM.remote_port_qual, dat_cr_query(3DAT)).
+    pub fn remote_port(&self) -> u16 {
+        self.remote_port
     }
 
     /// The requester's private data.

@@ -203,10 +203,17 @@ pub struct Evd {
 }
 
 impl Evd {
-    /// Creates an EVD holding up to `size` events of the `flags` streams.
+    /// Creates an EVD holding up to `size` events of the `flags` streams (dat_evd_create(3DAT)).
+    /// Refused with DAT_INVALID_PARAMETER: a size outside 1..=max_evd_qlen (argument 2,
+    /// [`check_evd_qlen`](super::ia_attr::check_evd_qlen)), no stream or
+    /// [`EvdFlags::ASYNC`] (argument 4: the IA's one async EVD is made by dat_ia_open).
     pub fn create(ia: &Ia, size: usize, flags: EvdFlags) -> Result<Evd, DatError> {
-        if size == 0 || flags.is_empty() {
-            return Err(DatError::InvalidParameter("EVD size and flags"));
+        super::ia_attr::check_evd_qlen(size, 2)?;
+        if flags.is_empty() || flags.contains(EvdFlags::ASYNC) {
+            return Err(DatError::InvalidArg {
+                arg: 4,
+                what: "EVD flags: none, or the async EVD's",
+            });
         }
         // Its overflows are reported on the async EVD of its own IA.
         let sink = EventSink::reporting_to(size, &ia.inner.async_sink);
@@ -260,14 +267,9 @@ impl Evd {
 
     /// dat_evd_resize: the capacity becomes `size`, the queued events stay; refused with
     /// DAT_INVALID_STATE when more events are queued than `size` holds, DAT_INVALID_PARAMETER
-    /// for 0.
+    /// (argument 2) outside 1..=max_evd_qlen, as [`Evd::create`].
     pub fn resize(&self, size: usize) -> Result<(), DatError> {
-        if size == 0 {
-            return Err(DatError::InvalidArg {
-                arg: 2,
-                what: "EVD size 0",
-            });
-        }
+        super::ia_attr::check_evd_qlen(size, 2)?;
         self.inner.sink.queue.resize(size).map_err(|queued| {
             DatError::InvalidState(format!("{queued} events queued, more than {size}"))
         })
@@ -308,12 +310,12 @@ impl Evd {
     }
 
     /// dat_evd_post_se: queues a DAT_SOFTWARE_EVENT carrying `pointer`. Only an EVD created
-    /// with DAT_EVD_SOFTWARE_FLAG takes one (else DAT_INVALID_PARAMETER, argument 2); a full
-    /// EVD refuses it with DAT_QUEUE_FULL.
+    /// with DAT_EVD_SOFTWARE_FLAG takes one (else DAT_INVALID_PARAMETER, argument 1: the EVD
+    /// is the wrong one); a full EVD refuses it with DAT_QUEUE_FULL.
     pub fn post_se(&self, pointer: u64) -> Result<(), DatError> {
         if !self.inner.flags.contains(EvdFlags::SOFTWARE) {
             return Err(DatError::InvalidArg {
-                arg: 2,
+                arg: 1,
                 what: "EVD created without DAT_EVD_SOFTWARE_FLAG",
             });
         }
@@ -393,24 +395,33 @@ impl Evd {
         Ok(self.convert(ev))
     }
 
-    /// Waits until `threshold` events are queued (at least 1), then dequeues one;
-    /// DAT_TIMEOUT_EXPIRED after `timeout` (`None`: DAT_TIMEOUT_INFINITE).
+    /// Waits until `threshold` events are queued, then dequeues one; DAT_TIMEOUT_EXPIRED
+    /// after `timeout` (`None`: DAT_TIMEOUT_INFINITE). dat_evd_wait(3DAT): a threshold outside
+    /// 1..=the EVD's size is DAT_INVALID_PARAMETER (argument 3); an unwaitable EVD is
+    /// DAT_INVALID_STATE_EVD_UNWAITABLE at once. A disabled EVD is waited on (the waiter
+    /// wakes once it is enabled again); the C layer refuses it instead (see `ffi::evd`).
     pub fn wait(&self, timeout: Option<Duration>, threshold: usize) -> Result<DatEvent, DatError> {
-        if threshold > self.size() {
-            return Err(DatError::InvalidParameter("threshold above the EVD size"));
+        if threshold == 0 || threshold > self.size() {
+            return Err(DatError::InvalidArg {
+                arg: 3,
+                what: "threshold outside 1..=the EVD size",
+            });
         }
         let unwaitable = || DatError::InvalidStateOf {
             kind: StateKind::EvdUnwaitable,
             what: "dat_evd_wait on an unwaitable EVD".into(),
         };
+        if !self.is_waitable() {
+            return Err(unwaitable());
+        }
         let inner = &self.inner;
         let engine = &inner.ia.engine;
         let got = inner.sink.queue.wait_gated(
             timeout,
-            threshold.max(1),
+            threshold,
             || engine.progress(),
             || {
-                if engine.failed() && inner.sink.queue.len() < threshold.max(1) {
+                if engine.failed() && inner.sink.queue.len() < threshold {
                     // What is queued is still delivered (the catastrophic event itself).
                     Err(true)
                 } else if inner.waitable.load(Ordering::Acquire) {

@@ -30,8 +30,8 @@ pub struct IaAttr {
     pub max_rdma_read_per_ep: u32,
     /// DAT_IA_ATTR.max_evds: EVDs the IA reports it can create (not counted by the provider).
     pub max_evds: u32,
-    /// DAT_IA_ATTR.max_evd_qlen: the largest EVD, in events ([`MAX_EVD_QLEN`]; the C layer
-    /// refuses a larger `evd_min_qlen`).
+    /// DAT_IA_ATTR.max_evd_qlen: the largest EVD, in events ([`MAX_EVD_QLEN`]; a larger
+    /// size is refused by [`check_evd_qlen`]).
     pub max_evd_qlen: u32,
     /// DAT_IA_ATTR.max_iov_segments_per_dto: LMR triplets of one send or receive (the
     /// transport's scatter/gather limit, 16).
@@ -82,6 +82,19 @@ pub const MAX_DTO_PER_EP: u32 = 16_384;
 pub const MAX_RDMA_READ_PER_EP: u32 = 16;
 /// Events one EVD holds at most (its ring is allocated whole at creation).
 pub const MAX_EVD_QLEN: u32 = 1 << 16;
+/// dat_evd_create(3DAT) / dat_evd_resize(3DAT): an EVD holds 1..=[`MAX_EVD_QLEN`] events
+/// ("evd_min_qlen ... must not exceed max_evd_qlen"); else DAT_INVALID_PARAMETER of argument
+/// `arg`.
+pub fn check_evd_qlen(qlen: usize, arg: u8) -> Result<(), DatError> {
+    if qlen == 0 || qlen > MAX_EVD_QLEN as usize {
+        return Err(DatError::InvalidArg {
+            arg,
+            what: "EVD size outside 1..=max_evd_qlen",
+        });
+    }
+    Ok(())
+}
+
 /// The largest private data of dat_ep_connect, dat_ep_dup_connect, dat_cr_accept and
 /// dat_cr_reject, in bytes: the 92 of an IB CM REQ (IBTA vol. 1 §12.6.5) less the 36-byte
 /// IP CM header in front of it (annex A11.6). One limit for every call, as dat_ia_query

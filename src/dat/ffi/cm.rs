@@ -5,7 +5,7 @@ use super::codes::{arg, err, guard, map, nonnull, put, R};
 use super::ep::ep_of;
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, CrObj, SpObj};
-use super::state::lock;
+use super::state::{lock, SockAddrIn};
 use crate::dat::{DatError, Psp, Pz, Rsp};
 use dat_sys as d;
 use std::sync::atomic::Ordering;
@@ -281,7 +281,8 @@ fn cr_of(o: &Object) -> Result<&CrObj, u32> {
     }
 }
 
-/// dat_cr_query: the private data pointer is into the CR (writable: dtest edits it).
+/// dat_cr_query: the Rust CR's remote address and port; the private data pointer is into the
+/// CR (writable: dtest edits it).
 pub(super) unsafe extern "C" fn cr_query(
     cr: d::DAT_CR_HANDLE,
     _mask: d::DAT_CR_PARAM_MASK,
@@ -293,10 +294,13 @@ pub(super) unsafe extern "C" fn cr_query(
         nonnull(param, 3)?;
         let mut slot = lock(&c.cr);
         let cr = slot.as_mut().ok_or(Kind::Cr.invalid())?;
+        let mut remote = lock(&c.query_remote);
+        *remote = SockAddrIn::new(cr.remote_address());
+        let remote_port_qual = u64::from(cr.remote_port());
         let pd = cr.private_data_mut();
         let p = d::DAT_CR_PARAM {
-            remote_ia_address_ptr: c.remote.as_dat(),
-            remote_port_qual: c.remote_port,
+            remote_ia_address_ptr: remote.as_dat(),
+            remote_port_qual,
             private_data_size: pd.len() as i32,
             private_data: pd.as_mut_ptr() as d::DAT_PVOID,
             local_ep_handle: c.ep as d::DAT_EP_HANDLE,

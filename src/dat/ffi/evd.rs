@@ -6,9 +6,9 @@
 use super::codes::{arg, err, guard, map, nonnull, put};
 use super::event::convert;
 use super::handles::{self, Kind, Object};
-use super::ia::MAX_EVD_QLEN;
 use super::objects::{Body, CnoObj, EvdObj};
 use super::state::lock;
+use crate::dat::ia_attr::check_evd_qlen;
 use crate::dat::{Cno, Evd, EvdFlags};
 use dat_sys as d;
 use rustc_hash::FxHashMap;
@@ -47,9 +47,9 @@ pub(super) unsafe extern "C" fn evd_create(
 ) -> d::DAT_RETURN {
     guard(|| {
         let ia = handles::get(ia, Kind::Ia)?;
-        if qlen <= 0 || qlen > MAX_EVD_QLEN {
-            return Err(arg(2));
-        }
+        // The Rust limit, checked first as before (Evd::create checks it again).
+        let qlen = usize::try_from(qlen).map_err(|_| arg(2))?;
+        check_evd_qlen(qlen, 2).map_err(|e| map(&e, 2))?;
         let cno = handles::get_opt(cno, Kind::Cno, Kind::Cno.invalid())?;
         let known = d::DAT_EVD_SOFTWARE_FLAG
             | d::DAT_EVD_CR_FLAG
@@ -57,11 +57,7 @@ pub(super) unsafe extern "C" fn evd_create(
             | d::DAT_EVD_CONNECTION_FLAG
             | d::DAT_EVD_RMR_BIND_FLAG
             | d::DAT_EVD_ASYNC_FLAG;
-        if flags == 0 || flags & !known != 0 {
-            return Err(arg(4));
-        }
-        if flags & d::DAT_EVD_ASYNC_FLAG != 0 {
-            // One async EVD per IA, created by dat_ia_open.
+        if flags & !known != 0 {
             return Err(arg(4));
         }
         nonnull(out, 5)?;
@@ -78,11 +74,15 @@ pub(super) unsafe extern "C" fn evd_create(
         if flags & d::DAT_EVD_SOFTWARE_FLAG != 0 {
             f |= EvdFlags::SOFTWARE;
         }
+        if flags & d::DAT_EVD_ASYNC_FLAG != 0 {
+            // Refused by Evd::create (argument 4): the IA's async EVD is dat_ia_open's.
+            f |= EvdFlags::ASYNC;
+        }
         let evd = {
             let g = ia.ia.ia();
             let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
             let cno = cno.as_ref().map(|c| cno_of(c)).transpose()?;
-            let evd = Evd::create(ia_ref, qlen as usize, f).map_err(|e| map(&e, 2))?;
+            let evd = Evd::create(ia_ref, qlen, f).map_err(|e| map(&e, 2))?;
             evd.modify_cno(cno.map(|c| &c.cno))
                 .map_err(|e| map(&e, 3))?;
             evd
@@ -187,25 +187,20 @@ pub(super) unsafe extern "C" fn evd_wait(
     guard(|| {
         let o = handles::get(evd, Kind::Evd)?;
         let e = evd_of(&o)?;
-        if threshold <= 0 || threshold as usize > e.evd.size() {
-            return Err(arg(3));
-        }
+        // The threshold's range and the EVD's state are Evd::wait's rules.
+        let threshold = usize::try_from(threshold).map_err(|_| arg(3))?;
         nonnull(event, 4)?;
         nonnull(nmore, 5)?;
-        if !e.evd.is_waitable() {
-            return Err(err(
-                d::DAT_INVALID_STATE,
-                d::DAT_INVALID_STATE_EVD_UNWAITABLE,
-            ));
-        }
-        if !e.evd.is_enabled() {
+        // Left here, not yet a Rust rule: the Rust `Evd::wait` on a disabled EVD waits until
+        // it is enabled (tests/dat_objects.rs), the C entry refuses it at once.
+        if e.evd.is_waitable() && !e.evd.is_enabled() {
             return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_DISABLED));
         }
         let dl = deadline(timeout);
         loop {
             let ev = e
                 .evd
-                .wait(remaining(dl), threshold as usize)
+                .wait(remaining(dl), threshold)
                 .map_err(|err| map(&err, 0))?;
             let mut out = d::DAT_EVENT::default();
             if convert(&o, ev, &mut out) {
@@ -244,14 +239,13 @@ pub(super) unsafe extern "C" fn evd_resize(
     guard(|| {
         let o = handles::get(evd, Kind::Evd)?;
         let e = evd_of(&o)?;
-        if qlen <= 0 || qlen > MAX_EVD_QLEN {
-            return Err(arg(2));
-        }
-        e.evd.resize(qlen as usize).map_err(|err| map(&err, 2))
+        let qlen = usize::try_from(qlen).map_err(|_| arg(2))?;
+        e.evd.resize(qlen).map_err(|err| map(&err, 2))
     })
 }
 
-/// dat_evd_post_se: a DAT_SOFTWARE_EVENT on an EVD created with DAT_EVD_SOFTWARE_FLAG.
+/// dat_evd_post_se over [`Evd::post_se`] (which refuses an EVD without
+/// DAT_EVD_SOFTWARE_FLAG).
 pub(super) unsafe extern "C" fn evd_post_se(
     evd: d::DAT_EVD_HANDLE,
     event: *const d::DAT_EVENT,
@@ -261,9 +255,6 @@ pub(super) unsafe extern "C" fn evd_post_se(
         let e = evd_of(&o)?;
         if event.is_null() {
             return Err(arg(2));
-        }
-        if e.flags & d::DAT_EVD_SOFTWARE_FLAG == 0 {
-            return Err(arg(1));
         }
         // SAFETY: non-NULL DAT_EVENT of the consumer, read once by value; a software event's
         // data is the consumer's pointer (dat_evd_post_se(3DAT)).

@@ -207,12 +207,10 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool 
                 },
                 None => (cr, rsp_ep, false),
             };
-            let remote = SockAddrIn::new(cr.remote_address());
             let o = handles::insert(evd.ia.provider(), Kind::Cr, evd.ia.clone(), |_| {
                 Body::Cr(CrObj {
                     cr: Mutex::new(Some(cr)),
-                    remote,
-                    remote_port: 0,
+                    query_remote: Mutex::new(SockAddrIn::default()),
                     ep,
                     provider_ep,
                 })

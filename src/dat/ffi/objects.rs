@@ -102,8 +102,9 @@ pub(crate) struct SpObj {
 
 pub(crate) struct CrObj {
     pub cr: Mutex<Option<Cr>>,
-    pub remote: SockAddrIn,
-    pub remote_port: u64,
+    /// What dat_cr_query's `remote_ia_address_ptr` points at: [`Cr::remote_address`] as a
+    /// `sockaddr_in`, written by each query (the pointer stays valid while the handle lives).
+    pub query_remote: Mutex<SockAddrIn>,
     /// For an RSP: the EP reserved for it; for a PSP with DAT_PSP_PROVIDER_FLAG: the EP the
     /// provider created for the request.
     pub ep: usize,

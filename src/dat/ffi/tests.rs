@@ -1120,3 +1120,134 @@ fn psp_create_any_is_the_rust_psps_choice_through_the_c_table() {
     }
     drop(state.take());
 }
+
+/// dat_cr_query(3DAT) reports the Rust CR's remote end: `remote_ia_address_ptr` is
+/// `Cr::remote_address` and `remote_port_qual` the requester's port, `Cr::remote_port` (the
+/// C layer kept its own copy of the address and reported port 0). The request is put on the
+/// CR EVD as the engine would, with a source port our own connects never send.
+#[test]
+fn cr_query_reports_the_remote_end_of_the_rust_cr_through_the_c_table() {
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, state) = in_memory_ia(p);
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let mut cr_evd = null;
+        ok(p.evd_create_func.unwrap()(
+            ia,
+            16,
+            null,
+            d::DAT_EVD_CR_FLAG,
+            &mut cr_evd,
+        ));
+        let mut psp = null;
+        ok(p.psp_create_func.unwrap()(
+            ia,
+            45250,
+            cr_evd,
+            d::DAT_PSP_CONSUMER_FLAG,
+            &mut psp,
+        ));
+        let o = handles::get(cr_evd, Kind::Evd).unwrap();
+        let Body::Evd(e) = &o.body else {
+            panic!("not an EVD")
+        };
+        let requester = std::net::Ipv4Addr::new(10, 34, 0, 9);
+        let req = crate::engine::runtime::ConnRequest {
+            id: crate::cm::CmId(77),
+            port: 45250,
+            src_ip: requester,
+            src_port: 40123,
+            remote_qpn: 0x123,
+            private_data: b"hello".to_vec(),
+        };
+        assert!(e
+            .evd
+            .inner
+            .sink
+            .queue
+            .try_push(crate::engine::runtime::Event::Request(req))
+            .is_ok());
+        let ev = next_event(p, cr_evd, &[&state]);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+        let cr = ev.event_data.cr_arrival_event_data.cr_handle;
+        let mut param = d::DAT_CR_PARAM::default();
+        ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
+        let remote =
+            (param.remote_ia_address_ptr as *const super::state::SockAddrIn).read_unaligned();
+        assert_eq!(remote, super::state::SockAddrIn::new(requester));
+        assert_eq!(param.remote_port_qual, 40123);
+        assert_eq!(param.private_data_size, 5);
+        // The CM never saw this request: the reject reaches no one, the handle goes anyway.
+        let _ = p.cr_reject_func.unwrap()(cr, 0, null);
+        ok(p.psp_free_func.unwrap()(psp));
+    }
+    drop(state.take());
+}
+
+/// The EVD rules of dat_evd_create / dat_evd_resize / dat_evd_wait / dat_evd_post_se are the
+/// Rust `Evd`'s (`ia_attr::check_evd_qlen`, `Evd::create`, `Evd::wait`, `Evd::post_se`): the
+/// Rust API refuses what the C table refuses, with the same codes. Before, only the C layer
+/// refused a size above max_evd_qlen, the async flag or a zero wait threshold. (A wait on a
+/// disabled EVD is still refused by the C layer alone: the Rust API waits.)
+#[test]
+fn evd_rules_are_the_rust_evds_in_both_apis() {
+    use crate::dat::{DatError, Evd, EvdFlags, StateKind};
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, state) = in_memory_ia(p);
+    let null = core::ptr::null_mut();
+    let max = crate::dat::ia_attr::MAX_EVD_QLEN as usize;
+    let long = Some(std::time::Duration::from_secs(5));
+    {
+        let g = state.ia();
+        let ia_ref = g.as_ref().unwrap();
+        let arg_of = |r: Result<(), DatError>| match r {
+            Err(DatError::InvalidArg { arg, .. }) => arg,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            arg_of(Evd::create(ia_ref, max + 1, EvdFlags::DTO).map(drop)),
+            2
+        );
+        assert_eq!(arg_of(Evd::create(ia_ref, 0, EvdFlags::DTO).map(drop)), 2);
+        let async_flags = EvdFlags::ASYNC | EvdFlags::DTO;
+        assert_eq!(arg_of(Evd::create(ia_ref, 4, async_flags).map(drop)), 4);
+        let e = Evd::create(ia_ref, max, EvdFlags::DTO).unwrap();
+        assert_eq!(arg_of(e.resize(max + 1)), 2);
+        assert_eq!(arg_of(e.wait(long, 0).map(drop)), 3);
+        assert_eq!(arg_of(e.post_se(1)), 1);
+        e.set_unwaitable();
+        match e.wait(long, 1) {
+            Err(DatError::InvalidStateOf {
+                kind: StateKind::EvdUnwaitable,
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let create = p.evd_create_func.unwrap();
+        let mut evd = null;
+        let big = max as i32 + 1;
+        assert_eq!(create(ia, big, null, d::DAT_EVD_DTO_FLAG, &mut evd), arg(2));
+        let async_flag = d::DAT_EVD_ASYNC_FLAG;
+        assert_eq!(create(ia, 4, null, async_flag, &mut evd), arg(4));
+        ok(create(ia, 4, null, d::DAT_EVD_DTO_FLAG, &mut evd));
+        assert_eq!(p.evd_resize_func.unwrap()(evd, big), arg(2));
+        let se = d::DAT_EVENT::default();
+        assert_eq!(p.evd_post_se_func.unwrap()(evd, &se), arg(1));
+        let (mut ev, mut n) = (d::DAT_EVENT::default(), 0);
+        assert_eq!(
+            p.evd_wait_func.unwrap()(evd, 5_000_000, 5, &mut ev, &mut n),
+            arg(3)
+        );
+        ok(p.evd_disable_func.unwrap()(evd));
+        assert_eq!(
+            p.evd_wait_func.unwrap()(evd, 5_000_000, 1, &mut ev, &mut n),
+            err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_DISABLED)
+        );
+        ok(p.evd_free_func.unwrap()(evd));
+    }
+    drop(state.take());
+}
