@@ -10,7 +10,7 @@
 mod dpdk_common;
 
 use dpdk_common::soak::{run_soak_client, SoakServer};
-use dpdk_common::{assert_no_runtime_dirs, output_text, profile_copy, Veth};
+use dpdk_common::{assert_no_runtime_dirs, output_text, profile_copy, Dir, Veth};
 use dpdk_roce::dpdk::hugepage_files;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -24,15 +24,6 @@ const DUMPCAP: &str = "/usr/bin/dpdk-dumpcap";
 const FRAMES: u64 = 400;
 /// The profiles' names start with this (`<tag>-af_packet-a`), their file prefixes too.
 const TAG: &str = "dmp";
-
-/// A directory of this test's files, removed on drop.
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A child process killed on drop if the test failed before it ended.
 struct Proc(Child);
@@ -63,8 +54,7 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitSta
 #[test]
 fn dpdk_dumpcap_captures_the_port_of_a_multi_process_profile() {
     let veth = Veth::up(TAG);
-    let dir = Dir(std::env::temp_dir().join(format!("dpdk-roce-{TAG}-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = Dir::new(TAG);
     let (end_a, end_b) = (veth.end('a'), veth.end('b'));
     // The server's profile: hugepages back on (profile_copy turns them off) and multi-process.
     let a = profile_copy(

@@ -10,7 +10,7 @@ mod dpdk_common;
 
 use dpdk_common::{
     assert_no_runtime_dirs, fanout_retry_wait, output_text, profile_copy, repo,
-    retry_fanout_collision, Veth, FANOUT_COLLISION,
+    retry_fanout_collision, Dir, Veth, FANOUT_COLLISION,
 };
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -19,23 +19,6 @@ use std::process::{Child, Command, Stdio};
 const SOAK: &str = env!("CARGO_BIN_EXE_roce-soak");
 const TOOL: &str = env!("CARGO_BIN_EXE_roce-tool");
 const MESSAGES: u64 = 100_000;
-
-/// A directory of this test's files, removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("dpdk-roce-soak-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The two af_packet profiles, side A (the server, 10.77.0.1) on `iface_a`, side B on `iface_b`.
 fn profiles(dir: &Path, iface_a: &str, iface_b: &str, prefix: &str) -> (PathBuf, PathBuf) {
@@ -101,7 +84,7 @@ fn count(line: &str, key: &str) -> u64 {
 #[test]
 fn soak_of_every_operation_verified_under_injected_faults_on_both_sides_over_af_packet() {
     let veth = Veth::up("sf");
-    let dir = Dir::new("faults");
+    let dir = Dir::new("soak-faults");
     let (a, b) = profiles(&dir.0, &veth.end('a'), &veth.end('b'), "sk-f");
     let faults = "loss=0.01,dup=0.01,reorder=0.02,corrupt=0.001,seed=9";
     let text = soak(&a, &b, &[("DPDK_ROCE_FAULTS", faults)]);
@@ -202,7 +185,7 @@ fn soak_of_every_operation_verified_through_an_impairing_relay_between_two_veth_
     // provider A [xa] <-> [xb] relay [ya] <-> [yb] provider B
     let x = Veth::up("sx");
     let y = Veth::up("sy");
-    let dir = Dir::new("relay");
+    let dir = Dir::new("soak-relay");
     let (a, b) = profiles(&dir.0, &x.end('a'), &y.end('b'), "sk-r");
     let relay = Relay::start(
         &x.end('b'),

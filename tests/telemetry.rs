@@ -10,7 +10,8 @@ mod dpdk_common;
 
 use dpdk_common::soak::{run_soak_client, SoakServer};
 use dpdk_common::{
-    assert_no_runtime_dirs, fanout_retry_wait, output_text, profile_copy, Veth, FANOUT_COLLISION,
+    assert_no_runtime_dirs, fanout_retry_wait, output_text, profile_copy, Dir, Veth,
+    FANOUT_COLLISION,
 };
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -25,15 +26,6 @@ const TELEMETRY_PY: &str = "/usr/bin/dpdk-telemetry.py";
 const CONNECTIONS: u64 = 2;
 /// The profiles' names start with this (`<tag>-af_packet-a`), their file prefixes too.
 const TAG: &str = "tlm";
-
-/// A directory of this test's files, removed on drop.
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// `commands` answered by `dpdk-telemetry.py -f prefix` (fed on its standard input): each
 /// answer's value under its command's name.
@@ -104,8 +96,7 @@ fn printed(text: &str, key: &str) -> u64 {
 #[test]
 fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
     let veth = Veth::up(TAG);
-    let dir = Dir(std::env::temp_dir().join(format!("dpdk-roce-{TAG}-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = Dir::new(TAG);
     let (end_a, end_b) = (veth.end('a'), veth.end('b'));
     let a = profile_copy(&dir.0, "af_packet-a", &[("rocev0a", end_a.as_str())], TAG);
     let b = profile_copy(&dir.0, "af_packet-b", &[("rocev0b", end_b.as_str())], TAG);
@@ -282,8 +273,7 @@ fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
 #[test]
 fn with_telemetry_off_not_even_a_killed_process_leaves_its_runtime_directory() {
     let veth = Veth::up("tlo");
-    let dir = Dir(std::env::temp_dir().join(format!("dpdk-roce-tlo-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = Dir::new("tlo");
     let end_a = veth.end('a');
     let a = profile_copy(&dir.0, "af_packet-a", &[("rocev0a", end_a.as_str())], "tlo");
     for _ in 0..6 {

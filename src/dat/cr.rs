@@ -125,12 +125,9 @@ impl Cr {
     /// names none (a consumer PSP's request), or as [`Cr::try_accept`].
     pub fn accept_reserved(self, private_data: &[u8]) -> Result<(), Refused<Cr>> {
         let Some(ep) = self.reserved.clone() else {
-            return Err(Refused {
-                object: self,
-                error: DatError::InvalidArg {
-                    arg: 2,
-                    what: "no EP reserved for this request (a PSP's)",
-                },
+            return self.refuse(DatError::InvalidArg {
+                arg: 2,
+                what: "no EP reserved for this request (a PSP's)",
             });
         };
         self.accept_on(&ep, private_data)
@@ -180,12 +177,9 @@ impl Cr {
     pub fn try_accept(self, ep: &Ep, private_data: &[u8]) -> Result<(), Refused<Cr>> {
         if let Some(r) = &self.reserved {
             if !Arc::ptr_eq(r, &ep.inner) {
-                return Err(Refused {
-                    object: self,
-                    error: DatError::InvalidArg {
-                        arg: 2,
-                        what: "not the EP reserved for this request",
-                    },
+                return self.refuse(DatError::InvalidArg {
+                    arg: 2,
+                    what: "not the EP reserved for this request",
                 });
             }
         }
@@ -194,25 +188,14 @@ impl Cr {
 
     fn accept_on(mut self, ep: &Arc<EpInner>, private_data: &[u8]) -> Result<(), Refused<Cr>> {
         if let Err(error) = super::ia_attr::check_private_data(private_data, 3) {
-            return Err(Refused {
-                object: self,
-                error,
-            });
+            return self.refuse(error);
         }
         if !Arc::ptr_eq(ep.ia(), &self.ia) {
-            return Err(Refused {
-                object: self,
-                error: DatError::InvalidHandle("EP of another IA"),
-            });
+            return self.refuse(DatError::InvalidHandle("EP of another IA"));
         }
         let (qpn, srq) = match ep.accept_qpn() {
             Ok(v) => v,
-            Err(error) => {
-                return Err(Refused {
-                    object: self,
-                    error,
-                })
-            }
+            Err(error) => return self.refuse(error),
         };
         let attr = ep.lock().attr;
         let mut p = AcceptParams::new(qpn, Psn::new(self.ia.next_psn()));
@@ -223,10 +206,7 @@ impl Cr {
         p.access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
         p.private_data = private_data.to_vec();
         if let Err(e) = self.ia.engine.accept(self.id, p) {
-            return Err(Refused {
-                object: self,
-                error: e.into(),
-            });
+            return self.refuse(e.into());
         }
         self.answered = true;
         {
@@ -237,6 +217,14 @@ impl Cr {
             c.posts.connect += 1;
         }
         Ok(())
+    }
+
+    /// The call is refused: the request goes back to the caller with `error`.
+    fn refuse<T>(self, error: DatError) -> Result<T, Refused<Cr>> {
+        Err(Refused {
+            object: self,
+            error,
+        })
     }
 
     /// Whether the request was answered (an accept or reject reached the CM).
@@ -250,18 +238,15 @@ impl Cr {
     /// request is given back still pending, as a refused accept's is.
     pub fn reject(mut self, private_data: &[u8]) -> Result<(), Refused<Cr>> {
         if let Err(error) = super::ia_attr::check_private_data(private_data, 2) {
-            return Err(Refused {
-                object: self,
-                error,
-            });
+            return self.refuse(error);
         }
         self.answered = true;
         let sent = self.ia.engine.reject(self.id, private_data.to_vec());
         self.unreserve();
-        sent.map_err(|e| Refused {
-            object: self,
-            error: e.into(),
-        })
+        match sent {
+            Ok(()) => Ok(()),
+            Err(e) => self.refuse(e.into()),
+        }
     }
 
     /// dat_cr_handoff (DAT 2.0): hands the request over to the PSP listening on `conn_qual` in
@@ -277,12 +262,9 @@ impl Cr {
             .get(&conn_qual)
             .and_then(|w| w.upgrade());
         let Some(evd) = evd else {
-            return Err(Refused {
-                object: self,
-                error: DatError::InvalidArg {
-                    arg: 2,
-                    what: "no PSP of this IA on the connection qualifier",
-                },
+            return self.refuse(DatError::InvalidArg {
+                arg: 2,
+                what: "no PSP of this IA on the connection qualifier",
             });
         };
         let req = ConnRequest {
@@ -303,10 +285,7 @@ impl Cr {
                 if let Event::Request(req) = ev {
                     self.private_data = req.private_data;
                 }
-                Err(Refused {
-                    object: self,
-                    error: DatError::QueueFull,
-                })
+                self.refuse(DatError::QueueFull)
             }
         }
     }

@@ -40,6 +40,24 @@ pub fn provider_lib() -> PathBuf {
     lib
 }
 
+/// A directory of a test's files, `dpdk-roce-<tag>-<pid>` under the temporary directory,
+/// created now and removed on drop (also when an assertion fails).
+pub struct Dir(pub PathBuf);
+
+impl Dir {
+    pub fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("dpdk-roce-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A veth pair `<prefix>a` / `<prefix>b` (scripts/veth.sh), deleted on drop.
 pub struct Veth {
     pub prefix: String,

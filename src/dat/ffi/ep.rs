@@ -576,8 +576,9 @@ pub(super) unsafe extern "C" fn ep_disconnect(
     })
 }
 
-/// Reads `n` consumer triplets (argument numbers `n_arg`, `n_arg + 1`).
-fn triplets(
+/// Reads `n` consumer triplets at `iov` after checking them: a count outside `0..=MAX_IOV` is
+/// argument `n_arg`, a NULL IOV with a count argument `n_arg + 1`.
+pub(super) fn triplets(
     n: d::DAT_COUNT,
     iov: *const d::DAT_LMR_TRIPLET,
     n_arg: u32,
@@ -585,22 +586,32 @@ fn triplets(
     if !(0..=MAX_IOV).contains(&n) {
         return Err(arg(n_arg));
     }
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    if iov.is_null() {
+    if n > 0 && iov.is_null() {
         return Err(arg(n_arg + 1));
     }
-    // SAFETY: the consumer passes `n` triplets at `iov` (dat_ep_post_send(3DAT)); read now,
-    // as the IOV is the consumer's again when the call returns (DAT_IOV_CONSUMER).
-    let s = unsafe { core::slice::from_raw_parts(iov, n as usize) };
-    Ok(s.iter()
+    // SAFETY: the consumer passes `n` triplets at `iov` (dat_ep_post_send(3DAT),
+    // dat_srq_post_recv(3DAT), the extension macros); non-NULL when `n` > 0, checked above.
+    Ok(unsafe { read_triplets(iov, n as usize) })
+}
+
+/// Copies `n` consumer triplets from `iov`, read now: the IOV is the consumer's again when the
+/// call returns (DAT_IOV_CONSUMER).
+///
+/// # Safety
+/// `iov` points to `n` readable triplets, or `n` is 0.
+pub(super) unsafe fn read_triplets(iov: *const d::DAT_LMR_TRIPLET, n: usize) -> Vec<LmrTriplet> {
+    if n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: the caller's contract.
+    unsafe { core::slice::from_raw_parts(iov, n) }
+        .iter()
         .map(|t| LmrTriplet {
             lmr_context: t.lmr_context,
             virtual_address: t.virtual_address,
             segment_length: t.segment_length,
         })
-        .collect())
+        .collect()
 }
 
 fn rmr(p: *const d::DAT_RMR_TRIPLET, n: u32) -> Result<RmrTriplet, u32> {

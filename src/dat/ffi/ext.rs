@@ -7,7 +7,7 @@ use super::codes::{arg, guard, map};
 use super::ep::{ep_of, post_with_flags};
 use super::handles::{self, Kind};
 use super::state::lock;
-use crate::dat::{LmrTriplet, RmrTriplet};
+use crate::dat::RmrTriplet;
 use dat_sys as d;
 use std::sync::atomic::Ordering;
 
@@ -50,25 +50,7 @@ unsafe extern "C" fn handler(
         } else {
             1
         };
-        if !(0..=super::ia::MAX_IOV).contains(&n) {
-            return Err(arg(3));
-        }
-        if n > 0 && a.local_iov.is_null() {
-            return Err(arg(4));
-        }
-        let local: Vec<LmrTriplet> = if n == 0 {
-            Vec::new()
-        } else {
-            // SAFETY: `n` consumer triplets at local_iov (the extension macros' contract).
-            unsafe { core::slice::from_raw_parts(a.local_iov, n as usize) }
-                .iter()
-                .map(|t| LmrTriplet {
-                    lmr_context: t.lmr_context,
-                    virtual_address: t.virtual_address,
-                    segment_length: t.segment_length,
-                })
-                .collect()
-        };
+        let local = super::ep::triplets(n, a.local_iov, 3)?;
         // SAFETY: 64 bits of consumer data.
         let cookie = unsafe { a.cookie.as_64 };
         match a.op {

@@ -215,20 +215,9 @@ fn lmr_sync(
             .ok()
             .filter(|&n| n <= i32::MAX as usize)
             .ok_or(arg(3))?;
-        let segments: Vec<LmrTriplet> = if n == 0 {
-            Vec::new()
-        } else {
-            // SAFETY: the consumer passes `n` triplets at the non-NULL `iov`
-            // (dat_lmr_sync_rdma_read(3DAT)); read now, by value.
-            unsafe { core::slice::from_raw_parts(iov, n) }
-                .iter()
-                .map(|t| LmrTriplet {
-                    lmr_context: t.lmr_context,
-                    virtual_address: t.virtual_address,
-                    segment_length: t.segment_length,
-                })
-                .collect()
-        };
+        // SAFETY: the consumer passes `n` triplets at the non-NULL `iov`
+        // (dat_lmr_sync_rdma_read(3DAT)).
+        let segments = unsafe { super::ep::read_triplets(iov, n) };
         let g = ia.ia.ia();
         let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
         sync(ia_ref, &segments).map_err(|e| map(&e, 0))

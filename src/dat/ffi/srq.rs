@@ -2,9 +2,8 @@
 
 use super::codes::{arg, guard, map, nonnull, put};
 use super::handles::{self, Kind, Object};
-use super::ia::MAX_IOV;
 use super::objects::{Body, SrqObj};
-use crate::dat::{LmrTriplet, Srq};
+use crate::dat::Srq;
 use dat_sys as d;
 
 /// dat.h `DAT_VALUE_UNKNOWN` (((DAT_COUNT) ~0) - 1).
@@ -85,25 +84,7 @@ pub(super) unsafe extern "C" fn srq_post_recv(
     guard(|| {
         let o = handles::get(srq, Kind::Srq)?;
         let s = srq_of(&o)?;
-        if !(0..=MAX_IOV).contains(&n) {
-            return Err(arg(2));
-        }
-        if n > 0 && iov.is_null() {
-            return Err(arg(3));
-        }
-        let t: Vec<LmrTriplet> = if n == 0 {
-            Vec::new()
-        } else {
-            // SAFETY: `n` consumer triplets at `iov`, read now (DAT_IOV_CONSUMER).
-            unsafe { core::slice::from_raw_parts(iov, n as usize) }
-                .iter()
-                .map(|t| LmrTriplet {
-                    lmr_context: t.lmr_context,
-                    virtual_address: t.virtual_address,
-                    segment_length: t.segment_length,
-                })
-                .collect()
-        };
+        let t = super::ep::triplets(n, iov, 2)?;
         // SAFETY: 64 bits of consumer data.
         let c = unsafe { cookie.as_64 };
         s.srq.post_recv(&t, c).map_err(|e| map(&e, 2))
