@@ -48,11 +48,11 @@ fn a_64_kib_rdma_write_between_two_eps_of_a_one_shard_ia_completes_over_loopback
     let dto = Evd::create(&ia, 16, EvdFlags::DTO).unwrap();
     let conn = Evd::create(&ia, 16, EvdFlags::CONNECTION).unwrap();
     let cr_evd = Evd::create(&ia, 4, EvdFlags::CR).unwrap();
-    let _psp = Psp::create(&ia, 7400, &cr_evd).unwrap();
+    let _psp = Psp::create(&ia, 7400u16, &cr_evd).unwrap();
     let new_ep = || Ep::create(&ia, &pz, Some(&dto), Some(&dto), Some(&conn), None, None);
     let (client, server) = (new_ep().unwrap(), new_ep().unwrap());
 
-    client.connect(ip, 7400, b"").unwrap();
+    client.connect(ip, 7400u16, b"").unwrap();
     let DatEvent::ConnectionRequest(cr) = cr_evd.wait(T, 1).expect("the request") else {
         panic!("not a connection request");
     };

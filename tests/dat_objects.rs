@@ -131,27 +131,29 @@ fn dat_evd_wait_threshold_is_met_by_events_posted_from_another_thread() {
 }
 
 #[test]
-fn dat_evd_disable_queues_events_but_does_not_wake_the_waiter() {
+fn dat_evd_disable_stops_the_cno_only_and_a_waiter_still_gets_its_event() {
     let (a, _b) = ias();
     let evd = Arc::new(sw_evd(&a, 4));
     evd.disable();
     assert!(!evd.query().enabled);
+    // dat_cno_wait(3DAT): a consumer waiting on the EVD itself preempts the CNO; disabling
+    // only stops the CNO's notification (the OFA provider's dat_evd_wait ignores it too).
     evd.post_se(7).unwrap();
-    assert_eq!(evd.wait(TEN_MS, 1).unwrap_err(), DatError::TimeoutExpired);
-    assert_eq!(evd.len(), 1, "the event stays queued");
-    // A waiter blocked on the disabled EVD is released by dat_evd_enable.
+    assert_eq!(evd.wait(TEN_MS, 1).unwrap().software(), Some(7));
+    // A waiter blocked on the disabled EVD is woken by the arrival itself.
     let waiter = {
         let evd = evd.clone();
         std::thread::spawn(move || evd.wait(Some(GUARD), 1).map(|e| e.software()))
     };
     std::thread::sleep(Duration::from_millis(20));
-    assert!(!waiter.is_finished(), "a disabled EVD woke its waiter");
-    evd.enable();
-    assert_eq!(waiter.join().unwrap(), Ok(Some(7)));
-    // Dequeue does not depend on the enable state.
-    evd.disable();
     evd.post_se(8).unwrap();
-    assert_eq!(evd.dequeue().unwrap().software(), Some(8));
+    assert_eq!(waiter.join().unwrap(), Ok(Some(8)));
+    assert!(!evd.query().enabled, "waiting does not enable it");
+    // Dequeue does not depend on the enable state either.
+    evd.post_se(9).unwrap();
+    assert_eq!(evd.dequeue().unwrap().software(), Some(9));
+    evd.enable();
+    assert!(evd.query().enabled);
 }
 
 #[test]

@@ -107,7 +107,7 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
     };
     let (pz_a, dto_a, conn_a, _cr_a) = objs(&a)?;
     let (pz_b, dto_b, conn_b, cr_b) = objs(&b)?;
-    let psp = Psp::create(&b, 45248, &cr_b).map_err(e)?;
+    let psp = Psp::create(&b, 45248u16, &cr_b).map_err(e)?;
     let la = Lmr::create(&pz_a, 65536, RW).map_err(e)?;
     let lb = Lmr::create(&pz_b, 65536, RW).map_err(e)?;
     let msg: Vec<u8> = (0..4000u32).map(|i| (i * 31 + 7) as u8).collect();
@@ -144,7 +144,7 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
         shards.push(ea.shard());
         eb.post_recv(&[lb.triplet(0, 4000)], 10 + k).map_err(e)?;
         eb.post_recv(&[lb.triplet(8000, 64)], 20 + k).map_err(e)?;
-        ea.connect(ip_b, 45248, &k.to_be_bytes()).map_err(e)?;
+        ea.connect(ip_b, 45248u16, &k.to_be_bytes()).map_err(e)?;
         let DatEvent::ConnectionRequest(cr) = cr_b.wait(T, 1).map_err(e)? else {
             return Err("no connection request".into());
         };

@@ -4,6 +4,7 @@
 //! dat_cr_handoff ([`Cr::handoff`]) passes an unanswered request on to the PSP of another
 //! connection qualifier of the same IA.
 
+use super::conn_qual::ConnQual;
 use super::context::ConsumerContext;
 use super::ep::{Ep, EpInner, EpState};
 use super::error::{DatError, Refused};
@@ -19,7 +20,7 @@ use std::sync::Arc;
 pub struct Cr {
     ia: Arc<IaInner>,
     id: CmId,
-    conn_qual: u16,
+    conn_qual: ConnQual,
     remote_ip: Ipv4Addr,
     remote_port: u16,
     remote_qpn: u32,
@@ -39,9 +40,9 @@ pub struct CrParam {
     /// DAT_CR_PARAM.remote_port_qual: the requester's port (the IP CM header's source port,
     /// what [`Ep::remote`](super::Ep::remote) reports once the request is accepted).
     pub remote_port: u16,
-    /// The local connection qualifier the request arrived on (the PSP's or RSP's; the C
-    /// layer reports it as the event's `conn_qual`).
-    pub conn_qual: u16,
+    /// The local connection qualifier the request arrived on (the PSP's or RSP's, as it was
+    /// created; the C layer reports it as the event's `conn_qual`).
+    pub conn_qual: ConnQual,
     /// DAT_CR_PARAM.private_data: what the requester passed to dat_ep_connect, at most
     /// [`IaAttr::max_private_data_size`](super::IaAttr::max_private_data_size) bytes.
     pub private_data: Vec<u8>,
@@ -60,11 +61,13 @@ impl core::fmt::Debug for Cr {
 }
 
 impl Cr {
-    pub(crate) fn new(ia: &Arc<IaInner>, req: ConnRequest) -> Cr {
+    /// The request `req`, naming the qualifier of the service point listening on its port
+    /// (`qual`: the PSP's or RSP's).
+    pub(crate) fn new(ia: &Arc<IaInner>, req: ConnRequest, qual: ConnQual) -> Cr {
         Cr {
             ia: ia.clone(),
             id: req.id,
-            conn_qual: req.port,
+            conn_qual: qual,
             remote_ip: req.src_ip,
             remote_port: req.src_port,
             remote_qpn: req.remote_qpn,
@@ -134,7 +137,7 @@ impl Cr {
     }
 
     /// The listened connection qualifier.
-    pub fn conn_qual(&self) -> u16 {
+    pub fn conn_qual(&self) -> ConnQual {
         self.conn_qual
     }
 
@@ -254,13 +257,16 @@ impl Cr {
     /// (now naming `conn_qual`) is queued on that PSP's EVD, where it is accepted or rejected
     /// like any other. Refused, the request left with the caller, with DAT_INVALID_PARAMETER
     /// (argument 2) when no PSP of this IA listens on `conn_qual`, and DAT_QUEUE_FULL when
-    /// its EVD is full. A reserved EP (request on an RSP) returns to RESERVED.
-    pub fn handoff(mut self, conn_qual: u16) -> Result<(), Refused<Cr>> {
+    /// its EVD is full. A reserved EP (request on an RSP) returns to RESERVED. The PSP must
+    /// have been created on exactly `conn_qual` (not merely on its CM port).
+    pub fn handoff(mut self, conn_qual: impl Into<ConnQual>) -> Result<(), Refused<Cr>> {
+        let conn_qual = conn_qual.into();
         let evd = self
             .ia
             .lock_psps()
-            .get(&conn_qual)
-            .and_then(|w| w.upgrade());
+            .get(&conn_qual.port())
+            .filter(|(q, _)| *q == conn_qual)
+            .and_then(|(_, w)| w.upgrade());
         let Some(evd) = evd else {
             return self.refuse(DatError::InvalidArg {
                 arg: 2,
@@ -269,7 +275,7 @@ impl Cr {
         };
         let req = ConnRequest {
             id: self.id,
-            port: conn_qual,
+            port: conn_qual.port(),
             src_ip: self.remote_ip,
             src_port: self.remote_port,
             remote_qpn: self.remote_qpn,

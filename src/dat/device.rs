@@ -7,6 +7,7 @@
 //! joined, memory tables freed) and the next open builds a fresh one on the same DPDK port, which
 //! stays started for the process (`crate::dpdk::ProfilePort`).
 
+use super::conn_qual::ConnQual;
 use super::ep::EpInner;
 use super::error::DatError;
 use super::memory::SharedMemory;
@@ -35,10 +36,11 @@ pub(crate) struct Device {
     /// Starting PSNs (seeded from the OS).
     psns: Mutex<ChaCha8Rng>,
     next_shard: AtomicUsize,
-    /// Reserved service points: connection qualifier -> the reserved EP (dat_rsp_create).
-    pub rsps: Mutex<HashMap<u16, Weak<EpInner>>>,
-    /// Public service points: connection qualifier -> the PSP's EVD (dat_cr_handoff).
-    pub psps: Mutex<HashMap<u16, Weak<super::evd::EvdInner>>>,
+    /// Reserved service points: CM port -> the RSP's qualifier and reserved EP
+    /// (dat_rsp_create).
+    pub rsps: Mutex<HashMap<u16, (ConnQual, Weak<EpInner>)>>,
+    /// Public service points: CM port -> the PSP's qualifier and EVD (dat_cr_handoff).
+    pub psps: Mutex<HashMap<u16, (ConnQual, Weak<super::evd::EvdInner>)>>,
     /// Where dat_psp_create_any starts looking for a free qualifier.
     pub next_any_qual: AtomicU32,
     /// The DPDK port of a profile's device (none for an IA on caller-started queues); its
@@ -85,11 +87,13 @@ impl Device {
         self.next_shard.fetch_add(1, Ordering::Relaxed) % self.engine.shards()
     }
 
-    pub fn lock_rsps(&self) -> MutexGuard<'_, HashMap<u16, Weak<EpInner>>> {
+    pub fn lock_rsps(&self) -> MutexGuard<'_, HashMap<u16, (ConnQual, Weak<EpInner>)>> {
         self.rsps.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn lock_psps(&self) -> MutexGuard<'_, HashMap<u16, Weak<super::evd::EvdInner>>> {
+    pub fn lock_psps(
+        &self,
+    ) -> MutexGuard<'_, HashMap<u16, (ConnQual, Weak<super::evd::EvdInner>)>> {
         self.psps.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -7,6 +7,7 @@
 //! `dat_ep_modify` is in [`ep_modify`](super::ep_modify), the receive watermarks and
 //! `dat_ep_recv_query` in [`ep_recv`](super::ep_recv).
 
+use super::conn_qual::ConnQual;
 use super::context::ConsumerContext;
 use super::counters::EpCounters;
 use super::ep_attr::{CompletionFlags, EpAttr};
@@ -437,7 +438,7 @@ impl Ep {
     pub fn connect(
         &self,
         remote: Ipv4Addr,
-        conn_qual: u16,
+        conn_qual: impl Into<ConnQual>,
         private_data: &[u8],
     ) -> Result<(), DatError> {
         self.connect_with_timeout(remote, conn_qual, private_data, None)
@@ -446,14 +447,16 @@ impl Ep {
     /// dat_ep_connect with its `timeout`: without an answer by then the connection EVD gets
     /// TimedOut (DAT_CONNECTION_EVENT_TIMED_OUT) and the EP is DISCONNECTED. `None`: the
     /// CM's retries decide (Unreachable). Private data over
-    /// [`MAX_PRIVATE_DATA_SIZE`](super::ia_attr::MAX_PRIVATE_DATA_SIZE) is argument 5.
+    /// [`MAX_PRIVATE_DATA_SIZE`](super::ia_attr::MAX_PRIVATE_DATA_SIZE) is argument 5. The
+    /// request carries the qualifier's CM port ([`ConnQual::port`]).
     pub fn connect_with_timeout(
         &self,
         remote: Ipv4Addr,
-        conn_qual: u16,
+        conn_qual: impl Into<ConnQual>,
         private_data: &[u8],
         timeout: Option<std::time::Duration>,
     ) -> Result<(), DatError> {
+        let conn_qual = conn_qual.into().port();
         let mut c = self.inner.lock();
         if c.connect_evd.is_none() {
             return Err(DatError::InvalidParameter("EP without connection EVD"));
@@ -856,6 +859,18 @@ impl Ep {
     /// dat_ep_post_recv (not on an SRQ EP: post to the SRQ). Segments of an LMR in another PZ
     /// than the EP's are DAT_PROTECTION_VIOLATION.
     pub fn post_recv(&self, local: &[LmrTriplet], cookie: u64) -> Result<(), DatError> {
+        self.post_recv_with(local, cookie, CompletionFlags::DEFAULT)
+    }
+
+    /// [`Ep::post_recv`] with the consumer's completion flags. Every flag is accepted and
+    /// none changes a receive: a receive always completes (IBTA has no unsignaled receive,
+    /// and the OFA uDAPL providers ignore a receive's flags too); a fence orders requests only.
+    pub fn post_recv_with(
+        &self,
+        local: &[LmrTriplet],
+        cookie: u64,
+        _flags: CompletionFlags,
+    ) -> Result<(), DatError> {
         if self.inner.srq.is_some() {
             return Err(DatError::InvalidParameter("EP receives from its SRQ"));
         }

@@ -26,12 +26,19 @@ bitflags! {
         const BARRIER_FENCE = 0x08;
         /// DAT_COMPLETION_EVD_THRESHOLD_FLAG.
         const EVD_THRESHOLD = 0x10;
+        /// DAT_COMPLETION_LMR_INVALIDATE_FENCE_FLAG: wait for earlier LMR invalidations. No
+        /// call of this provider invalidates an LMR locally, so there is nothing to wait for.
+        const LMR_INVALIDATE_FENCE = 0x20;
     }
 }
 
 impl CompletionFlags {
     /// DAT_COMPLETION_DEFAULT_FLAG.
     pub const DEFAULT: CompletionFlags = CompletionFlags::empty();
+
+    /// The flags dat_rmr_bind(3DAT) takes: a bind is never fenced nor solicited.
+    pub const RMR_BIND: CompletionFlags =
+        CompletionFlags::SUPPRESS.union(CompletionFlags::UNSIGNALLED);
 }
 
 /// EP attributes (DAT_EP_ATTR). `Default` is what a NULL attribute pointer gets.

@@ -4,13 +4,14 @@
 //! a connection request becomes a [`Cr`].
 //!
 //! The EVD state of DAT 2.0 §6.3.2: dat_evd_query, dat_evd_resize (never below the queued
-//! count: DAT_INVALID_STATE), dat_evd_enable / dat_evd_disable (a disabled EVD still queues
-//! events but neither wakes its waiter nor triggers its CNO), dat_evd_set_unwaitable /
+//! count: DAT_INVALID_STATE), dat_evd_enable / dat_evd_disable (a disabled EVD does not trigger
+//! its CNO; events still queue, dequeue and end a dat_evd_wait), dat_evd_set_unwaitable /
 //! dat_evd_clear_unwaitable (dat_evd_wait fails with DAT_INVALID_STATE and releases waiters),
 //! dat_evd_post_se (DAT_SOFTWARE_EVENT, only on an EVD created with DAT_EVD_SOFTWARE_FLAG) and
 //! dat_evd_modify_cno.
 
 use super::cno::{Cno, CnoInner};
+use super::conn_qual::ConnQual;
 use super::context::ConsumerContext;
 use super::cr::Cr;
 use super::error::{DatError, Refused, StateKind};
@@ -288,11 +289,10 @@ impl Evd {
     /// dat_evd_enable.
     pub fn enable(&self) {
         self.inner.enabled.store(true, Ordering::Release);
-        self.inner.sink.queue.wake_all();
     }
 
-    /// dat_evd_disable: events still queue (and dequeue), but a waiter is not woken and the
-    /// CNO is not triggered until the EVD is enabled again.
+    /// dat_evd_disable: events still queue, dequeue and end a dat_evd_wait, but the CNO is
+    /// not triggered until the EVD is enabled again.
     pub fn disable(&self) {
         self.inner.enabled.store(false, Ordering::Release);
     }
@@ -398,8 +398,10 @@ impl Evd {
     /// Waits until `threshold` events are queued, then dequeues one; DAT_TIMEOUT_EXPIRED
     /// after `timeout` (`None`: DAT_TIMEOUT_INFINITE). dat_evd_wait(3DAT): a threshold outside
     /// 1..=the EVD's size is DAT_INVALID_PARAMETER (argument 3); an unwaitable EVD is
-    /// DAT_INVALID_STATE_EVD_UNWAITABLE at once. A disabled EVD is waited on (the waiter
-    /// wakes once it is enabled again); the C layer refuses it instead (see `ffi::evd`).
+    /// DAT_INVALID_STATE_EVD_UNWAITABLE at once. The enable state does not matter: disabling
+    /// stops the CNO's notifications only (dat_cno_wait(3DAT): "A uDAPL Consumer waiting
+    /// directly upon an Event Dispatcher preempts the CNO"), as in the OFA reference provider,
+    /// whose dat_evd_wait checks the waitable state alone.
     pub fn wait(&self, timeout: Option<Duration>, threshold: usize) -> Result<DatEvent, DatError> {
         if threshold == 0 || threshold > self.size() {
             return Err(DatError::InvalidArg {
@@ -425,7 +427,7 @@ impl Evd {
                     // What is queued is still delivered (the catastrophic event itself).
                     Err(true)
                 } else if inner.waitable.load(Ordering::Acquire) {
-                    Ok(inner.enabled.load(Ordering::Acquire))
+                    Ok(())
                 } else {
                     Err(false)
                 }
@@ -492,8 +494,15 @@ impl Evd {
             }
             Event::Request(req) => {
                 let ia = &self.inner.ia;
-                let reserved = ia.lock_rsps().get(&req.port).and_then(|w| w.upgrade());
-                let cr = Cr::new(ia, req);
+                let rsp = ia.lock_rsps().get(&req.port).cloned();
+                // The request names the qualifier its service point was created on.
+                let qual = match &rsp {
+                    Some((q, _)) => Some(*q),
+                    None => ia.lock_psps().get(&req.port).map(|(q, _)| *q),
+                };
+                let qual = qual.unwrap_or(ConnQual::from(req.port));
+                let reserved = rsp.and_then(|(_, w)| w.upgrade());
+                let cr = Cr::new(ia, req, qual);
                 DatEvent::ConnectionRequest(match reserved {
                     Some(ep) => cr.with_reserved(ep),
                     None => cr,

@@ -39,8 +39,8 @@ pub struct IaAttr {
     /// DAT_IA_ATTR.max_lmrs: memory regions the IA's registration table holds (its slot
     /// count, shared by LMRs and RMRs).
     pub max_lmrs: u32,
-    /// DAT_IA_ATTR.max_lmr_block_size: the largest LMR, in bytes (the transport's largest
-    /// message, 1 GiB).
+    /// DAT_IA_ATTR.max_lmr_block_size: the largest LMR, in bytes ([`MAX_LMR_BLOCK_SIZE`];
+    /// the C layer reports at most `u32::MAX`, the width of udat.h's DAT_SEG_LENGTH field).
     pub max_lmr_block_size: u64,
     /// DAT_IA_ATTR.max_pzs: protection zones the IA reports it can create (not counted by
     /// the provider).
@@ -95,6 +95,24 @@ pub fn check_evd_qlen(qlen: usize, arg: u8) -> Result<(), DatError> {
     Ok(())
 }
 
+/// The largest LMR, in bytes: what the registration table addresses (a region is a Rust
+/// slice, at most `isize::MAX` bytes). An LMR is not bounded by the largest message: a post
+/// moves part of it.
+pub const MAX_LMR_BLOCK_SIZE: u64 = isize::MAX as u64;
+
+/// dat_lmr_create(3DAT): DAT_LENGTH_ERROR for a length "beyond the provider's limits",
+/// 1..=[`MAX_LMR_BLOCK_SIZE`] (dapltest's fft mem case 2 registers 0 bytes and expects
+/// exactly this). The length as a `usize`.
+pub fn check_lmr_length(length: u64) -> Result<usize, DatError> {
+    if length == 0 || length > MAX_LMR_BLOCK_SIZE {
+        return Err(DatError::LengthError(
+            "LMR length outside 1..=max_lmr_block_size",
+        ));
+    }
+    usize::try_from(length)
+        .map_err(|_| DatError::LengthError("LMR length beyond the address space"))
+}
+
 /// The largest private data of dat_ep_connect, dat_ep_dup_connect, dat_cr_accept and
 /// dat_cr_reject, in bytes: the 92 of an IB CM REQ (IBTA vol. 1 §12.6.5) less the 36-byte
 /// IP CM header in front of it (annex A11.6). One limit for every call, as dat_ia_query
@@ -129,7 +147,7 @@ impl Ia {
             max_evd_qlen: MAX_EVD_QLEN,
             max_iov_segments_per_dto: sge,
             max_lmrs: self.inner.mem.capacity(),
-            max_lmr_block_size: u64::from(msg),
+            max_lmr_block_size: MAX_LMR_BLOCK_SIZE,
             max_pzs: 65_536,
             max_message_size: msg,
             max_rdma_size: msg,

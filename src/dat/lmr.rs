@@ -124,8 +124,10 @@ impl Lmr {
         Ok(())
     }
 
-    /// Allocates and registers `len` zeroed bytes in `pz` with `access` rights.
+    /// Allocates and registers `len` zeroed bytes in `pz` with `access` rights; a length
+    /// outside 1..=max_lmr_block_size is DAT_LENGTH_ERROR ([`super::ia_attr::check_lmr_length`]).
     pub fn create(pz: &Pz, len: usize, access: Access) -> Result<Lmr, DatError> {
+        let len = super::ia_attr::check_lmr_length(len as u64)?;
         let region = pz
             .inner
             .ia

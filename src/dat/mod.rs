@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod cno;
+pub mod conn_qual;
 pub mod context;
 pub mod counters;
 pub mod cr;
@@ -39,6 +40,7 @@ pub mod srq;
 pub(crate) mod telemetry;
 
 pub use cno::{Cno, CnoParam};
+pub use conn_qual::ConnQual;
 pub use context::ConsumerContext;
 pub use counters::{EpCounters, IaCounters};
 pub use cr::{Cr, CrParam};

@@ -2,6 +2,7 @@
 //! (an rdma_cm TCP-space port); connection requests arrive as [`Cr`](super::cr::Cr)s on the
 //! PSP's EVD.
 
+use super::conn_qual::ConnQual;
 use super::context::ConsumerContext;
 use super::error::DatError;
 use super::evd::{Evd, EvdFlags, EvdInner};
@@ -11,23 +12,27 @@ use std::sync::Arc;
 /// A listening service point.
 pub struct Psp {
     evd: Arc<EvdInner>,
-    conn_qual: u16,
+    conn_qual: ConnQual,
     context: ConsumerContext,
 }
 
 impl Psp {
-    /// Listens on `conn_qual`; requests go to `evd` (which needs the CR flag).
-    pub fn create(ia: &Ia, conn_qual: u16, evd: &Evd) -> Result<Psp, DatError> {
+    /// Listens on `conn_qual` (carried by its CM port, [`ConnQual::port`]); requests go to
+    /// `evd` (which needs the CR flag).
+    pub fn create(ia: &Ia, conn_qual: impl Into<ConnQual>, evd: &Evd) -> Result<Psp, DatError> {
+        let conn_qual = conn_qual.into();
         if !Arc::ptr_eq(&evd.inner.ia, &ia.inner) {
             return Err(DatError::InvalidHandle("EVD of another IA"));
         }
         if !evd.flags().contains(EvdFlags::CR) {
             return Err(DatError::InvalidParameter("EVD without CR flag"));
         }
-        ia.inner.engine.listen(conn_qual, evd.inner.sink.clone())?;
+        ia.inner
+            .engine
+            .listen(conn_qual.port(), evd.inner.sink.clone())?;
         ia.inner
             .lock_psps()
-            .insert(conn_qual, Arc::downgrade(&evd.inner));
+            .insert(conn_qual.port(), (conn_qual, Arc::downgrade(&evd.inner)));
         Ok(Psp {
             evd: evd.inner.clone(),
             conn_qual,
@@ -57,8 +62,8 @@ impl Psp {
     /// The qualifiers dat_psp_create_any chooses from (the dynamic port range of RFC 6335).
     pub const ANY_RANGE: core::ops::RangeInclusive<u16> = 49152..=65535;
 
-    /// The connection qualifier.
-    pub fn conn_qual(&self) -> u16 {
+    /// The connection qualifier (as given to [`Psp::create`]).
+    pub fn conn_qual(&self) -> ConnQual {
         self.conn_qual
     }
 
@@ -73,7 +78,7 @@ impl Psp {
 
 impl Drop for Psp {
     fn drop(&mut self) {
-        self.evd.ia.lock_psps().remove(&self.conn_qual);
-        let _ = self.evd.ia.engine.unlisten(self.conn_qual);
+        self.evd.ia.lock_psps().remove(&self.conn_qual.port());
+        let _ = self.evd.ia.engine.unlisten(self.conn_qual.port());
     }
 }

@@ -190,7 +190,8 @@ impl Rmr {
         self.bind_with(lmr, triplet, access, ep, cookie, CompletionFlags::DEFAULT)
     }
 
-    /// [`Rmr::bind`] with completion flags (SUPPRESS: no completion when it succeeds).
+    /// [`Rmr::bind`] with completion flags (SUPPRESS: no completion when it succeeds); a flag
+    /// outside [`CompletionFlags::RMR_BIND`] is DAT_INVALID_PARAMETER (argument 8).
     pub fn bind_with(
         &self,
         lmr: &Lmr,
@@ -200,6 +201,7 @@ impl Rmr {
         cookie: u64,
         flags: CompletionFlags,
     ) -> Result<u32, DatError> {
+        check_bind_flags(flags)?;
         if !Arc::ptr_eq(&lmr.reg.pz, &self.pz) {
             return Err(DatError::InvalidArg {
                 arg: 2,
@@ -272,13 +274,14 @@ impl Rmr {
         self.unbind_with(ep, cookie, CompletionFlags::DEFAULT)
     }
 
-    /// [`Rmr::unbind`] with completion flags (SUPPRESS: no completion when it succeeds).
+    /// [`Rmr::unbind`] with completion flags, as [`Rmr::bind_with`].
     pub fn unbind_with(
         &self,
         ep: &Ep,
         cookie: u64,
         flags: CompletionFlags,
     ) -> Result<(), DatError> {
+        check_bind_flags(flags)?;
         self.check_scope(ep)?;
         self.complete(ep, cookie, flags)?;
         let old = self.lock().take();
@@ -318,6 +321,18 @@ impl Rmr {
 
     /// dat_rmr_free: unbinds (the key dies) and frees.
     pub fn free(self) {}
+}
+
+/// dat_rmr_bind(3DAT)'s `completion_flags`: suppression and unsignaled only (argument 8).
+fn check_bind_flags(flags: CompletionFlags) -> Result<(), DatError> {
+    if CompletionFlags::RMR_BIND.contains(flags) {
+        Ok(())
+    } else {
+        Err(DatError::InvalidArg {
+            arg: 8,
+            what: "a bind takes only the suppress and unsignaled completion flags",
+        })
+    }
 }
 
 impl Drop for Rmr {

@@ -5,6 +5,7 @@
 //! ([`Cr::accept_reserved`](super::cr::Cr::accept_reserved)); a rejected request returns it to
 //! RESERVED. Freeing the RSP stops listening and returns a still-RESERVED EP to UNCONNECTED.
 
+use super::conn_qual::ConnQual;
 use super::context::ConsumerContext;
 use super::ep::{state_error, Ep, EpInner, EpState};
 use super::error::{DatError, HandleKind};
@@ -16,14 +17,20 @@ use std::sync::Arc;
 pub struct Rsp {
     evd: Arc<EvdInner>,
     ep: Arc<EpInner>,
-    conn_qual: u16,
+    conn_qual: ConnQual,
     context: ConsumerContext,
 }
 
 impl Rsp {
     /// dat_rsp_create: listens on `conn_qual` for `ep` (UNCONNECTED, of this IA); requests go
     /// to `evd` (which needs the CR flag).
-    pub fn create(ia: &Ia, conn_qual: u16, ep: &Ep, evd: &Evd) -> Result<Rsp, DatError> {
+    pub fn create(
+        ia: &Ia,
+        conn_qual: impl Into<ConnQual>,
+        ep: &Ep,
+        evd: &Evd,
+    ) -> Result<Rsp, DatError> {
+        let conn_qual = conn_qual.into();
         if !Arc::ptr_eq(&evd.inner.ia, &ia.inner) {
             return Err(DatError::InvalidHandleOf {
                 kind: HandleKind::EvdCr,
@@ -46,11 +53,13 @@ impl Rsp {
         if c.state != EpState::Unconnected {
             return Err(state_error(c.state));
         }
-        ia.inner.engine.listen(conn_qual, evd.inner.sink.clone())?;
+        ia.inner
+            .engine
+            .listen(conn_qual.port(), evd.inner.sink.clone())?;
         c.state = EpState::Reserved;
         ia.inner
             .lock_rsps()
-            .insert(conn_qual, Arc::downgrade(&ep.inner));
+            .insert(conn_qual.port(), (conn_qual, Arc::downgrade(&ep.inner)));
         Ok(Rsp {
             evd: evd.inner.clone(),
             ep: ep.inner.clone(),
@@ -59,8 +68,8 @@ impl Rsp {
         })
     }
 
-    /// The connection qualifier.
-    pub fn conn_qual(&self) -> u16 {
+    /// The connection qualifier (as given to [`Rsp::create`]).
+    pub fn conn_qual(&self) -> ConnQual {
         self.conn_qual
     }
 
@@ -81,8 +90,8 @@ impl Rsp {
 impl Drop for Rsp {
     fn drop(&mut self) {
         let ia = &self.evd.ia;
-        let _ = ia.engine.unlisten(self.conn_qual);
-        ia.lock_rsps().remove(&self.conn_qual);
+        let _ = ia.engine.unlisten(self.conn_qual.port());
+        ia.lock_rsps().remove(&self.conn_qual.port());
         let mut c = self.ep.lock();
         if c.state == EpState::Reserved {
             c.state = EpState::Unconnected;

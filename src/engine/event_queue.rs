@@ -26,8 +26,8 @@ pub enum GatedWaitError<E> {
     Gate(E),
 }
 
-/// What a wait gate says: dequeue when the threshold is met, hold on, or give up.
-pub type Gate<E> = Result<bool, E>;
+/// What a wait gate says: go on waiting (`Ok`), or give up with the error.
+pub type Gate<E> = Result<(), E>;
 
 /// What a waiter does once its spin budget is spent and `progress` found nothing to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,13 +221,12 @@ impl<T> EventQueue<T> {
         progress: impl FnMut() -> bool,
         idle: Idle,
     ) -> Result<T, WaitError> {
-        self.wait_gated(timeout, threshold, progress, || Gate::<()>::Ok(true), idle)
+        self.wait_gated(timeout, threshold, progress, || Gate::<()>::Ok(()), idle)
             .map_err(|_| WaitError::Timeout)
     }
 
-    /// [`EventQueue::wait`] with a gate consulted on every round: `Ok(true)` lets a waiter
-    /// dequeue once the threshold is met, `Ok(false)` holds it (a disabled EVD does not wake
-    /// its waiter), `Err(e)` ends the wait with `e` (an unwaitable EVD releases its waiters).
+    /// [`EventQueue::wait`] with a gate consulted on every round: `Err(e)` ends the wait with
+    /// `e` (an unwaitable EVD releases its waiters).
     /// Call [`EventQueue::wake_all`] after changing what the gate reads.
     pub fn wait_gated<E>(
         &self,
@@ -247,8 +246,8 @@ impl<T> EventQueue<T> {
         // Spin briefly: one kernel wake-up costs ~40 us here (docs/REFERENCE-dpdk.md).
         let mut spins = 0u32;
         loop {
-            let open = gate().map_err(GatedWaitError::Gate)?;
-            if open && met() {
+            gate().map_err(GatedWaitError::Gate)?;
+            if met() {
                 if let Some((ev, _)) = self.ring_pop(&self.ring()) {
                     return Ok(ev);
                 }
@@ -271,7 +270,7 @@ impl<T> EventQueue<T> {
             }
             let g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             self.sleepers.fetch_add(1, Ordering::SeqCst);
-            if !(met() && open) {
+            if !met() {
                 // Re-checked under the lock: a push or wake_all after this point notifies us.
                 // Sleep in short slices so a threshold reached by several pushes is seen
                 // promptly.

@@ -6,19 +6,10 @@ use super::ep::ep_of;
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, CrObj, SpObj};
 use super::state::{lock, SockAddrIn};
-use crate::dat::{DatError, Psp, Pz, Rsp};
+use crate::dat::{ConnQual, DatError, Psp, Pz, Rsp};
 use dat_sys as d;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-
-/// The CM port of a DAT connection qualifier. Service IDs are in the rdma_cm TCP port space,
-/// whose ports have 16 bits; a wider qualifier (DAT_CONN_QUAL is 64 bits: dapltest's limit test
-/// listens on 0xAffab1e + n) is carried by its low 16 bits, as the OFA uDAPL rdma_cm provider
-/// does (`SID_TO_PORT`). Both ends map the same way, and the PSP/RSP keeps the qualifier it was
-/// given for dat_psp_query / dat_rsp_query.
-pub(super) fn port_of(qual: d::DAT_CONN_QUAL) -> u16 {
-    (qual & 0xffff) as u16
-}
 
 /// Creates a PSP or RSP on `qual`.
 /// The CR EVD of a service point of `ia` (DAT_INVALID_HANDLE_EVD_CR otherwise).
@@ -33,19 +24,17 @@ fn cr_evd(ia: &Arc<Object>, evd: d::DAT_EVD_HANDLE) -> Result<Arc<Object>, u32> 
     }
 }
 
-/// Registers a service point object (its handle found by connection qualifier).
-fn register_sp(ia: &Arc<Object>, kind: Kind, sp: SpObj) -> Arc<Object> {
-    let port = port_of(sp.conn_qual);
+/// Registers a service point object on `qual` (its handle found by the qualifier's port).
+fn register_sp(ia: &Arc<Object>, kind: Kind, qual: ConnQual, sp: SpObj) -> Arc<Object> {
+    let port = qual.port();
     let o = handles::insert(ia.ia.provider(), kind, ia.ia.clone(), |_| Body::Sp(sp));
     lock(&ia.ia.sps).insert(port, o.handle);
     o
 }
 
-/// A PSP of `ia` made by `make` (Psp::create or Psp::create_any) on the CR EVD `evd`;
-/// `qual`: the qualifier as the consumer gave it (None: the one the Rust PSP chose).
+/// A PSP of `ia` made by `make` (Psp::create or Psp::create_any) on the CR EVD `evd`.
 fn listen(
     ia: &Arc<Object>,
-    qual: Option<u64>,
     evd: d::DAT_EVD_HANDLE,
     flags: u32,
     make: impl FnOnce(&crate::dat::Ia, &crate::dat::Evd) -> Result<Psp, DatError>,
@@ -65,14 +54,14 @@ fn listen(
         let psp = make(ia_ref, &e.evd).map_err(|err| map(&err, 0))?;
         (psp, provider_pz)
     };
-    let conn_qual = qual.unwrap_or(u64::from(psp.conn_qual()));
+    let qual = psp.conn_qual();
     Ok(register_sp(
         ia,
         Kind::Psp,
+        qual,
         SpObj {
             psp: Mutex::new(Some(psp)),
             rsp: Mutex::new(None),
-            conn_qual,
             evd: evdo.handle,
             flags,
             ep: 0,
@@ -102,8 +91,8 @@ pub(super) unsafe extern "C" fn psp_create(
         let ia = handles::get(ia, Kind::Ia)?;
         let flags = psp_flags(flags)?;
         nonnull(out, 5)?;
-        let o = listen(&ia, Some(qual), evd, flags, |ia, evd| {
-            Psp::create(ia, port_of(qual), evd)
+        let o = listen(&ia, evd, flags, |ia, evd| {
+            Psp::create(ia, ConnQual::new(qual), evd)
         })?;
         put(out, 5, o.handle as d::DAT_PSP_HANDLE)
     })
@@ -122,19 +111,22 @@ pub(super) unsafe extern "C" fn psp_create_any(
         nonnull(qual, 2)?;
         let flags = psp_flags(flags)?;
         nonnull(out, 5)?;
-        let o = listen(&ia, None, evd, flags, Psp::create_any)?;
+        let o = listen(&ia, evd, flags, Psp::create_any)?;
         let Body::Sp(sp) = &o.body else {
             return Err(Kind::Psp.invalid());
         };
-        put(qual, 2, sp.conn_qual)?;
+        put(qual, 2, sp.conn_qual(Kind::Psp)?.value())?;
         put(out, 5, o.handle as d::DAT_PSP_HANDLE)
     })
 }
 
-fn sp_query(h: d::DAT_HANDLE, kind: Kind) -> Result<(Arc<Object>, u64, usize, u32, usize), u32> {
+fn sp_query(
+    h: d::DAT_HANDLE,
+    kind: Kind,
+) -> Result<(Arc<Object>, ConnQual, usize, u32, usize), u32> {
     let o = handles::get(h, kind)?;
     let (q, e, f, ep) = match &o.body {
-        Body::Sp(s) => (s.conn_qual, s.evd, s.flags, s.ep),
+        Body::Sp(s) => (s.conn_qual(kind)?, s.evd, s.flags, s.ep),
         _ => return Err(kind.invalid()),
     };
     Ok((o, q, e, f, ep))
@@ -152,7 +144,7 @@ pub(super) unsafe extern "C" fn psp_query(
             3,
             d::DAT_PSP_PARAM {
                 ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
-                conn_qual: q,
+                conn_qual: q.value(),
                 evd_handle: e as d::DAT_EVD_HANDLE,
                 psp_flags: f,
             },
@@ -166,7 +158,7 @@ fn sp_free(h: d::DAT_HANDLE, kind: Kind) -> R {
         drop(lock(&s.psp).take());
         drop(lock(&s.rsp).take());
     }
-    let port = port_of(q);
+    let port = q.port();
     lock(&o.ia.sps).retain(|p, h| !(*p == port && *h == o.handle));
     handles::remove(o.handle);
     Ok(())
@@ -197,15 +189,16 @@ pub(super) unsafe extern "C" fn rsp_create(
         let rsp = {
             let g = ia.ia.ia();
             let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
-            Rsp::create(ia_ref, port_of(qual), &e.ep, &cr_evd.evd).map_err(|err| map(&err, 0))?
+            Rsp::create(ia_ref, ConnQual::new(qual), &e.ep, &cr_evd.evd)
+                .map_err(|err| map(&err, 0))?
         };
         let o = register_sp(
             &ia,
             Kind::Rsp,
+            rsp.conn_qual(),
             SpObj {
                 psp: Mutex::new(None),
                 rsp: Mutex::new(Some(rsp)),
-                conn_qual: qual,
                 evd: evdo.handle,
                 flags: 0,
                 ep: epo.handle,
@@ -228,7 +221,7 @@ pub(super) unsafe extern "C" fn rsp_query(
             3,
             d::DAT_RSP_PARAM {
                 ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
-                conn_qual: q,
+                conn_qual: q.value(),
                 evd_handle: e as d::DAT_EVD_HANDLE,
                 ep_handle: ep as d::DAT_EP_HANDLE,
             },
@@ -390,10 +383,9 @@ pub(super) unsafe extern "C" fn cr_handoff(
     guard(|| {
         let o = handles::get(cr, Kind::Cr)?;
         let c = cr_of(&o)?;
-        let qual = u16::try_from(qual).map_err(|_| arg(2))?;
         let mut slot = lock(&c.cr);
         let taken = slot.take().ok_or(Kind::Cr.invalid())?;
-        match taken.handoff(qual) {
+        match taken.handoff(ConnQual::new(qual)) {
             Ok(()) => {
                 drop(slot);
                 handles::remove(o.handle);

@@ -487,12 +487,12 @@ pub(super) unsafe extern "C" fn ep_connect(
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
         let ip = ipv4_of(remote, 2)?;
-        let port = super::cm::port_of(conn_qual);
         let data = private_data(pdata_size, pdata, 5)?;
         if qos != d::DAT_QOS_BEST_EFFORT {
             return Err(arg(7));
         }
-        e.ep.connect_with_timeout(ip, port, &data, connect_timeout(timeout))
+        let qual = crate::dat::ConnQual::new(conn_qual);
+        e.ep.connect_with_timeout(ip, qual, &data, connect_timeout(timeout))
             .map_err(|err| map(&err, 0))
     })
 }
@@ -627,12 +627,13 @@ fn rmr(p: *const d::DAT_RMR_TRIPLET, n: u32) -> Result<RmrTriplet, u32> {
     })
 }
 
-const KNOWN_FLAGS: u32 = d::DAT_COMPLETION_SUPPRESS_FLAG
-    | d::DAT_COMPLETION_SOLICITED_WAIT_FLAG
-    | d::DAT_COMPLETION_UNSIGNALLED_FLAG
-    | d::DAT_COMPLETION_BARRIER_FENCE_FLAG
-    | d::DAT_COMPLETION_EVD_THRESHOLD_FLAG
-    | d::DAT_COMPLETION_LMR_INVALIDATE_FENCE_FLAG;
+/// DAT_COMPLETION_FLAGS as the Rust flags (argument `n` when a bit is not a DAT flag).
+pub(super) fn completion_flags(
+    flags: d::DAT_COMPLETION_FLAGS,
+    n: u32,
+) -> Result<CompletionFlags, u32> {
+    CompletionFlags::from_bits(flags).ok_or(arg(n))
+}
 
 /// Notes what a request's completion event names beyond the Rust completion (before posting
 /// it; see `Tag`).
@@ -661,10 +662,8 @@ pub(super) fn post_with_flags(
     flags_arg: u32,
     post: impl FnOnce(&Ep, CompletionFlags) -> Result<(), crate::dat::DatError>,
 ) -> R {
-    if flags & !KNOWN_FLAGS != 0 {
-        return Err(arg(flags_arg));
-    }
-    post(&e.ep, CompletionFlags::from_bits_truncate(flags)).map_err(|err| {
+    let flags = completion_flags(flags, flags_arg)?;
+    post(&e.ep, flags).map_err(|err| {
         if super::codes::trace_on() {
             tracing::debug!(target: "dpdk_roce::dat::call", "post: {err}");
         }
@@ -729,12 +728,10 @@ pub(super) unsafe extern "C" fn ep_post_recv(
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
         let t = triplets(n, iov, 2)?;
-        if flags & !KNOWN_FLAGS != 0 {
-            return Err(arg(5));
-        }
+        let f = completion_flags(flags, 5)?;
         // SAFETY: a cookie is 64 bits of consumer data.
         let c = unsafe { cookie.as_64 };
-        e.ep.post_recv(&t, c).map_err(|err| map(&err, 2))
+        e.ep.post_recv_with(&t, c, f).map_err(|err| map(&err, 2))
     })
 }
 
@@ -892,4 +889,41 @@ pub(super) unsafe extern "C" fn ep_set_watermark(
         e.ep.set_watermark(soft as u32, hard as u32)
             .map_err(|err| map(&err, 0))
     })
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use super::*;
+
+    /// The Rust completion flags carry dat.h's values, and only those translate.
+    #[test]
+    fn completion_flags_have_the_values_of_dat_h() {
+        for (f, c) in [
+            (CompletionFlags::SUPPRESS, d::DAT_COMPLETION_SUPPRESS_FLAG),
+            (
+                CompletionFlags::SOLICITED_WAIT,
+                d::DAT_COMPLETION_SOLICITED_WAIT_FLAG,
+            ),
+            (
+                CompletionFlags::UNSIGNALLED,
+                d::DAT_COMPLETION_UNSIGNALLED_FLAG,
+            ),
+            (
+                CompletionFlags::BARRIER_FENCE,
+                d::DAT_COMPLETION_BARRIER_FENCE_FLAG,
+            ),
+            (
+                CompletionFlags::EVD_THRESHOLD,
+                d::DAT_COMPLETION_EVD_THRESHOLD_FLAG,
+            ),
+            (
+                CompletionFlags::LMR_INVALIDATE_FENCE,
+                d::DAT_COMPLETION_LMR_INVALIDATE_FENCE_FLAG,
+            ),
+        ] {
+            assert_eq!(completion_flags(c, 5), Ok(f), "{f:?}");
+        }
+        assert_eq!(completion_flags(0x40, 5), Err(arg(5)));
+        assert_eq!(completion_flags(0x3f, 7), Ok(CompletionFlags::all()));
+    }
 }

@@ -191,11 +191,6 @@ pub(super) unsafe extern "C" fn evd_wait(
         let threshold = usize::try_from(threshold).map_err(|_| arg(3))?;
         nonnull(event, 4)?;
         nonnull(nmore, 5)?;
-        // Left here, not yet a Rust rule: the Rust `Evd::wait` on a disabled EVD waits until
-        // it is enabled (tests/dat_objects.rs), the C entry refuses it at once.
-        if e.evd.is_waitable() && !e.evd.is_enabled() {
-            return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_DISABLED));
-        }
         let dl = deadline(timeout);
         loop {
             let ev = e

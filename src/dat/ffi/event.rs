@@ -182,7 +182,7 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool 
         DatEvent::ConnectionRequest(cr) => {
             let conn_qual = cr.conn_qual();
             let sp = crate::dat::ffi::state::lock(&evd.ia.sps)
-                .get(&conn_qual)
+                .get(&conn_qual.port())
                 .copied()
                 .unwrap_or(0);
             let rsp_ep = handles::get(sp as d::DAT_HANDLE, Kind::Rsp)
@@ -221,7 +221,7 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool 
                     psp_handle: sp as d::DAT_PSP_HANDLE,
                 },
                 local_ia_address_ptr: evd.ia.addr.as_dat(),
-                conn_qual: u64::from(conn_qual),
+                conn_qual: conn_qual.value(),
                 cr_handle: o.handle as d::DAT_CR_HANDLE,
                 truncate_flag: d::DAT_FALSE,
             };

@@ -98,12 +98,7 @@ pub(super) unsafe extern "C" fn lmr_create(
         nonnull(lmr_out, 8)?;
         // SAFETY: for DAT_MEM_TYPE_VIRTUAL the region description is `for_va`.
         let va = unsafe { region.for_va } as *mut u8;
-        // dat_lmr_create(3DAT): DAT_LENGTH_ERROR when the length is beyond the provider's
-        // limits, which are 1..=isize::MAX bytes (dapltest's fft mem case 2 registers 0 bytes
-        // and expects exactly this).
-        if length == 0 || length > isize::MAX as u64 {
-            return Err(err(d::DAT_LENGTH_ERROR, 0));
-        }
+        let length = crate::dat::ia_attr::check_lmr_length(length).map_err(|e| map(&e, 0))?;
         let ptr = core::ptr::NonNull::new(va).ok_or(arg(3))?;
         // SAFETY: dat_lmr_create(3DAT): the consumer keeps the memory allocated and does not
         // move it until dat_lmr_free, and accesses it only through raw pointers (it is C code:
@@ -113,7 +108,7 @@ pub(super) unsafe extern "C" fn lmr_create(
             pz.inner
                 .ia
                 .mem
-                .register_raw(pz.inner.pz, ptr, length as usize, privs.access())
+                .register_raw(pz.inner.pz, ptr, length, privs.access())
         }
         .map_err(|_| err(d::DAT_INSUFFICIENT_RESOURCES, 0))?;
         let lmr = Lmr::from_region(pz, region, privs);
@@ -353,10 +348,7 @@ pub(super) unsafe extern "C" fn rmr_bind(
         // SAFETY: DAT_RMR_COOKIE is a union of a 64-bit integer and a pointer; every bit
         // pattern is a valid u64.
         let cookie = unsafe { cookie.as_64 };
-        if flags & !(d::DAT_COMPLETION_SUPPRESS_FLAG | d::DAT_COMPLETION_UNSIGNALLED_FLAG) != 0 {
-            return Err(arg(8));
-        }
-        let flags = CompletionFlags::from_bits_truncate(flags);
+        let flags = super::ep::completion_flags(flags, 8)?;
         // The event names the RMR handle: noted by cookie, unless no event comes.
         let named = !flags.contains(CompletionFlags::SUPPRESS);
         let slot = lock(&r.rmr);

@@ -1,7 +1,7 @@
 //! What each handle holds: the Rust object plus the DAT-level facts the Rust API does not
 //! keep (handles of related objects, query parameters, event buffers).
 
-use super::state::SockAddrIn;
+use super::state::{lock, SockAddrIn};
 use crate::dat::{Cno, Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp, Srq};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -90,7 +90,6 @@ pub(crate) struct SpObj {
     pub psp: Mutex<Option<Psp>>,
     /// An RSP: the Rust RSP, which holds its EP RESERVED (None once freed).
     pub rsp: Mutex<Option<Rsp>>,
-    pub conn_qual: u64,
     pub evd: usize,
     pub flags: u32,
     /// RSP: its EP.
@@ -98,6 +97,19 @@ pub(crate) struct SpObj {
     /// A PSP with DAT_PSP_PROVIDER_FLAG: the PZ of the EPs the provider creates for its
     /// requests until the consumer gives them its own (dat_ep_modify); no handle names it.
     pub provider_pz: Option<crate::dat::Pz>,
+}
+
+impl SpObj {
+    /// The qualifier of its Rust PSP or RSP (`kind`'s invalid handle once freed).
+    pub fn conn_qual(&self, kind: super::handles::Kind) -> Result<crate::dat::ConnQual, u32> {
+        if let Some(p) = lock(&self.psp).as_ref() {
+            return Ok(p.conn_qual());
+        }
+        lock(&self.rsp)
+            .as_ref()
+            .map(Rsp::conn_qual)
+            .ok_or(kind.invalid())
+    }
 }
 
 pub(crate) struct CrObj {

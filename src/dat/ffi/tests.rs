@@ -1082,6 +1082,68 @@ fn lmr_sync_checks_the_ranges_of_the_rust_lmr_through_the_c_table() {
     drop(state.take());
 }
 
+/// The LMR length limit is one rule (`ia_attr::check_lmr_length`): 0 bytes and more than
+/// `max_lmr_block_size` are DAT_LENGTH_ERROR through both APIs, and dat_ia_query reports the
+/// Rust limit, saturated to udat.h's 32-bit DAT_SEG_LENGTH.
+#[test]
+fn the_lmr_length_limit_is_the_rust_one_through_the_c_table() {
+    use crate::dat::ia_attr::MAX_LMR_BLOCK_SIZE;
+    use crate::dat::{DatError, Lmr, Pz};
+    use crate::transport::memory::Access;
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, state) = in_memory_ia(p);
+    let null = core::ptr::null_mut();
+    {
+        let g = state.ia();
+        let ia_ref = g.as_ref().unwrap();
+        assert_eq!(ia_ref.query().max_lmr_block_size, MAX_LMR_BLOCK_SIZE);
+        let pz = Pz::create(ia_ref).unwrap();
+        assert!(matches!(
+            Lmr::create(&pz, 0, Access::LOCAL_WRITE).map(drop),
+            Err(DatError::LengthError(_))
+        ));
+        assert!(Lmr::create(&pz, 64, Access::LOCAL_WRITE).is_ok());
+    }
+    let mut buf = vec![0u8; 64];
+    // SAFETY (all calls): this provider's entries with live handles and pointers to local
+    // storage (the LMR's buffer outlives the IA).
+    unsafe {
+        let mut attr = d::DAT_IA_ATTR::default();
+        let mut evd = null;
+        ok(p.ia_query_func.unwrap()(
+            ia, &mut evd, 0, &mut attr, 0, null as _,
+        ));
+        assert_eq!(u64::from(attr.max_lmr_block_size), u64::from(u32::MAX));
+        let mut pz = null;
+        ok(p.pz_create_func.unwrap()(ia, &mut pz));
+        let mut create = |len: u64, out: &mut d::DAT_LMR_HANDLE| {
+            p.lmr_create_func.unwrap()(
+                ia,
+                d::DAT_MEM_TYPE_VIRTUAL,
+                d::DAT_REGION_DESCRIPTION {
+                    for_va: buf.as_mut_ptr() as _,
+                },
+                len,
+                pz,
+                d::DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
+                d::DAT_VA_TYPE_VA,
+                out,
+                null as _,
+                null as _,
+                null as _,
+                null as _,
+            )
+        };
+        let mut lmr = null;
+        for bad in [0, MAX_LMR_BLOCK_SIZE + 1, u64::MAX] {
+            assert_eq!(create(bad, &mut lmr), err(d::DAT_LENGTH_ERROR, 0), "{bad}");
+        }
+        ok(create(64, &mut lmr));
+        ok(p.lmr_free_func.unwrap()(lmr));
+    }
+    drop(state.take());
+}
+
 /// dat_psp_create_any is the Rust `Psp::create_any`: a qualifier of `Psp::ANY_RANGE`, a new one
 /// each time (not the lowest free one again), what dat_psp_query reports; both PSP flags of
 /// dat_psp_create(3DAT) are taken, others are argument 4.
@@ -1242,10 +1304,12 @@ fn evd_rules_are_the_rust_evds_in_both_apis() {
             p.evd_wait_func.unwrap()(evd, 5_000_000, 5, &mut ev, &mut n),
             arg(3)
         );
+        // A disabled EVD is waited on like any other (only its CNO is silenced): the Rust
+        // Evd::wait's rule, the software event ends the wait.
         ok(p.evd_disable_func.unwrap()(evd));
         assert_eq!(
-            p.evd_wait_func.unwrap()(evd, 5_000_000, 1, &mut ev, &mut n),
-            err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_EVD_DISABLED)
+            p.evd_wait_func.unwrap()(evd, 1_000, 1, &mut ev, &mut n),
+            err(d::DAT_TIMEOUT_EXPIRED, 0)
         );
         ok(p.evd_free_func.unwrap()(evd));
     }

@@ -13,7 +13,8 @@ use std::sync::Arc;
 const IP_A: Ipv4Addr = Ipv4Addr::new(10, 35, 0, 1);
 const IP_B: Ipv4Addr = Ipv4Addr::new(10, 35, 0, 2);
 const QUAL: u64 = 45248;
-const OTHER_QUAL: u64 = 45249;
+/// A qualifier wider than the CM's 16-bit port (dapltest listens on such): port 45249.
+const OTHER_QUAL: u64 = 0x7_0000_b0c1;
 
 fn ok(code: d::DAT_RETURN) {
     assert_eq!(code, d::DAT_SUCCESS, "{code:#x}");
@@ -239,7 +240,12 @@ fn connected_via_handoff(t: &Ias) -> (Side, Side) {
         let handoff = p.cr_handoff_func.unwrap();
         // No PSP on that qualifier: argument 2, the CR stays valid.
         assert_eq!(handoff(cr, OTHER_QUAL + 1), arg(2));
-        assert_eq!(handoff(cr, 1 << 20), arg(2), "not a 16-bit qualifier");
+        assert_eq!(handoff(cr, 1 << 20), arg(2), "no PSP on port 0");
+        assert_eq!(
+            handoff(cr, OTHER_QUAL & 0xffff),
+            arg(2),
+            "the PSP is on the wide qualifier, not merely on its port"
+        );
         let mut param = d::DAT_CR_PARAM::default();
         ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
         ok(handoff(cr, OTHER_QUAL));
@@ -252,8 +258,11 @@ fn connected_via_handoff(t: &Ias) -> (Side, Side) {
         let ev = t.next(cr2);
         assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
         let data = ev.event_data.cr_arrival_event_data;
-        assert_eq!(data.conn_qual, OTHER_QUAL);
+        assert_eq!(data.conn_qual, OTHER_QUAL, "the PSP's whole qualifier");
         assert_eq!(data.sp_handle.psp_handle, psp2);
+        let mut pp = d::DAT_PSP_PARAM::default();
+        ok(p.psp_query_func.unwrap()(psp2, 0, &mut pp));
+        assert_eq!(pp.conn_qual, OTHER_QUAL);
         ok(p.cr_query_func.unwrap()(data.cr_handle, 0, &mut param));
         let got = core::slice::from_raw_parts(param.private_data as *const u8, pdata.len());
         assert_eq!(got, pdata);
@@ -297,6 +306,25 @@ fn cr_handoff_send_with_invalidate_read_to_rmr_and_rmr_for_ep_through_the_c_tabl
         let mut ctx = 0;
         let rc = d::DAT_RMR_COOKIE { as_64: 5 };
         let window = b.triplet(1024, 256);
+        // A bind is never fenced: the Rust RMR's rule (CompletionFlags::RMR_BIND), argument 8;
+        // a bit that is no DAT completion flag is refused by the translation, argument 8 too.
+        for bad in [d::DAT_COMPLETION_BARRIER_FENCE_FLAG, 0x40] {
+            assert_eq!(
+                bind(
+                    rmr,
+                    b.lmr,
+                    &window,
+                    rw,
+                    d::DAT_VA_TYPE_VA,
+                    b.ep,
+                    rc,
+                    bad,
+                    &mut ctx
+                ),
+                arg(8)
+            );
+        }
+        assert!(t.quiet(b.dto), "a refused bind completes nothing");
         ok(bind(
             rmr,
             b.lmr,
