@@ -7,7 +7,7 @@ mod dat_common;
 use dat_common::*;
 use dat_sys as sys;
 use dpdk_roce::dat::{
-    CompletionFlags, ConnectionEventKind, DatError, EpState, Lmr, Pz, Rmr, RmrTriplet,
+    CompletionFlags, ConnectionEventKind, DatError, DtoEvent, EpState, Lmr, Pz, Rmr, RmrTriplet,
 };
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};
@@ -44,6 +44,7 @@ fn setup(access: Access) -> Setup {
         (9, WcStatus::Success, WcOpcode::BindMw, eb.qpn()),
         "DAT_RMR_BIND_COMPLETION_EVENT on the request EVD"
     );
+    assert_eq!(d.rmr, Some(rmr.id()), "the event names the RMR");
     Setup {
         a,
         b,
@@ -211,8 +212,19 @@ fn dat_ep_post_send_with_invalidate_of_an_unknown_context_is_an_invalid_request(
         .bind(&s.lb, s.lb.triplet(0, 64), REMOTE_RW, &s.eb, 52)
         .unwrap();
     gone.unbind(&s.eb, 53).unwrap();
-    assert_eq!(dto(&s.b.dto, &s.a.ia).cookie, 52);
-    assert_eq!(dto(&s.b.dto, &s.a.ia).cookie, 53);
+    // Two RMRs through one EP with one cookie: each event names its own RMR.
+    s.rmr.unbind(&s.eb, 53).unwrap();
+    let names = |d: DtoEvent| (d.cookie, d.rmr);
+    assert_eq!(names(dto(&s.b.dto, &s.a.ia)), (52, Some(gone.id())));
+    assert_eq!(names(dto(&s.b.dto, &s.a.ia)), (53, Some(gone.id())));
+    assert_eq!(names(dto(&s.b.dto, &s.a.ia)), (53, Some(s.rmr.id())));
+    assert_ne!(gone.id(), s.rmr.id());
+    let key = s
+        .rmr
+        .bind(&s.lb, s.lb.triplet(1024, 512), REMOTE_RW, &s.eb, 54)
+        .unwrap();
+    assert_eq!(dto(&s.b.dto, &s.a.ia).rmr, Some(s.rmr.id()));
+    let s = Setup { key, ..s };
     s.eb.post_recv(&[s.lb.triplet(0, 64)], 50).unwrap();
     s.ea.post_send_with_invalidate(&[s.la.triplet(0, 8)], 51, CompletionFlags::DEFAULT, bogus)
         .unwrap();

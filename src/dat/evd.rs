@@ -70,6 +70,9 @@ pub struct DtoEvent {
     /// A receive of a send with invalidate: the `rmr_context` (R_Key) the sender invalidated
     /// here (IBTA vol. 1 §9.4.1.1.1; dat_ep_post_send_with_invalidate).
     pub invalidated_rmr: Option<u32>,
+    /// A bind's completion (opcode `BindMw`, DAT_RMR_BIND_COMPLETION_EVENT): the RMR bound or
+    /// unbound ([`Rmr::id`](super::Rmr::id)).
+    pub rmr: Option<u64>,
 }
 
 /// Kinds of connection events (DAT_CONNECTION_EVENT_*).
@@ -460,6 +463,17 @@ impl Evd {
                 opcode: wc.opcode,
                 immediate: wc.imm_data,
                 invalidated_rmr: wc.invalidated_rkey,
+                rmr: None,
+            }),
+            Event::Bind { wc, rmr } => DatEvent::Dto(DtoEvent {
+                ep: wc.qp_num,
+                cookie: wc.wr_id,
+                status: wc.status,
+                transferred_length: 0,
+                opcode: wc.opcode,
+                immediate: None,
+                invalidated_rmr: None,
+                rmr: Some(rmr),
             }),
             Event::Connection { qpn, event } => {
                 let (kind, private_data, reject_reason) = match event {

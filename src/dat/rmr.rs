@@ -67,6 +67,8 @@ pub struct RmrParam {
 
 /// A memory window.
 pub struct Rmr {
+    /// Process-unique, never reused ([`Rmr::id`]).
+    id: u64,
     pz: Arc<PzInner>,
     bound: Mutex<Option<Binding>>,
     context: ConsumerContext,
@@ -74,10 +76,19 @@ pub struct Rmr {
     for_ep: bool,
 }
 
+/// The id of the next RMR (64 bits: never wraps).
+static NEXT_RMR_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl Rmr {
+    /// Its identity: what its bind completions name ([`DtoEvent::rmr`](super::DtoEvent::rmr)).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// dat_rmr_create: an unbound RMR in `pz`.
     pub fn create(pz: &Pz) -> Result<Rmr, DatError> {
         Ok(Rmr {
+            id: NEXT_RMR_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pz: pz.inner.clone(),
             bound: Mutex::new(None),
             context: ConsumerContext::default(),
@@ -93,6 +104,7 @@ impl Rmr {
     /// the PZ may bind it again.
     pub fn create_for_ep(pz: &Pz) -> Result<Rmr, DatError> {
         Ok(Rmr {
+            id: NEXT_RMR_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pz: pz.inner.clone(),
             bound: Mutex::new(None),
             context: ConsumerContext::default(),
@@ -170,7 +182,7 @@ impl Rmr {
             };
             evd.sink
                 .queue
-                .try_push(Event::Dto(wc))
+                .try_push(Event::Bind { wc, rmr: self.id })
                 .map_err(|_| DatError::InsufficientResources("request EVD full".into()))?;
         }
         Ok(())

@@ -97,6 +97,8 @@ pub(super) enum InMsg {
 #[derive(Debug)]
 pub(super) struct RespState {
     pub epsn: Psn,
+    /// The first expected PSN of the connection (nothing executed while `epsn` is still it).
+    pub start_psn: Psn,
     pub msn: u32,
     pub nak_sent: bool,
     pub in_msg: InMsg,
@@ -110,6 +112,7 @@ impl RespState {
     pub fn new() -> RespState {
         RespState {
             epsn: Psn::new(0),
+            start_psn: Psn::new(0),
             msn: 0,
             nak_sent: false,
             in_msg: InMsg::None,
@@ -122,6 +125,7 @@ impl RespState {
     pub fn reset(&mut self, rq_psn: Psn) {
         *self = RespState::new();
         self.epsn = rq_psn;
+        self.start_psn = rq_psn;
     }
 
     pub fn take_in_progress_recv(&mut self) -> Option<RecvWqe> {
@@ -139,6 +143,13 @@ impl RespState {
             KeepResponses::Naks => self.queue.retain(|r| matches!(r, Response::Nak { .. })),
             KeepResponses::Acknowledgements => {
                 self.queue.retain(|r| !matches!(r, Response::Read { .. }));
+                if self.epsn != self.start_psn {
+                    // Coalesces into a queued ACK of the same PSN (one frame either way).
+                    self.push(Response::Ack {
+                        psn: self.epsn.sub(1),
+                        msn: self.msn,
+                    });
+                }
                 // Nothing may hold them any more (the QP's timers are cleared).
                 self.ack_due = !self.queue.is_empty();
             }
@@ -168,8 +179,12 @@ pub(super) enum KeepResponses {
     Naks,
     /// ACKs, NAKs and atomic ACKs of requests this responder already executed: a modify to
     /// ERROR (a disconnect) must not make the peer flush sends that completed here, so their
-    /// acknowledgements (possibly held by the ACK delay) still leave. READ response streams
-    /// are dropped: their memory may be going away.
+    /// acknowledgements (possibly held by the ACK delay) still leave, and the ACK of the last
+    /// executed PSN is sent once more (a peer whose ACK of its last request was lost would
+    /// otherwise flush that request when the disconnect reaches it; a repeated ACK is a
+    /// duplicate the requester ignores, IBTA vol. 1 §9.7.5.1.5, and one past an unanswered
+    /// READ re-requests it, §9.7.4.1.5). READ response streams are dropped: their memory may
+    /// be going away.
     Acknowledgements,
 }
 

@@ -4,12 +4,11 @@
 use super::codes::{arg, err, guard, handle_arg, map, nonnull, put, R};
 use super::handles::{self, Kind, Object};
 use super::ia::MAX_IOV;
-use super::objects::{Body, EpObj, EpView, Tag};
+use super::objects::{Body, EpObj, EpView};
 use super::state::{lock, IaState, SockAddrIn, AF_INET};
 use crate::dat::{CompletionFlags, LmrTriplet, RmrTriplet};
 use crate::dat::{Ep, EpAttr, EpParam, EpParamMask, EpState};
 use dat_sys as d;
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 
@@ -200,7 +199,6 @@ fn create(
             srq: h(&srqo),
             query_remote: Mutex::new(SockAddrIn::default()),
             pdata: Mutex::new(Vec::new()),
-            tags: Mutex::new(HashMap::new()),
         })
     });
     lock(&ia.ia.eps).insert(qpn, o.handle);
@@ -225,7 +223,6 @@ pub(super) fn provider_ep(ia: &Arc<IaState>, pz: &crate::dat::Pz) -> Result<Arc<
             srq: 0,
             query_remote: Mutex::new(SockAddrIn::default()),
             pdata: Mutex::new(Vec::new()),
-            tags: Mutex::new(HashMap::new()),
         })
     });
     lock(&ia.eps).insert(qpn, o.handle);
@@ -633,23 +630,6 @@ pub(super) fn completion_flags(
     n: u32,
 ) -> Result<CompletionFlags, u32> {
     CompletionFlags::from_bits(flags).ok_or(arg(n))
-}
-
-/// Notes what a request's completion event names beyond the Rust completion (before posting
-/// it; see `Tag`).
-pub(super) fn tag(e: &EpObj, cookie: u64, t: Tag) {
-    lock(&e.tags).entry(cookie).or_default().push_back(t);
-}
-
-/// Undoes [`tag`] when the post failed.
-pub(super) fn untag(e: &EpObj, cookie: u64) {
-    let mut tags = lock(&e.tags);
-    if let Some(q) = tags.get_mut(&cookie) {
-        q.pop_back();
-        if q.is_empty() {
-            tags.remove(&cookie);
-        }
-    }
 }
 
 /// Posts a request whose completion flags the Rust EP applies itself (`Ep::post_*_with`:

@@ -4,7 +4,7 @@
 //! handle, async events name the EP or IA.
 
 use super::handles::{self, Kind, Object};
-use super::objects::{Body, CrObj, Tag};
+use super::objects::{Body, CrObj};
 use super::state::{lock, SockAddrIn};
 use crate::dat::{ConnectionEventKind, DatEvent, DtoEvent};
 use crate::engine::runtime::AsyncEvent;
@@ -28,18 +28,6 @@ fn status(s: WcStatus) -> d::DAT_DTO_COMPLETION_STATUS {
     }
 }
 
-/// The tag of a completed request (posting order per cookie).
-fn take_tag(ep: &Object, cookie: u64) -> Option<Tag> {
-    let Body::Ep(e) = &ep.body else { return None };
-    let mut tags = lock(&e.tags);
-    let q = tags.get_mut(&cookie)?;
-    let t = q.pop_front();
-    if q.is_empty() {
-        tags.remove(&cookie);
-    }
-    t
-}
-
 fn ext_data(ev: &mut d::DAT_EVENT, ty: u32, immed: u32) {
     let mut x = d::DAT_IB_EXTENSION_EVENT_DATA::default();
     x.type_ = ty;
@@ -61,13 +49,7 @@ fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) -> bool {
     let ok = c.status == WcStatus::Success;
     if c.opcode == WcOpcode::BindMw {
         ev.event_number = d::DAT_RMR_BIND_COMPLETION_EVENT;
-        let rmr = match handles::get(ep_handle as d::DAT_HANDLE, Kind::Ep)
-            .ok()
-            .and_then(|e| take_tag(&e, c.cookie))
-        {
-            Some(Tag::Bind { rmr }) => rmr,
-            None => 0,
-        };
+        let rmr = c.rmr.map_or(0, |id| evd.ia.rmr_handle(id));
         ev.event_data.rmr_completion_event_data = d::DAT_RMR_BIND_COMPLETION_EVENT_DATA {
             rmr_handle: rmr as d::DAT_RMR_HANDLE,
             user_cookie: d::DAT_RMR_COOKIE { as_64: c.cookie },

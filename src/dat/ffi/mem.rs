@@ -2,11 +2,11 @@
 //! `MrTable::register_raw`), LMR sync, and RMRs.
 
 use super::codes::{arg, err, guard, map, nonnull, put};
-use super::ep::{ep_of, tag, untag};
+use super::ep::ep_of;
 use super::handles::{self, Kind};
-use super::objects::{Body, LmrObj, RmrObj, Tag};
+use super::objects::{Body, LmrObj, RmrObj};
 use super::state::lock;
-use crate::dat::{CompletionFlags, Lmr, LmrTriplet, MemPriv, Pz, Rmr};
+use crate::dat::{Lmr, LmrTriplet, MemPriv, Pz, Rmr};
 use crate::transport::memory::Access;
 use dat_sys as d;
 use std::sync::{Arc, Mutex};
@@ -262,12 +262,14 @@ fn create_rmr(
         };
         nonnull(out, 2)?;
         let rmr = create(p).map_err(|e| e.code())?;
+        let id = rmr.id();
         let o = handles::insert(pzo.ia.provider(), Kind::Rmr, pzo.ia.clone(), |_| {
             Body::Rmr(RmrObj {
                 rmr: Mutex::new(Some(rmr)),
                 pz: pzo.handle,
             })
         });
+        lock(&pzo.ia.rmrs).insert(id, o.handle);
         put(out, 2, o.handle as d::DAT_RMR_HANDLE)
     })
 }
@@ -349,21 +351,10 @@ pub(super) unsafe extern "C" fn rmr_bind(
         // pattern is a valid u64.
         let cookie = unsafe { cookie.as_64 };
         let flags = super::ep::completion_flags(flags, 8)?;
-        // The event names the RMR handle: noted by cookie, unless no event comes.
-        let named = !flags.contains(CompletionFlags::SUPPRESS);
         let slot = lock(&r.rmr);
         let rust = slot.as_ref().ok_or(Kind::Rmr.invalid())?;
         let Some(lo) = lo else {
-            if named {
-                tag(e, cookie, Tag::Bind { rmr: ro.handle });
-            }
-            if let Err(x) = rust.unbind_with(&e.ep, cookie, flags) {
-                if named {
-                    untag(e, cookie);
-                }
-                return Err(x.code());
-            }
-            return Ok(());
+            return rust.unbind_with(&e.ep, cookie, flags).map_err(|x| x.code());
         };
         let Body::Lmr(l) = &lo.body else {
             return Err(Kind::Lmr.invalid());
@@ -387,18 +378,9 @@ pub(super) unsafe extern "C" fn rmr_bind(
         let access = privs.access() & remote;
         let lg = lock(&l.lmr);
         let lmr_ref = lg.as_ref().ok_or(Kind::Lmr.invalid())?;
-        if named {
-            tag(e, cookie, Tag::Bind { rmr: ro.handle });
-        }
-        let rkey = match rust.bind_with(lmr_ref, t, access, &e.ep, cookie, flags) {
-            Ok(k) => k,
-            Err(x) => {
-                if named {
-                    untag(e, cookie);
-                }
-                return Err(x.code());
-            }
-        };
+        let rkey = rust
+            .bind_with(lmr_ref, t, access, &e.ep, cookie, flags)
+            .map_err(|x| x.code())?;
         put(context, 9, rkey)
     })
 }
@@ -409,6 +391,7 @@ pub(super) unsafe extern "C" fn rmr_free(rmr: d::DAT_RMR_HANDLE) -> d::DAT_RETUR
         let o = handles::get(rmr, Kind::Rmr)?;
         let r = rmr_of(&o)?;
         if let Some(rust) = lock(&r.rmr).take() {
+            lock(&o.ia.rmrs).remove(&rust.id());
             rust.free();
         }
         handles::remove(o.handle);

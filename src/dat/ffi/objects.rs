@@ -3,7 +3,6 @@
 
 use super::state::{lock, SockAddrIn};
 use crate::dat::{Cno, Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp, Srq};
-use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 /// The body of a handle.
@@ -41,14 +40,6 @@ pub(crate) struct CnoObj {
     pub cno: Cno,
 }
 
-/// What a completion's C event names that the Rust completion does not: the RMR handle of
-/// a bind or unbind (DAT_RMR_BIND_COMPLETION_EVENT). Completion flags are the Rust EP's and
-/// RMR's (`*_with`), never the C layer's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Tag {
-    Bind { rmr: usize },
-}
-
 pub(crate) struct EpObj {
     pub ep: Ep,
     /// The handles of its parameters.
@@ -59,8 +50,6 @@ pub(crate) struct EpObj {
     pub query_remote: Mutex<SockAddrIn>,
     /// Private data of the last connection event (the event points into it).
     pub pdata: Mutex<Vec<u8>>,
-    /// The RMR handles of binds whose event is still to come, by cookie, in posting order.
-    pub tags: Mutex<HashMap<u64, VecDeque<Tag>>>,
 }
 
 /// The handles an EP's parameters name that dat_ep_modify changes (the Rust EP holds the

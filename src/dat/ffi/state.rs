@@ -97,6 +97,8 @@ pub(crate) struct IaState {
     /// CNO, by id).
     pub evds: Mutex<FxHashMap<u64, usize>>,
     pub cnos: Mutex<FxHashMap<u64, usize>>,
+    /// RMR handles by [`Rmr::id`](crate::dat::Rmr::id) (bind completions name their RMR).
+    pub rmrs: Mutex<FxHashMap<u64, usize>>,
     /// SRQ handles by (shard, SRQ number) (low-watermark events name their SRQ so).
     pub srqs: Mutex<HashMap<(usize, u32), usize>>,
     /// PSP/RSP handles by connection qualifier.
@@ -144,6 +146,7 @@ impl IaState {
             eps: Mutex::new(FxHashMap::default()),
             evds: Mutex::new(FxHashMap::default()),
             cnos: Mutex::new(FxHashMap::default()),
+            rmrs: Mutex::new(FxHashMap::default()),
             srqs: Mutex::new(HashMap::new()),
             sps: Mutex::new(HashMap::new()),
             provider_attrs: attrs,
@@ -167,6 +170,10 @@ impl IaState {
 
     pub fn ep_handle(&self, qpn: u32) -> usize {
         lock(&self.eps).get(&qpn).copied().unwrap_or(0)
+    }
+
+    pub fn rmr_handle(&self, id: u64) -> usize {
+        lock(&self.rmrs).get(&id).copied().unwrap_or(0)
     }
 
     pub fn srq_handle(&self, id: (usize, u32)) -> usize {

@@ -85,6 +85,9 @@ pub enum AsyncEvent {
 pub enum Event {
     /// A work completion (cookie = `wc.wr_id`, status, opcode, transferred length).
     Dto(WorkCompletion),
+    /// A memory-window bind's completion (opcode `BindMw`), queued by the DAT layer (a bind
+    /// completes when it is made), naming the RMR ([`crate::dat::Rmr::id`]).
+    Bind { wc: WorkCompletion, rmr: u64 },
     /// A connection event of QP `qpn`.
     Connection { qpn: u32, event: ConnEvent },
     /// A connection request.

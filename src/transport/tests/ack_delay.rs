@@ -302,3 +302,60 @@ fn held_ack_leaves_when_the_qp_is_moved_to_error() {
     assert_eq!(ca.len(), 1);
     assert_eq!((ca[0].wr_id, ca[0].status), (1, WcStatus::Success));
 }
+
+/// A disconnect after the ACK of the peer's last request was sent and lost: the ACK of the
+/// last executed PSN leaves once more, so the peer completes its send instead of flushing it
+/// (dapltest's quit command under loss: its SEND was delivered, the server quit, the client
+/// flushed it). A QP that executed nothing sends nothing.
+#[test]
+fn the_last_ack_is_repeated_when_the_qp_is_moved_to_error() {
+    let mut p = Pair::new();
+    let now = p.now;
+    // Nothing executed yet: a disconnect sends nothing.
+    let mut idle = Pair::new();
+    idle.s[B]
+        .qp
+        .modify(now, QpState::Error, &QpAttr::default())
+        .unwrap();
+    assert!(idle.drain(B).is_empty());
+    let a = p.region(A, 8, 1);
+    let b = p.region(B, 8, 2);
+    for id in [1, 2] {
+        p.post_send(
+            A,
+            wr(
+                id,
+                SendOp::Write {
+                    remote_addr: b.addr,
+                    rkey: b.rkey,
+                },
+                vec![sge(&a, 0, 8)],
+            ),
+        );
+    }
+    let writes = p.drain(A);
+    assert_eq!(writes.len(), 2);
+    for w in &writes {
+        p.deliver(w);
+    }
+    let lost = p.drain(B);
+    assert_eq!(
+        lost.iter().map(Pkt::op).collect::<Vec<_>>(),
+        [Opcode::RC_ACK]
+    );
+    // The ACK is lost; B's consumer disconnects.
+    p.s[B]
+        .qp
+        .modify(now, QpState::Error, &QpAttr::default())
+        .unwrap();
+    let out = p.drain(B);
+    assert_eq!(
+        out.iter().map(Pkt::op).collect::<Vec<_>>(),
+        [Opcode::RC_ACK]
+    );
+    assert_eq!(out[0].psn(), writes[1].psn(), "the last executed PSN");
+    p.deliver(&out[0]);
+    let ca = p.completions(A);
+    let got: Vec<(u64, WcStatus)> = ca.iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(got, [(1, WcStatus::Success), (2, WcStatus::Success)]);
+}
