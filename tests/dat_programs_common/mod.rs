@@ -413,11 +413,17 @@ pub fn run_pair(
         );
     }
     let client = client.wait_with_output().unwrap();
-    if !client.status.success() || output_text(&client).contains(FANOUT_COLLISION) {
+    let stopped = !client.status.success() || output_text(&client).contains(FANOUT_COLLISION);
+    if stopped {
         // The client never connected: stop the server waiting for it.
         let _ = Command::new("kill").arg(srv_pid.to_string()).status();
     }
     let server = server.wait_with_output().unwrap();
+    if stopped {
+        // Killed, it could not remove its EAL runtime directory (the telemetry socket's, left
+        // until a normal exit): the harness that killed it does.
+        let _ = std::fs::remove_dir_all(s.runtime_dir('a', srv_pid));
+    }
     drop(watchdog);
     drop(mirred);
     (server, client)
