@@ -253,3 +253,61 @@ fn connect_timeout_and_unreachable_to_an_address_nobody_answers() {
     assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::Unreachable);
     assert_eq!(eb.state(), EpState::Disconnected);
 }
+
+/// dat_query_counters' IA counters are the Rust IA's: every object made and destroyed through
+/// the Rust API, and the requests that arrived, were accepted or rejected, counted from the
+/// last reset (`Ia::counters(true)`).
+#[test]
+fn ia_counters_count_objects_and_requests_since_the_last_reset() {
+    use dpdk_roce::dat::{Evd, EvdFlags, Pz, Rmr, Srq};
+    use dpdk_roce::transport::memory::Access;
+    let (a, b, psp) = pair();
+    b.ia.counters(true).unwrap();
+    let (ea, eb) = (ep(&a), ep(&b));
+    connect(&a, &b, &ea, &eb);
+    // A second request, rejected.
+    let ea2 = ep(&a);
+    ea2.connect(IP_B, QUAL, b"again").unwrap();
+    cr_of(wait(&b.cr, &a.ia)).reject(b"no").unwrap();
+    {
+        let pz = Pz::create(&b.ia).unwrap();
+        let lmr = Lmr::create(&pz, 64, Access::LOCAL_WRITE).unwrap();
+        let rmr = Rmr::create(&pz).unwrap();
+        let srq = Srq::create(&pz, 4, 1).unwrap();
+        let evd = Evd::create(&b.ia, 4, EvdFlags::SOFTWARE).unwrap();
+        let psp2 = Psp::create(&b.ia, QUAL + 1, &b.cr).unwrap();
+        let rsp = Rsp::create(&b.ia, QUAL + 2, &ep(&b), &b.cr).unwrap();
+        let c = b.ia.counters(false).unwrap();
+        let made = [
+            c.pz_create,
+            c.lmr_create,
+            c.rmr_create,
+            c.srq_create,
+            c.evd_create,
+            c.psp_create,
+            c.rsp_create,
+            c.ep_create,
+        ];
+        assert_eq!(made, [1, 1, 1, 1, 1, 1, 1, 2], "eb and the RSP's EP");
+        let freed = [c.pz_free, c.lmr_free, c.rmr_free, c.srq_free, c.evd_free];
+        assert_eq!(freed, [0; 5]);
+        assert_eq!((c.cr, c.cr_accepted, c.cr_rejected), (2, 1, 1));
+        assert_eq!((c.req_rx, c.rep_tx, c.rej_tx), (2, 1, 1));
+        drop((rsp, psp2, evd, srq, rmr, lmr));
+        pz.free().map_err(|r| r.error).unwrap();
+    }
+    let c = b.ia.counters(true).unwrap();
+    let freed = [
+        c.pz_free, c.lmr_free, c.rmr_free, c.srq_free, c.evd_free, c.psp_free, c.rsp_free,
+        c.ep_free,
+    ];
+    assert_eq!(
+        freed,
+        [1, 1, 1, 1, 1, 1, 1, 1],
+        "the RSP's EP destroyed with it"
+    );
+    // A reset starts every count again; A's IA counted its own.
+    assert_eq!(b.ia.counters(false).unwrap().pz_create, 0);
+    assert_eq!(a.ia.counters(false).unwrap().ep_create, 2, "ea and ea2");
+    drop(psp);
+}

@@ -8,7 +8,7 @@ use super::error::DatError;
 use super::ia::Ia;
 use crate::cm::CmStats;
 use crate::transport::types::SendOp;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Declares a counter struct with `since`, the field-wise difference to an earlier reading.
 macro_rules! counters {
@@ -144,8 +144,107 @@ counters!(
         /// Messages that did not decode or matched no connection expecting them
         /// (DCNT_IA_CM_ERR_UNEXPECTED).
         unexpected,
+        /// Protection zones created on this IA (DCNT_IA_PZ_CREATE).
+        pz_create,
+        /// Protection zones destroyed (DCNT_IA_PZ_FREE).
+        pz_free,
+        /// LMRs created on this IA (DCNT_IA_LMR_CREATE).
+        lmr_create,
+        /// LMRs destroyed (DCNT_IA_LMR_FREE).
+        lmr_free,
+        /// RMRs created on this IA (DCNT_IA_RMR_CREATE).
+        rmr_create,
+        /// RMRs destroyed (DCNT_IA_RMR_FREE).
+        rmr_free,
+        /// PSPs created on this IA (DCNT_IA_PSP_CREATE).
+        psp_create,
+        /// PSPs destroyed (DCNT_IA_PSP_FREE).
+        psp_free,
+        /// RSPs created on this IA (DCNT_IA_RSP_CREATE).
+        rsp_create,
+        /// RSPs destroyed (DCNT_IA_RSP_FREE).
+        rsp_free,
+        /// EVDs (the IA's async EVD included) created on this IA (DCNT_IA_EVD_CREATE).
+        evd_create,
+        /// EVDs (the IA's async EVD included) destroyed (DCNT_IA_EVD_FREE).
+        evd_free,
+        /// EPs (the provider's for DAT_PSP_PROVIDER_FLAG included) created on this IA (DCNT_IA_EP_CREATE).
+        ep_create,
+        /// EPs (the provider's for DAT_PSP_PROVIDER_FLAG included) destroyed (DCNT_IA_EP_FREE).
+        ep_free,
+        /// SRQs created on this IA (DCNT_IA_SRQ_CREATE).
+        srq_create,
+        /// SRQs destroyed (DCNT_IA_SRQ_FREE).
+        srq_free,
+        /// Connection requests that reached a service point of this IA, a handed-off one
+        /// again on its new PSP (DCNT_IA_SP_CR).
+        cr,
+        /// Requests accepted (DCNT_IA_SP_CR_ACCEPTED).
+        cr_accepted,
+        /// Requests the consumer rejected (DCNT_IA_SP_CR_REJECTED).
+        cr_rejected,
     }
 );
+
+/// One kind of object of an IA: how many were made and ended. An object ends when it is
+/// destroyed: at its `free`, or later when something still held it then (an EP a request
+/// names, an LMR an RMR is bound to).
+#[derive(Debug, Default)]
+pub(crate) struct Made {
+    created: AtomicU64,
+    freed: AtomicU64,
+}
+
+impl Made {
+    pub fn created(&self) {
+        self.created.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn freed(&self) {
+        self.freed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn read(&self) -> (u64, u64) {
+        (
+            self.created.load(Ordering::Relaxed),
+            self.freed.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// The objects of one IA made and ended, by kind, and its connection requests (the object
+/// half of [`IaCounters`]).
+#[derive(Debug, Default)]
+pub(crate) struct ObjectCounts {
+    pub pz: Made,
+    pub lmr: Made,
+    pub rmr: Made,
+    pub psp: Made,
+    pub rsp: Made,
+    pub evd: Made,
+    pub ep: Made,
+    pub srq: Made,
+    pub cr: AtomicU64,
+    pub cr_accepted: AtomicU64,
+    pub cr_rejected: AtomicU64,
+}
+
+impl ObjectCounts {
+    /// `c` with the object counts filled in.
+    fn fill(&self, c: &mut IaCounters) {
+        (c.pz_create, c.pz_free) = self.pz.read();
+        (c.lmr_create, c.lmr_free) = self.lmr.read();
+        (c.rmr_create, c.rmr_free) = self.rmr.read();
+        (c.psp_create, c.psp_free) = self.psp.read();
+        (c.rsp_create, c.rsp_free) = self.rsp.read();
+        (c.evd_create, c.evd_free) = self.evd.read();
+        (c.ep_create, c.ep_free) = self.ep.read();
+        (c.srq_create, c.srq_free) = self.srq.read();
+        c.cr = self.cr.load(Ordering::Relaxed);
+        c.cr_accepted = self.cr_accepted.load(Ordering::Relaxed);
+        c.cr_rejected = self.cr_rejected.load(Ordering::Relaxed);
+    }
+}
 
 impl From<CmStats> for IaCounters {
     fn from(s: CmStats) -> IaCounters {
@@ -169,6 +268,7 @@ impl From<CmStats> for IaCounters {
             duplicates: s.duplicates,
             retries: s.retransmits,
             unexpected: s.malformed + s.unmatched,
+            ..IaCounters::default()
         }
     }
 }
@@ -196,10 +296,11 @@ impl Ep {
 }
 
 impl Ia {
-    /// The connection-management counters since the IA was opened or last reset; `reset`
-    /// starts them again (for this IA only).
+    /// The connection-management and object counters since the IA was opened or last reset;
+    /// `reset` starts them again (for this IA only).
     pub fn counters(&self, reset: bool) -> Result<IaCounters, DatError> {
-        let now = IaCounters::from(self.inner.engine.with_host(0, |h| h.cm().stats())?);
+        let mut now = IaCounters::from(self.inner.engine.with_host(0, |h| h.cm().stats())?);
+        self.inner.objects.fill(&mut now);
         let mut base = self.inner.lock_counters_base();
         let out = now.since(&base);
         if reset {

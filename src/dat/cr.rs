@@ -64,6 +64,9 @@ impl Cr {
     /// The request `req`, naming the qualifier of the service point listening on its port
     /// (`qual`: the PSP's or RSP's).
     pub(crate) fn new(ia: &Arc<IaInner>, req: ConnRequest, qual: ConnQual) -> Cr {
+        ia.objects
+            .cr
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Cr {
             ia: ia.clone(),
             id: req.id,
@@ -212,6 +215,10 @@ impl Cr {
             return self.refuse(e.into());
         }
         self.answered = true;
+        self.ia
+            .objects
+            .cr_accepted
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         {
             let mut c = ep.lock();
             c.state = EpState::CompletionPending;
@@ -247,7 +254,13 @@ impl Cr {
         let sent = self.ia.engine.reject(self.id, private_data.to_vec());
         self.unreserve();
         match sent {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.ia
+                    .objects
+                    .cr_rejected
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            }
             Err(e) => self.refuse(e.into()),
         }
     }

@@ -266,6 +266,7 @@ impl EpInner {
 
 impl Drop for EpInner {
     fn drop(&mut self) {
+        self.ia.objects.ep.freed();
         let c = self.core.get_mut().unwrap_or_else(|p| p.into_inner());
         if matches!(
             c.state,
@@ -351,6 +352,7 @@ impl Ep {
         let recv_evd = recv_evd.map(|e| e.inner.clone());
         let request_evd = request_evd.map(|e| e.inner.clone());
         attach_streams(recv_evd.as_ref(), request_evd.as_ref(), &attr)?;
+        ia.inner.objects.ep.created();
         let inner = Arc::new(EpInner {
             ia: ia.inner.clone(),
             srq: srq.map(|s| s.inner.clone()),

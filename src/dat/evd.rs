@@ -172,6 +172,12 @@ pub(crate) struct EvdInner {
     pub context: ConsumerContext,
 }
 
+impl Drop for EvdInner {
+    fn drop(&mut self) {
+        self.ia.objects.evd.freed();
+    }
+}
+
 impl EvdInner {
     pub(crate) fn lock_cno(&self) -> MutexGuard<'_, Option<Arc<CnoInner>>> {
         self.cno.lock().unwrap_or_else(|p| p.into_inner())
@@ -225,6 +231,7 @@ impl Evd {
     }
 
     pub(crate) fn from_sink(ia: &Arc<IaInner>, sink: Arc<EventSink>, flags: EvdFlags) -> Evd {
+        ia.objects.evd.created();
         Evd {
             inner: Arc::new(EvdInner {
                 ia: ia.clone(),

@@ -59,6 +59,8 @@ pub(crate) struct IaInner {
     pub windows: Mutex<HashMap<u32, super::rmr::WindowSink>>,
     /// The CM counters at the IA's open or last reset ([`Ia::counters`]).
     pub counters_base: Mutex<super::counters::IaCounters>,
+    /// Its objects made and ended ([`Ia::counters`]).
+    pub objects: super::counters::ObjectCounts,
 }
 
 impl std::ops::Deref for IaInner {
@@ -130,6 +132,7 @@ impl Ia {
             async_sink: async_sink.clone(),
             windows: Mutex::new(HashMap::new()),
             counters_base: Mutex::new(base),
+            objects: Default::default(),
         });
         let async_evd = Evd::from_sink(&inner, async_sink, EvdFlags::ASYNC);
         Ia { inner, async_evd }

@@ -64,8 +64,17 @@ pub(crate) struct Registered {
     pub privileges: MemPriv,
 }
 
+impl Registered {
+    /// `r`, counted as an LMR of its IA ([`Ia::counters`](super::Ia::counters)).
+    fn counted(r: Registered) -> Registered {
+        r.pz.ia.objects.lmr.created();
+        r
+    }
+}
+
 impl Drop for Registered {
     fn drop(&mut self) {
+        self.pz.ia.objects.lmr.freed();
         if self.region.lkey != 0 {
             // Waits for accesses in flight, then no core touches the memory again.
             let _ = self.pz.ia.mem.deregister(self.region.lkey);
@@ -138,11 +147,11 @@ impl Lmr {
                 e => DatError::InsufficientResources(e.to_string()),
             })?;
         Ok(Lmr {
-            reg: Arc::new(Registered {
+            reg: Arc::new(Registered::counted(Registered {
                 pz: pz.inner.clone(),
                 region,
                 privileges: MemPriv::of_access(access),
-            }),
+            })),
             context: Default::default(),
         })
     }
@@ -152,11 +161,11 @@ impl Lmr {
     /// contract); deregistered on drop.
     pub(crate) fn from_region(pz: &Pz, region: Region, privileges: MemPriv) -> Lmr {
         Lmr {
-            reg: Arc::new(Registered {
+            reg: Arc::new(Registered::counted(Registered {
                 pz: pz.inner.clone(),
                 region,
                 privileges,
-            }),
+            })),
             context: Default::default(),
         }
     }

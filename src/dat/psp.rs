@@ -33,6 +33,7 @@ impl Psp {
         ia.inner
             .lock_psps()
             .insert(conn_qual.port(), (conn_qual, Arc::downgrade(&evd.inner)));
+        ia.inner.objects.psp.created();
         Ok(Psp {
             evd: evd.inner.clone(),
             conn_qual,
@@ -78,6 +79,7 @@ impl Psp {
 
 impl Drop for Psp {
     fn drop(&mut self) {
+        self.evd.ia.objects.psp.freed();
         self.evd.ia.lock_psps().remove(&self.conn_qual.port());
         let _ = self.evd.ia.engine.unlisten(self.conn_qual.port());
     }

@@ -16,6 +16,7 @@ impl Drop for PzInner {
     fn drop(&mut self) {
         // Every LMR/EP/SRQ of the zone is gone (they hold this): the zone is empty.
         let _ = self.ia.mem.free_pz(self.pz);
+        self.ia.objects.pz.freed();
     }
 }
 
@@ -29,6 +30,7 @@ impl Pz {
     /// dat_pz_create: a new, empty protection zone of `ia`. Succeeds today (zones are not
     /// counted against [`IaAttr::max_pzs`](super::IaAttr::max_pzs)).
     pub fn create(ia: &Ia) -> Result<Pz, DatError> {
+        ia.inner.objects.pz.created();
         Ok(Pz {
             inner: Arc::new(PzInner {
                 ia: ia.inner.clone(),

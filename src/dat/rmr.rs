@@ -87,6 +87,7 @@ impl Rmr {
 
     /// dat_rmr_create: an unbound RMR in `pz`.
     pub fn create(pz: &Pz) -> Result<Rmr, DatError> {
+        pz.inner.ia.objects.rmr.created();
         Ok(Rmr {
             id: NEXT_RMR_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pz: pz.inner.clone(),
@@ -103,6 +104,7 @@ impl Rmr {
     /// dat_ep_post_rdma_read_to_rmr sink; after an unbind (or a peer's invalidation) any EP of
     /// the PZ may bind it again.
     pub fn create_for_ep(pz: &Pz) -> Result<Rmr, DatError> {
+        pz.inner.ia.objects.rmr.created();
         Ok(Rmr {
             id: NEXT_RMR_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pz: pz.inner.clone(),
@@ -349,6 +351,7 @@ fn check_bind_flags(flags: CompletionFlags) -> Result<(), DatError> {
 
 impl Drop for Rmr {
     fn drop(&mut self) {
+        self.pz.ia.objects.rmr.freed();
         if let Some(b) = self.lock().take() {
             self.release(b);
         }

@@ -60,6 +60,7 @@ impl Rsp {
         ia.inner
             .lock_rsps()
             .insert(conn_qual.port(), (conn_qual, Arc::downgrade(&ep.inner)));
+        ia.inner.objects.rsp.created();
         Ok(Rsp {
             evd: evd.inner.clone(),
             ep: ep.inner.clone(),
@@ -90,6 +91,7 @@ impl Rsp {
 impl Drop for Rsp {
     fn drop(&mut self) {
         let ia = &self.evd.ia;
+        ia.objects.rsp.freed();
         let _ = ia.engine.unlisten(self.conn_qual.port());
         ia.lock_rsps().remove(&self.conn_qual.port());
         let mut c = self.ep.lock();

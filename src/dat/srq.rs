@@ -42,6 +42,7 @@ pub struct SrqCounts {
 
 impl Drop for SrqInner {
     fn drop(&mut self) {
+        self.ia.objects.srq.freed();
         let _ = self.ia.engine.destroy_srq(self.shard, self.srqn);
     }
 }
@@ -66,6 +67,7 @@ impl Srq {
         let srqn =
             ia.engine
                 .create_srq_routed(shard, max_recv_dtos, Some(ia.async_sink.clone()))?;
+        ia.objects.srq.created();
         Ok(Srq {
             inner: Arc::new(SrqInner {
                 ia,

@@ -8,7 +8,6 @@ use super::objects::{Body, CrObj, SpObj};
 use super::state::{lock, SockAddrIn};
 use crate::dat::{ConnQual, DatError, Psp, Pz, Rsp};
 use dat_sys as d;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 /// Creates a PSP or RSP on `qual`.
@@ -331,7 +330,6 @@ pub(super) unsafe extern "C" fn cr_accept(
             return Err(map(&refused.error, 0));
         }
         drop(slot);
-        o.ia.calls.cr_accepted.fetch_add(1, Ordering::Relaxed);
         handles::remove(o.handle);
         Ok(())
     })
@@ -359,9 +357,6 @@ pub(super) unsafe extern "C" fn cr_reject(
         };
         drop(slot);
         handles::remove(o.handle);
-        if r.is_ok() {
-            o.ia.calls.cr_rejected.fetch_add(1, Ordering::Relaxed);
-        }
         if c.provider_ep {
             // dat_psp_create(3DAT): the EP the provider created for a rejected request is the
             // provider's to destroy.

@@ -6,10 +6,8 @@
 use super::codes::{arg, guard, map};
 use super::ep::{ep_of, post_with_flags};
 use super::handles::{self, Kind};
-use super::state::lock;
 use crate::dat::RmrTriplet;
 use dat_sys as d;
-use std::sync::atomic::Ordering;
 
 /// Registers [`handler`] with the shim (idempotent).
 pub(super) fn install() {
@@ -102,77 +100,50 @@ fn counter_values(handle: d::DAT_HANDLE, reset: bool) -> Result<Vec<u64>, u32> {
             Ok(v)
         }
         Kind::Ia => {
-            let cm = {
+            let c = {
                 let g = o.ia.ia();
                 let ia = g.as_ref().ok_or(Kind::Ia.invalid())?;
                 ia.counters(reset).map_err(|err| map(&err, 0))?
             };
-            let calls = &o.ia.calls;
-            let made = |k: Kind, i: usize| calls.objects[k as usize][i].load(Ordering::Relaxed);
             let mut v = vec![0u64; d::DCNT_IA_ALL_COUNTERS as usize];
             for (i, n) in [
-                (d::DCNT_IA_PZ_CREATE, made(Kind::Pz, 0)),
-                (d::DCNT_IA_PZ_FREE, made(Kind::Pz, 1)),
-                (d::DCNT_IA_LMR_CREATE, made(Kind::Lmr, 0)),
-                (d::DCNT_IA_LMR_FREE, made(Kind::Lmr, 1)),
-                (d::DCNT_IA_RMR_CREATE, made(Kind::Rmr, 0)),
-                (d::DCNT_IA_RMR_FREE, made(Kind::Rmr, 1)),
-                (d::DCNT_IA_PSP_CREATE, made(Kind::Psp, 0)),
-                (d::DCNT_IA_PSP_FREE, made(Kind::Psp, 1)),
-                (d::DCNT_IA_RSP_CREATE, made(Kind::Rsp, 0)),
-                (d::DCNT_IA_RSP_FREE, made(Kind::Rsp, 1)),
-                (d::DCNT_IA_EVD_CREATE, made(Kind::Evd, 0)),
-                (d::DCNT_IA_EVD_FREE, made(Kind::Evd, 1)),
-                (d::DCNT_IA_EP_CREATE, made(Kind::Ep, 0)),
-                (d::DCNT_IA_EP_FREE, made(Kind::Ep, 1)),
-                (d::DCNT_IA_SRQ_CREATE, made(Kind::Srq, 0)),
-                (d::DCNT_IA_SRQ_FREE, made(Kind::Srq, 1)),
-                (d::DCNT_IA_SP_CR, made(Kind::Cr, 0)),
-                (
-                    d::DCNT_IA_SP_CR_ACCEPTED,
-                    calls.cr_accepted.load(Ordering::Relaxed),
-                ),
-                (
-                    d::DCNT_IA_SP_CR_REJECTED,
-                    calls.cr_rejected.load(Ordering::Relaxed),
-                ),
-            ] {
-                v[i as usize] = n;
-            }
-            // The object counts are kept since the IA opened; a reset moves their base.
-            {
-                let mut base = lock(&calls.base);
-                base.resize(v.len(), 0);
-                let now = v.clone();
-                for (x, b) in v.iter_mut().zip(base.iter()) {
-                    *x = x.saturating_sub(*b);
-                }
-                if reset {
-                    *base = now;
-                }
-            }
-            for (i, n) in [
-                (d::DCNT_IA_CM_REQ_TX, cm.req_tx),
-                (d::DCNT_IA_CM_REQ_RX, cm.req_rx),
-                (d::DCNT_IA_CM_REP_TX, cm.rep_tx),
-                (d::DCNT_IA_CM_REP_RX, cm.rep_rx),
-                (d::DCNT_IA_CM_RTU_TX, cm.rtu_tx),
-                (d::DCNT_IA_CM_RTU_RX, cm.rtu_rx),
-                (d::DCNT_IA_CM_USER_REJ_TX, cm.rej_tx),
-                (d::DCNT_IA_CM_USER_REJ_RX, cm.rej_rx),
-                (d::DCNT_IA_CM_ACTIVE_EST, cm.active_est),
-                (d::DCNT_IA_CM_PASSIVE_EST, cm.passive_est),
-                (d::DCNT_IA_CM_DREQ_TX, cm.dreq_tx),
-                (d::DCNT_IA_CM_DREQ_RX, cm.dreq_rx),
-                (d::DCNT_IA_CM_DREP_TX, cm.drep_tx),
-                (d::DCNT_IA_CM_DREP_RX, cm.drep_rx),
-                (d::DCNT_IA_CM_MRA_TX, cm.mra_tx),
-                (d::DCNT_IA_CM_MRA_RX, cm.mra_rx),
-                (
-                    d::DCNT_IA_CM_ERR,
-                    cm.unexpected + cm.duplicates + cm.retries,
-                ),
-                (d::DCNT_IA_CM_ERR_UNEXPECTED, cm.unexpected),
+                (d::DCNT_IA_PZ_CREATE, c.pz_create),
+                (d::DCNT_IA_PZ_FREE, c.pz_free),
+                (d::DCNT_IA_LMR_CREATE, c.lmr_create),
+                (d::DCNT_IA_LMR_FREE, c.lmr_free),
+                (d::DCNT_IA_RMR_CREATE, c.rmr_create),
+                (d::DCNT_IA_RMR_FREE, c.rmr_free),
+                (d::DCNT_IA_PSP_CREATE, c.psp_create),
+                (d::DCNT_IA_PSP_FREE, c.psp_free),
+                (d::DCNT_IA_RSP_CREATE, c.rsp_create),
+                (d::DCNT_IA_RSP_FREE, c.rsp_free),
+                (d::DCNT_IA_EVD_CREATE, c.evd_create),
+                (d::DCNT_IA_EVD_FREE, c.evd_free),
+                (d::DCNT_IA_EP_CREATE, c.ep_create),
+                (d::DCNT_IA_EP_FREE, c.ep_free),
+                (d::DCNT_IA_SRQ_CREATE, c.srq_create),
+                (d::DCNT_IA_SRQ_FREE, c.srq_free),
+                (d::DCNT_IA_SP_CR, c.cr),
+                (d::DCNT_IA_SP_CR_ACCEPTED, c.cr_accepted),
+                (d::DCNT_IA_SP_CR_REJECTED, c.cr_rejected),
+                (d::DCNT_IA_CM_REQ_TX, c.req_tx),
+                (d::DCNT_IA_CM_REQ_RX, c.req_rx),
+                (d::DCNT_IA_CM_REP_TX, c.rep_tx),
+                (d::DCNT_IA_CM_REP_RX, c.rep_rx),
+                (d::DCNT_IA_CM_RTU_TX, c.rtu_tx),
+                (d::DCNT_IA_CM_RTU_RX, c.rtu_rx),
+                (d::DCNT_IA_CM_USER_REJ_TX, c.rej_tx),
+                (d::DCNT_IA_CM_USER_REJ_RX, c.rej_rx),
+                (d::DCNT_IA_CM_ACTIVE_EST, c.active_est),
+                (d::DCNT_IA_CM_PASSIVE_EST, c.passive_est),
+                (d::DCNT_IA_CM_DREQ_TX, c.dreq_tx),
+                (d::DCNT_IA_CM_DREQ_RX, c.dreq_rx),
+                (d::DCNT_IA_CM_DREP_TX, c.drep_tx),
+                (d::DCNT_IA_CM_DREP_RX, c.drep_rx),
+                (d::DCNT_IA_CM_MRA_TX, c.mra_tx),
+                (d::DCNT_IA_CM_MRA_RX, c.mra_rx),
+                (d::DCNT_IA_CM_ERR, c.unexpected + c.duplicates + c.retries),
+                (d::DCNT_IA_CM_ERR_UNEXPECTED, c.unexpected),
             ] {
                 v[i as usize] = n;
             }

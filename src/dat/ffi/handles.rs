@@ -19,9 +19,6 @@ pub(crate) struct Header {
     pub provider: *const d::DAT_PROVIDER,
 }
 
-/// Number of [`Kind`]s.
-pub(crate) const KINDS: usize = 11;
-
 /// Kinds of handles (DAT_HANDLE_TYPE_*).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -154,7 +151,6 @@ pub(crate) fn insert(
         body: body(handle),
     });
     write().insert(handle, obj.clone());
-    obj.ia.calls.objects[kind as usize][0].fetch_add(1, Ordering::Relaxed);
     obj
 }
 
@@ -261,7 +257,6 @@ pub(crate) fn get_any(handle: *mut core::ffi::c_void) -> Result<Arc<Object>, u32
 pub(crate) fn remove(handle: usize) -> Option<Arc<Object>> {
     let obj = write().remove(&handle)?;
     REMOVALS.fetch_add(1, Ordering::AcqRel);
-    obj.ia.calls.objects[obj.kind as usize][1].fetch_add(1, Ordering::Relaxed);
     freed()
         .lock()
         .unwrap_or_else(|p| p.into_inner())

@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 /// `struct sockaddr_in` (netinet/in.h): AF_INET, port and address in network order.
@@ -104,20 +104,6 @@ pub(crate) struct IaState {
     /// PSP/RSP handles by connection qualifier.
     pub sps: Mutex<HashMap<u16, usize>>,
     pub provider_attrs: NamedAttrs,
-    /// The DAT objects of this IA created and freed, by kind, and the connection requests
-    /// accepted and rejected (dat_query_counters' `DCNT_IA_*_CREATE` / `_FREE` / `SP_CR_*`).
-    pub calls: IaCalls,
-}
-
-/// Counts of the DAT calls that make and end objects on one IA.
-#[derive(Default)]
-pub struct IaCalls {
-    /// [created, freed] per handle kind (`Kind as usize`).
-    pub objects: [[AtomicU64; 2]; super::handles::KINDS],
-    pub cr_accepted: AtomicU64,
-    pub cr_rejected: AtomicU64,
-    /// The DCNT_IA_* values at the last reset.
-    pub base: Mutex<Vec<u64>>,
 }
 
 impl IaState {
@@ -150,7 +136,6 @@ impl IaState {
             srqs: Mutex::new(HashMap::new()),
             sps: Mutex::new(HashMap::new()),
             provider_attrs: attrs,
-            calls: IaCalls::default(),
         }
     }
 
