@@ -311,3 +311,56 @@ fn ia_counters_count_objects_and_requests_since_the_last_reset() {
     assert_eq!(a.ia.counters(false).unwrap().ep_create, 2, "ea and ea2");
     drop(psp);
 }
+
+/// dat_psp_create(3DAT) with DAT_PSP_PROVIDER_FLAG is the Rust `PspFlag::Provider`: each
+/// request comes with an EP the provider made (TENTATIVE_CONNECTION_PENDING, no EVDs); the
+/// consumer gives it its PZ and EVDs (dat_ep_modify) and accepts on it; a rejected request
+/// takes its EP along.
+#[test]
+fn a_provider_psp_makes_the_requests_ep_and_a_reject_destroys_it() {
+    use dpdk_roce::dat::{EpAttr, EpParam, EpParamMask, PspFlag};
+    let (a, b) = ias();
+    let (a, b) = (side(a), side(b));
+    let psp = Psp::create_with(&b.ia, QUAL, &b.cr, PspFlag::Provider).unwrap();
+    assert_eq!(psp.flag(), PspFlag::Provider);
+    let ea = ep(&a);
+    ea.connect(IP_B, QUAL, b"p").unwrap();
+    let cr = cr_of(wait(&b.cr, &a.ia));
+    let eb = cr.provider_ep().expect("the provider made an EP");
+    assert_eq!(eb.state(), EpState::TentativeConnectionPending);
+    assert_eq!(cr.query().ep, Some(eb.qpn()));
+    let mask = EpParamMask::PZ_HANDLE
+        | EpParamMask::RECV_EVD_HANDLE
+        | EpParamMask::REQUEST_EVD_HANDLE
+        | EpParamMask::CONNECT_EVD_HANDLE;
+    let param = EpParam {
+        pz: Some(&b.pz),
+        recv_evd: Some(&b.dto),
+        request_evd: Some(&b.dto),
+        connect_evd: Some(&b.conn),
+        attr: EpAttr::default(),
+        service_type: 0,
+        qos: 0,
+        num_transport_attr: 0,
+        num_provider_attr: 0,
+    };
+    eb.modify(mask, &param).unwrap();
+    cr.accept_reserved(b"ok").map_err(|r| r.error).unwrap();
+    assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::Established);
+    assert_eq!(conn(&b.conn, &a.ia), ConnectionEventKind::Established);
+    assert_eq!(eb.state(), EpState::Connected);
+
+    // A second request, rejected: its EP goes with it once the consumer lets go of it.
+    b.ia.counters(true).unwrap();
+    let ea2 = ep(&a);
+    ea2.connect(IP_B, QUAL, b"p2").unwrap();
+    let cr = cr_of(wait(&b.cr, &a.ia));
+    let eb2 = cr.provider_ep().unwrap();
+    assert_ne!(eb2.qpn(), eb.qpn());
+    cr.reject(b"no").map_err(|r| r.error).unwrap();
+    assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::PeerRejected);
+    drop(eb2);
+    let c = b.ia.counters(false).unwrap();
+    assert_eq!((c.ep_create, c.ep_free, c.cr_rejected), (1, 1, 1));
+    drop(psp);
+}

@@ -27,8 +27,11 @@ pub struct Cr {
     private_data: Vec<u8>,
     answered: bool,
     context: ConsumerContext,
-    /// The EP of the RSP the request arrived on (dat_rsp_create).
+    /// The EP of the RSP the request arrived on (dat_rsp_create), or the one the provider
+    /// made for it (`provider_ep`).
     reserved: Option<Arc<EpInner>>,
+    /// `reserved` was made by the provider (a PSP with [`PspFlag::Provider`](super::PspFlag::Provider)).
+    provider_ep: bool,
 }
 
 /// What dat_cr_query reports (DAT_CR_PARAM); the private data is writable through
@@ -78,6 +81,7 @@ impl Cr {
             answered: false,
             context: ConsumerContext::default(),
             reserved: None,
+            provider_ep: false,
         }
     }
 
@@ -105,7 +109,18 @@ impl Cr {
             c.remote = Some((self.remote_ip, self.remote_port));
         }
         self.reserved = Some(ep);
+        self.provider_ep = true;
         self
+    }
+
+    /// The EP the provider made for this request (a PSP with [`PspFlag::Provider`](super::PspFlag::Provider),
+    /// dat_psp_create(3DAT)), TENTATIVE_CONNECTION_PENDING: the consumer gives it its PZ and
+    /// EVDs with dat_ep_modify and accepts on it ([`Cr::accept_reserved`]). The request holds
+    /// it too: rejected, the request takes it along once the consumer lets go of this handle
+    /// (the C layer frees the EP handle it made for it).
+    pub fn provider_ep(&self) -> Option<Ep> {
+        let ep = self.reserved.as_ref().filter(|_| self.provider_ep)?;
+        Some(Ep { inner: ep.clone() })
     }
 
     /// dat_cr_query.
@@ -278,8 +293,8 @@ impl Cr {
             .ia
             .lock_psps()
             .get(&conn_qual.port())
-            .filter(|(q, _)| *q == conn_qual)
-            .and_then(|(_, w)| w.upgrade());
+            .filter(|l| l.qual == conn_qual)
+            .and_then(|l| l.evd.upgrade());
         let Some(evd) = evd else {
             return self.refuse(DatError::InvalidArg {
                 arg: 2,

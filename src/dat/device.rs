@@ -39,8 +39,8 @@ pub(crate) struct Device {
     /// Reserved service points: CM port -> the RSP's qualifier and reserved EP
     /// (dat_rsp_create).
     pub rsps: Mutex<HashMap<u16, (ConnQual, Weak<EpInner>)>>,
-    /// Public service points: CM port -> the PSP's qualifier and EVD (dat_cr_handoff).
-    pub psps: Mutex<HashMap<u16, (ConnQual, Weak<super::evd::EvdInner>)>>,
+    /// Public service points by CM port (dat_cr_handoff, provider-created EPs).
+    pub psps: Mutex<HashMap<u16, super::psp::Listener>>,
     /// Where dat_psp_create_any starts looking for a free qualifier.
     pub next_any_qual: AtomicU32,
     /// The DPDK port of a profile's device (none for an IA on caller-started queues); its
@@ -91,9 +91,7 @@ impl Device {
         self.rsps.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn lock_psps(
-        &self,
-    ) -> MutexGuard<'_, HashMap<u16, (ConnQual, Weak<super::evd::EvdInner>)>> {
+    pub fn lock_psps(&self) -> MutexGuard<'_, HashMap<u16, super::psp::Listener>> {
         self.psps.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -305,9 +305,22 @@ impl Ep {
         srq: Option<&Srq>,
         attr: Option<EpAttr>,
     ) -> Result<Ep, DatError> {
+        Self::create_in(&ia.inner, pz, recv_evd, request_evd, connect_evd, srq, attr)
+    }
+
+    /// [`Ep::create`] on the IA `ia`.
+    pub(crate) fn create_in(
+        ia: &Arc<IaInner>,
+        pz: &Pz,
+        recv_evd: Option<&Evd>,
+        request_evd: Option<&Evd>,
+        connect_evd: Option<&Evd>,
+        srq: Option<&Srq>,
+        attr: Option<EpAttr>,
+    ) -> Result<Ep, DatError> {
         let attr_arg = if srq.is_some() { 7 } else { 6 };
         let attr = attr.unwrap_or_default().with_zeros_resolved();
-        if !Arc::ptr_eq(&pz.inner.ia, &ia.inner) {
+        if !Arc::ptr_eq(&pz.inner.ia, ia) {
             return Err(DatError::InvalidHandleOf {
                 kind: HandleKind::Pz,
                 what: "PZ of another IA",
@@ -319,7 +332,7 @@ impl Ep {
             (connect_evd, HandleKind::EvdConn),
         ] {
             if let Some(e) = evd {
-                if !Arc::ptr_eq(&e.inner.ia, &ia.inner) {
+                if !Arc::ptr_eq(&e.inner.ia, ia) {
                     return Err(DatError::InvalidHandleOf {
                         kind,
                         what: "EVD of another IA",
@@ -344,7 +357,7 @@ impl Ep {
             }
         }
         check_attr(&attr, srq.is_some(), attr_arg)?;
-        if ia.inner.lock_eps().len() >= ia_attr::MAX_EPS as usize {
+        if ia.lock_eps().len() >= ia_attr::MAX_EPS as usize {
             return Err(DatError::InsufficientResources(
                 "the IA's max_eps EPs exist".into(),
             ));
@@ -352,9 +365,9 @@ impl Ep {
         let recv_evd = recv_evd.map(|e| e.inner.clone());
         let request_evd = request_evd.map(|e| e.inner.clone());
         attach_streams(recv_evd.as_ref(), request_evd.as_ref(), &attr)?;
-        ia.inner.objects.ep.created();
+        ia.objects.ep.created();
         let inner = Arc::new(EpInner {
-            ia: ia.inner.clone(),
+            ia: ia.clone(),
             srq: srq.map(|s| s.inner.clone()),
             core: Mutex::new(EpCore {
                 state: EpState::Unconnected,
@@ -379,7 +392,7 @@ impl Ep {
         let shard = inner
             .srq
             .as_ref()
-            .map_or_else(|| ia.inner.next_shard(), |s| s.shard);
+            .map_or_else(|| ia.next_shard(), |s| s.shard);
         {
             let mut c = inner.lock();
             if let Err(e) = inner.new_qp(&mut c, shard) {

@@ -14,8 +14,10 @@ use super::cno::{Cno, CnoInner};
 use super::conn_qual::ConnQual;
 use super::context::ConsumerContext;
 use super::cr::Cr;
+use super::ep::Ep;
 use super::error::{DatError, Refused, StateKind};
 use super::ia::{Ia, IaInner};
+use super::pz::Pz;
 use crate::engine::event_queue::GatedWaitError;
 use crate::engine::runtime::{AsyncEvent, ConnEvent, Event, EventSink};
 use crate::transport::types::{WcOpcode, WcStatus};
@@ -517,16 +519,26 @@ impl Evd {
                 let ia = &self.inner.ia;
                 let rsp = ia.lock_rsps().get(&req.port).cloned();
                 // The request names the qualifier its service point was created on.
-                let qual = match &rsp {
-                    Some((q, _)) => Some(*q),
-                    None => ia.lock_psps().get(&req.port).map(|(q, _)| *q),
+                let (qual, provider_pz) = match &rsp {
+                    Some((q, _)) => (Some(*q), None),
+                    None => ia
+                        .lock_psps()
+                        .get(&req.port)
+                        .map_or((None, None), |l| (Some(l.qual), l.provider_pz.clone())),
                 };
                 let qual = qual.unwrap_or(ConnQual::from(req.port));
                 let reserved = rsp.and_then(|(_, w)| w.upgrade());
                 let cr = Cr::new(ia, req, qual);
-                DatEvent::ConnectionRequest(match reserved {
-                    Some(ep) => cr.with_reserved(ep),
-                    None => cr,
+                // A PSP with PspFlag::Provider: the provider makes the request's EP. If it
+                // cannot (the IA's EP limit), the request comes without one and the consumer
+                // may accept on an EP of its own.
+                let provider_ep = provider_pz.and_then(|inner| {
+                    Ep::create_in(ia, &Pz { inner }, None, None, None, None, None).ok()
+                });
+                DatEvent::ConnectionRequest(match (reserved, provider_ep) {
+                    (Some(ep), _) => cr.with_reserved(ep),
+                    (None, Some(ep)) => cr.with_provider_ep(ep.inner),
+                    (None, None) => cr,
                 })
             }
             Event::Async(a) => DatEvent::Async(a),

@@ -56,7 +56,7 @@ pub use lmr::{Lmr, LmrParam, LmrTriplet, RmrTriplet};
 pub use mem_priv::MemPriv;
 pub use memory::SharedMemory;
 pub use port_io::PortIo;
-pub use psp::Psp;
+pub use psp::{Psp, PspFlag};
 pub use pz::Pz;
 pub use rmr::{Rmr, RmrParam};
 pub use rsp::Rsp;

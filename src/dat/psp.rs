@@ -7,12 +7,35 @@ use super::context::ConsumerContext;
 use super::error::DatError;
 use super::evd::{Evd, EvdFlags, EvdInner};
 use super::ia::Ia;
-use std::sync::Arc;
+use super::pz::{Pz, PzInner};
+use std::sync::{Arc, Weak};
+
+/// DAT_PSP_FLAGS (dat_psp_create(3DAT)): who provides the EP of a request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PspFlag {
+    /// DAT_PSP_CONSUMER_FLAG: the consumer accepts on an EP of its own.
+    #[default]
+    Consumer,
+    /// DAT_PSP_PROVIDER_FLAG: the provider creates an EP for each request (default
+    /// attributes, in a PZ of the PSP's own, no EVDs: the consumer gives it its PZ and EVDs
+    /// with dat_ep_modify); the request names it ([`Cr::provider_ep`](super::Cr::provider_ep)),
+    /// and a rejected request takes it along.
+    Provider,
+}
+
+/// What the IA knows of a listening PSP, by CM port.
+pub(crate) struct Listener {
+    pub qual: ConnQual,
+    pub evd: Weak<EvdInner>,
+    /// [`PspFlag::Provider`]: the PZ of the EPs made for its requests.
+    pub provider_pz: Option<Arc<PzInner>>,
+}
 
 /// A listening service point.
 pub struct Psp {
     evd: Arc<EvdInner>,
     conn_qual: ConnQual,
+    flag: PspFlag,
     context: ConsumerContext,
 }
 
@@ -20,6 +43,16 @@ impl Psp {
     /// Listens on `conn_qual` (carried by its CM port, [`ConnQual::port`]); requests go to
     /// `evd` (which needs the CR flag).
     pub fn create(ia: &Ia, conn_qual: impl Into<ConnQual>, evd: &Evd) -> Result<Psp, DatError> {
+        Self::create_with(ia, conn_qual, evd, PspFlag::Consumer)
+    }
+
+    /// [`Psp::create`] with the PSP flag.
+    pub fn create_with(
+        ia: &Ia,
+        conn_qual: impl Into<ConnQual>,
+        evd: &Evd,
+        flag: PspFlag,
+    ) -> Result<Psp, DatError> {
         let conn_qual = conn_qual.into();
         if !Arc::ptr_eq(&evd.inner.ia, &ia.inner) {
             return Err(DatError::InvalidHandle("EVD of another IA"));
@@ -27,16 +60,26 @@ impl Psp {
         if !evd.flags().contains(EvdFlags::CR) {
             return Err(DatError::InvalidParameter("EVD without CR flag"));
         }
+        let provider_pz = match flag {
+            PspFlag::Provider => Some(Pz::create(ia)?.inner),
+            PspFlag::Consumer => None,
+        };
         ia.inner
             .engine
             .listen(conn_qual.port(), evd.inner.sink.clone())?;
-        ia.inner
-            .lock_psps()
-            .insert(conn_qual.port(), (conn_qual, Arc::downgrade(&evd.inner)));
+        ia.inner.lock_psps().insert(
+            conn_qual.port(),
+            Listener {
+                qual: conn_qual,
+                evd: Arc::downgrade(&evd.inner),
+                provider_pz,
+            },
+        );
         ia.inner.objects.psp.created();
         Ok(Psp {
             evd: evd.inner.clone(),
             conn_qual,
+            flag,
             context: ConsumerContext::default(),
         })
     }
@@ -45,6 +88,11 @@ impl Psp {
     /// ones of [`Psp::ANY_RANGE`] and reports ([`Psp::conn_qual`]); DAT_CONN_QUAL_UNAVAILABLE
     /// when every one is taken.
     pub fn create_any(ia: &Ia, evd: &Evd) -> Result<Psp, DatError> {
+        Self::create_any_with(ia, evd, PspFlag::Consumer)
+    }
+
+    /// [`Psp::create_any`] with the PSP flag.
+    pub fn create_any_with(ia: &Ia, evd: &Evd, flag: PspFlag) -> Result<Psp, DatError> {
         let span = u32::from(*Self::ANY_RANGE.end() - *Self::ANY_RANGE.start()) + 1;
         let start = ia
             .inner
@@ -52,7 +100,7 @@ impl Psp {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for i in 0..span {
             let qual = *Self::ANY_RANGE.start() + ((start.wrapping_add(i)) % span) as u16;
-            match Self::create(ia, qual, evd) {
+            match Self::create_with(ia, qual, evd, flag) {
                 Err(DatError::ConnQualInUse(_)) => continue,
                 other => return other,
             }
@@ -66,6 +114,11 @@ impl Psp {
     /// The connection qualifier (as given to [`Psp::create`]).
     pub fn conn_qual(&self) -> ConnQual {
         self.conn_qual
+    }
+
+    /// The PSP flag it was created with.
+    pub fn flag(&self) -> PspFlag {
+        self.flag
     }
 
     /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).

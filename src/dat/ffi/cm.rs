@@ -6,7 +6,7 @@ use super::ep::ep_of;
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, CrObj, SpObj};
 use super::state::{lock, SockAddrIn};
-use crate::dat::{ConnQual, DatError, Psp, Pz, Rsp};
+use crate::dat::{ConnQual, DatError, Psp, PspFlag, Rsp};
 use dat_sys as d;
 use std::sync::{Arc, Mutex};
 
@@ -31,27 +31,21 @@ fn register_sp(ia: &Arc<Object>, kind: Kind, qual: ConnQual, sp: SpObj) -> Arc<O
     o
 }
 
-/// A PSP of `ia` made by `make` (Psp::create or Psp::create_any) on the CR EVD `evd`.
+/// A PSP of `ia` made by `make` (Psp::create_with or Psp::create_any_with) on the CR EVD
+/// `evd`.
 fn listen(
     ia: &Arc<Object>,
     evd: d::DAT_EVD_HANDLE,
-    flags: u32,
     make: impl FnOnce(&crate::dat::Ia, &crate::dat::Evd) -> Result<Psp, DatError>,
 ) -> Result<Arc<Object>, u32> {
     let evdo = cr_evd(ia, evd)?;
     let Body::Evd(e) = &evdo.body else {
         return Err(Kind::Evd.invalid());
     };
-    let (psp, provider_pz) = {
+    let psp = {
         let g = ia.ia.ia();
         let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
-        let provider_pz = if flags == d::DAT_PSP_PROVIDER_FLAG {
-            Some(Pz::create(ia_ref).map_err(|err| map(&err, 0))?)
-        } else {
-            None
-        };
-        let psp = make(ia_ref, &e.evd).map_err(|err| map(&err, 0))?;
-        (psp, provider_pz)
+        make(ia_ref, &e.evd).map_err(|err| map(&err, 0))?
     };
     let qual = psp.conn_qual();
     Ok(register_sp(
@@ -62,20 +56,25 @@ fn listen(
             psp: Mutex::new(Some(psp)),
             rsp: Mutex::new(None),
             evd: evdo.handle,
-            flags,
             ep: 0,
-            provider_pz,
         },
     ))
 }
 
-/// dat_psp_create(3DAT)'s `psp_flags`: consumer or provider (argument 4 otherwise).
-fn psp_flags(flags: d::DAT_PSP_FLAGS) -> Result<u32, u32> {
-    // DAT_PSP_PROVIDER_FLAG: the provider creates an EP for each request (ia_query:
-    // ep_creator = DAT_PSP_CREATES_EP_IFASKED), see `provider_ep`.
+/// dat_psp_create(3DAT)'s `psp_flags` as the Rust PSP flag (argument 4 otherwise).
+fn psp_flag(flags: d::DAT_PSP_FLAGS) -> Result<PspFlag, u32> {
     match flags {
-        d::DAT_PSP_CONSUMER_FLAG | d::DAT_PSP_PROVIDER_FLAG => Ok(flags),
+        d::DAT_PSP_CONSUMER_FLAG => Ok(PspFlag::Consumer),
+        d::DAT_PSP_PROVIDER_FLAG => Ok(PspFlag::Provider),
         _ => Err(arg(4)),
+    }
+}
+
+/// The DAT_PSP_FLAGS of a Rust PSP flag.
+fn psp_flags_of(flag: PspFlag) -> d::DAT_PSP_FLAGS {
+    match flag {
+        PspFlag::Consumer => d::DAT_PSP_CONSUMER_FLAG,
+        PspFlag::Provider => d::DAT_PSP_PROVIDER_FLAG,
     }
 }
 
@@ -88,10 +87,10 @@ pub(super) unsafe extern "C" fn psp_create(
 ) -> d::DAT_RETURN {
     guard(|| {
         let ia = handles::get(ia, Kind::Ia)?;
-        let flags = psp_flags(flags)?;
+        let flag = psp_flag(flags)?;
         nonnull(out, 5)?;
-        let o = listen(&ia, evd, flags, |ia, evd| {
-            Psp::create(ia, ConnQual::new(qual), evd)
+        let o = listen(&ia, evd, |ia, evd| {
+            Psp::create_with(ia, ConnQual::new(qual), evd, flag)
         })?;
         put(out, 5, o.handle as d::DAT_PSP_HANDLE)
     })
@@ -108,9 +107,9 @@ pub(super) unsafe extern "C" fn psp_create_any(
     guard(|| {
         let ia = handles::get(ia, Kind::Ia)?;
         nonnull(qual, 2)?;
-        let flags = psp_flags(flags)?;
+        let flag = psp_flag(flags)?;
         nonnull(out, 5)?;
-        let o = listen(&ia, evd, flags, Psp::create_any)?;
+        let o = listen(&ia, evd, |ia, evd| Psp::create_any_with(ia, evd, flag))?;
         let Body::Sp(sp) = &o.body else {
             return Err(Kind::Psp.invalid());
         };
@@ -125,7 +124,7 @@ fn sp_query(
 ) -> Result<(Arc<Object>, ConnQual, usize, u32, usize), u32> {
     let o = handles::get(h, kind)?;
     let (q, e, f, ep) = match &o.body {
-        Body::Sp(s) => (s.conn_qual(kind)?, s.evd, s.flags, s.ep),
+        Body::Sp(s) => (s.conn_qual(kind)?, s.evd, psp_flags_of(s.flag()), s.ep),
         _ => return Err(kind.invalid()),
     };
     Ok((o, q, e, f, ep))
@@ -199,9 +198,7 @@ pub(super) unsafe extern "C" fn rsp_create(
                 psp: Mutex::new(None),
                 rsp: Mutex::new(Some(rsp)),
                 evd: evdo.handle,
-                flags: 0,
                 ep: epo.handle,
-                provider_pz: None,
             },
         );
         put(out, 5, o.handle as d::DAT_RSP_HANDLE)

@@ -205,16 +205,10 @@ fn create(
     put(out, attr_arg + 1, o.handle as d::DAT_EP_HANDLE)
 }
 
-/// The EP the provider creates for a request on a PSP with DAT_PSP_PROVIDER_FLAG
-/// (dat_psp_create(3DAT)): default attributes, no EVDs and no PZ the consumer knows (`pz` is the
-/// PSP's own); the consumer gives it its PZ and EVDs with dat_ep_modify, accepts on it (or
-/// rejects, and the provider destroys it), and frees it with dat_ep_free.
-pub(super) fn provider_ep(ia: &Arc<IaState>, pz: &crate::dat::Pz) -> Result<Arc<Object>, u32> {
-    let ep = {
-        let g = ia.ia();
-        let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
-        Ep::create(ia_ref, pz, None, None, None, None, None).map_err(|e| map(&e, 0))?
-    };
+/// A handle for the EP the provider made for a request on a PSP with DAT_PSP_PROVIDER_FLAG
+/// ([`crate::dat::Cr::provider_ep`]): no EVDs and no PZ the consumer knows; it gives them
+/// with dat_ep_modify and frees the EP with dat_ep_free (a reject frees the handle).
+pub(super) fn provider_ep_handle(ia: &Arc<IaState>, ep: Ep) -> Arc<Object> {
     let qpn = ep.qpn();
     let o = handles::insert(ia.provider(), Kind::Ep, ia.clone(), |_| {
         Body::Ep(EpObj {
@@ -226,7 +220,7 @@ pub(super) fn provider_ep(ia: &Arc<IaState>, pz: &crate::dat::Pz) -> Result<Arc<
         })
     });
     lock(&ia.eps).insert(qpn, o.handle);
-    Ok(o)
+    o
 }
 
 #[allow(clippy::too_many_arguments)]

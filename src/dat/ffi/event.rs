@@ -174,20 +174,11 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool 
                     _ => None,
                 })
                 .unwrap_or(0);
-            // A PSP with DAT_PSP_PROVIDER_FLAG: the provider creates the request's EP. If it
-            // cannot, the request comes without one (the consumer may accept on its own EP).
-            let psp = handles::get(sp as d::DAT_HANDLE, Kind::Psp).ok();
-            let provider_pz = psp.as_ref().and_then(|o| match &o.body {
-                Body::Sp(s) => s.provider_pz.as_ref(),
-                _ => None,
-            });
-            let created = provider_pz.and_then(|pz| super::ep::provider_ep(&evd.ia, pz).ok());
-            let (cr, ep, provider_ep) = match &created {
-                Some(epo) => match &epo.body {
-                    Body::Ep(e) => (cr.with_provider_ep(e.ep.inner.clone()), epo.handle, true),
-                    _ => (cr, 0, false),
-                },
-                None => (cr, rsp_ep, false),
+            // The EP the provider made for a request on a PSP with DAT_PSP_PROVIDER_FLAG gets
+            // a handle.
+            let (ep, provider_ep) = match cr.provider_ep() {
+                Some(e) => (super::ep::provider_ep_handle(&evd.ia, e).handle, true),
+                None => (rsp_ep, false),
             };
             let o = handles::insert(evd.ia.provider(), Kind::Cr, evd.ia.clone(), |_| {
                 Body::Cr(CrObj {

@@ -80,15 +80,18 @@ pub(crate) struct SpObj {
     /// An RSP: the Rust RSP, which holds its EP RESERVED (None once freed).
     pub rsp: Mutex<Option<Rsp>>,
     pub evd: usize,
-    pub flags: u32,
     /// RSP: its EP.
     pub ep: usize,
-    /// A PSP with DAT_PSP_PROVIDER_FLAG: the PZ of the EPs the provider creates for its
-    /// requests until the consumer gives them its own (dat_ep_modify); no handle names it.
-    pub provider_pz: Option<crate::dat::Pz>,
 }
 
 impl SpObj {
+    /// The Rust PSP's flag (an RSP's requests come on its own EP: the consumer's).
+    pub fn flag(&self) -> crate::dat::PspFlag {
+        lock(&self.psp)
+            .as_ref()
+            .map_or(crate::dat::PspFlag::Consumer, Psp::flag)
+    }
+
     /// The qualifier of its Rust PSP or RSP (`kind`'s invalid handle once freed).
     pub fn conn_qual(&self, kind: super::handles::Kind) -> Result<crate::dat::ConnQual, u32> {
         if let Some(p) = lock(&self.psp).as_ref() {
