@@ -4,7 +4,7 @@
 //! (DAT_INVALID_STATE) while any of them is open.
 
 use super::device::Device;
-use super::error::{DatError, Refused};
+use super::error::{DatError, Refused, StateKind};
 use super::evd::{Evd, EvdFlags};
 use super::memory::SharedMemory;
 use super::port_io::PortIo;
@@ -253,15 +253,26 @@ impl Ia {
         self.inner.engine.progress()
     }
 
-    /// Graceful close (DAT_CLOSE_GRACEFUL_FLAG): refused with DAT_INVALID_STATE while any
-    /// object of this IA (PZ, LMR, EVD, EP, SRQ, PSP, pending CR) is open.
+    /// Graceful close (DAT_CLOSE_GRACEFUL_FLAG): refused as [`Ia::can_close`].
     pub fn close(self) -> Result<(), Refused<Ia>> {
+        match self.can_close() {
+            Ok(()) => Ok(()),
+            Err(error) => Err(Refused {
+                object: self,
+                error,
+            }),
+        }
+    }
+
+    /// Whether a graceful close would close the IA: DAT_INVALID_STATE_IA_IN_USE while any
+    /// object of this IA (PZ, LMR, RMR, EVD, CNO, EP, SRQ, PSP, RSP, pending CR) is open.
+    pub fn can_close(&self) -> Result<(), DatError> {
         // This handle and its async EVD hold one reference each.
         let others = Arc::strong_count(&self.inner).saturating_sub(2);
         if others > 0 {
-            return Err(Refused {
-                object: self,
-                error: DatError::InvalidState(format!("{others} objects of this IA are open")),
+            return Err(DatError::InvalidStateOf {
+                kind: StateKind::IaInUse,
+                what: format!("{others} objects of this IA are open"),
             });
         }
         Ok(())

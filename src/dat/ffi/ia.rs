@@ -125,9 +125,10 @@ pub(super) unsafe extern "C" fn ia_close(
         let async_evd = state.async_evd.load(Ordering::Relaxed);
         match flags {
             d::DAT_CLOSE_GRACEFUL_FLAG => {
-                if handles::of_ia(&state).iter().any(|o| o.handle != async_evd) {
-                    return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_IA_IN_USE));
-                }
+                // Every handle's object holds the Rust IA: its rule decides.
+                let g = state.ia();
+                let ia = g.as_ref().ok_or(Kind::Ia.invalid())?;
+                ia.can_close().map_err(|e| e.code())?;
             }
             d::DAT_CLOSE_ABRUPT_FLAG => free_all(&state),
             _ => return Err(arg(2)),

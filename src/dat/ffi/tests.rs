@@ -1315,3 +1315,34 @@ fn evd_rules_are_the_rust_evds_in_both_apis() {
     }
     drop(state.take());
 }
+
+/// dat_ia_close(DAT_CLOSE_GRACEFUL_FLAG) is refused while an object of the IA is open: the
+/// Rust `Ia::can_close` rule (DAT_INVALID_STATE_IA_IN_USE), for a PZ and for a CNO alike;
+/// once they are freed the close goes through and the handle is gone.
+#[test]
+fn a_graceful_ia_close_follows_the_rust_ias_rule_through_the_c_table() {
+    let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
+    let (ia, state) = in_memory_ia(p);
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let close = p.ia_close_func.unwrap();
+        let in_use = err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_IA_IN_USE);
+        let mut pz = null;
+        ok(p.pz_create_func.unwrap()(ia, &mut pz));
+        assert_eq!(close(ia, d::DAT_CLOSE_GRACEFUL_FLAG), in_use);
+        ok(p.pz_free_func.unwrap()(pz));
+        let mut cno = null;
+        let agent = d::DAT_OS_WAIT_PROXY_AGENT::default();
+        ok(p.cno_create_func.unwrap()(ia, agent, &mut cno));
+        assert_eq!(close(ia, d::DAT_CLOSE_GRACEFUL_FLAG), in_use);
+        ok(p.cno_free_func.unwrap()(cno));
+        assert_eq!(close(ia, 7), arg(2));
+        ok(close(ia, d::DAT_CLOSE_GRACEFUL_FLAG));
+        assert_eq!(
+            close(ia, d::DAT_CLOSE_GRACEFUL_FLAG),
+            err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_IA)
+        );
+    }
+    drop(state.take());
+}
