@@ -182,7 +182,13 @@ fn every_operation_with_data_verified_then_disconnect_reset_and_free() {
     ));
     let a_pz = refused.object;
     let refused = a.ia.close().unwrap_err();
-    assert!(matches!(refused.error, DatError::InvalidState(_)));
+    assert!(matches!(
+        refused.error,
+        DatError::InvalidStateOf {
+            kind: StateKind::IaInUse,
+            ..
+        }
+    ));
     let ia_a = refused.object;
     // Drop everything in an arbitrary order: EPs (abrupt disconnect), LMRs, EVD, PZ, IA.
     drop(eas);

@@ -186,6 +186,13 @@ counters!(
     }
 );
 
+impl IaCounters {
+    /// The CM's errors, DCNT_IA_CM_ERR: messages unexpected, duplicated or sent again.
+    pub fn cm_err(&self) -> u64 {
+        self.unexpected + self.duplicates + self.retries
+    }
+}
+
 /// One kind of object of an IA: how many were made and ended. An object ends when it is
 /// destroyed: at its `free`, or later when something still held it then (an EP a request
 /// names, an LMR an RMR is bound to).

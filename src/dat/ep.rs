@@ -340,6 +340,14 @@ impl Ep {
                 }
             }
         }
+        if let Some(s) = srq {
+            if !Arc::ptr_eq(&s.inner.ia, ia) {
+                return Err(DatError::InvalidHandleOf {
+                    kind: HandleKind::Srq,
+                    what: "SRQ of another IA",
+                });
+            }
+        }
         if let Some(e) = connect_evd {
             if !e.flags().contains(super::evd::EvdFlags::CONNECTION) {
                 return Err(DatError::InvalidArg {

@@ -95,9 +95,13 @@ pub fn modifiable_states(field: EpParamMask) -> Option<&'static [EpState]> {
 }
 
 impl Ep {
-    /// dat_ep_modify: changes the parameters `mask` names to their values in `param`.
+    /// dat_ep_modify: changes the parameters `mask` names to their values in `param`. An empty
+    /// mask asks for nothing and changes nothing (success, as the C entry always answered).
     pub fn modify(&self, mask: EpParamMask, param: &EpParam<'_>) -> Result<(), DatError> {
-        if mask.is_empty() || mask.intersects(UNMODIFIABLE) {
+        if mask.is_empty() {
+            return Ok(());
+        }
+        if mask.intersects(UNMODIFIABLE) {
             return Err(DatError::InvalidArg {
                 arg: 2,
                 what: "the mask names a parameter that cannot be modified",

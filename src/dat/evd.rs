@@ -468,7 +468,11 @@ impl Evd {
                 ep: wc.qp_num,
                 cookie: wc.wr_id,
                 status: wc.status,
-                transferred_length: wc.byte_len,
+                // An atomic moves its 8-byte original value (dat_ib_extensions.h).
+                transferred_length: match wc.opcode {
+                    WcOpcode::CompSwap | WcOpcode::FetchAdd => 8,
+                    _ => wc.byte_len,
+                },
                 opcode: wc.opcode,
                 immediate: wc.imm_data,
                 invalidated_rmr: wc.invalidated_rkey,

@@ -282,9 +282,13 @@ impl Lmr {
                 }
                 Ok(())
             }
+            // Accesses still in flight (a zero-copy send the PMD holds): in use all the same.
             Err(e) => Err(Refused {
                 object: self,
-                error: DatError::InvalidState(e.to_string()),
+                error: DatError::InvalidStateOf {
+                    kind: super::error::StateKind::LmrInUse,
+                    what: e.to_string(),
+                },
             }),
         }
     }

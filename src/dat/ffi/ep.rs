@@ -140,20 +140,6 @@ fn create(
     let srqo = handles::get_opt(srq, Kind::Srq, Kind::Srq.invalid())?;
     let a = attr_from(attr, attr_arg)?;
     nonnull(out, attr_arg + 1)?;
-    for o in [
-        Some(&pzo),
-        recv.as_ref(),
-        req.as_ref(),
-        conn.as_ref(),
-        srqo.as_ref(),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        if !Arc::ptr_eq(&o.ia, &ia.ia) {
-            return Err(o.kind.invalid());
-        }
-    }
     fn evd(o: &Option<Arc<Object>>) -> Option<&crate::dat::Evd> {
         match o.as_deref().map(|o| &o.body) {
             Some(Body::Evd(e)) => Some(&e.evd),
@@ -170,20 +156,8 @@ fn create(
     let ep = {
         let g = ia.ia.ia();
         let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
-        Ep::create(ia_ref, pz, evd(&recv), evd(&req), evd(&conn), srq_ref, a).map_err(
-            |e| match e {
-                crate::dat::DatError::InvalidParameter(what) if what.contains("recv EVD") => {
-                    evd_code(d::DAT_INVALID_HANDLE_EVD_RECV)
-                }
-                crate::dat::DatError::InvalidParameter(what) if what.contains("request EVD") => {
-                    evd_code(d::DAT_INVALID_HANDLE_EVD_REQUEST)
-                }
-                crate::dat::DatError::InvalidParameter(what) if what.contains("connect EVD") => {
-                    evd_code(d::DAT_INVALID_HANDLE_EVD_CONN)
-                }
-                e => map(&e, attr_arg),
-            },
-        )?
+        Ep::create(ia_ref, pz, evd(&recv), evd(&req), evd(&conn), srq_ref, a)
+            .map_err(|e| map(&e, attr_arg))?
     };
     let qpn = ep.qpn();
     let h = |o: &Option<Arc<Object>>| o.as_ref().map_or(0, |o| o.handle);
@@ -325,9 +299,6 @@ pub(super) unsafe extern "C" fn ep_modify(
             return Err(arg(3));
         }
         let m = EpParamMask::from_bits(mask).ok_or(arg(2))?;
-        if m.is_empty() {
-            return Ok(());
-        }
         // SAFETY: non-NULL DAT_EP_PARAM pointer of the consumer, read once by value.
         let p = unsafe { param.read() };
         // A PZ or EVD handle inside `ep_param` that is NULL where one is needed, freed, forged

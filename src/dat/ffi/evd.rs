@@ -191,18 +191,14 @@ pub(super) unsafe extern "C" fn evd_wait(
         let threshold = usize::try_from(threshold).map_err(|_| arg(3))?;
         nonnull(event, 4)?;
         nonnull(nmore, 5)?;
-        let dl = deadline(timeout);
-        loop {
-            let ev = e
-                .evd
-                .wait(remaining(dl), threshold)
-                .map_err(|err| map(&err, 0))?;
-            let mut out = d::DAT_EVENT::default();
-            if convert(&o, ev, &mut out) {
-                put(event, 4, out)?;
-                return put(nmore, 5, e.evd.len() as i32);
-            }
-        }
+        let ev = e
+            .evd
+            .wait(remaining(deadline(timeout)), threshold)
+            .map_err(|err| map(&err, 0))?;
+        let mut out = d::DAT_EVENT::default();
+        convert(&o, ev, &mut out);
+        put(event, 4, out)?;
+        put(nmore, 5, e.evd.len() as i32)
     })
 }
 
@@ -215,13 +211,10 @@ pub(super) unsafe extern "C" fn evd_dequeue(
         let o = handles::get(evd, Kind::Evd)?;
         let e = evd_of(&o)?;
         nonnull(event, 2)?;
-        loop {
-            let ev = e.evd.dequeue().map_err(|err| map(&err, 0))?;
-            let mut out = d::DAT_EVENT::default();
-            if convert(&o, ev, &mut out) {
-                return put(event, 2, out);
-            }
-        }
+        let ev = e.evd.dequeue().map_err(|err| map(&err, 0))?;
+        let mut out = d::DAT_EVENT::default();
+        convert(&o, ev, &mut out);
+        put(event, 2, out)
     })
 }
 

@@ -44,7 +44,7 @@ fn ext_data(ev: &mut d::DAT_EVENT, ty: u32, immed: u32) {
     };
 }
 
-fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) -> bool {
+fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) {
     let ep_handle = evd.ia.ep_handle(c.ep);
     let ok = c.status == WcStatus::Success;
     if c.opcode == WcOpcode::BindMw {
@@ -59,7 +59,7 @@ fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) -> bool {
                 d::DAT_RMR_OPERATION_FAILED
             },
         };
-        return true;
+        return;
     }
     ev.event_number = d::DAT_DTO_COMPLETION_EVENT;
     let mut op = match c.opcode {
@@ -69,7 +69,7 @@ fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) -> bool {
         WcOpcode::Recv => d::DAT_DTO_RECEIVE,
         _ => d::DAT_DTO_RECEIVE,
     };
-    let mut len = c.transferred_length;
+    let len = c.transferred_length;
     let ext = match c.opcode {
         // A WRITE's completion carries the immediate it sent (`SendOp::immediate`).
         WcOpcode::RdmaWrite if c.immediate.is_some() => Some((
@@ -77,14 +77,8 @@ fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) -> bool {
             d::DAT_IB_RDMA_WRITE_IMMED,
             0,
         )),
-        WcOpcode::CompSwap => {
-            len = 8;
-            Some((d::DAT_IB_DTO_CMP_SWAP, d::DAT_IB_CMP_AND_SWAP, 0))
-        }
-        WcOpcode::FetchAdd => {
-            len = 8;
-            Some((d::DAT_IB_DTO_FETCH_ADD, d::DAT_IB_FETCH_AND_ADD, 0))
-        }
+        WcOpcode::CompSwap => Some((d::DAT_IB_DTO_CMP_SWAP, d::DAT_IB_CMP_AND_SWAP, 0)),
+        WcOpcode::FetchAdd => Some((d::DAT_IB_DTO_FETCH_ADD, d::DAT_IB_FETCH_AND_ADD, 0)),
         WcOpcode::RecvRdmaWithImm => Some((
             d::DAT_IB_DTO_RECV_IMMED,
             d::DAT_IB_RDMA_WRITE_IMMED_DATA,
@@ -110,7 +104,6 @@ fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) -> bool {
         operation: op,
         rmr_context: 0,
     };
-    true
 }
 
 /// A REJ is DAT_CONNECTION_EVENT_PEER_REJECTED only when the remote consumer rejected
@@ -124,12 +117,11 @@ pub(crate) fn rejected_event(reason: Option<RejReason>) -> d::DAT_EVENT_NUMBER {
     }
 }
 
-/// Fills `ev` from `e` dequeued from the EVD `evd`; false when the event is not reported
-/// (a suppressed successful completion).
-pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool {
+/// Fills `ev` from `e` dequeued from the EVD `evd`.
+pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) {
     ev.evd_handle = evd.handle as d::DAT_EVD_HANDLE;
     match e {
-        DatEvent::Dto(c) => return dto(evd, ev, c),
+        DatEvent::Dto(c) => dto(evd, ev, c),
         DatEvent::Connection {
             ep,
             kind,
@@ -241,5 +233,4 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) -> bool 
             };
         }
     }
-    true
 }

@@ -142,7 +142,7 @@ fn counter_values(handle: d::DAT_HANDLE, reset: bool) -> Result<Vec<u64>, u32> {
                 (d::DCNT_IA_CM_DREP_RX, c.drep_rx),
                 (d::DCNT_IA_CM_MRA_TX, c.mra_tx),
                 (d::DCNT_IA_CM_MRA_RX, c.mra_rx),
-                (d::DCNT_IA_CM_ERR, c.unexpected + c.duplicates + c.retries),
+                (d::DCNT_IA_CM_ERR, c.cm_err()),
                 (d::DCNT_IA_CM_ERR_UNEXPECTED, c.unexpected),
             ] {
                 v[i as usize] = n;

@@ -183,7 +183,7 @@ pub(super) unsafe extern "C" fn lmr_free(lmr: d::DAT_LMR_HANDLE) -> d::DAT_RETUR
         if let Some(m) = slot.take() {
             if let Err(refused) = m.free() {
                 *slot = Some(refused.object);
-                return Err(err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_LMR_IN_USE));
+                return Err(refused.error.code());
             }
         }
         drop(slot);
