@@ -364,3 +364,41 @@ fn a_provider_psp_makes_the_requests_ep_and_a_reject_destroys_it() {
     assert_eq!((c.ep_create, c.ep_free, c.cr_rejected), (1, 1, 1));
     drop(psp);
 }
+
+/// A REJ from the remote consumer (dat_cr_reject: reason 28, consumer defined) is
+/// `PeerRejected`; one from the remote provider (no listener on the qualifier) is
+/// `NonPeerRejected`, with the CM's reason (DAT 2.0 §6.3.2.3; through libdat2:
+/// tests/dat_bad_input.rs, `connect_no_listener`).
+#[test]
+fn a_rejection_by_the_remote_provider_is_non_peer_rejected() {
+    use dpdk_roce::wire::cm_msg::RejReason;
+    let (a, b, _psp) = pair();
+    let reason_of = |ev: DatEvent| match ev {
+        DatEvent::Connection {
+            kind,
+            reject_reason,
+            ..
+        } => (kind, reject_reason),
+        other => panic!("{other:?}"),
+    };
+    let ea = ep(&a);
+    ea.connect(IP_B, QUAL + 9, b"nobody").unwrap();
+    assert_eq!(
+        reason_of(wait(&a.conn, &b.ia)),
+        (
+            ConnectionEventKind::NonPeerRejected,
+            Some(RejReason::InvalidServiceId)
+        )
+    );
+    assert_eq!(ea.state(), EpState::Disconnected);
+    let ea2 = ep(&a);
+    ea2.connect(IP_B, QUAL, b"x").unwrap();
+    cr_of(wait(&b.cr, &a.ia)).reject(b"no").unwrap();
+    assert_eq!(
+        reason_of(wait(&a.conn, &b.ia)),
+        (
+            ConnectionEventKind::PeerRejected,
+            Some(RejReason::ConsumerDefined)
+        )
+    );
+}

@@ -83,10 +83,14 @@ pub enum ConnectionEventKind {
     /// DAT_CONNECTION_EVENT_ESTABLISHED: the connection is up; dequeuing it makes the EP
     /// CONNECTED.
     Established,
-    /// The peer answered with a REJ: DAT_CONNECTION_EVENT_PEER_REJECTED when its consumer
-    /// rejected (reason "consumer defined"), DAT_CONNECTION_EVENT_NON_PEER_REJECTED for
-    /// another reason (no listener on the qualifier, ...); see the event's `reject_reason`.
+    /// DAT_CONNECTION_EVENT_PEER_REJECTED: the peer's consumer rejected (a REJ with reason
+    /// "consumer defined", IBTA vol. 1 §12.6.7.2: dat_cr_reject, or a request dropped
+    /// unanswered); the REJ's private data comes with it.
     PeerRejected,
+    /// DAT_CONNECTION_EVENT_NON_PEER_REJECTED: the peer's provider rejected for another reason
+    /// (no listener on the qualifier, no resources, a timeout, ...; DAT 2.0 §6.3.2.3); see the
+    /// event's `reject_reason`.
+    NonPeerRejected,
     /// Nobody answered (DAT_CONNECTION_EVENT_UNREACHABLE).
     Unreachable,
     /// No answer before dat_ep_connect's timeout (DAT_CONNECTION_EVENT_TIMED_OUT).
@@ -114,9 +118,9 @@ pub enum DatEvent {
         /// What happened.
         kind: ConnectionEventKind,
         /// The peer's private data: of its accept (the REP) for `Established` on the active
-        /// side, of its REJ for `PeerRejected`; empty otherwise.
+        /// side, of its REJ for `PeerRejected` / `NonPeerRejected`; empty otherwise.
         private_data: Vec<u8>,
-        /// For PeerRejected: the CM's reason.
+        /// For `PeerRejected` / `NonPeerRejected`: the CM's reason.
         reject_reason: Option<RejReason>,
     },
     /// DAT_CONNECTION_REQUEST_EVENT: a peer asks to connect to a PSP or RSP of this IA;
@@ -497,7 +501,11 @@ impl Evd {
                         reason,
                         private_data,
                     } => (
-                        ConnectionEventKind::PeerRejected,
+                        if reason == RejReason::ConsumerDefined {
+                            ConnectionEventKind::PeerRejected
+                        } else {
+                            ConnectionEventKind::NonPeerRejected
+                        },
                         private_data,
                         Some(reason),
                     ),

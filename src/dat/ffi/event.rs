@@ -9,7 +9,6 @@ use super::state::{lock, SockAddrIn};
 use crate::dat::{ConnectionEventKind, DatEvent, DtoEvent};
 use crate::engine::runtime::AsyncEvent;
 use crate::transport::types::{WcOpcode, WcStatus};
-use crate::wire::cm_msg::RejReason;
 use dat_sys as d;
 use std::sync::Mutex;
 
@@ -106,17 +105,6 @@ fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) {
     };
 }
 
-/// A REJ is DAT_CONNECTION_EVENT_PEER_REJECTED only when the remote consumer rejected
-/// (dat_cr_reject: IBTA reason 28, consumer defined); any other reason (no listener on the
-/// connection qualifier, no resources, a timeout, ...) came from the remote provider and is
-/// DAT_CONNECTION_EVENT_NON_PEER_REJECTED (dat.h, DAT 2.0 §6.3.2.3).
-pub(crate) fn rejected_event(reason: Option<RejReason>) -> d::DAT_EVENT_NUMBER {
-    match reason {
-        Some(RejReason::ConsumerDefined) | None => d::DAT_CONNECTION_EVENT_PEER_REJECTED,
-        Some(_) => d::DAT_CONNECTION_EVENT_NON_PEER_REJECTED,
-    }
-}
-
 /// Fills `ev` from `e` dequeued from the EVD `evd`.
 pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) {
     ev.evd_handle = evd.handle as d::DAT_EVD_HANDLE;
@@ -126,11 +114,12 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) {
             ep,
             kind,
             private_data,
-            reject_reason,
+            reject_reason: _,
         } => {
             ev.event_number = match kind {
                 ConnectionEventKind::Established => d::DAT_CONNECTION_EVENT_ESTABLISHED,
-                ConnectionEventKind::PeerRejected => rejected_event(reject_reason),
+                ConnectionEventKind::PeerRejected => d::DAT_CONNECTION_EVENT_PEER_REJECTED,
+                ConnectionEventKind::NonPeerRejected => d::DAT_CONNECTION_EVENT_NON_PEER_REJECTED,
                 ConnectionEventKind::Unreachable => d::DAT_CONNECTION_EVENT_UNREACHABLE,
                 ConnectionEventKind::TimedOut => d::DAT_CONNECTION_EVENT_TIMED_OUT,
                 ConnectionEventKind::Broken => d::DAT_CONNECTION_EVENT_BROKEN,

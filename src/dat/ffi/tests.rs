@@ -837,28 +837,6 @@ fn a_freed_handle_still_points_at_the_provider_and_is_invalid() {
     }
 }
 
-/// A REJ from the remote consumer (dat_cr_reject, reason 28) is PEER_REJECTED; one from the
-/// remote provider (no listener, no resources, timeout) is NON_PEER_REJECTED.
-#[test]
-fn rejections_by_the_remote_provider_are_non_peer_rejected() {
-    use crate::wire::cm_msg::RejReason;
-    assert_eq!(
-        super::event::rejected_event(Some(RejReason::ConsumerDefined)),
-        d::DAT_CONNECTION_EVENT_PEER_REJECTED
-    );
-    for r in [
-        RejReason::InvalidServiceId,
-        RejReason::NoResources,
-        RejReason::Timeout,
-    ] {
-        assert_eq!(
-            super::event::rejected_event(Some(r)),
-            d::DAT_CONNECTION_EVENT_NON_PEER_REJECTED,
-            "{r:?}"
-        );
-    }
-}
-
 /// dat_ep_connect's timeout is in microseconds; DAT_TIMEOUT_INFINITE (~0) leaves the outcome
 /// to the CM's retries.
 #[test]
