@@ -366,3 +366,25 @@ fn dat_set_consumer_context_round_trips_on_every_object_type() {
     }
     cr.accept(&eb, &[]).unwrap();
 }
+
+/// DAT_EVD_RMR_BIND_FLAG: an EVD created with it (and no DTO flag) serves as an EP's request
+/// EVD, since bind completions arrive there; dat_evd_query reports the flags as they were
+/// given, and a flag that is no DAT EVD flag does not exist in `EvdFlags`.
+#[test]
+fn an_rmr_bind_evd_serves_as_a_request_evd_and_keeps_its_flags() {
+    let (a, _b) = ias();
+    let pz = Pz::create(&a).unwrap();
+    let bind = Evd::create(&a, 8, EvdFlags::RMR_BIND).unwrap();
+    assert_eq!(bind.query().flags, EvdFlags::RMR_BIND);
+    let dto = Evd::create(&a, 8, EvdFlags::DTO).unwrap();
+    let conn = Evd::create(&a, 8, EvdFlags::CONNECTION).unwrap();
+    let ep = dpdk_roce::dat::Ep::create(&a, &pz, Some(&dto), Some(&bind), Some(&conn), None, None);
+    assert!(ep.is_ok(), "{:?}", ep.err());
+    // Neither stream may go to an EVD without DTO or RMR_BIND.
+    let sw = sw_evd(&a, 4);
+    assert!(
+        dpdk_roce::dat::Ep::create(&a, &pz, Some(&dto), Some(&sw), Some(&conn), None, None)
+            .is_err()
+    );
+    assert_eq!(EvdFlags::from_bits(0x200), None);
+}

@@ -32,9 +32,13 @@ impl DtoStreams {
         kind: Stream,
         flags: CompletionFlags,
     ) -> Result<(), &'static str> {
-        if !evd_flags.contains(EvdFlags::DTO) {
+        // Bind completions are request completions here: an EVD of either flag takes both
+        // (as the C entry always let it).
+        let evd_flags = if evd_flags.intersects(EvdFlags::DTO | EvdFlags::RMR_BIND) {
+            evd_flags | EvdFlags::DTO | EvdFlags::RMR_BIND
+        } else {
             return Err("EVD without the DTO flag");
-        }
+        };
         let others = evd_flags - (EvdFlags::DTO | EvdFlags::RMR_BIND);
         if !others.is_empty() && !CompletionFlags::EVD_THRESHOLD.contains(flags) {
             return Err("an EVD fed by other event streams takes only EVD_THRESHOLD completions");
@@ -50,7 +54,7 @@ impl DtoStreams {
             if self.request > 0 {
                 return Err("a solicited-wait receive EVD carries no request completions");
             }
-            if evd_flags != EvdFlags::DTO {
+            if evd_flags != EvdFlags::DTO | EvdFlags::RMR_BIND {
                 return Err("a solicited-wait receive EVD carries no other event stream");
             }
         }

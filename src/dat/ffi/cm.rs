@@ -6,7 +6,7 @@ use super::ep::ep_of;
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, CrObj, SpObj};
 use super::state::{lock, SockAddrIn};
-use crate::dat::{ConnQual, DatError, Psp, PspFlag, Rsp};
+use crate::dat::{ConnQual, DatError, EvdFlags, Psp, PspFlag, Rsp};
 use dat_sys as d;
 use std::sync::{Arc, Mutex};
 
@@ -16,7 +16,7 @@ fn cr_evd(ia: &Arc<Object>, evd: d::DAT_EVD_HANDLE) -> Result<Arc<Object>, u32> 
     let bad = err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_CR);
     let evdo = handles::get_or(evd, Kind::Evd, bad)?;
     match &evdo.body {
-        Body::Evd(e) if Arc::ptr_eq(&evdo.ia, &ia.ia) && e.flags & d::DAT_EVD_CR_FLAG != 0 => {
+        Body::Evd(e) if Arc::ptr_eq(&evdo.ia, &ia.ia) && e.evd.flags().contains(EvdFlags::CR) => {
             Ok(evdo)
         }
         _ => Err(bad),

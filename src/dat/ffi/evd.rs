@@ -51,33 +51,9 @@ pub(super) unsafe extern "C" fn evd_create(
         let qlen = usize::try_from(qlen).map_err(|_| arg(2))?;
         check_evd_qlen(qlen, 2).map_err(|e| map(&e, 2))?;
         let cno = handles::get_opt(cno, Kind::Cno, Kind::Cno.invalid())?;
-        let known = d::DAT_EVD_SOFTWARE_FLAG
-            | d::DAT_EVD_CR_FLAG
-            | d::DAT_EVD_DTO_FLAG
-            | d::DAT_EVD_CONNECTION_FLAG
-            | d::DAT_EVD_RMR_BIND_FLAG
-            | d::DAT_EVD_ASYNC_FLAG;
-        if flags & !known != 0 {
-            return Err(arg(4));
-        }
+        // The Rust flags carry dat.h's values; Evd::create decides which it takes.
+        let f = EvdFlags::from_bits(flags).ok_or(arg(4))?;
         nonnull(out, 5)?;
-        let mut f = EvdFlags::empty();
-        if flags & (d::DAT_EVD_DTO_FLAG | d::DAT_EVD_RMR_BIND_FLAG) != 0 {
-            f |= EvdFlags::DTO;
-        }
-        if flags & d::DAT_EVD_CONNECTION_FLAG != 0 {
-            f |= EvdFlags::CONNECTION;
-        }
-        if flags & d::DAT_EVD_CR_FLAG != 0 {
-            f |= EvdFlags::CR;
-        }
-        if flags & d::DAT_EVD_SOFTWARE_FLAG != 0 {
-            f |= EvdFlags::SOFTWARE;
-        }
-        if flags & d::DAT_EVD_ASYNC_FLAG != 0 {
-            // Refused by Evd::create (argument 4): the IA's async EVD is dat_ia_open's.
-            f |= EvdFlags::ASYNC;
-        }
         let evd = {
             let g = ia.ia.ia();
             let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
@@ -89,7 +65,7 @@ pub(super) unsafe extern "C" fn evd_create(
         };
         let id = evd.id();
         let o = handles::insert(ia.ia.provider(), Kind::Evd, ia.ia.clone(), |_| {
-            Body::Evd(EvdObj { evd, flags })
+            Body::Evd(EvdObj { evd })
         });
         lock(&ia.ia.evds).insert(id, o.handle);
         put(out, 5, o.handle as d::DAT_EVD_HANDLE)
@@ -122,7 +98,7 @@ pub(super) unsafe extern "C" fn evd_query(
                 evd_qlen: e.evd.size() as i32,
                 evd_state: state,
                 cno_handle: handle_of(&o.ia.cnos, e.evd.query().cno) as d::DAT_CNO_HANDLE,
-                evd_flags: e.flags,
+                evd_flags: e.evd.flags().bits(),
             },
         )
     })

@@ -80,10 +80,7 @@ pub(super) fn register(
     let ia_obj = handles::insert(provider, Kind::Ia, state.clone(), |_| Body::Ia);
     state.handle.store(ia_obj.handle, Ordering::Relaxed);
     let evd = handles::insert(provider, Kind::Evd, state.clone(), |_| {
-        Body::Evd(EvdObj {
-            evd: async_evd_obj,
-            flags: d::DAT_EVD_ASYNC_FLAG,
-        })
+        Body::Evd(EvdObj { evd: async_evd_obj })
     });
     lock(&state.evds).insert(async_id, evd.handle);
     state.async_evd.store(evd.handle, Ordering::Relaxed);

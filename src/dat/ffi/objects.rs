@@ -33,7 +33,6 @@ pub(crate) struct RmrObj {
 
 pub(crate) struct EvdObj {
     pub evd: Evd,
-    pub flags: u32,
 }
 
 pub(crate) struct CnoObj {
