@@ -9,6 +9,7 @@
 
 #![warn(missing_docs)]
 
+pub mod async_event;
 pub mod cno;
 pub mod conn_qual;
 pub mod context;
@@ -39,6 +40,7 @@ pub mod rsp;
 pub mod srq;
 pub(crate) mod telemetry;
 
+pub use async_event::{AsyncError, AsyncObject, AsyncReason, DatAsync};
 pub use cno::{Cno, CnoParam};
 pub use conn_qual::ConnQual;
 pub use context::ConsumerContext;

@@ -6,7 +6,8 @@
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, CrObj};
 use super::state::{lock, SockAddrIn};
-use crate::dat::{ConnectionEventKind, DatEvent, DtoEvent};
+use crate::dat::{AsyncError, AsyncObject, AsyncReason, ConnectionEventKind, DatAsync};
+use crate::dat::{DatEvent, DtoEvent};
 use crate::engine::runtime::AsyncEvent;
 use crate::transport::types::{WcOpcode, WcStatus};
 use dat_sys as d;
@@ -187,33 +188,23 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) {
             };
         }
         DatEvent::Async(a) => {
-            let mut reason = 0;
-            let (number, handle) = match a {
-                AsyncEvent::EvdOverflow { .. } => {
-                    (d::DAT_ASYNC_ERROR_EVD_OVERFLOW, evd.ia.handle())
-                }
-                AsyncEvent::SrqLimit { shard, srqn } => {
-                    reason = d::DAT_SRQ_LOW_WATERMARK_EVENT as i32;
-                    (
-                        d::DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR,
-                        evd.ia.srq_handle((shard, srqn)),
-                    )
-                }
-                AsyncEvent::EpWatermark { qpn, .. } => {
-                    // Only the soft watermark comes as an event (the hard one breaks the
-                    // connection): the reason dat.h defines for it tells it from a broken EP.
-                    reason = d::DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT as i32;
-                    (d::DAT_ASYNC_ERROR_EP_BROKEN, evd.ia.ep_handle(qpn))
-                }
-                AsyncEvent::QpTransitionFailed { qpn }
-                | AsyncEvent::LastWqeReached { qpn }
-                | AsyncEvent::PostFailed { qpn, .. } => {
-                    (d::DAT_ASYNC_ERROR_EP_BROKEN, evd.ia.ep_handle(qpn))
-                }
-                AsyncEvent::ShardFailed { .. } => {
-                    (d::DAT_ASYNC_ERROR_IA_CATASTROPHIC, evd.ia.handle())
-                }
-                _ => (d::DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, evd.ia.handle()),
+            // Software events are matched above: every other one is an error.
+            let Some(x) = DatAsync::of(&a) else { return };
+            let number = match x.error {
+                AsyncError::EvdOverflow => d::DAT_ASYNC_ERROR_EVD_OVERFLOW,
+                AsyncError::IaCatastrophic => d::DAT_ASYNC_ERROR_IA_CATASTROPHIC,
+                AsyncError::EpBroken => d::DAT_ASYNC_ERROR_EP_BROKEN,
+                AsyncError::ProviderInternal => d::DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR,
+            };
+            let handle = match x.object {
+                AsyncObject::Ia => evd.ia.handle(),
+                AsyncObject::Ep(qpn) => evd.ia.ep_handle(qpn),
+                AsyncObject::Srq(shard, srqn) => evd.ia.srq_handle((shard, srqn)),
+            };
+            let reason = match x.reason {
+                AsyncReason::None => 0,
+                AsyncReason::SrqLowWatermark => d::DAT_SRQ_LOW_WATERMARK_EVENT as i32,
+                AsyncReason::EpSoftHighWatermark => d::DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT as i32,
             };
             ev.event_number = number;
             ev.event_data.asynch_error_event_data = d::DAT_ASYNCH_ERROR_EVENT_DATA {
