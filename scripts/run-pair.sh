@@ -21,7 +21,11 @@
 # time limit. On any exit (failure, Ctrl-C, SIGTERM) every process it started is killed (SIGTERM,
 # then SIGKILL after 2 s, whole process groups) and nothing is left running.
 # Outputs stay in $RUN_PAIR_OUT (default: a new directory under ${TMPDIR:-/tmp}).
-# Changes made: none beyond the processes it starts and the output directory.
+# Changes made: none beyond the processes it starts and the output directory, except that a
+# process it had to stop loses its EAL runtime directory: a DPDK process killed by a signal
+# cannot remove `/var/run/dpdk/<name>-<pid>` itself (the default file prefix ends with the
+# pid), so the script removes `$RUN_PAIR_DPDK_RUNTIME_DIR/*-<pid>` (default /var/run/dpdk)
+# once that process is gone.
 set -euo pipefail
 
 if (($# < 3)); then
@@ -56,6 +60,16 @@ rm -f "$ready_file"
 # kept after the leader exits so children it left behind are killed too.
 server_pid="" client_pid="" server_pgid="" client_pgid=""
 
+# The EAL runtime directories of process `pid`, which was just stopped (see "Changes made"; a
+# zombie not yet reaped still answers `kill -0`, so the caller's stopping is what counts).
+remove_runtime_dirs() {
+  local pid=$1 d
+  for d in "${RUN_PAIR_DPDK_RUNTIME_DIR:-/var/run/dpdk}"/*-"$pid"; do
+    [[ -d $d ]] && rm -rf -- "$d"
+  done
+  return 0
+}
+
 # Kill a process group started by this script: TERM, then KILL after 2 s.
 stop_group() {
   local pid=$1
@@ -63,10 +77,15 @@ stop_group() {
   kill -TERM -- "-$pid" 2>/dev/null || return 0
   local i
   for ((i = 0; i < 20; i++)); do
-    kill -0 -- "-$pid" 2>/dev/null || return 0
+    if ! kill -0 -- "-$pid" 2>/dev/null; then
+      remove_runtime_dirs "$pid"
+      return 0
+    fi
     sleep 0.1
   done
   kill -KILL -- "-$pid" 2>/dev/null || true
+  sleep 0.1
+  remove_runtime_dirs "$pid"
 }
 
 print_outputs() {

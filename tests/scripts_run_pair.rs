@@ -29,6 +29,7 @@ case $role in
     die) echo "server cannot start" >&2; exit 5 ;;
     hang) spawn_child; while :; do sleep 0.1; done ;;
     linger) spawn_child; echo READY; while :; do sleep 0.1; done ;;
+    dpdk) mkdir -p "$RUN_PAIR_DPDK_RUNTIME_DIR/stub-$$"; echo READY; while :; do sleep 0.1; done ;;
     fail) echo READY; wait_client; exit 9 ;;
   esac ;;
 --client)
@@ -336,4 +337,26 @@ fn usage_errors() {
         !case.file_exists("out"),
         "nothing may start on a usage error"
     );
+}
+
+/// A server the script has to stop cannot remove its EAL runtime directory (a killed DPDK
+/// process leaves `/var/run/dpdk/<name>-<pid>`): the script removes the one of that pid, and
+/// no other.
+#[test]
+fn a_stopped_servers_eal_runtime_dir_is_removed_and_no_other() {
+    let case = Case::new();
+    let runtime = case.dir.join("runtime");
+    std::fs::create_dir_all(runtime.join("other-1")).unwrap();
+    let out = case.run(&[
+        ("STUB_SERVER", "dpdk"),
+        ("STUB_CLIENT", "fail"),
+        ("RUN_PAIR_SERVER_GRACE", "1"),
+        ("RUN_PAIR_DPDK_RUNTIME_DIR", &path(&runtime)),
+    ]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out));
+    let left: Vec<String> = std::fs::read_dir(&runtime)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["other-1"], "{}", text(&out));
 }

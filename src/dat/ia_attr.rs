@@ -76,6 +76,9 @@ pub struct IaAttr {
 
 /// EPs of one IA at most.
 pub const MAX_EPS: u32 = 16_384;
+/// LMR triplets of one work request at most (the transport's scatter/gather limit):
+/// `max_iov_segments_per_dto` and the RDMA read/write IOV limits.
+pub const MAX_IOV_SEGMENTS: u32 = MAX_SGE as u32;
 /// Outstanding DTOs per EP and direction at most.
 pub const MAX_DTO_PER_EP: u32 = 16_384;
 /// Outstanding RDMA reads / atomics per EP and direction at most.
@@ -134,7 +137,7 @@ pub(crate) fn check_private_data(data: &[u8], arg: u8) -> Result<(), DatError> {
 impl Ia {
     /// dat_ia_query: the IA's attributes and limits.
     pub fn query(&self) -> IaAttr {
-        let sge = MAX_SGE as u32;
+        let sge = MAX_IOV_SEGMENTS;
         let msg = crate::transport::MAX_MSG_SIZE;
         IaAttr {
             adapter_name: "dpdk-roce",

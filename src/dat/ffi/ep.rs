@@ -3,7 +3,6 @@
 
 use super::codes::{arg, err, guard, handle_arg, map, nonnull, put, R};
 use super::handles::{self, Kind, Object};
-use super::ia::MAX_IOV;
 use super::objects::{Body, EpObj, EpView};
 use super::state::{lock, IaState, SockAddrIn, AF_INET};
 use crate::dat::{CompletionFlags, LmrTriplet, RmrTriplet};
@@ -334,7 +333,8 @@ pub(super) unsafe extern "C" fn ep_modify(
         };
         let a = &p.ep_attr;
         let read_depth = |v: i32| u8::try_from(v).map_err(|_| arg(3));
-        let mut attr = e.ep.attr();
+        // Only the masked fields are read (Ep::modify merges them over the EP's own).
+        let mut attr = EpAttr::default();
         macro_rules! take {
             ($bit:ident, $field:ident, $conv:expr) => {
                 if m.contains(EpParamMask::$bit) {
@@ -538,14 +538,16 @@ pub(super) unsafe extern "C" fn ep_disconnect(
     })
 }
 
-/// Reads `n` consumer triplets at `iov` after checking them: a count outside `0..=MAX_IOV` is
+/// Reads `n` consumer triplets at `iov` after checking them: a count outside
+/// `0..=ia_attr::MAX_IOV_SEGMENTS` (more than any post takes: nothing beyond is read) is
 /// argument `n_arg`, a NULL IOV with a count argument `n_arg + 1`.
 pub(super) fn triplets(
     n: d::DAT_COUNT,
     iov: *const d::DAT_LMR_TRIPLET,
     n_arg: u32,
 ) -> Result<Vec<LmrTriplet>, u32> {
-    if !(0..=MAX_IOV).contains(&n) {
+    let max = crate::dat::ia_attr::MAX_IOV_SEGMENTS;
+    if !u32::try_from(n).is_ok_and(|n| n <= max) {
         return Err(arg(n_arg));
     }
     if n > 0 && iov.is_null() {

@@ -11,10 +11,6 @@ use std::ffi::{c_char, CStr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// The IA limits (src/dat/ia_attr.rs) as the C types carry them: what dat_ia_query reports is
-/// what creation enforces.
-pub(crate) const MAX_IOV: i32 = crate::transport::types::MAX_SGE as i32;
-
 fn name_of(name: *const c_char) -> Result<String, u32> {
     if name.is_null() {
         return Err(arg(1));
