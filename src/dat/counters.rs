@@ -202,6 +202,20 @@ pub(crate) struct Made {
     freed: AtomicU64,
 }
 
+/// A count of an IA's connection requests.
+#[derive(Debug, Default)]
+pub(crate) struct Count(AtomicU64);
+
+impl Count {
+    pub fn add(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 impl Made {
     pub fn created(&self) {
         self.created.fetch_add(1, Ordering::Relaxed);
@@ -231,9 +245,9 @@ pub(crate) struct ObjectCounts {
     pub evd: Made,
     pub ep: Made,
     pub srq: Made,
-    pub cr: AtomicU64,
-    pub cr_accepted: AtomicU64,
-    pub cr_rejected: AtomicU64,
+    pub cr: Count,
+    pub cr_accepted: Count,
+    pub cr_rejected: Count,
 }
 
 impl ObjectCounts {
@@ -247,9 +261,9 @@ impl ObjectCounts {
         (c.evd_create, c.evd_free) = self.evd.read();
         (c.ep_create, c.ep_free) = self.ep.read();
         (c.srq_create, c.srq_free) = self.srq.read();
-        c.cr = self.cr.load(Ordering::Relaxed);
-        c.cr_accepted = self.cr_accepted.load(Ordering::Relaxed);
-        c.cr_rejected = self.cr_rejected.load(Ordering::Relaxed);
+        c.cr = self.cr.get();
+        c.cr_accepted = self.cr_accepted.get();
+        c.cr_rejected = self.cr_rejected.get();
     }
 }
 

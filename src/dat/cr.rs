@@ -67,9 +67,7 @@ impl Cr {
     /// The request `req`, naming the qualifier of the service point listening on its port
     /// (`qual`: the PSP's or RSP's).
     pub(crate) fn new(ia: &Arc<IaInner>, req: ConnRequest, qual: ConnQual) -> Cr {
-        ia.objects
-            .cr
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ia.objects.cr.add();
         Cr {
             ia: ia.clone(),
             id: req.id,
@@ -230,10 +228,7 @@ impl Cr {
             return self.refuse(e.into());
         }
         self.answered = true;
-        self.ia
-            .objects
-            .cr_accepted
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.ia.objects.cr_accepted.add();
         {
             let mut c = ep.lock();
             c.state = EpState::CompletionPending;
@@ -270,10 +265,7 @@ impl Cr {
         self.unreserve();
         match sent {
             Ok(()) => {
-                self.ia
-                    .objects
-                    .cr_rejected
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.ia.objects.cr_rejected.add();
                 Ok(())
             }
             Err(e) => self.refuse(e.into()),

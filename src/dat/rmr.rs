@@ -87,14 +87,19 @@ impl Rmr {
 
     /// dat_rmr_create: an unbound RMR in `pz`.
     pub fn create(pz: &Pz) -> Result<Rmr, DatError> {
+        Ok(Self::unbound(pz, false))
+    }
+
+    /// An unbound RMR in `pz`, of scope EP when `for_ep`.
+    fn unbound(pz: &Pz, for_ep: bool) -> Rmr {
         pz.inner.ia.objects.rmr.created();
-        Ok(Rmr {
+        Rmr {
             id: NEXT_RMR_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pz: pz.inner.clone(),
             bound: Mutex::new(None),
             context: ConsumerContext::default(),
-            for_ep: false,
-        })
+            for_ep,
+        }
     }
 
     /// dat_rmr_create_for_ep: an unbound RMR in `pz` of scope EP (DAT_RMR_SCOPE_EP, "bound to
@@ -104,14 +109,7 @@ impl Rmr {
     /// dat_ep_post_rdma_read_to_rmr sink; after an unbind (or a peer's invalidation) any EP of
     /// the PZ may bind it again.
     pub fn create_for_ep(pz: &Pz) -> Result<Rmr, DatError> {
-        pz.inner.ia.objects.rmr.created();
-        Ok(Rmr {
-            id: NEXT_RMR_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            pz: pz.inner.clone(),
-            bound: Mutex::new(None),
-            context: ConsumerContext::default(),
-            for_ep: true,
-        })
+        Ok(Self::unbound(pz, true))
     }
 
     /// True for an RMR of dat_rmr_create_for_ep (scope EP).
