@@ -179,6 +179,43 @@ fn every_operation_verified_over_af_packet() {
     every_op_verified(&af_packet("w"));
 }
 
+/// The provider's fault injection (`DPDK_ROCE_FAULTS`) reaches the benchmark's own shards on
+/// both sides, and every operation still moves every byte as planned through it.
+#[test]
+fn every_operation_verified_under_injected_faults_over_af_packet() {
+    let link = af_packet("f");
+    let faults = Path::new("loss=0.05,dup=0.01,reorder=0.02,seed=3");
+    for (op, size) in [
+        ("write", "65536"),
+        ("send", "4096"),
+        ("read", "65536"),
+        ("atomic", "8"),
+    ] {
+        let text = run_with(
+            &link,
+            &[
+                "--op", op, "-s", size, "-n", "200", "-q", "2", "-t", "16", "--verify",
+            ],
+            &[("DPDK_ROCE_FAULTS", faults)],
+        );
+        assert_one_row(&text, size.parse().unwrap(), 200);
+        assert_eq!(
+            text.matches("fault injection on").count(),
+            2,
+            "{op}: both sides:\n{text}"
+        );
+        // Each side's queue pair, when it closes: what it lost each way.
+        let lost: Vec<u64> = text
+            .lines()
+            .filter_map(|l| l.split("dpdk-roce faults: rx lost=").nth(1))
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .collect();
+        assert_eq!(lost.len(), 2, "{op}:\n{text}");
+        assert!(lost.iter().all(|&n| n > 0), "{op}: {lost:?}\n{text}");
+    }
+    assert_no_runtime_dirs(&link.prefix);
+}
+
 #[test]
 fn every_operation_verified_over_memif() {
     every_op_verified(&memif("m"));

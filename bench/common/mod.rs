@@ -8,7 +8,9 @@ pub mod dat;
 
 use dpdk_roce::config::Profile;
 use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
+use dpdk_roce::engine::faults::{FaultConfig, FaultyIo};
 use dpdk_roce::engine::host::{Host, HostConfig};
+use dpdk_roce::engine::io::{FrameIo, IoStats, PinnedFrame};
 use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::mem::MrTable;
 use dpdk_roce::net::NetConfig;
@@ -18,7 +20,83 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A bench program's shard: the checked region table over one DPDK queue pair.
-pub type BenchShard = Shard<Arc<MrTable>, DpdkFrameIo>;
+pub type BenchShard = Shard<Arc<MrTable>, BenchIo>;
+
+/// A bench program's queue pair: the port's, behind the provider's fault injection when
+/// `DPDK_ROCE_FAULTS` or the profile's `[faults]` asks for it, as an IA's is
+/// (dpdk-config/README.md "`[faults]`: fault injection"). One per shard, so the variants' sizes do not
+/// matter and neither is boxed (the port's is the hot path).
+#[allow(clippy::large_enum_variant)]
+pub enum BenchIo {
+    Port(DpdkFrameIo),
+    Faulty(FaultyIo<DpdkFrameIo>),
+}
+
+impl BenchIo {
+    /// `io` as `profile` and the environment ask.
+    pub fn new(io: DpdkFrameIo, profile: &Profile) -> Result<BenchIo, String> {
+        Ok(match FaultConfig::from_env_or(profile.faults)? {
+            Some(f) => {
+                eprintln!("fault injection on: {f:?}");
+                BenchIo::Faulty(FaultyIo::new(io, f, 0))
+            }
+            None => BenchIo::Port(io),
+        })
+    }
+
+    /// The port queue's counters.
+    pub fn port_stats(&self) -> &IoStats {
+        match self {
+            BenchIo::Port(io) => &io.stats,
+            BenchIo::Faulty(io) => &io.inner().stats,
+        }
+    }
+}
+
+impl FrameIo for BenchIo {
+    fn rx_burst(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
+        match self {
+            BenchIo::Port(io) => io.rx_burst(f),
+            BenchIo::Faulty(io) => io.rx_burst(f),
+        }
+    }
+    fn tx(&mut self, frame: &[u8]) -> bool {
+        match self {
+            BenchIo::Port(io) => io.tx(frame),
+            BenchIo::Faulty(io) => io.tx(frame),
+        }
+    }
+    fn flush(&mut self) {
+        match self {
+            BenchIo::Port(io) => io.flush(),
+            BenchIo::Faulty(io) => io.flush(),
+        }
+    }
+    fn ready(&mut self) -> bool {
+        match self {
+            BenchIo::Port(io) => io.ready(),
+            BenchIo::Faulty(io) => io.ready(),
+        }
+    }
+    fn tx_pending(&self) -> bool {
+        match self {
+            BenchIo::Port(io) => io.tx_pending(),
+            BenchIo::Faulty(io) => io.tx_pending(),
+        }
+    }
+    fn zero_copy_min(&self) -> Option<usize> {
+        match self {
+            BenchIo::Port(io) => io.zero_copy_min(),
+            BenchIo::Faulty(io) => io.zero_copy_min(),
+        }
+    }
+    fn tx_pinned(&mut self, frame: PinnedFrame<'_>) -> bool {
+        match self {
+            BenchIo::Port(io) => io.tx_pinned(frame),
+            BenchIo::Faulty(io) => io.tx_pinned(frame),
+        }
+    }
+}
 
 /// How often a poll loop reads the clock for its deadline.
 const CLOCK_EVERY: u32 = 1024;
@@ -70,7 +148,7 @@ pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
         s.rx_frames,
         s.tx_frames,
         s.tx_dropped,
-        shard.io.stats.tx_zero_copy,
+        shard.io.port_stats().tx_zero_copy,
         host.rx_predicted,
         host.tx_predicted
     );

@@ -1157,7 +1157,7 @@ fn run(args: &Args) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
     }
     let host = common::host(&profile, &pp, mac, 16)?;
-    let mut shard = Shard::new(host, io);
+    let mut shard = Shard::new(host, common::BenchIo::new(io, &profile)?);
     let timeout = Duration::from_millis(args.timeout_ms);
     match params {
         Some(p) => client(args, p, &mut shard, &profile, timeout),

@@ -336,7 +336,7 @@ fn run(args: &Args) -> Result<(), String> {
         io.zero_copy_min()
             .map_or("never (copy)".to_string(), |m| format!("{m} B payloads"))
     );
-    let mut shard = Shard::new(host, io);
+    let mut shard = Shard::new(host, common::BenchIo::new(io, &profile)?);
     if args.with_raw {
         let mode = if args.server {
             RawMode::Echo

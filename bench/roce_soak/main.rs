@@ -801,6 +801,7 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     let messages: u64 = conns.iter().map(|c| c.completed).sum();
+    print_recovery(&conns);
     for c in &conns {
         c.ep.disconnect().map_err(dat("disconnect"))?;
     }
@@ -820,4 +821,34 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
         messages as f64 / secs
     );
     Ok(())
+}
+
+/// The client's requesters over every connection: how the losses were recovered.
+fn print_recovery(conns: &[Conn]) {
+    let mut sum = dpdk_roce::transport::qp::QpStats::default();
+    for c in conns {
+        match c.ep.transport_stats() {
+            Ok(s) => {
+                sum.packets_sent += s.packets_sent;
+                sum.retransmits += s.retransmits;
+                sum.seq_naks_received += s.seq_naks_received;
+                sum.rnr_naks_received += s.rnr_naks_received;
+                sum.timeouts += s.timeouts;
+                sum.tail_probes += s.tail_probes;
+                sum.duplicate_responses += s.duplicate_responses;
+            }
+            Err(e) => eprintln!("transport counters: {e}"),
+        }
+    }
+    println!(
+        "RECOVERY packets_sent={} retransmits={} seq_naks_received={} rnr_naks_received={} \
+         timeouts={} tail_probes={} duplicate_responses={}",
+        sum.packets_sent,
+        sum.retransmits,
+        sum.seq_naks_received,
+        sum.rnr_naks_received,
+        sum.timeouts,
+        sum.tail_probes,
+        sum.duplicate_responses
+    );
 }

@@ -24,6 +24,7 @@ use crate::engine::host::QpOptions;
 use crate::engine::runtime::{shard_of_qpn, DtoCounters, QpRoute};
 use crate::srq::EpRecvHandle;
 use crate::transport::memory::Access;
+use crate::transport::qp::QpStats;
 use crate::transport::types::{RecvWr, SendOp, SendWr, Sge, MAX_SGE};
 use crate::wire::psn::Psn;
 use std::net::Ipv4Addr;
@@ -215,8 +216,6 @@ impl EpInner {
             .ia
             .engine
             .with_host(shard, move |h| h.ep_recv_handle(qpn))?;
-        c.qpn = qpn;
-        c.shard = shard;
         c.posted_requests = 0;
         c.posted_recvs = 0;
         self.ia
@@ -421,6 +420,20 @@ impl Ep {
     /// The shard the EP lives on.
     pub fn shard(&self) -> usize {
         shard_of_qpn(self.qpn(), self.inner.ia.engine.shards())
+    }
+
+    /// The transport counters of the EP's QP: packets, retransmissions, local ACK timeouts
+    /// (tail probes among them), NAKs by kind, drops; what telemetry's `/roce/qp,<qpn>` reports.
+    pub fn transport_stats(&self) -> Result<QpStats, DatError> {
+        let (qpn, shard) = {
+            let c = self.inner.lock();
+            (c.qpn, c.shard)
+        };
+        self.inner
+            .ia
+            .engine
+            .with_host(shard, move |h| h.qp(qpn).map(|q| *q.stats()))?
+            .ok_or_else(|| DatError::InvalidState(format!("QP {qpn:#x} is gone")))
     }
 
     /// The attributes.

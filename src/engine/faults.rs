@@ -207,6 +207,11 @@ impl<I: FrameIo> FaultyIo<I> {
         }
     }
 
+    /// The queue pair the faults apply to.
+    pub fn inner(&self) -> &I {
+        &self.inner
+    }
+
     /// The counters (shared: they outlive the queue pair).
     pub fn counters(&self) -> Arc<FaultCounters> {
         self.dice.counters.clone()

@@ -381,13 +381,14 @@ impl Qp {
             return;
         }
         self.stats.timeouts += 1;
-        if self.req.rto.probe_due() && self.req.rewind_to_last_sent() {
-            // The tail probe (rto.rs): the last packet again, no retry spent, no back-off. The
-            // window shrinks as for any timeout (the silence may be a full queue), and the full
-            // timer runs from now, whether or not the window lets the probe out.
+        let inflight = self.req.inflight();
+        if self.req.rto.probe_due() && self.req.start_probe() {
+            // A tail probe (rto.rs, `ReqState::start_probe`): the oldest unacknowledged packet
+            // and the last one again, no retry spent, no back-off. The window shrinks as for
+            // any timeout (the silence may be a full queue; the probe passes it), and the next
+            // wait runs from now.
             self.stats.tail_probes += 1;
             self.req.rto.on_probe();
-            let inflight = self.req.inflight();
             self.req.window.on_timeout(inflight);
             if let Some(d) = self
                 .req
@@ -410,7 +411,6 @@ impl Qp {
             }
             self.req.retry_left -= 1;
         }
-        let inflight = self.req.inflight();
         self.req.window.on_timeout(inflight);
         let una = self.req.una;
         self.req.retry_psn = Some(una);

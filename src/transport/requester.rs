@@ -128,6 +128,11 @@ pub(super) struct ReqState {
     pub unrequested: u32,
     /// The retransmission timer's round-trip estimate (`rto.rs`).
     pub rto: super::rto::Rto,
+    /// A tail probe's last packet, sent after the one at `una` (`start_probe`).
+    pub probe_last: Option<Psn>,
+    /// The probe's last packet, which goes out whatever the window (it adds nothing in
+    /// flight).
+    pub probe_pass: Option<Psn>,
 }
 
 impl ReqState {
@@ -148,12 +153,21 @@ impl ReqState {
             window_una: Psn::new(0),
             unrequested: 0,
             rto: Default::default(),
+            probe_last: None,
+            probe_pass: None,
         }
     }
 
-    /// PSNs sent and not yet acknowledged.
+    /// PSNs in flight now: from the oldest unacknowledged to the cursor. After a go-back-N
+    /// that is what went out again since, not everything ever sent (the window's measure).
     pub fn inflight(&self) -> u32 {
-        self.sent_hw.distance_from(self.una)
+        let cursor = match self.sq.get(self.cur) {
+            Some(w) if w.started => w.first_psn.add(self.cur_pkt),
+            _ => self.next_psn,
+        };
+        cursor
+            .distance_from(self.una)
+            .min(self.sent_hw.distance_from(self.una))
     }
 
     /// RTR->RTS: the first PSN and the retry budgets.
@@ -176,31 +190,56 @@ impl ReqState {
         self.rd_outstanding = 0;
         self.rnr_wait = false;
         self.retry_psn = None;
+        self.probe_last = None;
+        self.probe_pass = None;
     }
 
-    /// A tail probe (`rto.rs`): moves the cursor back to the last packet sent when that is a
-    /// SEND or RDMA WRITE packet and nothing before it waits to be sent again (no go-back-N
-    /// under way); false, and nothing moved, otherwise.
-    pub fn rewind_to_last_sent(&mut self) -> bool {
+    /// A tail probe (`rto.rs`): the oldest unacknowledged packet again, then the last one sent.
+    /// The first is what a responder that sent its one sequence-error NAK (IBTA vol. 1
+    /// §9.7.5.1.2) and drops everything after the gap still waits for (the NAK or the resend
+    /// it asked for was lost); the second reveals a lost tail behind it, which the responder
+    /// then names in a NAK. When the cursor is not at the end (a go-back-N waits for the
+    /// window) only the first goes. False, nothing moved, when no started WQE holds `una`.
+    pub fn start_probe(&mut self) -> bool {
+        let una = self.una;
         let last = self.sent_hw.sub(1);
         let at_end = match self.sq.get(self.cur) {
             None => true,
             Some(w) => !w.started || w.first_psn.add(self.cur_pkt) == self.sent_hw,
         };
-        let holder = self
-            .sq
-            .iter()
-            .take_while(|w| w.started)
-            .find(|w| last.distance_from(w.first_psn) < w.npsn);
-        match holder {
-            Some(w) if at_end && !is_rd_atomic(&w.op) => self.rewind(last),
-            _ => false,
+        if !self.rewind(una) {
+            return false;
+        }
+        if at_end && last != una {
+            self.probe_last = Some(last);
+        }
+        true
+    }
+
+    /// After a packet at `psn` went out: a probe's jump to its last packet (`start_probe`).
+    #[inline(always)]
+    fn after_probe_packet(&mut self, psn: Psn) {
+        if let Some(last) = self.probe_last {
+            if last.after(psn) && self.seek(last) {
+                self.probe_pass = Some(last);
+            }
+            self.probe_last = None;
+        } else if self.probe_pass == Some(psn) {
+            self.probe_pass = None;
         }
     }
 
-    /// Moves the cursor back to `psn` (go-back-N). False when no started WQE holds it.
+    /// Moves the cursor back to `psn` (go-back-N), ending a probe. False when no started WQE
+    /// holds it.
     pub fn rewind(&mut self, psn: Psn) -> bool {
         self.rto.on_rewind();
+        self.probe_last = None;
+        self.probe_pass = None;
+        self.seek(psn)
+    }
+
+    /// Moves the cursor to `psn`. False when no started WQE holds it.
+    fn seek(&mut self, psn: Psn) -> bool {
         for (i, w) in self.sq.iter().enumerate() {
             if !w.started {
                 break;
@@ -289,7 +328,9 @@ impl Qp {
         let w = &*w;
         let k = self.req.cur_pkt;
         let psn = w.first_psn.add(k);
-        if psn.distance_from(self.req.una) >= self.req.window.limit() {
+        if psn.distance_from(self.req.una) >= self.req.window.limit()
+            && self.req.probe_pass != Some(psn)
+        {
             return None;
         }
         if is_rd_atomic(&w.op) {
@@ -397,6 +438,7 @@ impl Qp {
         if end.after(self.req.sent_hw) {
             self.req.sent_hw = end;
         }
+        self.req.after_probe_packet(psn);
         if !self.timers.is_set(Timer::Ack) {
             if let Some(d) = self
                 .req
@@ -472,7 +514,7 @@ impl Qp {
     /// leaves the choice to the requester): after `ACK_REQ_EVERY - 1` packets without one, so
     /// a long message keeps the window moving; when the send queue is half full of unretired
     /// WQEs or the PSN window half used; and on a resend of the last packet sent (a go-back-N
-    /// must be answered).
+    /// must be answered) or of a probe's first one.
     #[inline(always)]
     pub(super) fn wants_ack(&self, psn: Psn, wqe: usize) -> bool {
         let half_sq = (self.config.sq_depth / 2).max(1) as usize;
@@ -480,6 +522,7 @@ impl Qp {
             || wqe + 1 >= half_sq
             || psn.distance_from(self.req.una) + 1 >= (self.req.window.limit() / 2).max(1)
             || psn.next() == self.req.sent_hw
+            || self.req.probe_last.is_some()
     }
 }
 

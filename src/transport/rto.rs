@@ -7,10 +7,13 @@
 //!
 //! A lost tail is probed early: the first time the timer goes off after progress it waits only
 //! [`probe_wait`](Rto::timeout) (twice the smoothed round trip, at least [`PROBE_FLOOR`]) and
-//! the requester sends its last packet again, nothing before it ([`Rto::probe_due`]): if that
-//! was the packet lost, the responder takes it; if an earlier one was, the responder's NAK names
-//! it; if only the ACK was, the duplicate draws a new one. A scheduling stall costs one
-//! duplicate packet. Later timeouts use the full timer below.
+//! the requester sends its oldest unacknowledged packet and its last one again, nothing between
+//! ([`Rto::probe_due`], `ReqState::start_probe`): if the oldest was lost (or the responder's NAK
+//! for it was), the responder takes it; if the last was, or one between, the responder's NAK
+//! names it; if only the ACK was, the duplicates draw a new one. A probe or its answer can be
+//! lost too (at 5 % loss each way about one in seven is), so up to [`MAX_PROBES`] go out, each
+//! waiting twice as long as the one before, before the full timer below. A scheduling stall
+//! costs two duplicate packets per probe.
 //!
 //! The negotiated timeout keeps its meaning for failure: a retry of `retry_cnt` is spent only
 //! when a whole negotiated timeout passed without progress ([`Rto::spend_retry`]); the earlier
@@ -27,6 +30,8 @@ pub const RTO_FLOOR: Duration = Duration::from_millis(2);
 /// The shortest wait before a tail probe: one duplicate packet is all a stall longer than
 /// this costs.
 pub const PROBE_FLOOR: Duration = Duration::from_micros(200);
+/// Tail probes after one progress, at most, before the full timer.
+pub const MAX_PROBES: u32 = 3;
 /// Doublings of the timer after repeated timeouts, at most.
 const MAX_BACKOFF: u32 = 16;
 
@@ -41,8 +46,8 @@ pub(crate) struct Rto {
     backoff: u32,
     /// The last progress (or the start of sending after none was outstanding).
     progress_at: Option<Instant>,
-    /// The tail probe of this flight went out (cleared by progress).
-    probed: bool,
+    /// Tail probes sent since the last progress.
+    probes: u32,
 }
 
 impl Rto {
@@ -65,21 +70,21 @@ impl Rto {
             }
         }
         self.backoff = 0;
-        self.probed = false;
+        self.probes = 0;
         self.progress_at = (!idle).then_some(now);
     }
 
-    /// Whether the timer that goes off now is the tail probe: the first since progress, with a
-    /// round trip measured.
+    /// Whether the timer that goes off now is a tail probe: one of the first [`MAX_PROBES`]
+    /// since progress, with a round trip measured.
     pub fn probe_due(&self) -> bool {
-        self.srtt.is_some() && self.backoff == 0 && !self.probed
+        self.srtt.is_some() && self.backoff == 0 && self.probes < MAX_PROBES
     }
 
-    /// The tail probe goes out (no sample from it, no back-off); the next wait is the full
-    /// timer.
+    /// A tail probe goes out (no sample from it, no back-off); the next wait is twice the
+    /// last probe's, or the full timer after the last probe.
     pub fn on_probe(&mut self) {
         self.timing = None;
-        self.probed = true;
+        self.probes += 1;
     }
 
     fn sample(&mut self, r: Duration) {
@@ -118,7 +123,10 @@ impl Rto {
         };
         let full = base.saturating_mul(1 << self.backoff).min(ceiling);
         Some(match self.srtt {
-            Some(s) if self.probe_due() => (s * 2).max(PROBE_FLOOR).min(full),
+            Some(s) if self.probe_due() => (s * 2)
+                .max(PROBE_FLOOR)
+                .saturating_mul(1 << self.probes)
+                .min(full),
             _ => full,
         })
     }
@@ -174,7 +182,12 @@ mod tests {
             "first the tail probe, at its floor"
         );
         r.on_probe();
-        assert!(!r.probe_due(), "one probe per flight");
+        assert!(r.probe_due(), "a lost probe or answer: another");
+        assert_eq!(r.timeout(ceiling), Some(PROBE_FLOOR * 2), "twice the wait");
+        r.on_probe();
+        assert_eq!(r.timeout(ceiling), Some(PROBE_FLOOR * 4));
+        r.on_probe();
+        assert!(!r.probe_due(), "MAX_PROBES per flight");
         assert_eq!(r.timeout(ceiling), Some(RTO_FLOOR), "40 us: the floor");
         r.on_timeout();
         assert!(!r.probe_due());
@@ -195,6 +208,14 @@ mod tests {
         r.on_progress(Psn::new(1), at(300), false);
         assert_eq!(r.srtt(), Some(Duration::from_micros(300)));
         assert_eq!(r.timeout(ceiling), Some(Duration::from_micros(600)));
+        r.on_probe();
+        assert_eq!(r.timeout(ceiling), Some(Duration::from_micros(1200)));
+        r.on_probe();
+        assert_eq!(
+            r.timeout(ceiling),
+            Some(RTO_FLOOR),
+            "the probe's wait stops at the full one"
+        );
         r.on_probe();
         assert_eq!(r.timeout(ceiling), Some(RTO_FLOOR));
         r.on_progress(Psn::new(2), at(5_000), false);

@@ -529,3 +529,130 @@ fn a_lost_lone_write_is_resent_after_the_round_trip_not_the_negotiated_timeout()
     assert_eq!((st.timeouts, st.tail_probes, st.retransmits), (1, 1, 1));
     assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
 }
+
+/// A responder sends one PSN sequence error NAK per gap and drops what follows it (IBTA vol. 1
+/// §9.7.5.1.2). When that NAK is lost, the tail probe's first packet, the oldest
+/// unacknowledged one, is what it waits for: each probe moves it on, its last packet reveals
+/// the next gap, and the message completes after probe waits, not after the full timer.
+#[test]
+fn a_lost_nak_is_recovered_by_the_probes_not_the_full_timer() {
+    let mut p = Pair::with(|_, a| a.timeout = 19, 100, 500);
+    let src = p.region(A, 8 * MTU, 1);
+    let dst = p.zeroed(B, 8 * MTU);
+    // A first WRITE (PSN 100) measures the round trip.
+    p.post_send(
+        A,
+        wr(
+            1,
+            SendOp::Write {
+                remote_addr: dst.addr,
+                rkey: dst.rkey,
+            },
+            vec![sge(&src, 0, 64)],
+        ),
+    );
+    p.run();
+    assert_eq!(p.completions(A).len(), 1);
+    let t0 = p.now;
+    let sent_before = p.trace.iter().filter(|x| x.from == A).count();
+    // A -> B: SEND 101..108, [103 lost]; B -> A: [its NAK of 103 lost].
+    let (mut lost_103, mut lost_nak) = (false, false);
+    p.filter(move |x| {
+        if x.from == A && x.psn() == 103 && !lost_103 {
+            lost_103 = true;
+            Fate::Drop
+        } else if x.from == B && x.is_seq_nak() && !lost_nak {
+            lost_nak = true;
+            Fate::Drop
+        } else {
+            Fate::Pass
+        }
+    });
+    p.post_recv(B, 9, vec![sge(&dst, 0, 8 * MTU as u32)]);
+    p.post_send(A, wr(2, SendOp::Send, vec![sge(&src, 0, 8 * MTU as u32)]));
+    p.run();
+    let done = p.now.saturating_duration_since(t0);
+    let a: Vec<u32> = p.trace[..]
+        .iter()
+        .filter(|x| x.from == A)
+        .skip(sent_before)
+        .map(|x| x.psn())
+        .collect();
+    // The flight; probe 1: 101 (a duplicate: B answers with its ACK of 102) and 108 (dropped
+    // after the NAK); probe 2: 103, taken, and 108, which draws a NAK of 104; go-back-N.
+    assert_eq!(
+        a,
+        vec![101, 102, 103, 104, 105, 106, 107, 108, 101, 108, 103, 108, 104, 105, 106, 107, 108]
+    );
+    let naks: Vec<u32> = p
+        .trace
+        .iter()
+        .filter(|x| x.from == B && x.is_seq_nak())
+        .map(|x| x.psn())
+        .collect();
+    assert_eq!(naks, vec![103, 104]);
+    assert_eq!(
+        p.completions(A)
+            .iter()
+            .map(|c| (c.wr_id, c.status))
+            .collect::<Vec<_>>(),
+        vec![(2, WcStatus::Success)]
+    );
+    assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
+    let st = p.s[A].qp.stats();
+    assert_eq!((st.timeouts, st.tail_probes), (2, 2));
+    assert!(
+        done < crate::transport::rto::RTO_FLOOR,
+        "two probe waits, not the full timer: {done:?}"
+    );
+}
+
+/// A probe, or the answer to it, can be lost too: up to `MAX_PROBES` go out, each waiting twice
+/// as long, before the full timer.
+#[test]
+fn a_lost_probe_is_followed_by_another_after_twice_the_wait() {
+    let mut p = Pair::with(|_, a| a.timeout = 19, 100, 500);
+    let src = p.region(A, 64, 1);
+    let dst = p.zeroed(B, 64);
+    let write = |id| {
+        wr(
+            id,
+            SendOp::Write {
+                remote_addr: dst.addr,
+                rkey: dst.rkey,
+            },
+            vec![sge(&src, 0, 64)],
+        )
+    };
+    p.post_send(A, write(1));
+    p.run();
+    assert_eq!(p.completions(A).len(), 1);
+    let t0 = p.now;
+    // The WRITE (PSN 101) and its first resend are lost.
+    let mut dropped = 0;
+    p.filter(move |x| {
+        if x.from == A && dropped < 2 {
+            dropped += 1;
+            Fate::Drop
+        } else {
+            Fate::Pass
+        }
+    });
+    p.post_send(A, write(2));
+    p.run();
+    let done = p.now.saturating_duration_since(t0);
+    assert_eq!(
+        p.completions(A)
+            .iter()
+            .map(|c| (c.wr_id, c.status))
+            .collect::<Vec<_>>(),
+        vec![(2, WcStatus::Success)]
+    );
+    let st = p.s[A].qp.stats();
+    assert_eq!((st.timeouts, st.tail_probes, st.retransmits), (2, 2, 2));
+    let probe = crate::transport::rto::PROBE_FLOOR;
+    assert!(
+        done >= probe * 3 && done < crate::transport::rto::RTO_FLOOR,
+        "probes after the floor and twice the floor: {done:?}"
+    );
+}
