@@ -13,7 +13,8 @@ use super::requester::MAX_OUTSTANDING_PSNS;
 /// The smallest window. Go-back-N resends everything sent behind a lost packet before the
 /// NAK came back, so at a steady loss rate the window the AIMD keeps coming back to bounds the
 /// waste: with 16 PSNs, `roce-bw --verify` at 5 % injected loss each way kept 0.46-0.48 of its
-/// lossless rate, with 4 0.55-0.57 and with 2 no more (bench/README.md, "Loss recovery").
+/// lossless rate, with 4 0.55-0.57, with 2 no more (bench/README.md, "Verified throughput at
+/// 5 % loss").
 pub const MIN_WINDOW: u32 = 4;
 
 /// Growth per full window acknowledged above the slow-start threshold.
