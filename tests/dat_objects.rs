@@ -34,6 +34,42 @@ fn dat_evd_query_reports_size_flags_and_queued_count() {
     assert_eq!(evd.query().queued, 2);
 }
 
+/// dat_ia_open's `async_evd_min_qlen` is a minimum: the async EVD holds at least that many
+/// events, never fewer than its default; a negative length or one above max_evd_qlen is
+/// DAT_INVALID_PARAMETER of argument 2.
+#[test]
+fn dat_ia_open_async_evd_min_qlen_sizes_the_async_evd() {
+    use dpdk_roce::dat::ia_attr::{DEFAULT_ASYNC_EVD_QLEN, MAX_EVD_QLEN};
+    let (a, _b) = ias();
+    assert_eq!(a.async_evd().query().size, DEFAULT_ASYNC_EVD_QLEN);
+    a.reserve_async_events(8).unwrap();
+    assert_eq!(
+        a.async_evd().query().size,
+        DEFAULT_ASYNC_EVD_QLEN,
+        "a minimum"
+    );
+    a.reserve_async_events(4096).unwrap();
+    assert_eq!(a.async_evd().query().size, 4096);
+    for bad in [-1, i64::from(MAX_EVD_QLEN) + 1] {
+        let e = a.reserve_async_events(bad).unwrap_err();
+        assert!(
+            matches!(e, DatError::InvalidArg { arg: 2, .. }),
+            "{bad}: {e:?}"
+        );
+        assert_eq!(
+            (e.code() & 0x3fff_0000, e.code() & 0xffff),
+            (sys::DAT_INVALID_PARAMETER, sys::DAT_INVALID_ARG2)
+        );
+    }
+    assert_eq!(
+        a.async_evd().query().size,
+        4096,
+        "a refused length changes nothing"
+    );
+    a.reserve_async_events(i64::from(MAX_EVD_QLEN)).unwrap();
+    assert_eq!(a.async_evd().query().size, MAX_EVD_QLEN as usize);
+}
+
 #[test]
 fn dat_evd_resize_keeps_events_and_refuses_below_queued_count() {
     let (a, _b) = ias();

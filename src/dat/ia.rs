@@ -20,7 +20,6 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Events the async EVD holds.
-const ASYNC_EVD_SIZE: usize = 1024;
 /// Events the device's own, unread async sink holds (a bounded ring: the rest are dropped).
 const DEVICE_SINK_SIZE: usize = 16;
 
@@ -118,7 +117,7 @@ impl Ia {
     }
 
     fn on_device(dev: Arc<Device>) -> Ia {
-        let async_sink = EventSink::new(ASYNC_EVD_SIZE);
+        let async_sink = EventSink::new(super::ia_attr::DEFAULT_ASYNC_EVD_QLEN);
         dev.engine.async_listeners().add(&async_sink);
         // The CM is the port's: this IA counts from what it has counted so far.
         let base = dev
@@ -241,6 +240,17 @@ impl Ia {
     /// The async EVD (DAT_ASYNC_ERROR events, EVD overflows).
     pub fn async_evd(&self) -> &Evd {
         &self.async_evd
+    }
+
+    /// dat_ia_open's `async_evd_min_qlen`: the async EVD holds at least `min_qlen` events
+    /// ([`ia_attr::async_evd_qlen`](super::ia_attr::async_evd_qlen): never fewer than its
+    /// default, DAT_INVALID_PARAMETER of argument 2 outside 0..=max_evd_qlen). It only grows.
+    pub fn reserve_async_events(&self, min_qlen: i64) -> Result<(), DatError> {
+        let qlen = super::ia_attr::async_evd_qlen(min_qlen)?;
+        if qlen > self.async_evd.size() {
+            self.async_evd.resize(qlen)?;
+        }
+        Ok(())
     }
 
     /// Shards of the engine.

@@ -85,6 +85,22 @@ pub const MAX_DTO_PER_EP: u32 = 16_384;
 pub const MAX_RDMA_READ_PER_EP: u32 = 16;
 /// Events one EVD holds at most (its ring is allocated whole at creation).
 pub const MAX_EVD_QLEN: u32 = 1 << 16;
+/// The async EVD's size when the consumer asks for less (dat_ia_open's `async_evd_min_qlen`
+/// is a minimum).
+pub const DEFAULT_ASYNC_EVD_QLEN: usize = 1024;
+/// dat_ia_open: the async EVD's size for `async_evd_min_qlen` = `min_qlen` (a minimum, so at
+/// least [`DEFAULT_ASYNC_EVD_QLEN`]); DAT_INVALID_PARAMETER of argument 2 when it is negative
+/// or above [`MAX_EVD_QLEN`], as for any EVD.
+pub fn async_evd_qlen(min_qlen: i64) -> Result<usize, DatError> {
+    let qlen = usize::try_from(min_qlen)
+        .ok()
+        .filter(|&q| q <= MAX_EVD_QLEN as usize)
+        .ok_or(DatError::InvalidArg {
+            arg: 2,
+            what: "async_evd_min_qlen outside 0..=max_evd_qlen",
+        })?;
+    Ok(qlen.max(DEFAULT_ASYNC_EVD_QLEN))
+}
 /// dat_evd_create(3DAT) / dat_evd_resize(3DAT): an EVD holds 1..=[`MAX_EVD_QLEN`] events
 /// ("evd_min_qlen ... must not exceed max_evd_qlen"); else DAT_INVALID_PARAMETER of argument
 /// `arg`.

@@ -24,7 +24,7 @@ fn name_of(name: *const c_char) -> Result<String, u32> {
 /// dat_ia_open: opens the IA on the profile named by the IA's `ia_params`.
 pub(super) unsafe extern "C" fn ia_open(
     name: d::DAT_NAME_PTR,
-    _async_evd_qlen: d::DAT_COUNT,
+    async_evd_qlen: d::DAT_COUNT,
     async_evd: *mut d::DAT_EVD_HANDLE,
     ia_handle: *mut d::DAT_IA_HANDLE,
 ) -> d::DAT_RETURN {
@@ -32,6 +32,8 @@ pub(super) unsafe extern "C" fn ia_open(
         let name = name_of(name)?;
         nonnull(async_evd, 3)?;
         nonnull(ia_handle, 4)?;
+        let min_qlen = i64::from(async_evd_qlen);
+        ia_attr::async_evd_qlen(min_qlen).map_err(|e| e.code())?;
         let (provider, params) = super::lookup(&name).ok_or(err(d::DAT_PROVIDER_NOT_FOUND, 0))?;
         // SAFETY: checked non-NULL; an IN/OUT handle of the consumer.
         let given = unsafe { *async_evd };
@@ -47,6 +49,7 @@ pub(super) unsafe extern "C" fn ia_open(
             tracing::error!("IA {name}: open: {e}");
             err(d::DAT_INTERNAL_ERROR, 0)
         })?;
+        ia.reserve_async_events(min_qlen).map_err(|e| e.code())?;
         let pmtu = profile.roce_pmtu().bytes();
         let (ia_h, evd_h, _) = register(provider, &name, &profile.name, ia, pmtu);
         put(async_evd, 3, evd_h as d::DAT_EVD_HANDLE)?;
