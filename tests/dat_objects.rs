@@ -35,7 +35,7 @@ fn dat_evd_query_reports_size_flags_and_queued_count() {
 }
 
 /// dat_ia_open's `async_evd_min_qlen` is a minimum: the async EVD holds at least that many
-/// events, never fewer than its default; a negative length or one above max_evd_qlen is
+/// events, never fewer than its default; a length below 1 or above max_evd_qlen is
 /// DAT_INVALID_PARAMETER of argument 2.
 #[test]
 fn dat_ia_open_async_evd_min_qlen_sizes_the_async_evd() {
@@ -50,7 +50,7 @@ fn dat_ia_open_async_evd_min_qlen_sizes_the_async_evd() {
     );
     a.reserve_async_events(4096).unwrap();
     assert_eq!(a.async_evd().query().size, 4096);
-    for bad in [-1, i64::from(MAX_EVD_QLEN) + 1] {
+    for bad in [-1, 0, i64::from(MAX_EVD_QLEN) + 1] {
         let e = a.reserve_async_events(bad).unwrap_err();
         assert!(
             matches!(e, DatError::InvalidArg { arg: 2, .. }),

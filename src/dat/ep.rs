@@ -396,6 +396,12 @@ impl Ep {
             }),
             context: ConsumerContext::default(),
         });
+        if let Some(s) = &inner.srq {
+            s.users
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Arc::downgrade(&inner));
+        }
         let shard = inner
             .srq
             .as_ref()

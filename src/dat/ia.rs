@@ -244,7 +244,7 @@ impl Ia {
 
     /// dat_ia_open's `async_evd_min_qlen`: the async EVD holds at least `min_qlen` events
     /// ([`ia_attr::async_evd_qlen`](super::ia_attr::async_evd_qlen): never fewer than its
-    /// default, DAT_INVALID_PARAMETER of argument 2 outside 0..=max_evd_qlen). It only grows.
+    /// default, DAT_INVALID_PARAMETER of argument 2 outside 1..=max_evd_qlen). It only grows.
     pub fn reserve_async_events(&self, min_qlen: i64) -> Result<(), DatError> {
         let qlen = super::ia_attr::async_evd_qlen(min_qlen)?;
         if qlen > self.async_evd.size() {

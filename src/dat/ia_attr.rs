@@ -89,15 +89,15 @@ pub const MAX_EVD_QLEN: u32 = 1 << 16;
 /// is a minimum).
 pub const DEFAULT_ASYNC_EVD_QLEN: usize = 1024;
 /// dat_ia_open: the async EVD's size for `async_evd_min_qlen` = `min_qlen` (a minimum, so at
-/// least [`DEFAULT_ASYNC_EVD_QLEN`]); DAT_INVALID_PARAMETER of argument 2 when it is negative
-/// or above [`MAX_EVD_QLEN`], as for any EVD.
+/// least [`DEFAULT_ASYNC_EVD_QLEN`]); DAT_INVALID_PARAMETER of argument 2 outside
+/// 1..=[`MAX_EVD_QLEN`], as for any EVD (the OFA provider refuses a length below 1 too).
 pub fn async_evd_qlen(min_qlen: i64) -> Result<usize, DatError> {
     let qlen = usize::try_from(min_qlen)
         .ok()
-        .filter(|&q| q <= MAX_EVD_QLEN as usize)
+        .filter(|&q| q >= 1 && q <= MAX_EVD_QLEN as usize)
         .ok_or(DatError::InvalidArg {
             arg: 2,
-            what: "async_evd_min_qlen outside 0..=max_evd_qlen",
+            what: "async_evd_min_qlen outside 1..=max_evd_qlen",
         })?;
     Ok(qlen.max(DEFAULT_ASYNC_EVD_QLEN))
 }

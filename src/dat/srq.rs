@@ -27,6 +27,8 @@ pub(crate) struct SrqInner {
     /// reports as the attribute, armed or already fired.
     pub low_watermark: std::sync::atomic::AtomicU32,
     pub context: ConsumerContext,
+    /// The EPs created on this SRQ (ended ones drop out when counted).
+    pub users: std::sync::Mutex<Vec<std::sync::Weak<super::ep::EpInner>>>,
 }
 
 /// What [`Srq::query`] reports (DAT_SRQ_PARAM's counts).
@@ -38,6 +40,9 @@ pub struct SrqCounts {
     pub available: u32,
     /// The armed low watermark, if any (it disarms when its event fires).
     pub armed_low_watermark: Option<u32>,
+    /// Receives EPs took from the SRQ and have not completed (`outstanding_dto_count`): the
+    /// sum of their dat_ep_recv_query `nbufs_allocated`.
+    pub outstanding: u32,
 }
 
 impl Drop for SrqInner {
@@ -77,6 +82,7 @@ impl Srq {
                 max_recv_iov,
                 low_watermark: Default::default(),
                 context: ConsumerContext::default(),
+                users: Default::default(),
             }),
         })
     }
@@ -176,9 +182,21 @@ impl Srq {
                 max_recv_dtos: s.depth() as u32,
                 available: s.len() as u32,
                 armed_low_watermark: s.armed_limit(),
+                outstanding: 0,
             })
         })?;
-        r.ok_or_else(|| DatError::Internal(format!("SRQ {srqn} is gone")))
+        let mut counts = r.ok_or_else(|| DatError::Internal(format!("SRQ {srqn} is gone")))?;
+        // The list is copied first: no EP lock is taken under the list's.
+        let users: Vec<_> = {
+            let mut u = self.inner.users.lock().unwrap_or_else(|p| p.into_inner());
+            u.retain(|w| w.strong_count() > 0);
+            u.clone()
+        };
+        for ep in users.iter().filter_map(|w| w.upgrade()) {
+            let q = super::ep::Ep { inner: ep }.recv_query()?;
+            counts.outstanding = counts.outstanding.saturating_add(q.nbufs_allocated);
+        }
+        Ok(counts)
     }
 
     /// Whether [`Srq::free`] would free the SRQ: DAT_INVALID_STATE (SRQ_IN_USE) while EPs use

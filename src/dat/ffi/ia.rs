@@ -246,8 +246,9 @@ pub(super) unsafe extern "C" fn ia_query(
             p.srq_supported = d::DAT_TRUE;
             p.srq_watermarks_supported = d::DAT_TRUE as i32;
             p.srq_ep_pz_difference_supported = d::DAT_FALSE;
-            p.srq_info_supported = 0;
-            p.ep_recv_info_supported = 0;
+            // dat_srq_query's counts and dat_ep_recv_query's are always known.
+            p.srq_info_supported = d::DAT_TRUE as i32;
+            p.ep_recv_info_supported = d::DAT_TRUE as i32;
             p.lmr_sync_req = d::DAT_FALSE;
             p.dto_async_return_guaranteed = d::DAT_FALSE;
             p.rdma_write_for_rdma_read_req = d::DAT_FALSE;

@@ -6,8 +6,6 @@ use super::objects::{Body, SrqObj};
 use crate::dat::Srq;
 use dat_sys as d;
 
-/// dat.h `DAT_VALUE_UNKNOWN` (((DAT_COUNT) ~0) - 1).
-const DAT_VALUE_UNKNOWN: i32 = -2;
 use super::state::lock;
 use std::sync::Arc;
 
@@ -112,9 +110,7 @@ pub(super) unsafe extern "C" fn srq_query(
                 max_recv_iov: s.srq.max_recv_iov() as i32,
                 low_watermark: s.srq.low_watermark() as i32,
                 available_dto_count: c.available as i32,
-                // Receives taken by EPs and not completed are counted per EP
-                // (dat_ep_recv_query), not per SRQ (ia_query: srq_info_supported = 0).
-                outstanding_dto_count: DAT_VALUE_UNKNOWN,
+                outstanding_dto_count: c.outstanding.min(i32::MAX as u32) as i32,
             },
         )
     })

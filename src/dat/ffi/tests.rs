@@ -144,8 +144,8 @@ fn null_pointers_and_unknown_names_are_rejected_with_their_argument_number() {
             ),
             arg(4)
         );
-        // async_evd_min_qlen: negative, or above max_evd_qlen, before any profile is read.
-        for qlen in [-1, crate::dat::ia_attr::MAX_EVD_QLEN as i32 + 1] {
+        // async_evd_min_qlen: below 1, or above max_evd_qlen, before any profile is read.
+        for qlen in [-1, 0, crate::dat::ia_attr::MAX_EVD_QLEN as i32 + 1] {
             assert_eq!(
                 p.ia_open_func.unwrap()(c"dr-test".as_ptr() as *mut _, qlen, &mut evd, &mut ia),
                 arg(2),

@@ -474,6 +474,11 @@ fn srq_resize_and_set_lw_through_the_c_table() {
         ));
         assert_eq!(async_evd, t.a.1);
         assert_eq!(pr.srq_watermarks_supported, d::DAT_TRUE as i32);
+        assert_eq!(
+            (pr.srq_info_supported, pr.ep_recv_info_supported),
+            (d::DAT_TRUE as i32, d::DAT_TRUE as i32),
+            "both queries always know their counts"
+        );
         let mut attr = d::DAT_SRQ_ATTR {
             max_recv_dtos: 4,
             max_recv_iov: 1,
@@ -498,6 +503,8 @@ fn srq_resize_and_set_lw_through_the_c_table() {
         let mut q = d::DAT_SRQ_PARAM::default();
         ok(p.srq_query_func.unwrap()(srq, 0, &mut q));
         assert_eq!((q.max_recv_dtos, q.available_dto_count), (8, 3));
+        // No EP has taken one: none outstanding (a count, never DAT_VALUE_UNKNOWN).
+        assert_eq!(q.outstanding_dto_count, 0);
         // The watermark above the posted count fires at once: one SRQ event on the async EVD.
         let set_lw = p.srq_set_lw_func.unwrap();
         assert_eq!(set_lw(srq, -1), arg(2));
