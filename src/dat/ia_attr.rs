@@ -72,6 +72,16 @@ pub struct IaAttr {
     pub max_rdma_read_out: u32,
     /// DAT_PROVIDER_ATTR.max_private_data_size: [`MAX_PRIVATE_DATA_SIZE`].
     pub max_private_data_size: u32,
+    /// DAT_IA_ATTR.max_lmr_virtual_address: any address of the process (an LMR is a slice
+    /// of its memory).
+    pub max_lmr_virtual_address: u64,
+    /// DAT_IA_ATTR.max_rmr_target_address: any address inside the bound LMR.
+    pub max_rmr_target_address: u64,
+    /// DAT_IA_ATTR.max_rdma_read_per_ep_in_guaranteed and `_out_guaranteed`: an EP gets the
+    /// RDMA read depths it asks for up to [`MAX_RDMA_READ_PER_EP`], not shared with others.
+    pub max_rdma_read_per_ep_guaranteed: bool,
+    /// DAT_IA_ATTR.zb_supported: zero-based virtual addresses for LMRs are not offered.
+    pub zb_supported: bool,
 }
 
 /// EPs of one IA at most.
@@ -179,6 +189,10 @@ impl Ia {
             max_rdma_read_in: MAX_RDMA_READ_PER_EP,
             max_rdma_read_out: MAX_RDMA_READ_PER_EP,
             max_private_data_size: MAX_PRIVATE_DATA_SIZE,
+            max_lmr_virtual_address: u64::MAX,
+            max_rmr_target_address: u64::MAX,
+            max_rdma_read_per_ep_guaranteed: true,
+            zb_supported: false,
         }
     }
 }

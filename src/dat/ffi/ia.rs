@@ -203,12 +203,12 @@ pub(super) unsafe extern "C" fn ia_query(
             a.max_iov_segments_per_dto = c(q.max_iov_segments_per_dto);
             a.max_lmrs = c(q.max_lmrs);
             a.max_lmr_block_size = u32::try_from(q.max_lmr_block_size).unwrap_or(u32::MAX);
-            a.max_lmr_virtual_address = u64::MAX;
+            a.max_lmr_virtual_address = q.max_lmr_virtual_address;
             a.max_pzs = c(q.max_pzs);
             a.max_message_size = q.max_message_size;
             a.max_rdma_size = q.max_rdma_size;
             a.max_rmrs = c(q.max_rmrs);
-            a.max_rmr_target_address = u64::MAX;
+            a.max_rmr_target_address = q.max_rmr_target_address;
             a.max_srqs = c(q.max_srqs);
             a.max_ep_per_srq = c(q.max_ep_per_srq);
             a.max_recv_per_srq = c(q.max_recv_per_srq);
@@ -216,9 +216,10 @@ pub(super) unsafe extern "C" fn ia_query(
             a.max_iov_segments_per_rdma_write = c(q.max_iov_segments_per_rdma_write);
             a.max_rdma_read_in = c(q.max_rdma_read_in);
             a.max_rdma_read_out = c(q.max_rdma_read_out);
-            a.max_rdma_read_per_ep_in_guaranteed = d::DAT_TRUE;
-            a.max_rdma_read_per_ep_out_guaranteed = d::DAT_TRUE;
-            a.zb_supported = d::DAT_FALSE;
+            let b = |v: bool| if v { d::DAT_TRUE } else { d::DAT_FALSE };
+            a.max_rdma_read_per_ep_in_guaranteed = b(q.max_rdma_read_per_ep_guaranteed);
+            a.max_rdma_read_per_ep_out_guaranteed = b(q.max_rdma_read_per_ep_guaranteed);
+            a.zb_supported = b(q.zb_supported);
             a.extension_supported = d::DAT_EXTENSION_IB;
             a.extension_version = 1;
             // SAFETY: checked non-NULL; consumer storage for a DAT_IA_ATTR.
@@ -227,35 +228,48 @@ pub(super) unsafe extern "C" fn ia_query(
         if !prov_attr.is_null() {
             let mut p = d::DAT_PROVIDER_ATTR::default();
             copy_name(&mut p.provider_name, &st.name);
-            p.provider_version_major = 0;
-            p.provider_version_minor = 1;
-            p.dapl_version_major = 2;
-            p.dapl_version_minor = 0;
+            let pa = st
+                .ia()
+                .as_ref()
+                .map(Ia::provider_attr)
+                .ok_or(err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_IA))?;
+            let b = |v: bool| if v { d::DAT_TRUE } else { d::DAT_FALSE };
+            (p.provider_version_major, p.provider_version_minor) = pa.provider_version;
+            (p.dapl_version_major, p.dapl_version_minor) = pa.dapl_version;
             p.lmr_mem_types_supported = d::DAT_MEM_TYPE_VIRTUAL;
             p.iov_ownership_on_return = d::DAT_IOV_CONSUMER;
             p.dat_qos_supported = d::DAT_QOS_BEST_EFFORT;
-            p.completion_flags_supported =
-                d::DAT_COMPLETION_DEFAULT_FLAG | d::DAT_COMPLETION_SUPPRESS_FLAG;
-            p.is_thread_safe = d::DAT_FALSE;
-            p.max_private_data_size = ia_attr::MAX_PRIVATE_DATA_SIZE as i32;
-            p.supports_multipath = d::DAT_FALSE;
-            // Consumer-created EPs, and provider-created ones for PSPs asking for them.
-            p.ep_creator = d::DAT_PSP_CREATES_EP_IFASKED;
-            p.pz_support = d::DAT_PZ_UNIQUE;
-            p.optimal_buffer_alignment = 64;
-            p.srq_supported = d::DAT_TRUE;
-            p.srq_watermarks_supported = d::DAT_TRUE as i32;
-            p.srq_ep_pz_difference_supported = d::DAT_FALSE;
-            // dat_srq_query's counts and dat_ep_recv_query's are always known.
-            p.srq_info_supported = d::DAT_TRUE as i32;
-            p.ep_recv_info_supported = d::DAT_TRUE as i32;
-            p.lmr_sync_req = d::DAT_FALSE;
-            p.dto_async_return_guaranteed = d::DAT_FALSE;
-            p.rdma_write_for_rdma_read_req = d::DAT_FALSE;
-            p.rdma_read_lmr_rmr_context_exposure = d::DAT_FALSE;
-            p.rmr_scope_supported = d::DAT_RMR_SCOPE_ANY;
-            p.is_signal_safe = d::DAT_FALSE;
-            p.ha_supported = d::DAT_FALSE;
+            p.completion_flags_supported = pa.completion_flags_supported.bits();
+            p.is_thread_safe = b(pa.thread_safe);
+            p.max_private_data_size = pa.max_private_data_size as i32;
+            p.supports_multipath = b(pa.supports_multipath);
+            p.ep_creator = if pa.provider_creates_eps_if_asked {
+                d::DAT_PSP_CREATES_EP_IFASKED
+            } else {
+                d::DAT_PSP_CREATES_EP_NEVER
+            };
+            p.pz_support = if pa.pz_unique {
+                d::DAT_PZ_UNIQUE
+            } else {
+                d::DAT_PZ_SHAREABLE
+            };
+            p.optimal_buffer_alignment = pa.optimal_buffer_alignment;
+            p.srq_supported = b(pa.srq_supported);
+            p.srq_watermarks_supported = b(pa.srq_watermarks_supported) as i32;
+            p.srq_ep_pz_difference_supported = b(pa.srq_ep_pz_difference_supported);
+            p.srq_info_supported = b(pa.srq_info_supported) as i32;
+            p.ep_recv_info_supported = b(pa.ep_recv_info_supported) as i32;
+            p.lmr_sync_req = b(pa.lmr_sync_req);
+            p.dto_async_return_guaranteed = b(pa.dto_async_return_guaranteed);
+            p.rdma_write_for_rdma_read_req = b(pa.rdma_write_for_rdma_read_req);
+            p.rdma_read_lmr_rmr_context_exposure = b(pa.rdma_read_lmr_rmr_context_exposure);
+            p.rmr_scope_supported = if pa.rmr_scope_any {
+                d::DAT_RMR_SCOPE_ANY
+            } else {
+                d::DAT_RMR_SCOPE_EP
+            };
+            p.is_signal_safe = b(pa.signal_safe);
+            p.ha_supported = b(pa.ha_supported);
             p.num_provider_specific_attr = st.provider_attrs.count();
             p.provider_specific_attr = st.provider_attrs.as_ptr();
             // SAFETY: checked non-NULL; consumer storage for a DAT_PROVIDER_ATTR.

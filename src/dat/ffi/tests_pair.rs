@@ -479,6 +479,26 @@ fn srq_resize_and_set_lw_through_the_c_table() {
             (d::DAT_TRUE as i32, d::DAT_TRUE as i32),
             "both queries always know their counts"
         );
+        // The Rust ProviderAttr, translated: every completion flag a post takes.
+        let all = d::DAT_COMPLETION_SUPPRESS_FLAG
+            | d::DAT_COMPLETION_SOLICITED_WAIT_FLAG
+            | d::DAT_COMPLETION_UNSIGNALLED_FLAG
+            | d::DAT_COMPLETION_BARRIER_FENCE_FLAG
+            | d::DAT_COMPLETION_EVD_THRESHOLD_FLAG
+            | d::DAT_COMPLETION_LMR_INVALIDATE_FENCE_FLAG;
+        assert_eq!(pr.completion_flags_supported, all);
+        assert_eq!(
+            (pr.ep_creator, pr.pz_support, pr.rmr_scope_supported),
+            (
+                d::DAT_PSP_CREATES_EP_IFASKED,
+                d::DAT_PZ_UNIQUE,
+                d::DAT_RMR_SCOPE_ANY
+            )
+        );
+        assert_eq!(
+            (pr.dapl_version_major, pr.dapl_version_minor),
+            crate::dat::provider_attr::PROVIDER_ATTR.dapl_version
+        );
         let mut attr = d::DAT_SRQ_ATTR {
             max_recv_dtos: 4,
             max_recv_iov: 1,
