@@ -7,7 +7,8 @@ mod dat_common;
 use dat_common::*;
 use dat_sys as sys;
 use dpdk_roce::dat::{
-    CompletionFlags, ConnectionEventKind, DatError, DtoEvent, EpState, Lmr, Pz, Rmr, RmrTriplet,
+    CompletionFlags, ConnectionEventKind, DatError, DtoEvent, EpState, Lmr, MemPriv, Pz, Rmr,
+    RmrTriplet,
 };
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};
@@ -96,6 +97,33 @@ fn dat_rmr_key_outside_the_bound_range_is_a_remote_access_error() {
         .unwrap();
     assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::RemAccessErr);
     assert_eq!(s.lb.read(1016, 16).unwrap(), vec![0; 16], "nothing written");
+}
+
+/// dat_rmr_bind's privileges as the consumer gives them: the window grants their remote rights
+/// only (local use is the LMR's), and dat_rmr_query reports them as given.
+#[test]
+fn dat_rmr_bind_privileges_are_reported_as_given_and_grant_remote_rights_only() {
+    let s = setup(REMOTE_RW);
+    let privs = MemPriv::REMOTE_READ | MemPriv::LOCAL_WRITE | MemPriv::REMOTE_ATOMIC;
+    let key = s
+        .rmr
+        .bind_privileges(
+            &s.lb,
+            s.lb.triplet(0, 256),
+            privs,
+            &s.eb,
+            3,
+            CompletionFlags::DEFAULT,
+        )
+        .unwrap();
+    assert_eq!(dto(&s.b.dto, &s.a.ia).cookie, 3);
+    let q = s.rmr.query();
+    assert_eq!(q.mem_priv, privs);
+    assert_eq!(q.access, Access::REMOTE_READ | Access::REMOTE_ATOMIC);
+    // No remote write through it.
+    s.ea.post_rdma_write(&[s.la.triplet(0, 8)], &window(&s, key, 0, 8), 1)
+        .unwrap();
+    assert_eq!(dto(&s.a.dto, &s.b.ia).status, WcStatus::RemAccessErr);
 }
 
 #[test]

@@ -21,6 +21,7 @@ use super::ep::{Ep, EpInner};
 use super::ep_attr::CompletionFlags;
 use super::error::{DatError, HandleKind};
 use super::lmr::{Lmr, LmrTriplet, Registered};
+use super::mem_priv::MemPriv;
 use super::pz::{Pz, PzInner};
 use crate::engine::runtime::Event;
 use crate::mem::{MrError, Region};
@@ -40,11 +41,18 @@ pub(crate) struct WindowSink {
     pub ep: Option<Weak<EpInner>>,
 }
 
+/// The rights a window can grant: remote ones (its local use is the LMR's own).
+pub const REMOTE_RIGHTS: Access = Access::REMOTE_READ
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_ATOMIC);
+
 struct Binding {
     lmr: Arc<Registered>,
     window: Region,
     triplet: LmrTriplet,
     access: Access,
+    /// The privileges as the consumer gave them.
+    mem_priv: MemPriv,
     /// Scope EP: the EP it was bound through.
     ep: Option<Weak<EpInner>>,
 }
@@ -56,9 +64,12 @@ pub struct RmrParam {
     pub pz_id: u32,
     /// The bound range, `None` while unbound.
     pub lmr_triplet: Option<LmrTriplet>,
-    /// DAT_RMR_PARAM.mem_priv as access rights: what the bind granted the peer; empty while
+    /// What the bind granted the peer (remote rights only, [`REMOTE_RIGHTS`]); empty while
     /// unbound.
     pub access: Access,
+    /// DAT_RMR_PARAM.mem_priv: the privileges as the bind was given them; empty while
+    /// unbound.
+    pub mem_priv: MemPriv,
     /// The R_Key while bound.
     pub rmr_context: Option<u32>,
     /// Scope EP (dat_rmr_create_for_ep) rather than PZ.
@@ -213,6 +224,46 @@ impl Rmr {
         cookie: u64,
         flags: CompletionFlags,
     ) -> Result<u32, DatError> {
+        let privs = MemPriv::of_access(access);
+        self.bind_inner(
+            lmr,
+            triplet,
+            access & REMOTE_RIGHTS,
+            privs,
+            ep,
+            cookie,
+            flags,
+        )
+    }
+
+    /// dat_rmr_bind(3DAT) with DAT_MEM_PRIV_FLAGS as the consumer gives them: the window
+    /// grants what they grant remotely ([`MemPriv::access`] within [`REMOTE_RIGHTS`]), and
+    /// dat_rmr_query reports them as given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bind_privileges(
+        &self,
+        lmr: &Lmr,
+        triplet: LmrTriplet,
+        privs: MemPriv,
+        ep: &Ep,
+        cookie: u64,
+        flags: CompletionFlags,
+    ) -> Result<u32, DatError> {
+        let access = privs.access() & REMOTE_RIGHTS;
+        self.bind_inner(lmr, triplet, access, privs, ep, cookie, flags)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn bind_inner(
+        &self,
+        lmr: &Lmr,
+        triplet: LmrTriplet,
+        access: Access,
+        mem_priv: MemPriv,
+        ep: &Ep,
+        cookie: u64,
+        flags: CompletionFlags,
+    ) -> Result<u32, DatError> {
         check_bind_flags(flags)?;
         if !Arc::ptr_eq(&lmr.reg.pz, &self.pz) {
             return Err(DatError::InvalidArg {
@@ -256,6 +307,7 @@ impl Rmr {
             window,
             triplet,
             access,
+            mem_priv,
             ep: self.for_ep.then(|| Arc::downgrade(&ep.inner)),
         };
         if let Err(e) = self.complete(ep, cookie, flags) {
@@ -321,6 +373,7 @@ impl Rmr {
             pz_id: self.pz.pz.id(),
             lmr_triplet: b.as_ref().map(|b| b.triplet),
             access: b.as_ref().map_or(Access::empty(), |b| b.access),
+            mem_priv: b.as_ref().map_or(MemPriv::empty(), |b| b.mem_priv),
             rmr_context: b.as_ref().map(|b| b.window.rkey),
             scope_ep: self.for_ep,
         }

@@ -7,7 +7,6 @@ use super::handles::{self, Kind};
 use super::objects::{Body, LmrObj, RmrObj};
 use super::state::lock;
 use crate::dat::{Lmr, LmrTriplet, MemPriv, Pz, Rmr};
-use crate::transport::memory::Access;
 use dat_sys as d;
 use std::sync::{Arc, Mutex};
 
@@ -282,17 +281,6 @@ fn rmr_of(o: &handles::Object) -> Result<&RmrObj, u32> {
 }
 
 /// The DAT_MEM_PRIV flags of remote rights.
-fn privs_of(a: Access) -> u32 {
-    let mut p = 0;
-    if a.contains(Access::REMOTE_READ) {
-        p |= d::DAT_MEM_PRIV_REMOTE_READ_FLAG;
-    }
-    if a.contains(Access::REMOTE_WRITE) {
-        p |= d::DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
-    }
-    p
-}
-
 pub(super) unsafe extern "C" fn rmr_query(
     rmr: d::DAT_RMR_HANDLE,
     _mask: d::DAT_RMR_PARAM_MASK,
@@ -314,7 +302,7 @@ pub(super) unsafe extern "C" fn rmr_query(
             p.lmr_triplet.virtual_address = t.virtual_address;
             p.lmr_triplet.segment_length = t.segment_length;
         }
-        p.mem_priv = privs_of(q.access);
+        p.mem_priv = q.mem_priv.bits();
         p.rmr_context = q.rmr_context.unwrap_or(0);
         p.rmr_scope = if q.scope_ep {
             d::DAT_RMR_SCOPE_EP
@@ -374,12 +362,10 @@ pub(super) unsafe extern "C" fn rmr_bind(
             virtual_address: t.virtual_address,
             segment_length: t.segment_length,
         };
-        let remote = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
-        let access = privs.access() & remote;
         let lg = lock(&l.lmr);
         let lmr_ref = lg.as_ref().ok_or(Kind::Lmr.invalid())?;
         let rkey = rust
-            .bind_with(lmr_ref, t, access, &e.ep, cookie, flags)
+            .bind_privileges(lmr_ref, t, privs, &e.ep, cookie, flags)
             .map_err(|x| x.code())?;
         put(context, 9, rkey)
     })

@@ -337,6 +337,9 @@ fn cr_handoff_send_with_invalidate_read_to_rmr_and_rmr_for_ep_through_the_c_tabl
             &mut ctx,
         ));
         assert_eq!(t.next(b.dto).event_number, d::DAT_RMR_BIND_COMPLETION_EVENT);
+        // The query reports the privileges as given (the Rust RMR keeps them).
+        ok(p.rmr_query_func.unwrap()(rmr, 0, &mut q));
+        assert_eq!((q.mem_priv, q.rmr_context), (rw, ctx));
         // Another EP of B's PZ may not unbind it.
         let mut other = null;
         ok(p.ep_create_func.unwrap()(
