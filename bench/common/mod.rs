@@ -175,24 +175,10 @@ pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
             drops.join("  ")
         }
     );
-    let mut q = QpStats::default();
-    for st in qpns
+    let q = qpns
         .iter()
         .filter_map(|&n| shard.host.qp(n))
-        .map(|qp| qp.stats())
-    {
-        q.packets_sent += st.packets_sent;
-        q.packets_received += st.packets_received;
-        q.retransmits += st.retransmits;
-        q.timeouts += st.timeouts;
-        q.duplicates += st.duplicates;
-        q.seq_naks_sent += st.seq_naks_sent;
-        q.seq_naks_received += st.seq_naks_received;
-        q.rnr_naks_sent += st.rnr_naks_sent;
-        q.rnr_naks_received += st.rnr_naks_received;
-        q.fatal_naks_sent += st.fatal_naks_sent;
-        q.fatal_naks_received += st.fatal_naks_received;
-    }
+        .fold(QpStats::default(), |sum, qp| sum + *qp.stats());
     eprintln!(
         "summary: {} QP(s): packets_sent: {}  packets_received: {}  retransmits: {}  \
          timeouts: {}  duplicates: {}",

@@ -828,15 +828,7 @@ fn print_recovery(conns: &[Conn]) {
     let mut sum = dpdk_roce::transport::qp::QpStats::default();
     for c in conns {
         match c.ep.transport_stats() {
-            Ok(s) => {
-                sum.packets_sent += s.packets_sent;
-                sum.retransmits += s.retransmits;
-                sum.seq_naks_received += s.seq_naks_received;
-                sum.rnr_naks_received += s.rnr_naks_received;
-                sum.timeouts += s.timeouts;
-                sum.tail_probes += s.tail_probes;
-                sum.duplicate_responses += s.duplicate_responses;
-            }
+            Ok(s) => sum += s,
             Err(e) => eprintln!("transport counters: {e}"),
         }
     }

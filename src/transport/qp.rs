@@ -72,6 +72,62 @@ pub struct QpStats {
     pub dropped: u64,
 }
 
+/// Applies `$op` field by field to every counter of [`QpStats`] (the one list of them).
+macro_rules! each_counter {
+    ($a:expr, $b:expr, $op:tt) => {
+        QpStats {
+            packets_sent: $a.packets_sent $op $b.packets_sent,
+            packets_received: $a.packets_received $op $b.packets_received,
+            bytes_sent: $a.bytes_sent $op $b.bytes_sent,
+            bytes_received: $a.bytes_received $op $b.bytes_received,
+            retransmits: $a.retransmits $op $b.retransmits,
+            duplicates: $a.duplicates $op $b.duplicates,
+            duplicate_responses: $a.duplicate_responses $op $b.duplicate_responses,
+            acks_sent: $a.acks_sent $op $b.acks_sent,
+            acks_received: $a.acks_received $op $b.acks_received,
+            seq_naks_sent: $a.seq_naks_sent $op $b.seq_naks_sent,
+            seq_naks_received: $a.seq_naks_received $op $b.seq_naks_received,
+            rnr_naks_sent: $a.rnr_naks_sent $op $b.rnr_naks_sent,
+            rnr_naks_received: $a.rnr_naks_received $op $b.rnr_naks_received,
+            fatal_naks_sent: $a.fatal_naks_sent $op $b.fatal_naks_sent,
+            fatal_naks_received: $a.fatal_naks_received $op $b.fatal_naks_received,
+            invalid_request_naks_sent: $a.invalid_request_naks_sent $op $b.invalid_request_naks_sent,
+            invalid_request_naks_received: $a.invalid_request_naks_received
+                $op $b.invalid_request_naks_received,
+            remote_access_naks_sent: $a.remote_access_naks_sent $op $b.remote_access_naks_sent,
+            remote_access_naks_received: $a.remote_access_naks_received
+                $op $b.remote_access_naks_received,
+            remote_op_naks_sent: $a.remote_op_naks_sent $op $b.remote_op_naks_sent,
+            remote_op_naks_received: $a.remote_op_naks_received $op $b.remote_op_naks_received,
+            timeouts: $a.timeouts $op $b.timeouts,
+            tail_probes: $a.tail_probes $op $b.tail_probes,
+            dropped: $a.dropped $op $b.dropped,
+        }
+    };
+}
+
+impl core::ops::Add for QpStats {
+    type Output = QpStats;
+    /// The counters of two QPs together.
+    fn add(self, o: QpStats) -> QpStats {
+        each_counter!(self, o, +)
+    }
+}
+
+impl core::ops::AddAssign for QpStats {
+    fn add_assign(&mut self, o: QpStats) {
+        *self = *self + o;
+    }
+}
+
+impl core::ops::Sub for QpStats {
+    type Output = QpStats;
+    /// What was counted between `o` and `self`, a later reading of the same QP.
+    fn sub(self, o: QpStats) -> QpStats {
+        each_counter!(self, o, -)
+    }
+}
+
 impl QpStats {
     /// Counts a NAK other than PSN sequence error and RNR (`sent` by the responder, or received
     /// by the completer): in `fatal_naks_*` and under its kind.

@@ -17,6 +17,15 @@ pub(crate) const fn arg(n: u32) -> u32 {
     err(d::DAT_INVALID_PARAMETER, d::DAT_INVALID_ARG1 + n - 1)
 }
 
+/// A DAT_BOOLEAN.
+pub(crate) const fn boolean(v: bool) -> u32 {
+    if v {
+        d::DAT_TRUE
+    } else {
+        d::DAT_FALSE
+    }
+}
+
 /// DAT_INVALID_HANDLE naming handle argument `n` (DAT_INVALID_HANDLEn).
 pub(crate) const fn handle_arg(n: u32) -> u32 {
     err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE1 + n - 1)

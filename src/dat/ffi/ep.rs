@@ -1,7 +1,7 @@
 //! Endpoints (dat_ep_*): creation with the attribute checks of dat_ep_create(3DAT), connect /
 //! disconnect / reset, the posts (with DAT_COMPLETION_SUPPRESS_FLAG honoured), status, query.
 
-use super::codes::{arg, err, guard, handle_arg, map, nonnull, put, R};
+use super::codes::{arg, boolean, err, guard, handle_arg, map, nonnull, put, R};
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, EpObj, EpView};
 use super::state::{lock, IaState, SockAddrIn, AF_INET};
@@ -762,16 +762,15 @@ pub(super) unsafe extern "C" fn ep_get_status(
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
         let (s, r, q) = e.ep.get_status();
-        let b = |v: bool| if v { d::DAT_TRUE } else { d::DAT_FALSE };
         // Each output is written only when not NULL, as the reference provider does.
         if !state.is_null() {
             put(state, 2, state_code(s))?;
         }
         if !recv_idle.is_null() {
-            put(recv_idle, 3, b(r))?;
+            put(recv_idle, 3, boolean(r))?;
         }
         if !request_idle.is_null() {
-            put(request_idle, 4, b(q))?;
+            put(request_idle, 4, boolean(q))?;
         }
         Ok(())
     })

@@ -1,6 +1,6 @@
 //! dat_ia_open / dat_ia_query / dat_ia_close, consumer contexts, handle types, HA relation.
 
-use super::codes::{arg, err, guard, nonnull, put, R};
+use super::codes::{arg, boolean, err, guard, nonnull, put, R};
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, EvdObj};
 use super::state::{lock, IaState};
@@ -216,10 +216,9 @@ pub(super) unsafe extern "C" fn ia_query(
             a.max_iov_segments_per_rdma_write = c(q.max_iov_segments_per_rdma_write);
             a.max_rdma_read_in = c(q.max_rdma_read_in);
             a.max_rdma_read_out = c(q.max_rdma_read_out);
-            let b = |v: bool| if v { d::DAT_TRUE } else { d::DAT_FALSE };
-            a.max_rdma_read_per_ep_in_guaranteed = b(q.max_rdma_read_per_ep_guaranteed);
-            a.max_rdma_read_per_ep_out_guaranteed = b(q.max_rdma_read_per_ep_guaranteed);
-            a.zb_supported = b(q.zb_supported);
+            a.max_rdma_read_per_ep_in_guaranteed = boolean(q.max_rdma_read_per_ep_guaranteed);
+            a.max_rdma_read_per_ep_out_guaranteed = boolean(q.max_rdma_read_per_ep_guaranteed);
+            a.zb_supported = boolean(q.zb_supported);
             a.extension_supported = d::DAT_EXTENSION_IB;
             a.extension_version = 1;
             // SAFETY: checked non-NULL; consumer storage for a DAT_IA_ATTR.
@@ -233,16 +232,15 @@ pub(super) unsafe extern "C" fn ia_query(
                 .as_ref()
                 .map(Ia::provider_attr)
                 .ok_or(err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_IA))?;
-            let b = |v: bool| if v { d::DAT_TRUE } else { d::DAT_FALSE };
             (p.provider_version_major, p.provider_version_minor) = pa.provider_version;
             (p.dapl_version_major, p.dapl_version_minor) = pa.dapl_version;
             p.lmr_mem_types_supported = d::DAT_MEM_TYPE_VIRTUAL;
             p.iov_ownership_on_return = d::DAT_IOV_CONSUMER;
             p.dat_qos_supported = d::DAT_QOS_BEST_EFFORT;
             p.completion_flags_supported = pa.completion_flags_supported.bits();
-            p.is_thread_safe = b(pa.thread_safe);
+            p.is_thread_safe = boolean(pa.thread_safe);
             p.max_private_data_size = pa.max_private_data_size as i32;
-            p.supports_multipath = b(pa.supports_multipath);
+            p.supports_multipath = boolean(pa.supports_multipath);
             p.ep_creator = if pa.provider_creates_eps_if_asked {
                 d::DAT_PSP_CREATES_EP_IFASKED
             } else {
@@ -254,22 +252,22 @@ pub(super) unsafe extern "C" fn ia_query(
                 d::DAT_PZ_SHAREABLE
             };
             p.optimal_buffer_alignment = pa.optimal_buffer_alignment;
-            p.srq_supported = b(pa.srq_supported);
-            p.srq_watermarks_supported = b(pa.srq_watermarks_supported) as i32;
-            p.srq_ep_pz_difference_supported = b(pa.srq_ep_pz_difference_supported);
-            p.srq_info_supported = b(pa.srq_info_supported) as i32;
-            p.ep_recv_info_supported = b(pa.ep_recv_info_supported) as i32;
-            p.lmr_sync_req = b(pa.lmr_sync_req);
-            p.dto_async_return_guaranteed = b(pa.dto_async_return_guaranteed);
-            p.rdma_write_for_rdma_read_req = b(pa.rdma_write_for_rdma_read_req);
-            p.rdma_read_lmr_rmr_context_exposure = b(pa.rdma_read_lmr_rmr_context_exposure);
+            p.srq_supported = boolean(pa.srq_supported);
+            p.srq_watermarks_supported = boolean(pa.srq_watermarks_supported) as i32;
+            p.srq_ep_pz_difference_supported = boolean(pa.srq_ep_pz_difference_supported);
+            p.srq_info_supported = boolean(pa.srq_info_supported) as i32;
+            p.ep_recv_info_supported = boolean(pa.ep_recv_info_supported) as i32;
+            p.lmr_sync_req = boolean(pa.lmr_sync_req);
+            p.dto_async_return_guaranteed = boolean(pa.dto_async_return_guaranteed);
+            p.rdma_write_for_rdma_read_req = boolean(pa.rdma_write_for_rdma_read_req);
+            p.rdma_read_lmr_rmr_context_exposure = boolean(pa.rdma_read_lmr_rmr_context_exposure);
             p.rmr_scope_supported = if pa.rmr_scope_any {
                 d::DAT_RMR_SCOPE_ANY
             } else {
                 d::DAT_RMR_SCOPE_EP
             };
-            p.is_signal_safe = b(pa.signal_safe);
-            p.ha_supported = b(pa.ha_supported);
+            p.is_signal_safe = boolean(pa.signal_safe);
+            p.ha_supported = boolean(pa.ha_supported);
             p.num_provider_specific_attr = st.provider_attrs.count();
             p.provider_specific_attr = st.provider_attrs.as_ptr();
             // SAFETY: checked non-NULL; consumer storage for a DAT_PROVIDER_ATTR.
@@ -331,6 +329,6 @@ pub(super) unsafe extern "C" fn ia_ha_related(
         let obj = handles::get(ia, Kind::Ia)?;
         let name = name_of(name).map_err(|_| arg(2))?;
         let same = name == obj.ia.name;
-        put(answer, 3, if same { d::DAT_TRUE } else { d::DAT_FALSE })
+        put(answer, 3, boolean(same))
     })
 }

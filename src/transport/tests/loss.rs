@@ -487,31 +487,40 @@ fn solicited_bit_only_on_last_packet() {
     assert_eq!(p.s[B].qp.stats().acks_sent, 1);
 }
 
+/// A 64-byte RDMA WRITE from the start of `src` to the start of `dst`.
+fn write64(id: u64, src: &Region, dst: &Region) -> SendWr {
+    wr(
+        id,
+        SendOp::Write {
+            remote_addr: dst.addr,
+            rkey: dst.rkey,
+        },
+        vec![sge(src, 0, 64)],
+    )
+}
+
+/// A pair with the negotiated local ACK timeout of Linux (exponent 19, 2.1 s), `len` bytes at
+/// A and B, and a round trip measured by a first WRITE (PSN 100, completed); the tail probe
+/// needs one.
+fn pair_with_round_trip(len: usize) -> (Pair, Region, Region) {
+    let mut p = Pair::with(|_, a| a.timeout = 19, 100, 500);
+    let src = p.region(A, len, 1);
+    let dst = p.zeroed(B, len);
+    p.post_send(A, write64(1, &src, &dst));
+    p.run();
+    assert_eq!(p.completions(A).len(), 1);
+    (p, src, dst)
+}
+
 /// A lost lone WRITE (its only packet, nothing after it to reveal the gap) is resent by the
 /// tail probe (two round trips, at least `PROBE_FLOOR`), not after the negotiated local ACK
 /// timeout of 2.1 s; and the retry budget is not spent by the early resend.
 #[test]
 fn a_lost_lone_write_is_resent_after_the_round_trip_not_the_negotiated_timeout() {
-    let mut p = Pair::with(|_, a| a.timeout = 19, 100, 500);
-    let src = p.region(A, 64, 1);
-    let dst = p.zeroed(B, 64);
-    let write = |id| {
-        wr(
-            id,
-            SendOp::Write {
-                remote_addr: dst.addr,
-                rkey: dst.rkey,
-            },
-            vec![sge(&src, 0, 64)],
-        )
-    };
-    // A first WRITE measures the round trip.
-    p.post_send(A, write(1));
-    p.run();
-    assert_eq!(p.completions(A).len(), 1);
+    let (mut p, src, dst) = pair_with_round_trip(64);
     let t0 = p.now;
     p.filter(drop_once(|x| x.from == A));
-    p.post_send(A, write(2));
+    p.post_send(A, write64(2, &src, &dst));
     p.run();
     let done = p.now.saturating_duration_since(t0);
     assert_eq!(
@@ -536,23 +545,7 @@ fn a_lost_lone_write_is_resent_after_the_round_trip_not_the_negotiated_timeout()
 /// the next gap, and the message completes after probe waits, not after the full timer.
 #[test]
 fn a_lost_nak_is_recovered_by_the_probes_not_the_full_timer() {
-    let mut p = Pair::with(|_, a| a.timeout = 19, 100, 500);
-    let src = p.region(A, 8 * MTU, 1);
-    let dst = p.zeroed(B, 8 * MTU);
-    // A first WRITE (PSN 100) measures the round trip.
-    p.post_send(
-        A,
-        wr(
-            1,
-            SendOp::Write {
-                remote_addr: dst.addr,
-                rkey: dst.rkey,
-            },
-            vec![sge(&src, 0, 64)],
-        ),
-    );
-    p.run();
-    assert_eq!(p.completions(A).len(), 1);
+    let (mut p, src, dst) = pair_with_round_trip(8 * MTU);
     let t0 = p.now;
     let sent_before = p.trace.iter().filter(|x| x.from == A).count();
     // A -> B: SEND 101..108, [103 lost]; B -> A: [its NAK of 103 lost].
@@ -611,22 +604,7 @@ fn a_lost_nak_is_recovered_by_the_probes_not_the_full_timer() {
 /// as long, before the full timer.
 #[test]
 fn a_lost_probe_is_followed_by_another_after_twice_the_wait() {
-    let mut p = Pair::with(|_, a| a.timeout = 19, 100, 500);
-    let src = p.region(A, 64, 1);
-    let dst = p.zeroed(B, 64);
-    let write = |id| {
-        wr(
-            id,
-            SendOp::Write {
-                remote_addr: dst.addr,
-                rkey: dst.rkey,
-            },
-            vec![sge(&src, 0, 64)],
-        )
-    };
-    p.post_send(A, write(1));
-    p.run();
-    assert_eq!(p.completions(A).len(), 1);
+    let (mut p, src, dst) = pair_with_round_trip(64);
     let t0 = p.now;
     // The WRITE (PSN 101) and its first resend are lost.
     let mut dropped = 0;
@@ -638,7 +616,7 @@ fn a_lost_probe_is_followed_by_another_after_twice_the_wait() {
             Fate::Pass
         }
     });
-    p.post_send(A, write(2));
+    p.post_send(A, write64(2, &src, &dst));
     p.run();
     let done = p.now.saturating_duration_since(t0);
     assert_eq!(
