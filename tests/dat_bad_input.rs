@@ -194,6 +194,11 @@ const LOCAL_CASES: &[&str] = &[
     "connect_timeout_ep_state",
     "connect_nobody_answers_unreachable",
     "connect_nobody_answers_ep_state",
+    "ia_open_dto_evd_as_async_evd",
+    "ia_open_sharing_the_async_evd",
+    "ia_open_sharing_the_async_evd.handle",
+    "ia_close_of_the_sharing_ia",
+    "shared_async_evd_stays_with_its_ia",
     "closed_ia_pz_create",
 ];
 

@@ -7,7 +7,7 @@ mod dpdk_common;
 
 use dpdk_common::Veth;
 use dpdk_roce::config::Profile;
-use dpdk_roce::dat::{Ep, Evd, EvdFlags, Ia, Lmr, Pz};
+use dpdk_roce::dat::{DatError, Ep, Evd, EvdFlags, HandleKind, Ia, Lmr, Pz};
 use dpdk_roce::transport::memory::Access;
 
 /// Objects that exercise the device: a PZ, an LMR, EVDs and an EP (whose QP the engine creates).
@@ -57,6 +57,31 @@ fn ias_share_a_dpdk_port_and_open_again_after_the_last_close() {
     let ia3 = Ia::open(&profile).expect("third open");
     let objs3 = use_ia(&ia3);
     drop((objs2, objs3));
+    // dat_ia_open given ia2's async EVD: shared on the same port; refused (EVD_ASYNC) for a
+    // profile of another port (nothing is opened for it) and for an EVD that is not async.
+    let ia4 = Ia::open_with_async_evd(&profile, ia2.async_evd()).expect("shared async EVD");
+    assert_eq!(ia4.async_evd().id(), ia2.async_evd().id());
+    let objs4 = use_ia(&ia4);
+    let other = Profile::load(dpdk_common::repo().join("dpdk-config/tap-a.toml")).unwrap();
+    let dto = Evd::create(&ia2, 4, EvdFlags::DTO).unwrap();
+    for (what, r) in [
+        (
+            "another port",
+            Ia::open_with_async_evd(&other, ia2.async_evd()),
+        ),
+        ("a DTO EVD", Ia::open_with_async_evd(&profile, &dto)),
+    ] {
+        match r {
+            Err(DatError::InvalidHandleOf {
+                kind: HandleKind::EvdAsync,
+                ..
+            }) => {}
+            Err(e) => panic!("{what}: {e}"),
+            Ok(_) => panic!("{what}: opened"),
+        }
+    }
+    drop((objs4, dto));
+    ia4.close().map_err(|r| r.error).expect("ia4 closes");
     ia2.close().map_err(|r| r.error).expect("ia2 closes");
     ia3.close().map_err(|r| r.error).expect("ia3 closes");
 

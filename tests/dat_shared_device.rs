@@ -199,3 +199,80 @@ fn an_event_of_the_device_itself_reaches_every_open_ia() {
     assert!(station.tx(&arp_claiming(IP_A)));
     assert_eq!(conflicts(&ia2), 1);
 }
+
+/// dat_ia_open given an existing async EVD (as the OFA provider allows: one async handler per
+/// channel adapter): the new IA's EPs report there, a device event arrives once, the EVD's own
+/// IA cannot close gracefully while it is shared, and only an IA's async EVD can be given.
+#[test]
+fn an_ia_opened_with_another_ias_async_evd_reports_there_and_holds_it() {
+    use dpdk_roce::dat::{DatError, HandleKind, StateKind};
+    let (a, b, _psp) = pair();
+    let shared = a.ia.async_evd();
+    let a2 = side(Ia::open_sharing_async_evd(shared).expect("an IA's async EVD is shared"));
+    assert!(a2.ia.shares_async_evd() && !a.ia.shares_async_evd());
+    assert_eq!(a2.ia.async_evd().id(), shared.id());
+    assert_eq!(a2.ia.address(), a.ia.address(), "the EVD's device");
+    // a2's EP reports its soft watermark on a's async EVD.
+    let e2 = ep(&a2);
+    let l2 = Lmr::create(&a2.pz, 4096, RW).unwrap();
+    e2.set_watermark(1, WATERMARK_INFINITE).unwrap();
+    for i in 0..2 {
+        e2.post_recv(&[l2.triplet(0, 8)], i).unwrap();
+    }
+    assert_eq!(watermark_events(shared, &a2.ia, &b.ia, e2.qpn()), 1);
+    // A DTO EVD, or an EVD of a consumer, is not an async EVD.
+    for wrong in [&a.dto, &a2.conn] {
+        match Ia::open_sharing_async_evd(wrong) {
+            Err(e @ DatError::InvalidHandleOf { kind, .. }) => {
+                assert_eq!(kind, HandleKind::EvdAsync);
+                assert_eq!(
+                    (e.code() & 0x3fff_0000, e.code() & 0xffff),
+                    (
+                        dat_sys::DAT_INVALID_HANDLE,
+                        dat_sys::DAT_INVALID_HANDLE_EVD_ASYNC
+                    )
+                );
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+    }
+    // a's objects gone, a still cannot close: a2 uses its async EVD. a2 closes (its own
+    // objects first) without taking the EVD with it; then a closes.
+    let Side {
+        ia: a_ia,
+        pz,
+        dto,
+        conn,
+        cr,
+    } = a;
+    drop((pz, dto, conn, cr));
+    let a_ia = match a_ia.close() {
+        Err(r) => {
+            assert!(
+                matches!(
+                    r.error,
+                    DatError::InvalidStateOf {
+                        kind: StateKind::IaInUse,
+                        ..
+                    }
+                ),
+                "{:?}",
+                r.error
+            );
+            r.object
+        }
+        Ok(()) => panic!("closed while a2 shares its async EVD"),
+    };
+    let Side {
+        ia: a2_ia,
+        pz,
+        dto,
+        conn,
+        cr,
+    } = a2;
+    drop((e2, l2, pz, dto, conn, cr));
+    a2_ia.close().map_err(|r| r.error).expect("a2 closes");
+    a_ia.close()
+        .map_err(|r| r.error)
+        .expect("a closes once a2 is gone");
+}

@@ -99,6 +99,8 @@ pub fn strerror(code: u32) -> (String, String) {
 }
 
 /// dat_ia_open (dat.h: `dat_ia_openv` with this header's version, not thread safe).
+/// `async_evd` is IN/OUT: a NULL handle asks for a new async EVD, another IA's async EVD is
+/// given to the provider to share.
 pub fn ia_open(
     name: &str,
     qlen: i32,
@@ -108,7 +110,9 @@ pub fn ia_open(
     let Ok(name) = CString::new(name) else {
         return d::dat_error(d::DAT_INVALID_PARAMETER, d::DAT_INVALID_ARG1);
     };
-    let mut evd: d::DAT_EVD_HANDLE = core::ptr::null_mut();
+    let mut evd: d::DAT_EVD_HANDLE = async_evd
+        .as_deref()
+        .map_or(core::ptr::null_mut(), |h| h.raw());
     let mut h: d::DAT_IA_HANDLE = core::ptr::null_mut();
     let evd_p = out_ptr(async_evd.is_some(), &mut evd);
     let ia_p = out_ptr(ia.is_some(), &mut h);

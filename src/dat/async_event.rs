@@ -25,6 +25,10 @@ pub enum AsyncError {
 pub enum AsyncObject {
     /// The IA itself.
     Ia,
+    /// The IA of the EVD with this [`Evd::id`](super::Evd::id): an overflow names the IA whose
+    /// EVD overflowed, which need not own the async EVD reporting it
+    /// ([`Ia::open_with_async_evd`](super::Ia::open_with_async_evd)).
+    IaOfEvd(u64),
     /// The EP of this QPN ([`Ep::qpn`](super::Ep::qpn)).
     Ep(u32),
     /// The SRQ of (shard, SRQ number).
@@ -61,9 +65,11 @@ impl DatAsync {
     pub fn of(event: &AsyncEvent) -> Option<DatAsync> {
         let (error, object, reason) = match *event {
             AsyncEvent::Software { .. } => return None,
-            AsyncEvent::EvdOverflow { .. } => {
-                (AsyncError::EvdOverflow, AsyncObject::Ia, AsyncReason::None)
-            }
+            AsyncEvent::EvdOverflow { evd } => (
+                AsyncError::EvdOverflow,
+                AsyncObject::IaOfEvd(evd),
+                AsyncReason::None,
+            ),
             AsyncEvent::SrqLimit { shard, srqn } => (
                 AsyncError::ProviderInternal,
                 AsyncObject::Srq(shard, srqn),

@@ -4,7 +4,7 @@
 //! (DAT_INVALID_STATE) while any of them is open.
 
 use super::device::Device;
-use super::error::{DatError, Refused, StateKind};
+use super::error::{DatError, HandleKind, Refused, StateKind};
 use super::evd::{Evd, EvdFlags};
 use super::memory::SharedMemory;
 use super::port_io::PortIo;
@@ -87,6 +87,9 @@ const LINK_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 pub struct Ia {
     pub(crate) inner: Arc<IaInner>,
     async_evd: Evd,
+    /// The IA whose async EVD this one shares ([`Ia::open_with_async_evd`]), held like any of
+    /// its objects: it cannot close gracefully while this IA is open.
+    _async_owner: Option<Arc<IaInner>>,
 }
 
 impl Ia {
@@ -116,9 +119,67 @@ impl Ia {
         Self::on_device(self.inner.dev.clone())
     }
 
+    /// dat_ia_open with the consumer's async EVD (`async_evd_handle` not NULL on input): an IA
+    /// on `profile`'s device whose asynchronous events go to `async_evd`, the async EVD of an
+    /// IA of this process on the same device. As in the OFA provider (IBTA allows one async
+    /// event handler per channel adapter, vol. 1 §11.5.2), any other EVD is
+    /// DAT_INVALID_HANDLE / DAT_INVALID_HANDLE_EVD_ASYNC: one that is not an IA's async EVD, or
+    /// one of another device. `async_evd`'s IA cannot close gracefully while this one is open
+    /// (its EVD is in use).
+    pub fn open_with_async_evd(profile: &Profile, async_evd: &Evd) -> Result<Ia, DatError> {
+        let owner = Self::async_owner(async_evd)?;
+        // The EVD's device is open (its IA holds it): a profile of another port would open a
+        // device of its own, so look it up without opening one.
+        let dev = super::device::shared(profile, || Err(Self::not_shareable()))?;
+        if !Arc::ptr_eq(&dev, &owner.dev) {
+            return Err(Self::not_shareable());
+        }
+        Ok(Self::on_device_with(dev, Some(async_evd)))
+    }
+
+    /// Another IA on the device of `async_evd`'s IA, sharing that async EVD (what
+    /// [`Ia::open_with_async_evd`] gives with a profile of that device).
+    pub fn open_sharing_async_evd(async_evd: &Evd) -> Result<Ia, DatError> {
+        let dev = Self::async_owner(async_evd)?.dev.clone();
+        Ok(Self::on_device_with(dev, Some(async_evd)))
+    }
+
+    /// The IA whose async EVD `evd` is.
+    fn async_owner(evd: &Evd) -> Result<&Arc<IaInner>, DatError> {
+        if evd.flags().contains(EvdFlags::ASYNC) {
+            Ok(&evd.inner.ia)
+        } else {
+            Err(Self::not_shareable())
+        }
+    }
+
+    fn not_shareable() -> DatError {
+        DatError::InvalidHandleOf {
+            kind: HandleKind::EvdAsync,
+            what: "not the async EVD of an IA on this device",
+        }
+    }
+
+    /// Whether this IA's async EVD is another IA's ([`Ia::open_with_async_evd`]).
+    pub fn shares_async_evd(&self) -> bool {
+        !Arc::ptr_eq(&self.async_evd.inner.ia, &self.inner)
+    }
+
     fn on_device(dev: Arc<Device>) -> Ia {
-        let async_sink = EventSink::new(super::ia_attr::DEFAULT_ASYNC_EVD_QLEN);
-        dev.engine.async_listeners().add(&async_sink);
+        Self::on_device_with(dev, None)
+    }
+
+    /// An IA on `dev`; its async EVD is `shared` or a new one.
+    fn on_device_with(dev: Arc<Device>, shared: Option<&Evd>) -> Ia {
+        let async_sink = match shared {
+            Some(evd) => evd.inner.sink.clone(),
+            None => {
+                let sink = EventSink::new(super::ia_attr::DEFAULT_ASYNC_EVD_QLEN);
+                // The device's own events (ARP, address conflicts) reach every async EVD once.
+                dev.engine.async_listeners().add(&sink);
+                sink
+            }
+        };
         // The CM is the port's: this IA counts from what it has counted so far.
         let base = dev
             .engine
@@ -133,8 +194,20 @@ impl Ia {
             counters_base: Mutex::new(base),
             objects: Default::default(),
         });
-        let async_evd = Evd::from_sink(&inner, async_sink, EvdFlags::ASYNC);
-        Ia { inner, async_evd }
+        let (async_evd, _async_owner) = match shared {
+            Some(evd) => (
+                Evd {
+                    inner: evd.inner.clone(),
+                },
+                Some(evd.inner.ia.clone()),
+            ),
+            None => (Evd::from_sink(&inner, async_sink, EvdFlags::ASYNC), None),
+        };
+        Ia {
+            inner,
+            async_evd,
+            _async_owner,
+        }
     }
 
     fn profile_device(profile: &Profile) -> Result<Device, DatError> {
@@ -277,8 +350,10 @@ impl Ia {
     /// Whether a graceful close would close the IA: DAT_INVALID_STATE_IA_IN_USE while any
     /// object of this IA (PZ, LMR, RMR, EVD, CNO, EP, SRQ, PSP, RSP, pending CR) is open.
     pub fn can_close(&self) -> Result<(), DatError> {
-        // This handle and its async EVD hold one reference each.
-        let others = Arc::strong_count(&self.inner).saturating_sub(2);
+        // This handle and its own async EVD hold one reference each (a shared async EVD holds
+        // its own IA's).
+        let own = if self.shares_async_evd() { 1 } else { 2 };
+        let others = Arc::strong_count(&self.inner).saturating_sub(own);
         if others > 0 {
             return Err(DatError::InvalidStateOf {
                 kind: StateKind::IaInUse,

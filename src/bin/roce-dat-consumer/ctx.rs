@@ -16,6 +16,7 @@ pub(crate) const TAIL: usize = PAGE;
 /// IA, PZ and EVDs of one process.
 pub(crate) struct Ctx {
     pub(crate) ia: Handle,
+    pub(crate) async_evd: Handle,
     pub(crate) pz: Handle,
     pub(crate) dto: Handle,
     pub(crate) conn: Handle,
@@ -52,6 +53,7 @@ impl Ctx {
         let cr = evd(d::DAT_EVD_CR_FLAG)?;
         Ok(Ctx {
             ia,
+            async_evd,
             pz,
             dto,
             conn,

@@ -533,6 +533,39 @@ pub(crate) fn local(name: &str, nobody: Ipv4Addr, r: &mut Report) -> Result<(), 
         ep_state(lonelier),
     );
 
+    // dat_ia_open given an async EVD: an IA's own is shared (as the OFA provider does), any
+    // other EVD is refused; the sharing IA's close leaves the EVD to its IA.
+    let (mut wrong, mut ia2) = (x.dto, Handle::NULL);
+    r.code(
+        "ia_open_dto_evd_as_async_evd",
+        inv(d::DAT_INVALID_HANDLE_EVD_ASYNC),
+        c::ia_open(name, 8, Some(&mut wrong), Some(&mut ia2)),
+    );
+    let mut shared = x.async_evd;
+    r.code(
+        "ia_open_sharing_the_async_evd",
+        d::DAT_SUCCESS,
+        c::ia_open(name, 8, Some(&mut shared), Some(&mut ia2)),
+    );
+    r.check(
+        "ia_open_sharing_the_async_evd.handle",
+        &format!("{:?}", x.async_evd),
+        &format!("{shared:?}"),
+    );
+    r.code(
+        "ia_close_of_the_sharing_ia",
+        d::DAT_SUCCESS,
+        c::ia_close(ia2, false),
+    );
+    r.code(
+        "shared_async_evd_stays_with_its_ia",
+        d::DAT_QUEUE_EMPTY,
+        // Its events so far (an unanswered ARP above) are dequeued, then it is empty.
+        (0..1000)
+            .find_map(|_| c::evd_dequeue(x.async_evd).err())
+            .unwrap_or(d::DAT_SUCCESS),
+    );
+
     // Closing the IA with live objects (abrupt) and using it afterwards.
     let ia = x.ia;
     must("dat_ia_close", c::ia_close(ia, true))?;

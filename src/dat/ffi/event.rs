@@ -196,10 +196,18 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) {
                 AsyncError::EpBroken => d::DAT_ASYNC_ERROR_EP_BROKEN,
                 AsyncError::ProviderInternal => d::DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR,
             };
-            let handle = match x.object {
-                AsyncObject::Ia => evd.ia.handle(),
-                AsyncObject::Ep(qpn) => evd.ia.ep_handle(qpn),
-                AsyncObject::Srq(shard, srqn) => evd.ia.srq_handle((shard, srqn)),
+            // An async EVD given to other IAs' dat_ia_open carries their events too.
+            let handle = evd.ia.async_handle(|s| match x.object {
+                AsyncObject::Ia => s.handle(),
+                AsyncObject::IaOfEvd(id) if lock(&s.evds).contains_key(&id) => s.handle(),
+                AsyncObject::IaOfEvd(_) => 0,
+                AsyncObject::Ep(qpn) => s.ep_handle(qpn),
+                AsyncObject::Srq(shard, srqn) => s.srq_handle((shard, srqn)),
+            });
+            // An EVD freed since it overflowed: the IA of the reporting EVD.
+            let handle = match (handle, x.object) {
+                (0, AsyncObject::IaOfEvd(_)) => evd.ia.handle(),
+                _ => handle,
             };
             let reason = match x.reason {
                 AsyncReason::None => 0,

@@ -32,29 +32,83 @@ pub(super) unsafe extern "C" fn ia_open(
         let name = name_of(name)?;
         nonnull(async_evd, 3)?;
         nonnull(ia_handle, 4)?;
-        let min_qlen = i64::from(async_evd_qlen);
-        ia_attr::async_evd_qlen(min_qlen).map_err(|e| e.code())?;
-        let (provider, params) = super::lookup(&name).ok_or(err(d::DAT_PROVIDER_NOT_FOUND, 0))?;
         // SAFETY: checked non-NULL; an IN/OUT handle of the consumer.
         let given = unsafe { *async_evd };
-        if !given.is_null() {
-            // The async EVD of a new IA is the provider's: a consumer EVD belongs to another IA.
-            return Err(err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_ASYNC));
-        }
+        // A consumer's async EVD (the Rust rules of Ia::open_with_async_evd), or a new one of
+        // at least `async_evd_qlen` entries (checked only then, as in the OFA provider).
+        let given = if given.is_null() {
+            ia_attr::async_evd_qlen(async_evd_qlen.into()).map_err(|e| e.code())?;
+            None
+        } else {
+            let async_invalid = err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_ASYNC);
+            let o = handles::get(given, Kind::Evd).map_err(|_| async_invalid)?;
+            Some(o)
+        };
+        let (provider, params) = super::lookup(&name).ok_or(err(d::DAT_PROVIDER_NOT_FOUND, 0))?;
         let profile = Profile::load_with_env(params.trim()).map_err(|e| {
             tracing::error!("IA {name}: profile {params:?}: {e}");
             arg(1)
         })?;
-        let ia = Ia::open(&profile).map_err(|e| {
-            tracing::error!("IA {name}: open: {e}");
-            err(d::DAT_INTERNAL_ERROR, 0)
-        })?;
-        ia.reserve_async_events(min_qlen).map_err(|e| e.code())?;
         let pmtu = profile.roce_pmtu().bytes();
-        let (ia_h, evd_h, _) = register(provider, &name, &profile.name, ia, pmtu);
+        let (ia_h, evd_h) = match &given {
+            Some(o) => {
+                let Body::Evd(e) = &o.body else {
+                    return Err(Kind::Evd.invalid());
+                };
+                let ia = Ia::open_with_async_evd(&profile, &e.evd).map_err(|e| e.code())?;
+                let (ia_h, _) = register_sharing(provider, &name, &profile.name, ia, pmtu, o);
+                (ia_h, o.handle)
+            }
+            None => {
+                let ia = Ia::open(&profile).map_err(|e| {
+                    tracing::error!("IA {name}: open: {e}");
+                    err(d::DAT_INTERNAL_ERROR, 0)
+                })?;
+                ia.reserve_async_events(async_evd_qlen.into())
+                    .map_err(|e| e.code())?;
+                let (ia_h, evd_h, _) = register(provider, &name, &profile.name, ia, pmtu);
+                (ia_h, evd_h)
+            }
+        };
         put(async_evd, 3, evd_h as d::DAT_EVD_HANDLE)?;
         put(ia_handle, 4, ia_h as d::DAT_IA_HANDLE)
     })
+}
+
+/// Registers an IA opened with the async EVD of handle object `evd` (another IA's) as a handle
+/// of `provider`; returns the IA handle and its state.
+pub(super) fn register_sharing(
+    provider: *const d::DAT_PROVIDER,
+    name: &str,
+    profile_name: &str,
+    ia: Ia,
+    pmtu: u32,
+    evd: &Object,
+) -> (usize, Arc<IaState>) {
+    let (ia_h, state) = register_ia(provider, name, profile_name, ia, pmtu);
+    state.async_evd.store(evd.handle, Ordering::Relaxed);
+    evd.ia.add_async_sharer(&state);
+    (ia_h, state)
+}
+
+/// Registers an open IA as a handle of `provider`; returns the handle and its state.
+fn register_ia(
+    provider: *const d::DAT_PROVIDER,
+    name: &str,
+    profile_name: &str,
+    ia: Ia,
+    pmtu: u32,
+) -> (usize, Arc<IaState>) {
+    let state = Arc::new(IaState::new(
+        provider as usize,
+        name,
+        profile_name,
+        ia,
+        pmtu,
+    ));
+    let ia_obj = handles::insert(provider, Kind::Ia, state.clone(), |_| Body::Ia);
+    state.handle.store(ia_obj.handle, Ordering::Relaxed);
+    (ia_obj.handle, state)
 }
 
 /// Registers an open IA as a handle of `provider`, with its async EVD; returns both handles.
@@ -69,21 +123,13 @@ pub(super) fn register(
         inner: ia.async_evd().inner.clone(),
     };
     let async_id = async_evd_obj.id();
-    let state = Arc::new(IaState::new(
-        provider as usize,
-        name,
-        profile_name,
-        ia,
-        pmtu,
-    ));
-    let ia_obj = handles::insert(provider, Kind::Ia, state.clone(), |_| Body::Ia);
-    state.handle.store(ia_obj.handle, Ordering::Relaxed);
+    let (ia_h, state) = register_ia(provider, name, profile_name, ia, pmtu);
     let evd = handles::insert(provider, Kind::Evd, state.clone(), |_| {
         Body::Evd(EvdObj { evd: async_evd_obj })
     });
     lock(&state.evds).insert(async_id, evd.handle);
     state.async_evd.store(evd.handle, Ordering::Relaxed);
-    (ia_obj.handle, evd.handle, state)
+    (ia_h, evd.handle, state)
 }
 
 /// Frees the objects of an IA in dependency order (DAT_CLOSE_ABRUPT_FLAG).
@@ -118,7 +164,11 @@ pub(super) unsafe extern "C" fn ia_close(
     guard(|| {
         let obj = handles::get(ia, Kind::Ia)?;
         let state = obj.ia.clone();
-        let async_evd = state.async_evd.load(Ordering::Relaxed);
+        // A shared async EVD stays with the IA that made it.
+        let own_async_evd = match state.ia().as_ref() {
+            Some(ia) if ia.shares_async_evd() => None,
+            _ => Some(state.async_evd.load(Ordering::Relaxed)),
+        };
         match flags {
             d::DAT_CLOSE_GRACEFUL_FLAG => {
                 // Every handle's object holds the Rust IA: its rule decides.
@@ -129,7 +179,9 @@ pub(super) unsafe extern "C" fn ia_close(
             d::DAT_CLOSE_ABRUPT_FLAG => free_all(&state),
             _ => return Err(arg(2)),
         }
-        handles::remove(async_evd);
+        if let Some(h) = own_async_evd {
+            handles::remove(h);
+        }
         handles::remove(obj.handle);
         drop(obj);
         if let Some(ia) = state.take() {

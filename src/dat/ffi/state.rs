@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, Weak};
 
 /// `struct sockaddr_in` (netinet/in.h): AF_INET, port and address in network order.
 #[repr(C)]
@@ -104,6 +104,9 @@ pub(crate) struct IaState {
     /// PSP/RSP handles by connection qualifier.
     pub sps: Mutex<HashMap<u16, usize>>,
     pub provider_attrs: NamedAttrs,
+    /// The IAs opened with this IA's async EVD (dat_ia_open given it): their EPs' and SRQs'
+    /// asynchronous events arrive on it and name their handles.
+    pub async_sharers: Mutex<Vec<Weak<IaState>>>,
 }
 
 impl IaState {
@@ -136,6 +139,7 @@ impl IaState {
             srqs: Mutex::new(HashMap::new()),
             sps: Mutex::new(HashMap::new()),
             provider_attrs: attrs,
+            async_sharers: Mutex::new(Vec::new()),
         }
     }
 
@@ -167,6 +171,31 @@ impl IaState {
 
     pub fn handle(&self) -> usize {
         self.handle.load(Ordering::Relaxed)
+    }
+
+    /// Records `sharer`, an IA opened with this IA's async EVD.
+    pub fn add_async_sharer(&self, sharer: &Arc<IaState>) {
+        let mut s = lock(&self.async_sharers);
+        s.retain(|w| w.strong_count() > 0);
+        s.push(Arc::downgrade(sharer));
+    }
+
+    /// The first non-zero handle `find` gives among the IAs whose events this IA's async EVD
+    /// carries: this one, then those sharing it.
+    pub fn async_handle(self: &Arc<Self>, find: impl Fn(&IaState) -> usize) -> usize {
+        let own = find(self);
+        if own != 0 {
+            return own;
+        }
+        let sharers: Vec<Arc<IaState>> = lock(&self.async_sharers)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        sharers
+            .iter()
+            .map(|s| find(s))
+            .find(|&h| h != 0)
+            .unwrap_or(0)
     }
 }
 

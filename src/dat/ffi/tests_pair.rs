@@ -668,6 +668,72 @@ fn a_soft_watermark_event_names_its_reason_and_ep_through_the_c_table() {
     }
 }
 
+/// An IA opened with another IA's async EVD (dat_ia_open given it; `ia::register_sharing` is
+/// that entry's registration): ia_query reports that EVD, its EP's event arrives there naming
+/// the new IA's EP handle, the EVD's IA cannot close gracefully while it is shared, and the
+/// sharer's close leaves the EVD to its IA.
+#[test]
+fn an_ia_sharing_an_async_evd_reports_its_eps_there_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let shared = super::handles::get(t.a.1, super::handles::Kind::Evd).expect("async EVD");
+    let super::objects::Body::Evd(e) = &shared.body else {
+        panic!("not an EVD");
+    };
+    let ia = crate::dat::Ia::open_sharing_async_evd(&e.evd).expect("shared");
+    let (ia2, st2) = super::ia::register_sharing(p, "dr-pair", "mem", ia, 1024, &shared);
+    drop(shared);
+    let ia2 = ia2 as d::DAT_IA_HANDLE;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let mut async_evd = null;
+        ok(p.ia_query_func.unwrap()(
+            ia2,
+            &mut async_evd,
+            0,
+            core::ptr::null_mut(),
+            0,
+            core::ptr::null_mut(),
+        ));
+        assert_eq!(async_evd, t.a.1);
+        let a2 = side(p, ia2);
+        for i in 0..2 {
+            let mut iov = [a2.triplet(i * 64, 64)];
+            ok(p.ep_post_recv_func.unwrap()(
+                a2.ep,
+                1,
+                iov.as_mut_ptr(),
+                cookie(i),
+                d::DAT_COMPLETION_DEFAULT_FLAG,
+            ));
+        }
+        assert!(t.quiet(t.a.1));
+        ok(p.ep_set_watermark_func.unwrap()(a2.ep, 1, -1));
+        let ev = t.next(t.a.1);
+        assert_eq!(ev.event_number, d::DAT_ASYNC_ERROR_EP_BROKEN);
+        assert_eq!(
+            ev.event_data.asynch_error_event_data.dat_handle, a2.ep as d::DAT_HANDLE,
+            "the sharing IA's EP, by its handle"
+        );
+        let close = p.ia_close_func.unwrap();
+        assert_eq!(
+            close(t.a.0, d::DAT_CLOSE_GRACEFUL_FLAG),
+            err(d::DAT_INVALID_STATE, d::DAT_INVALID_STATE_IA_IN_USE),
+            "its async EVD is in use"
+        );
+        ok(close(ia2, d::DAT_CLOSE_ABRUPT_FLAG));
+        drop(st2);
+        let mut ev = d::DAT_EVENT::default();
+        assert_eq!(
+            p.evd_dequeue_func.unwrap()(t.a.1, &mut ev),
+            d::DAT_QUEUE_EMPTY,
+            "the EVD stays with its IA"
+        );
+        ok(close(t.a.0, d::DAT_CLOSE_GRACEFUL_FLAG));
+    }
+}
+
 /// The EP state through the C table.
 fn state_of(p: &d::DAT_PROVIDER, ep: d::DAT_EP_HANDLE) -> u32 {
     let mut s = 0;
