@@ -19,21 +19,8 @@ pub(crate) struct Header {
     pub provider: *const d::DAT_PROVIDER,
 }
 
-/// Kinds of handles (DAT_HANDLE_TYPE_*).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Ia,
-    Pz,
-    Lmr,
-    Rmr,
-    Evd,
-    Cno,
-    Ep,
-    Srq,
-    Psp,
-    Rsp,
-    Cr,
-}
+/// Kinds of handles: the Rust object kinds (DAT_HANDLE_TYPE_*).
+pub(crate) use crate::dat::ObjectKind as Kind;
 
 impl Kind {
     /// dat_get_handle_type(3DAT).

@@ -132,22 +132,10 @@ pub(super) fn register(
     (ia_h, evd.handle, state)
 }
 
-/// Frees the objects of an IA in dependency order (DAT_CLOSE_ABRUPT_FLAG).
+/// Frees the objects of an IA (DAT_CLOSE_ABRUPT_FLAG) in the Rust order.
 fn free_all(state: &Arc<IaState>) {
-    let order = [
-        Kind::Cr,
-        Kind::Psp,
-        Kind::Rsp,
-        Kind::Ep,
-        Kind::Rmr,
-        Kind::Lmr,
-        Kind::Srq,
-        Kind::Evd,
-        Kind::Cno,
-        Kind::Pz,
-    ];
     let objs = handles::of_ia(state);
-    for kind in order {
+    for kind in Kind::ABRUPT_CLOSE_ORDER {
         for o in objs.iter().filter(|o| o.kind == kind) {
             super::ep::forget_ep(o);
             handles::remove(o.handle);
