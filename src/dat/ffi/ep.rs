@@ -545,7 +545,7 @@ pub(super) fn triplets(
     n: d::DAT_COUNT,
     iov: *const d::DAT_LMR_TRIPLET,
     n_arg: u32,
-) -> Result<Vec<LmrTriplet>, u32> {
+) -> Result<Triplets, u32> {
     let max = crate::dat::ia_attr::MAX_IOV_SEGMENTS;
     if !u32::try_from(n).is_ok_and(|n| n <= max) {
         return Err(arg(n_arg));
@@ -558,14 +558,18 @@ pub(super) fn triplets(
     Ok(unsafe { read_triplets(iov, n as usize) })
 }
 
+/// A post's copy of the consumer's triplets: up to four without an allocation (the data path
+/// allocates nothing per message).
+pub(super) type Triplets = smallvec::SmallVec<[LmrTriplet; 4]>;
+
 /// Copies `n` consumer triplets from `iov`, read now: the IOV is the consumer's again when the
 /// call returns (DAT_IOV_CONSUMER).
 ///
 /// # Safety
 /// `iov` points to `n` readable triplets, or `n` is 0.
-pub(super) unsafe fn read_triplets(iov: *const d::DAT_LMR_TRIPLET, n: usize) -> Vec<LmrTriplet> {
+pub(super) unsafe fn read_triplets(iov: *const d::DAT_LMR_TRIPLET, n: usize) -> Triplets {
     if n == 0 {
-        return Vec::new();
+        return Triplets::new();
     }
     // SAFETY: the caller's contract.
     unsafe { core::slice::from_raw_parts(iov, n) }
