@@ -88,6 +88,13 @@ impl Cno {
         self.inner.id
     }
 
+    /// dat_cno_trigger: the [`Evd::id`](super::evd::Evd::id) of the attached EVD that made
+    /// the CNO ready, if one did; DAT_TIMEOUT_EXPIRED at once otherwise ([`Cno::wait`] that
+    /// does not wait).
+    pub fn trigger(&self) -> Result<u64, DatError> {
+        self.wait(Some(Duration::ZERO))
+    }
+
     /// dat_cno_wait: waits until an attached, enabled EVD got an event and returns that EVD's
     /// [`Evd::id`](super::evd::Evd::id); DAT_TIMEOUT_EXPIRED after `timeout` (`None`: forever).
     /// Inline progress is driven meanwhile; in core mode the wait spins, then naps briefly.

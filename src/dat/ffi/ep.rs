@@ -468,31 +468,19 @@ pub(super) unsafe extern "C" fn ep_common_connect(
     pdata: d::DAT_PVOID,
 ) -> d::DAT_RETURN {
     guard(|| {
-        let _ = handles::get(ep, Kind::Ep)?;
-        if remote.is_null() {
-            return Err(arg(2));
-        }
-        // SAFETY: as in ipv4_of.
+        let o = handles::get(ep, Kind::Ep)?;
+        let e = ep_of(&o)?;
+        let ip = ipv4_of(remote, 2)?;
+        // SAFETY: non-NULL (ipv4_of checked it); as in ipv4_of.
         let sa = unsafe { (remote as *const SockAddrIn).read_unaligned() };
-        let port = u64::from(u16::from_be(sa.port_be));
-        // SAFETY: the caller's pointers, passed on under the same contract (dat_ep_connect's
-        // arguments are dat_ep_common_connect's).
-        let code = unsafe {
-            ep_connect(
-                ep,
-                remote,
-                port,
-                timeout,
-                pdata_size,
-                pdata,
-                d::DAT_QOS_BEST_EFFORT,
-                0,
-            )
-        };
-        match code {
-            d::DAT_SUCCESS => Ok(()),
-            code => Err(code),
-        }
+        let qual = crate::dat::ConnQual::new(u64::from(u16::from_be(sa.port_be)));
+        let data = private_data(pdata_size, pdata, 4)?;
+        e.ep.connect_with_timeout(ip, qual, &data, connect_timeout(timeout))
+            .map_err(|err| match err {
+                // dat_ep_connect's private_data_size (argument 5) is this call's argument 4.
+                crate::dat::DatError::InvalidArg { arg: 5, .. } => arg(4),
+                err => map(&err, 0),
+            })
     })
 }
 

@@ -330,11 +330,16 @@ pub(super) unsafe extern "C" fn cno_wait(
     })
 }
 
-/// dat_cno_trigger: the EVD that made the CNO ready, without waiting.
+/// dat_cno_trigger: the EVD that made the CNO ready, without waiting ([`Cno::trigger`]).
 pub(super) unsafe extern "C" fn cno_trigger(
     cno: d::DAT_CNO_HANDLE,
     evd: *mut d::DAT_EVD_HANDLE,
 ) -> d::DAT_RETURN {
-    // SAFETY: the caller's out-pointer, passed on under the same contract.
-    unsafe { cno_wait(cno, 0, evd) }
+    guard(|| {
+        let o = handles::get(cno, Kind::Cno)?;
+        let c = cno_of(&o)?;
+        nonnull(evd, 2)?;
+        let id = c.cno.trigger().map_err(|e| map(&e, 0))?;
+        put(evd, 2, handle_of(&o.ia.evds, Some(id)) as d::DAT_EVD_HANDLE)
+    })
 }

@@ -66,6 +66,8 @@ fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) {
         WcOpcode::Send => d::DAT_DTO_SEND,
         WcOpcode::RdmaWrite => d::DAT_DTO_RDMA_WRITE,
         WcOpcode::RdmaRead => d::DAT_DTO_RDMA_READ,
+        // dat.h: a receive that invalidated an RMR names it.
+        WcOpcode::Recv if c.invalidated_rmr.is_some() => d::DAT_DTO_RECEIVE_WITH_INVALIDATE,
         WcOpcode::Recv => d::DAT_DTO_RECEIVE,
         _ => d::DAT_DTO_RECEIVE,
     };
@@ -102,7 +104,7 @@ fn dto(evd: &Object, ev: &mut d::DAT_EVENT, c: DtoEvent) {
         status: status(c.status),
         transfered_length: len,
         operation: op,
-        rmr_context: 0,
+        rmr_context: c.invalidated_rmr.unwrap_or(0),
     };
 }
 

@@ -33,8 +33,17 @@ unsafe extern "C" fn handler(
         }
         let o = handles::get(handle, Kind::Ep)?;
         let e = ep_of(&o)?;
+        // The argument numbers of the dat_ib_extensions.h macros (the handle is 1): the
+        // count (write immediate only: atomics take one triplet), the local IOV, the remote
+        // triplet and the flags.
+        let (count_arg, remote_arg, flags_arg) = match a.op {
+            d::DAT_IB_RDMA_WRITE_IMMED_OP => (2, 5, 7),
+            d::DAT_IB_CMP_AND_SWAP_OP => (3, 6, 7),
+            d::DAT_IB_FETCH_AND_ADD_OP => (2, 5, 6),
+            _ => return Err(d::DAT_NOT_IMPLEMENTED),
+        };
         if a.remote_iov.is_null() {
-            return Err(arg(5));
+            return Err(arg(remote_arg));
         }
         // SAFETY: non-NULL consumer RMR triplet.
         let r = unsafe { a.remote_iov.read() };
@@ -48,21 +57,19 @@ unsafe extern "C" fn handler(
         } else {
             1
         };
-        let local = super::ep::triplets(n, a.local_iov, 3)?;
+        // A bad count is `count_arg`, a NULL local IOV the argument after it.
+        let local = super::ep::triplets(n, a.local_iov, count_arg)?;
         // SAFETY: 64 bits of consumer data.
         let cookie = unsafe { a.cookie.as_64 };
-        match a.op {
-            d::DAT_IB_RDMA_WRITE_IMMED_OP => post_with_flags(e, a.flags, 7, |ep, f| {
+        post_with_flags(e, a.flags, flags_arg, |ep, f| match a.op {
+            d::DAT_IB_RDMA_WRITE_IMMED_OP => {
                 ep.post_rdma_write_imm_with(&local, &remote, a.immed_data, cookie, f)
-            }),
-            d::DAT_IB_CMP_AND_SWAP_OP => post_with_flags(e, a.flags, 7, |ep, f| {
+            }
+            d::DAT_IB_CMP_AND_SWAP_OP => {
                 ep.post_cmp_and_swap_with(a.add_or_cmp, a.swap, &local[0], &remote, cookie, f)
-            }),
-            d::DAT_IB_FETCH_AND_ADD_OP => post_with_flags(e, a.flags, 6, |ep, f| {
-                ep.post_fetch_add_with(a.add_or_cmp, &local[0], &remote, cookie, f)
-            }),
-            _ => Err(d::DAT_NOT_IMPLEMENTED),
-        }
+            }
+            _ => ep.post_fetch_add_with(a.add_or_cmp, &local[0], &remote, cookie, f),
+        })
     })
 }
 

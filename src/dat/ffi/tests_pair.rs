@@ -393,6 +393,11 @@ fn cr_handoff_send_with_invalidate_read_to_rmr_and_rmr_for_ep_through_the_c_tabl
         let r = dto_of(&t.next(b.dto));
         assert_eq!((r.user_cookie.as_64, r.status), (30, d::DAT_DTO_SUCCESS));
         assert_eq!(r.transfered_length, 4);
+        assert_eq!(
+            (r.operation, r.rmr_context),
+            (d::DAT_DTO_RECEIVE_WITH_INVALIDATE, ctx),
+            "the receive names the RMR it invalidated"
+        );
         assert_eq!(&b.buf[..4], b"inv!");
         ok(p.rmr_query_func.unwrap()(rmr, 0, &mut q));
         assert_eq!(q.rmr_context, 0, "invalidated by the peer");
@@ -414,7 +419,11 @@ fn cr_handoff_send_with_invalidate_read_to_rmr_and_rmr_for_ep_through_the_c_tabl
             0xdead,
         ));
         assert_eq!(dto_of(&t.next(a.dto)).status, d::DAT_DTO_SUCCESS);
-        assert_eq!(dto_of(&t.next(b.dto)).user_cookie.as_64, 32);
+        let plain = dto_of(&t.next(b.dto));
+        assert_eq!(
+            (plain.user_cookie.as_64, plain.operation, plain.rmr_context),
+            (32, d::DAT_DTO_RECEIVE, 0)
+        );
 
         // A reads B's LMR into an RMR of its own.
         let mut sink = null;
@@ -1890,5 +1899,102 @@ fn private_data_at_the_limit_passes_and_one_byte_more_is_refused_through_the_c_t
         assert_eq!(ev.event_number, d::DAT_CONNECTION_EVENT_PEER_REJECTED);
         assert_eq!(ev.event_data.connect_event_data.ep_handle, ep2);
         ok(p.psp_free_func.unwrap()(psp));
+    }
+}
+
+/// The argument numbers of entries whose arguments are laid out unlike their neighbours':
+/// the IB extension macros (dat_ib_extensions.h: the handle is 1, the operation code not
+/// counted), dat_ep_common_connect (dat.h: private_data_size is 4) and dat_cno_trigger (its
+/// EVD is 2).
+#[test]
+fn argument_numbers_of_the_extension_ops_common_connect_and_cno_trigger() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage; the
+    // shim reads as many variadic arguments as each operation takes.
+    unsafe {
+        let a = side(p, t.a.0);
+        let mut l = a.triplet(0, 8);
+        let remote = rmr_triplet(1, 0, 8);
+        let r = &remote as *const d::DAT_RMR_TRIPLET;
+        let no_r: *const d::DAT_RMR_TRIPLET = core::ptr::null();
+        let lp = &mut l as *mut d::DAT_LMR_TRIPLET;
+        let no_l: *mut d::DAT_LMR_TRIPLET = null as *mut _;
+        let write_immed =
+            |n: d::DAT_COUNT, l: *mut d::DAT_LMR_TRIPLET, r: *const d::DAT_RMR_TRIPLET| {
+                extension(a.ep, |args| {
+                    d::shim_dat_unpack_variadic(
+                        args,
+                        d::DAT_IB_RDMA_WRITE_IMMED_OP as d::DAT_EXTENDED_OP,
+                        n,
+                        l,
+                        cookie(1),
+                        r,
+                        7u32,
+                        0 as d::DAT_COMPLETION_FLAGS,
+                    )
+                })
+            };
+        assert_eq!(write_immed(-1, lp, r), arg(2), "count");
+        assert_eq!(write_immed(1, no_l, r), arg(3), "local IOV");
+        assert_eq!(write_immed(1, lp, no_r), arg(5), "remote");
+        let cmp_swap = |l: *mut d::DAT_LMR_TRIPLET, r: *const d::DAT_RMR_TRIPLET| {
+            extension(a.ep, |args| {
+                d::shim_dat_unpack_variadic(
+                    args,
+                    d::DAT_IB_CMP_AND_SWAP_OP as d::DAT_EXTENDED_OP,
+                    1u64,
+                    2u64,
+                    l,
+                    cookie(2),
+                    r,
+                    0 as d::DAT_COMPLETION_FLAGS,
+                )
+            })
+        };
+        assert_eq!(cmp_swap(no_l, r), arg(4), "local IOV");
+        assert_eq!(cmp_swap(lp, no_r), arg(6), "remote");
+        let fetch_add = |l: *mut d::DAT_LMR_TRIPLET, r: *const d::DAT_RMR_TRIPLET, flags: u32| {
+            extension(a.ep, |args| {
+                d::shim_dat_unpack_variadic(
+                    args,
+                    d::DAT_IB_FETCH_AND_ADD_OP as d::DAT_EXTENDED_OP,
+                    1u64,
+                    l,
+                    cookie(3),
+                    r,
+                    flags as d::DAT_COMPLETION_FLAGS,
+                )
+            })
+        };
+        assert_eq!(fetch_add(no_l, r, 0), arg(3), "local IOV");
+        assert_eq!(fetch_add(lp, no_r, 0), arg(5), "remote");
+        assert_eq!(fetch_add(lp, r, 0x8000_0000), arg(6), "flags");
+
+        let common = p.ep_common_connect_func.unwrap();
+        let peer = SockAddrIn::new(IP_B);
+        let long = [0u8; 64];
+        let pd = long.as_ptr() as d::DAT_PVOID;
+        assert_eq!(common(a.ep, core::ptr::null_mut(), 0, 0, null), arg(2));
+        assert_eq!(
+            common(a.ep, peer.as_dat(), 0, -1, pd),
+            arg(4),
+            "negative size"
+        );
+        assert_eq!(common(a.ep, peer.as_dat(), 0, 4, null), arg(5), "NULL data");
+        assert_eq!(common(a.ep, peer.as_dat(), 0, 64, pd), arg(4), "too long");
+
+        let mut cno = null;
+        let agent = d::DAT_OS_WAIT_PROXY_AGENT::default();
+        ok(p.cno_create_func.unwrap()(t.a.0, agent, &mut cno));
+        assert_eq!(p.cno_trigger_func.unwrap()(cno, null as *mut _), arg(2));
+        let mut evd = null;
+        assert_eq!(
+            p.cno_trigger_func.unwrap()(cno, &mut evd),
+            err(d::DAT_TIMEOUT_EXPIRED, 0),
+            "nothing made it ready"
+        );
+        ok(p.cno_free_func.unwrap()(cno));
     }
 }
