@@ -223,7 +223,10 @@ fn reject_disconnect_reset_and_reconnect() {
     ));
     assert!(matches!(
         Psp::create(&b.ia, QUAL + 1, &b.dto),
-        Err(DatError::InvalidParameter(_))
+        Err(DatError::InvalidHandleOf {
+            kind: dpdk_roce::dat::HandleKind::EvdCr,
+            ..
+        })
     ));
     let ea = ep(&a);
     let eb = ep(&b);
@@ -324,6 +327,17 @@ fn srq_receives_for_two_endpoints_and_invalid_creation() {
         )),
         Err(dat_sys::DAT_INVALID_HANDLE)
     );
+    // A PSP needs a CR EVD of its IA (DAT_INVALID_HANDLE_EVD_CR, as an RSP).
+    for (evd, what) in [(&a.dto, "no CR flag"), (&b.cr, "another IA's")] {
+        match Psp::create(&a.ia, QUAL + 1, evd) {
+            Err(e @ DatError::InvalidHandleOf { .. }) => assert_eq!(
+                e.code() & 0x3fff_ffff,
+                dat_sys::DAT_INVALID_HANDLE | dat_sys::DAT_INVALID_HANDLE_EVD_CR,
+                "{what}"
+            ),
+            other => panic!("{what}: {:?}", other.map(|_| ())),
+        }
+    }
     let srq = Srq::create(&b.pz, 16, 2).unwrap();
     let lb = Lmr::create(&b.pz, 4096, RW).unwrap();
     for i in 0..4u64 {

@@ -4,7 +4,7 @@
 
 use super::conn_qual::ConnQual;
 use super::context::ConsumerContext;
-use super::error::DatError;
+use super::error::{DatError, HandleKind};
 use super::evd::{Evd, EvdFlags, EvdInner};
 use super::ia::Ia;
 use super::pz::{Pz, PzInner};
@@ -54,11 +54,19 @@ impl Psp {
         flag: PspFlag,
     ) -> Result<Psp, DatError> {
         let conn_qual = conn_qual.into();
+        // dat_psp_create(3DAT): the EVD must be a CR EVD of this IA (DAT_INVALID_HANDLE_EVD_CR),
+        // as for an RSP.
         if !Arc::ptr_eq(&evd.inner.ia, &ia.inner) {
-            return Err(DatError::InvalidHandle("EVD of another IA"));
+            return Err(DatError::InvalidHandleOf {
+                kind: HandleKind::EvdCr,
+                what: "EVD of another IA",
+            });
         }
         if !evd.flags().contains(EvdFlags::CR) {
-            return Err(DatError::InvalidParameter("EVD without CR flag"));
+            return Err(DatError::InvalidHandleOf {
+                kind: HandleKind::EvdCr,
+                what: "EVD without the CR flag",
+            });
         }
         let provider_pz = match flag {
             PspFlag::Provider => Some(Pz::create(ia)?.inner),

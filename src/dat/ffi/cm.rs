@@ -6,21 +6,18 @@ use super::ep::ep_of;
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, CrObj, SpObj};
 use super::state::{lock, SockAddrIn};
-use crate::dat::{ConnQual, DatError, EvdFlags, Psp, PspFlag, Rsp};
+use crate::dat::{ConnQual, DatError, Psp, PspFlag, Rsp};
 use dat_sys as d;
 use std::sync::{Arc, Mutex};
 
-/// Creates a PSP or RSP on `qual`.
-/// The CR EVD of a service point of `ia` (DAT_INVALID_HANDLE_EVD_CR otherwise).
-fn cr_evd(ia: &Arc<Object>, evd: d::DAT_EVD_HANDLE) -> Result<Arc<Object>, u32> {
-    let bad = err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_CR);
-    let evdo = handles::get_or(evd, Kind::Evd, bad)?;
-    match &evdo.body {
-        Body::Evd(e) if Arc::ptr_eq(&evdo.ia, &ia.ia) && e.evd.flags().contains(EvdFlags::CR) => {
-            Ok(evdo)
-        }
-        _ => Err(bad),
-    }
+/// The EVD object of a service point's `evd` handle (DAT_INVALID_HANDLE_EVD_CR for a handle
+/// that is no EVD; the Rust PSP and RSP check it is a CR EVD of their IA).
+fn cr_evd(evd: d::DAT_EVD_HANDLE) -> Result<Arc<Object>, u32> {
+    handles::get_or(
+        evd,
+        Kind::Evd,
+        err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_EVD_CR),
+    )
 }
 
 /// Registers a service point object on `qual` (its handle found by the qualifier's port).
@@ -38,7 +35,7 @@ fn listen(
     evd: d::DAT_EVD_HANDLE,
     make: impl FnOnce(&crate::dat::Ia, &crate::dat::Evd) -> Result<Psp, DatError>,
 ) -> Result<Arc<Object>, u32> {
-    let evdo = cr_evd(ia, evd)?;
+    let evdo = cr_evd(evd)?;
     let Body::Evd(e) = &evdo.body else {
         return Err(Kind::Evd.invalid());
     };
@@ -179,7 +176,7 @@ pub(super) unsafe extern "C" fn rsp_create(
         let ia = handles::get(ia, Kind::Ia)?;
         let epo = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&epo)?;
-        let evdo = cr_evd(&ia, evd)?;
+        let evdo = cr_evd(evd)?;
         let Body::Evd(cr_evd) = &evdo.body else {
             return Err(Kind::Evd.invalid());
         };
