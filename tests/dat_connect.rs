@@ -357,7 +357,15 @@ fn a_provider_psp_makes_the_requests_ep_and_a_reject_destroys_it() {
     let cr = cr_of(wait(&b.cr, &a.ia));
     let eb2 = cr.provider_ep().unwrap();
     assert_ne!(eb2.qpn(), eb.qpn());
-    cr.reject(b"no").map_err(|r| r.error).unwrap();
+    // Private data over the limit: refused before anything is sent, the request given back.
+    let cr = match cr.reject(&[0; 57]) {
+        Err(dpdk_roce::dat::RejectError::Pending(r)) => {
+            assert!(matches!(r.error, DatError::InvalidArg { arg: 2, .. }));
+            r.object
+        }
+        other => panic!("{other:?}"),
+    };
+    cr.reject(b"no").unwrap();
     assert_eq!(conn(&a.conn, &b.ia), ConnectionEventKind::PeerRejected);
     drop(eb2);
     let c = b.ia.counters(false).unwrap();

@@ -247,18 +247,15 @@ impl Cr {
         })
     }
 
-    /// Whether the request was answered (an accept or reject reached the CM).
-    pub(crate) fn is_answered(&self) -> bool {
-        self.answered
-    }
-
     /// dat_cr_reject: the requester gets PEER_REJECTED with `private_data`.
     /// A reserved EP returns to RESERVED. Private data over
     /// [`MAX_PRIVATE_DATA_SIZE`](super::ia_attr::MAX_PRIVATE_DATA_SIZE) is argument 2, and the
-    /// request is given back still pending, as a refused accept's is.
-    pub fn reject(mut self, private_data: &[u8]) -> Result<(), Refused<Cr>> {
+    /// request is given back still pending ([`RejectError::Pending`]), as a refused accept's
+    /// is; a rejection the engine could not send ends the request all the same
+    /// ([`RejectError::Ended`]).
+    pub fn reject(mut self, private_data: &[u8]) -> Result<(), RejectError> {
         if let Err(error) = super::ia_attr::check_private_data(private_data, 2) {
-            return self.refuse(error);
+            return self.refuse(error).map_err(RejectError::Pending);
         }
         self.answered = true;
         let sent = self.ia.engine.reject(self.id, private_data.to_vec());
@@ -268,7 +265,7 @@ impl Cr {
                 self.ia.objects.cr_rejected.add();
                 Ok(())
             }
-            Err(e) => self.refuse(e.into()),
+            Err(e) => Err(RejectError::Ended(e.into())),
         }
     }
 
@@ -323,6 +320,26 @@ impl Cr {
                 c.state = EpState::Reserved;
                 c.remote = None;
             }
+        }
+    }
+}
+
+/// Why [`Cr::reject`] failed.
+#[derive(Debug)]
+pub enum RejectError {
+    /// Refused before anything was sent: the request, still pending, is given back.
+    Pending(Refused<Cr>),
+    /// The rejection could not be sent; the request is ended all the same (nothing to give
+    /// back).
+    Ended(DatError),
+}
+
+impl RejectError {
+    /// The reason.
+    pub fn error(&self) -> &DatError {
+        match self {
+            RejectError::Pending(r) => &r.error,
+            RejectError::Ended(e) => e,
         }
     }
 }

@@ -47,7 +47,7 @@ pub use cno::{Cno, CnoParam};
 pub use conn_qual::ConnQual;
 pub use context::ConsumerContext;
 pub use counters::{EpCounters, IaCounters};
-pub use cr::{Cr, CrParam};
+pub use cr::{Cr, CrParam, RejectError};
 pub use ep::{Ep, EpState};
 pub use ep_attr::{CompletionFlags, EpAttr, EpParamMask, VALUE_UNKNOWN, WATERMARK_INFINITE};
 pub use ep_modify::EpParam;

@@ -6,7 +6,7 @@ use super::ep::ep_of;
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, CrObj, SpObj};
 use super::state::{lock, SockAddrIn};
-use crate::dat::{ConnQual, DatError, Psp, PspFlag, Rsp};
+use crate::dat::{ConnQual, DatError, Psp, PspFlag, RejectError, Rsp};
 use dat_sys as d;
 use std::sync::{Arc, Mutex};
 
@@ -342,12 +342,11 @@ pub(super) unsafe extern "C" fn cr_reject(
         let taken = slot.take().ok_or(Kind::Cr.invalid())?;
         let r = match taken.reject(&data) {
             Ok(()) => Ok(()),
-            Err(refused) if !refused.object.is_answered() => {
-                // Refused before anything was sent: the request stays pending.
+            Err(RejectError::Pending(refused)) => {
                 *slot = Some(refused.object);
                 return Err(map(&refused.error, 0));
             }
-            Err(refused) => Err(map(&refused.error, 0)),
+            Err(RejectError::Ended(e)) => Err(map(&e, 0)),
         };
         drop(slot);
         handles::remove(o.handle);
