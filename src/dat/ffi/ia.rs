@@ -152,32 +152,33 @@ pub(super) unsafe extern "C" fn ia_close(
     guard(|| {
         let obj = handles::get(ia, Kind::Ia)?;
         let state = obj.ia.clone();
-        // A shared async EVD stays with the IA that made it.
-        let own_async_evd = match state.ia().as_ref() {
-            Some(ia) if ia.shares_async_evd() => None,
-            _ => Some(state.async_evd.load(Ordering::Relaxed)),
-        };
-        match flags {
-            d::DAT_CLOSE_GRACEFUL_FLAG => {
-                // Every handle's object holds the Rust IA: its rule decides.
-                let g = state.ia();
-                let ia = g.as_ref().ok_or(Kind::Ia.invalid())?;
-                ia.can_close().map_err(|e| e.code())?;
-            }
-            d::DAT_CLOSE_ABRUPT_FLAG => free_all(&state),
+        let abrupt = match flags {
+            d::DAT_CLOSE_GRACEFUL_FLAG => false,
+            d::DAT_CLOSE_ABRUPT_FLAG => true,
             _ => return Err(arg(2)),
+        };
+        if abrupt {
+            free_all(&state);
         }
-        if let Some(h) = own_async_evd {
-            handles::remove(h);
+        // The Rust IA decides (Ia::close: refused while an object of it is open); a refused
+        // graceful close leaves the IA as it was.
+        let ia = state.take().ok_or(Kind::Ia.invalid())?;
+        let shares_async_evd = ia.shares_async_evd();
+        match ia.close() {
+            Ok(()) => {}
+            Err(refused) if !abrupt => {
+                let code = refused.error.code();
+                state.restore(refused.object);
+                return Err(code);
+            }
+            // Objects a concurrent call still holds end when it lets them go.
+            Err(_) => {}
+        }
+        // A shared async EVD stays with the IA that made it.
+        if !shares_async_evd {
+            handles::remove(state.async_evd.load(Ordering::Relaxed));
         }
         handles::remove(obj.handle);
-        drop(obj);
-        if let Some(ia) = state.take() {
-            if let Err(refused) = ia.close() {
-                // Objects still referenced by a concurrent call: closed when they go.
-                drop(refused.object);
-            }
-        }
         Ok(())
     })
 }

@@ -157,6 +157,11 @@ impl IaState {
         self.ia.write().unwrap_or_else(|p| p.into_inner()).take()
     }
 
+    /// Puts back an IA whose close was refused.
+    pub fn restore(&self, ia: Ia) {
+        *self.ia.write().unwrap_or_else(|p| p.into_inner()) = Some(ia);
+    }
+
     pub fn ep_handle(&self, qpn: u32) -> usize {
         lock(&self.eps).get(&qpn).copied().unwrap_or(0)
     }
