@@ -142,10 +142,7 @@ impl Lmr {
             .ia
             .mem
             .register_alloc(pz.inner.pz, len, 64, access)
-            .map_err(|e| match e {
-                MrError::InvalidParameter => DatError::InvalidParameter("LMR length"),
-                e => DatError::InsufficientResources(e.to_string()),
-            })?;
+            .map_err(registration_error)?;
         Ok(Lmr {
             reg: Arc::new(Registered::counted(Registered {
                 pz: pz.inner.clone(),
@@ -291,5 +288,15 @@ impl Lmr {
                 },
             }),
         }
+    }
+}
+
+/// dat_lmr_create's error for a registration the memory table refused: a region it cannot
+/// describe (its range wraps) is DAT_INVALID_PARAMETER, anything else (no slot, no memory)
+/// DAT_INSUFFICIENT_RESOURCES.
+pub(crate) fn registration_error(e: MrError) -> DatError {
+    match e {
+        MrError::InvalidParameter => DatError::InvalidParameter("LMR region"),
+        e => DatError::InsufficientResources(e.to_string()),
     }
 }

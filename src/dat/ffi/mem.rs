@@ -109,7 +109,7 @@ pub(super) unsafe extern "C" fn lmr_create(
                 .mem
                 .register_raw(pz.inner.pz, ptr, length, privs.access())
         }
-        .map_err(|_| err(d::DAT_INSUFFICIENT_RESOURCES, 0))?;
+        .map_err(|e| map(&crate::dat::lmr::registration_error(e), 0))?;
         let lmr = Lmr::from_region(pz, region, privs);
         let (lkey, rkey, addr, len) = (
             lmr.lmr_context(),

@@ -1126,6 +1126,25 @@ fn the_lmr_length_limit_is_the_rust_one_through_the_c_table() {
         }
         ok(create(64, &mut lmr));
         ok(p.lmr_free_func.unwrap()(lmr));
+        // A region whose range wraps is refused by the memory table: DAT_INVALID_PARAMETER
+        // (the Rust `lmr::registration_error`), not a resource shortage. Nothing is accessed.
+        let wraps = p.lmr_create_func.unwrap()(
+            ia,
+            d::DAT_MEM_TYPE_VIRTUAL,
+            d::DAT_REGION_DESCRIPTION {
+                for_va: (usize::MAX - 15) as _,
+            },
+            64,
+            pz,
+            d::DAT_MEM_PRIV_LOCAL_WRITE_FLAG,
+            d::DAT_VA_TYPE_VA,
+            &mut lmr,
+            null as _,
+            null as _,
+            null as _,
+            null as _,
+        );
+        assert_eq!(wraps & 0x3fff_0000, d::DAT_INVALID_PARAMETER, "{wraps:#x}");
     }
     drop(state.take());
 }
