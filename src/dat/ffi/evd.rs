@@ -220,9 +220,15 @@ pub(super) unsafe extern "C" fn evd_post_se(
         if event.is_null() {
             return Err(arg(2));
         }
-        // SAFETY: non-NULL DAT_EVENT of the consumer, read once by value; a software event's
-        // data is the consumer's pointer (dat_evd_post_se(3DAT)).
-        let pointer = unsafe { event.read().event_data.software_event_data.pointer } as u64;
+        // SAFETY: non-NULL DAT_EVENT of the consumer, read once by value.
+        let ev = unsafe { event.read() };
+        // dat_evd_post_se(3DAT): the event is a software event; its data is the consumer's
+        // pointer, what the Rust call takes.
+        if ev.event_number != d::DAT_SOFTWARE_EVENT {
+            return Err(arg(2));
+        }
+        // SAFETY: a DAT_SOFTWARE_EVENT's data is the software event member (dat.h).
+        let pointer = unsafe { ev.event_data.software_event_data.pointer } as u64;
         e.evd.post_se(pointer).map_err(|err| map(&err, 0))
     })
 }

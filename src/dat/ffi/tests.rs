@@ -1302,7 +1302,11 @@ fn evd_rules_are_the_rust_evds_in_both_apis() {
         assert_eq!(create(ia, 4, null, async_flag, &mut evd), arg(4));
         ok(create(ia, 4, null, d::DAT_EVD_DTO_FLAG, &mut evd));
         assert_eq!(p.evd_resize_func.unwrap()(evd, big), arg(2));
-        let se = d::DAT_EVENT::default();
+        let mut se = d::DAT_EVENT::default();
+        // Not a software event: the event is argument 2.
+        assert_eq!(p.evd_post_se_func.unwrap()(evd, &se), arg(2));
+        // A software event on an EVD without DAT_EVD_SOFTWARE_FLAG: the EVD is argument 1.
+        se.event_number = d::DAT_SOFTWARE_EVENT;
         assert_eq!(p.evd_post_se_func.unwrap()(evd, &se), arg(1));
         let (mut ev, mut n) = (d::DAT_EVENT::default(), 0);
         assert_eq!(
