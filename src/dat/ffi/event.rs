@@ -151,18 +151,12 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) {
                 .get(&conn_qual.port())
                 .copied()
                 .unwrap_or(0);
-            let rsp_ep = handles::get(sp as d::DAT_HANDLE, Kind::Rsp)
-                .ok()
-                .and_then(|o| match &o.body {
-                    Body::Sp(s) => Some(s.ep),
-                    _ => None,
-                })
-                .unwrap_or(0);
-            // The EP the provider made for a request on a PSP with DAT_PSP_PROVIDER_FLAG gets
-            // a handle.
+            // The EP the request names: the one the provider made for a PSP with
+            // DAT_PSP_PROVIDER_FLAG (it gets a handle here), else an RSP's reserved EP (by the
+            // QPN the Rust request knows), else none.
             let (ep, provider_ep) = match cr.provider_ep() {
                 Some(e) => (super::ep::provider_ep_handle(&evd.ia, e).handle, true),
-                None => (rsp_ep, false),
+                None => (cr.reserved_ep().map_or(0, |qpn| evd.ia.ep_handle(qpn)), false),
             };
             let o = handles::insert(evd.ia.provider(), Kind::Cr, evd.ia.clone(), |_| {
                 Body::Cr(CrObj {
