@@ -221,19 +221,19 @@ pub(super) unsafe extern "C" fn ia_query(
         }
         if !ia_attr.is_null() {
             let mut a = d::DAT_IA_ATTR::default();
-            copy_name(
-                &mut a.adapter_name,
-                &format!("dpdk-roce {}", st.profile_name),
-            );
-            copy_name(&mut a.vendor_name, "dpdk-roce");
-            a.hardware_version_major = 0;
-            a.firmware_version_major = 0;
-            a.ia_address_ptr = st.addr.as_dat();
             let q = st
                 .ia()
                 .as_ref()
                 .map(Ia::query)
                 .ok_or(err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE_IA))?;
+            copy_name(
+                &mut a.adapter_name,
+                &format!("{} {}", q.adapter_name, st.profile_name),
+            );
+            copy_name(&mut a.vendor_name, q.vendor_name);
+            a.hardware_version_major = 0;
+            a.firmware_version_major = 0;
+            a.ia_address_ptr = st.addr.as_dat();
             let c = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
             a.max_eps = c(q.max_eps);
             a.max_dto_per_ep = c(q.max_dto_per_ep);
