@@ -61,7 +61,7 @@ pub use mem_priv::MemPriv;
 pub use memory::SharedMemory;
 pub use object_kind::ObjectKind;
 pub use port_io::PortIo;
-pub use provider_attr::ProviderAttr;
+pub use provider_attr::{Multipath, ProviderAttr};
 pub use psp::{Psp, PspFlag};
 pub use pz::Pz;
 pub use rmr::{Rmr, RmrParam};

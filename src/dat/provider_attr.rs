@@ -88,3 +88,41 @@ impl Ia {
         PROVIDER_ATTR
     }
 }
+
+/// The multipath a connection asks for (dat_ep_connect's DAT_CONNECT_FLAGS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Multipath {
+    /// DAT_CONNECT_DEFAULT_FLAG.
+    None,
+    /// DAT_CONNECT_MULTIPATH_FLAG (REQUESTED): a hint; one path serves.
+    Requested,
+    /// DAT_CONNECT_MULTIPATH_REQUIRED_FLAG.
+    Required,
+}
+
+impl Multipath {
+    /// Whether this provider can connect so: a required multipath needs
+    /// [`ProviderAttr::supports_multipath`] (else DAT_MODEL_NOT_SUPPORTED); a requested one is
+    /// a hint, served by one path.
+    pub fn check(self) -> Result<(), super::DatError> {
+        match self {
+            Multipath::Required if !PROVIDER_ATTR.supports_multipath => Err(
+                super::DatError::ModelNotSupported("multipath required: one port, one path"),
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Multipath;
+
+    #[test]
+    fn only_a_required_multipath_is_refused() {
+        assert!(Multipath::None.check().is_ok());
+        assert!(Multipath::Requested.check().is_ok());
+        let e = Multipath::Required.check().unwrap_err();
+        assert_eq!(e.dat_type(), dat_sys::DAT_MODEL_NOT_SUPPORTED);
+    }
+}

@@ -6,7 +6,7 @@ use super::handles::{self, Kind, Object};
 use super::objects::{Body, EpObj, EpView};
 use super::state::{lock, IaState, SockAddrIn, AF_INET};
 use crate::dat::{CompletionFlags, LmrTriplet, RmrTriplet};
-use crate::dat::{Ep, EpAttr, EpParam, EpParamMask, EpState};
+use crate::dat::{Ep, EpAttr, EpParam, EpParamMask, EpState, Multipath};
 use dat_sys as d;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
@@ -443,7 +443,7 @@ pub(super) unsafe extern "C" fn ep_connect(
     pdata_size: d::DAT_COUNT,
     pdata: d::DAT_PVOID,
     qos: d::DAT_QOS,
-    _flags: d::DAT_CONNECT_FLAGS,
+    flags: d::DAT_CONNECT_FLAGS,
 ) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
@@ -453,6 +453,13 @@ pub(super) unsafe extern "C" fn ep_connect(
         if qos != d::DAT_QOS_BEST_EFFORT {
             return Err(arg(7));
         }
+        let multipath = match flags {
+            d::DAT_CONNECT_DEFAULT_FLAG => Multipath::None,
+            d::DAT_CONNECT_MULTIPATH_FLAG => Multipath::Requested,
+            d::DAT_CONNECT_MULTIPATH_REQUIRED_FLAG => Multipath::Required,
+            _ => return Err(arg(8)),
+        };
+        multipath.check().map_err(|err| map(&err, 0))?;
         let qual = crate::dat::ConnQual::new(conn_qual);
         e.ep.connect_with_timeout(ip, qual, &data, connect_timeout(timeout))
             .map_err(|err| map(&err, 0))

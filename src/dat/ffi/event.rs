@@ -156,7 +156,10 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) {
             // QPN the Rust request knows), else none.
             let (ep, provider_ep) = match cr.provider_ep() {
                 Some(e) => (super::ep::provider_ep_handle(&evd.ia, e).handle, true),
-                None => (cr.reserved_ep().map_or(0, |qpn| evd.ia.ep_handle(qpn)), false),
+                None => (
+                    cr.reserved_ep().map_or(0, |qpn| evd.ia.ep_handle(qpn)),
+                    false,
+                ),
             };
             let o = handles::insert(evd.ia.provider(), Kind::Cr, evd.ia.clone(), |_| {
                 Body::Cr(CrObj {

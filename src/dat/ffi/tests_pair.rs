@@ -1998,3 +1998,51 @@ fn argument_numbers_of_the_extension_ops_common_connect_and_cno_trigger() {
         ok(p.cno_free_func.unwrap()(cno));
     }
 }
+
+/// dat_ep_connect's flags: a required multipath is DAT_MODEL_NOT_SUPPORTED (one port, one
+/// path: `Multipath::check`), a value dat.h does not define is argument 8; a requested
+/// multipath is a hint and connects.
+#[test]
+fn connect_flags_refuse_a_required_multipath_and_unknown_values_through_the_c_table() {
+    let t = ias();
+    let p = t.p;
+    let null = core::ptr::null_mut();
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
+        let mut psp = null;
+        ok(p.psp_create_func.unwrap()(
+            t.b.0,
+            QUAL,
+            b.cr,
+            d::DAT_PSP_CONSUMER_FLAG,
+            &mut psp,
+        ));
+        let peer = SockAddrIn::new(IP_B);
+        let connect = |flags| {
+            p.ep_connect_func.unwrap()(
+                a.ep,
+                peer.as_dat(),
+                QUAL,
+                d::DAT_TIMEOUT::MAX,
+                0,
+                null,
+                d::DAT_QOS_BEST_EFFORT,
+                flags,
+            )
+        };
+        assert_eq!(
+            connect(d::DAT_CONNECT_MULTIPATH_REQUIRED_FLAG),
+            err(d::DAT_MODEL_NOT_SUPPORTED, 0)
+        );
+        assert_eq!(connect(4), arg(8));
+        assert_eq!(
+            state_of(p, a.ep),
+            d::DAT_EP_STATE_UNCONNECTED,
+            "nothing sent"
+        );
+        ok(connect(d::DAT_CONNECT_MULTIPATH_FLAG));
+        let ev = t.next(b.cr);
+        assert_eq!(ev.event_number, d::DAT_CONNECTION_REQUEST_EVENT);
+    }
+}
