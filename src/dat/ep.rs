@@ -565,8 +565,9 @@ impl Ep {
         timeout: Option<std::time::Duration>,
     ) -> Result<(), DatError> {
         if !Arc::ptr_eq(&dup.inner.ia, &self.inner.ia) {
+            // The second handle (DAT_INVALID_HANDLE2), as for a dup_ep_handle that is no EP.
             return Err(DatError::InvalidHandleOf {
-                kind: super::error::HandleKind::Ep,
+                kind: super::error::HandleKind::Arg(2),
                 what: "dup EP of another IA",
             });
         }

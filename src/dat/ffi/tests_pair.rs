@@ -1543,6 +1543,11 @@ fn dup_connect_copies_the_remote_end_the_rust_ep_knows_through_the_c_table() {
             "a.ep never connected"
         );
         assert_eq!(state_of(p, ep2), d::DAT_EP_STATE_UNCONNECTED);
+        // A dup_ep of another IA, or one that is no EP, is the second handle.
+        let b = side(p, t.b.0);
+        let second = err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE2);
+        assert_eq!(dup(ep2, b.ep, inf, 0, null, d::DAT_QOS_BEST_EFFORT), second);
+        assert_eq!(dup(ep2, a.pz, inf, 0, null, d::DAT_QOS_BEST_EFFORT), second);
         let peer = SockAddrIn::new(IP_B);
         ok(p.ep_connect_func.unwrap()(
             a.ep,
