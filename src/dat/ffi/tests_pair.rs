@@ -1415,6 +1415,27 @@ fn completion_flags_of_extension_ops_and_binds_through_the_c_table() {
     }
 }
 
+/// A's and B's sides, B listening on [`QUAL`] with a consumer PSP on its CR EVD.
+///
+/// # Safety
+/// `t`'s provider entries are called with live handles.
+unsafe fn b_listening(t: &Ias) -> (Side, Side, d::DAT_PSP_HANDLE) {
+    let p = t.p;
+    // SAFETY (all calls): this provider's entries with live handles and local storage.
+    unsafe {
+        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
+        let mut psp = core::ptr::null_mut();
+        ok(p.psp_create_func.unwrap()(
+            t.b.0,
+            QUAL,
+            b.cr,
+            d::DAT_PSP_CONSUMER_FLAG,
+            &mut psp,
+        ));
+        (a, b, psp)
+    }
+}
+
 /// Two EPs of IA A connected over loopback (A's side `a` active, `b` passive through a PSP on
 /// QUAL); returns the sides and the PSP.
 ///
@@ -1580,15 +1601,7 @@ fn a_refused_accept_leaves_the_request_pending_through_the_c_table() {
     let null = core::ptr::null_mut();
     // SAFETY (all calls): this provider's entries with live handles and local storage.
     unsafe {
-        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
-        let mut psp = null;
-        ok(p.psp_create_func.unwrap()(
-            t.b.0,
-            QUAL,
-            b.cr,
-            d::DAT_PSP_CONSUMER_FLAG,
-            &mut psp,
-        ));
+        let (a, b, psp) = b_listening(&t);
         let peer = SockAddrIn::new(IP_B);
         ok(p.ep_connect_func.unwrap()(
             a.ep,
@@ -1822,7 +1835,7 @@ fn private_data_at_the_limit_passes_and_one_byte_more_is_refused_through_the_c_t
             &mut pr,
         ));
         assert_eq!(pr.max_private_data_size, at);
-        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
+        let (a, b, psp) = b_listening(&t);
         let mut ep2 = null;
         ok(p.ep_create_func.unwrap()(
             t.a.0,
@@ -1832,14 +1845,6 @@ fn private_data_at_the_limit_passes_and_one_byte_more_is_refused_through_the_c_t
             a.conn,
             core::ptr::null(),
             &mut ep2,
-        ));
-        let mut psp = null;
-        ok(p.psp_create_func.unwrap()(
-            t.b.0,
-            QUAL,
-            b.cr,
-            d::DAT_PSP_CONSUMER_FLAG,
-            &mut psp,
         ));
         let peer = SockAddrIn::new(IP_B);
         let connect = |ep, size| {
@@ -2014,15 +2019,7 @@ fn connect_flags_refuse_a_required_multipath_and_unknown_values_through_the_c_ta
     let null = core::ptr::null_mut();
     // SAFETY (all calls): this provider's entries with live handles and local storage.
     unsafe {
-        let (a, b) = (side(p, t.a.0), side(p, t.b.0));
-        let mut psp = null;
-        ok(p.psp_create_func.unwrap()(
-            t.b.0,
-            QUAL,
-            b.cr,
-            d::DAT_PSP_CONSUMER_FLAG,
-            &mut psp,
-        ));
+        let (a, b, _psp) = b_listening(&t);
         let peer = SockAddrIn::new(IP_B);
         let connect = |flags| {
             p.ep_connect_func.unwrap()(
