@@ -397,7 +397,9 @@ fn memif_pairs_end_in_order_raw_write_and_write_with_raw() {
 /// The lone completion (`--op write-completion`: post one WRITE, wait for its completion, the
 /// server passive) through the Rust API, and the client through the DAT C API (`--api dat`:
 /// libdat2 loading the provider through a dat.conf of the test's own) for the WRITE
-/// ping-pong, READ and the lone completion, against the same Rust server over net_memif.
+/// ping-pong, READ and the lone completion, and through the DAT-shaped Rust API
+/// (`--api dat-rust`) for READ and the lone completion, against the same Rust server over
+/// net_memif.
 #[test]
 fn lone_write_completion_and_the_dat_api_client_over_memif() {
     let dir = std::env::temp_dir().join(format!("dpdk-roce-lat-dat-{}", std::process::id()));
@@ -479,6 +481,39 @@ fn lone_write_completion_and_the_dat_api_client_over_memif() {
             assert!(ns("completing dequeue ") > 0, "{stages}");
         }
     }
+    // The client through the DAT-shaped Rust API (`--api dat-rust`): READ and the lone
+    // completion; the ping-pong is refused with a message, before any port is opened.
+    for op in ["read", "write-completion"] {
+        let out = Command::new("bash")
+            .arg(repo().join("scripts/run-pair.sh"))
+            .arg(LAT)
+            .arg(&server)
+            .arg(&client)
+            .args(["--server-ip", "10.77.3.1", "--timeout-ms", "20000"])
+            .args(["--api", "dat-rust", "--op", op])
+            .args(["--size", "64", "--iters", "300", "--warmup", "30"])
+            .env("RUN_PAIR_TIMEOUT", "240")
+            .output()
+            .unwrap();
+        let text = output_text(&out);
+        assert!(out.status.success(), "--api dat-rust --op {op}:\n{text}");
+        assert!(text.contains("through the Rust DAT API"), "{op}:\n{text}");
+        assert!(text.contains("server done"), "{op}:\n{text}");
+        assert_eq!(table_sizes(&text), [64], "{op}:\n{text}");
+    }
+    let out = Command::new(LAT)
+        .arg("--profile")
+        .arg(&client)
+        .args(["--client", "--server-ip", "10.77.3.1", "--api", "dat-rust"])
+        .args(["--op", "write"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--api dat-rust measures read"),
+        "{}",
+        output_text(&out)
+    );
     assert_no_runtime_dirs("memif-latdat-");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 #[path = "../common/mod.rs"]
 mod common;
 mod dat_client;
+mod dat_rust_client;
 
 use common::{poll_until, BenchShard};
 
@@ -82,6 +83,8 @@ impl Op {
 enum Api {
     Rust,
     Dat,
+    /// The provider's DAT-shaped Rust API (`dpdk_roce::dat`), client only.
+    DatRust,
 }
 
 #[derive(Parser, Debug)]
@@ -94,9 +97,10 @@ struct Args {
     /// dat.conf entry names; this one is only printed).
     #[arg(long)]
     profile: PathBuf,
-    /// The API the client measures through: the provider's Rust API, or the DAT C API (libdat2
-    /// loads the provider through dat.conf: `DAT_OVERRIDE` or /etc/dat.conf). The server
-    /// always runs on the Rust API.
+    /// The API the client measures through: the provider's Rust API, the DAT C API (libdat2
+    /// loads the provider through dat.conf: `DAT_OVERRIDE` or /etc/dat.conf), or `dat-rust`,
+    /// the DAT-shaped Rust API (`dpdk_roce::dat`: the EP and EVD rings of `dat` without libdat2
+    /// and the C layer; read and write-completion). The server always runs on the Rust API.
     #[arg(long, value_enum, default_value_t = Api::Rust, requires_if("dat", "ia"))]
     api: Api,
     /// The IA name in dat.conf (`--api dat`).
@@ -296,6 +300,9 @@ fn run(args: &Args) -> Result<(), String> {
     if args.client && args.api == Api::Dat {
         let ia = args.ia.as_deref().ok_or("--api dat needs --ia")?;
         return dat_client::client(args, ia);
+    }
+    if args.client && args.api == Api::DatRust {
+        return dat_rust_client::client(args);
     }
     if args.op == Op::WriteCompletion && args.verify {
         return Err(
@@ -1077,6 +1084,9 @@ fn report(args: &Args, label: &str, memory: &str, series: &[LatencySeries]) -> R
     println!("{RULE}");
     let source = match (args.api, args.ia.as_deref()) {
         (Api::Dat, Some(ia)) if args.client => format!("IA {ia} through libdat2"),
+        (Api::DatRust, _) if args.client => {
+            format!("{} through the Rust DAT API", args.profile.display())
+        }
         _ => args.profile.display().to_string(),
     };
     println!("                    {label} Latency Test (dpdk-roce, {source})");
