@@ -437,23 +437,28 @@ fn lone_write_completion_and_the_dat_api_client_over_memif() {
         ),
     )
     .unwrap();
-    for op in ["write", "read", "write-completion"] {
+    // The pair with the client's API arguments: 64 B, 300 iterations after 30 of warm-up.
+    let lat_pair = |api: &[&str], op: &str, more: &[&str]| {
         let out = Command::new("bash")
             .arg(repo().join("scripts/run-pair.sh"))
             .arg(LAT)
             .arg(&server)
             .arg(&client)
             .args(["--server-ip", "10.77.3.1", "--timeout-ms", "20000"])
-            .args(["--api", "dat", "--ia", "latdat", "--op", op])
+            .args(api)
             .args([
-                "--size", "64", "--iters", "300", "--warmup", "30", "--stages",
+                "--op", op, "--size", "64", "--iters", "300", "--warmup", "30",
             ])
+            .args(more)
             .env("DAT_OVERRIDE", &conf)
             .env("RUN_PAIR_TIMEOUT", "240")
             .output()
             .unwrap();
-        let text = output_text(&out);
-        assert!(out.status.success(), "--api dat --op {op}:\n{text}");
+        (out.status.success(), output_text(&out))
+    };
+    for op in ["write", "read", "write-completion"] {
+        let (ok, text) = lat_pair(&["--api", "dat", "--ia", "latdat"], op, &["--stages"]);
+        assert!(ok, "--api dat --op {op}:\n{text}");
         assert!(text.contains("IA latdat through libdat2"), "{op}:\n{text}");
         assert!(text.contains("server done"), "{op}:\n{text}");
         assert_eq!(table_sizes(&text), [64], "{op}:\n{text}");
@@ -484,19 +489,8 @@ fn lone_write_completion_and_the_dat_api_client_over_memif() {
     // The client through the DAT-shaped Rust API (`--api dat-rust`): READ and the lone
     // completion; the ping-pong is refused with a message, before any port is opened.
     for op in ["read", "write-completion"] {
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/run-pair.sh"))
-            .arg(LAT)
-            .arg(&server)
-            .arg(&client)
-            .args(["--server-ip", "10.77.3.1", "--timeout-ms", "20000"])
-            .args(["--api", "dat-rust", "--op", op])
-            .args(["--size", "64", "--iters", "300", "--warmup", "30"])
-            .env("RUN_PAIR_TIMEOUT", "240")
-            .output()
-            .unwrap();
-        let text = output_text(&out);
-        assert!(out.status.success(), "--api dat-rust --op {op}:\n{text}");
+        let (ok, text) = lat_pair(&["--api", "dat-rust"], op, &[]);
+        assert!(ok, "--api dat-rust --op {op}:\n{text}");
         assert!(text.contains("through the Rust DAT API"), "{op}:\n{text}");
         assert!(text.contains("server done"), "{op}:\n{text}");
         assert_eq!(table_sizes(&text), [64], "{op}:\n{text}");

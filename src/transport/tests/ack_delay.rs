@@ -356,6 +356,6 @@ fn the_last_ack_is_repeated_when_the_qp_is_moved_to_error() {
     assert_eq!(out[0].psn(), writes[1].psn(), "the last executed PSN");
     p.deliver(&out[0]);
     let ca = p.completions(A);
-    let got: Vec<(u64, WcStatus)> = ca.iter().map(|c| (c.wr_id, c.status)).collect();
+    let got = statuses(&ca);
     assert_eq!(got, [(1, WcStatus::Success), (2, WcStatus::Success)]);
 }

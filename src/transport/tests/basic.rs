@@ -457,7 +457,7 @@ fn psn_wraps_around_2_pow_24() {
     assert_eq!(p.bytes(A, &back), p.bytes(A, &src));
     let ca = p.completions(A);
     assert_eq!(
-        ca.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        statuses(&ca),
         vec![(1, WcStatus::Success), (2, WcStatus::Success)]
     );
 }

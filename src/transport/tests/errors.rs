@@ -9,10 +9,6 @@ use crate::wire::atomic_eth::AtomicEthRepr;
 use crate::wire::bth::BthRepr;
 use crate::wire::reth::RethRepr;
 
-fn statuses(c: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
-    c.iter().map(|c| (c.wr_id, c.status)).collect()
-}
-
 /// A request header set from A to B.
 fn req(op: Opcode, psn: u32) -> RoceHeaders {
     RoceHeaders {

@@ -54,10 +54,7 @@ fn dropped_middle_packet_one_seq_nak_go_back_n() {
     assert_eq!(p.s[B].qp.stats().seq_naks_sent, 1);
     assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
     let ca = p.completions(A);
-    assert_eq!(
-        ca.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
-        vec![(7, WcStatus::Success)]
-    );
+    assert_eq!(statuses(&ca), vec![(7, WcStatus::Success)]);
     let cb = p.completions(B);
     assert_eq!(
         cb.iter().map(|c| (c.wr_id, c.byte_len)).collect::<Vec<_>>(),
@@ -120,7 +117,7 @@ fn dropped_ack_timeout_duplicate_reacked_not_reexecuted() {
     assert_eq!(cb.len(), 1);
     let ca = p.completions(A);
     assert_eq!(
-        ca.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        statuses(&ca),
         vec![(1, WcStatus::Success), (2, WcStatus::Success)]
     );
 }
@@ -295,7 +292,7 @@ fn rnr_retry_exhaustion() {
     assert_eq!(p.s[A].qp.state(), QpState::Error);
     let ca = p.completions(A);
     assert_eq!(
-        ca.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        statuses(&ca),
         vec![(1, WcStatus::RnrRetryExcErr), (2, WcStatus::WrFlushErr)]
     );
 }
@@ -334,7 +331,7 @@ fn peer_vanishes_retry_exceeded_rest_flushed() {
     assert_eq!(p.s[A].qp.state(), QpState::Error);
     let ca = p.completions(A);
     assert_eq!(
-        ca.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        statuses(&ca),
         vec![
             (1, WcStatus::RetryExcErr),
             (2, WcStatus::WrFlushErr),
@@ -523,13 +520,7 @@ fn a_lost_lone_write_is_resent_after_the_round_trip_not_the_negotiated_timeout()
     p.post_send(A, write64(2, &src, &dst));
     p.run();
     let done = p.now.saturating_duration_since(t0);
-    assert_eq!(
-        p.completions(A)
-            .iter()
-            .map(|c| (c.wr_id, c.status))
-            .collect::<Vec<_>>(),
-        vec![(2, WcStatus::Success)]
-    );
+    assert_eq!(statuses(&p.completions(A)), vec![(2, WcStatus::Success)]);
     assert!(
         done >= crate::transport::rto::PROBE_FLOOR && done < crate::transport::rto::RTO_FLOOR,
         "resent after {done:?}"
@@ -584,13 +575,7 @@ fn a_lost_nak_is_recovered_by_the_probes_not_the_full_timer() {
         .map(|x| x.psn())
         .collect();
     assert_eq!(naks, vec![103, 104]);
-    assert_eq!(
-        p.completions(A)
-            .iter()
-            .map(|c| (c.wr_id, c.status))
-            .collect::<Vec<_>>(),
-        vec![(2, WcStatus::Success)]
-    );
+    assert_eq!(statuses(&p.completions(A)), vec![(2, WcStatus::Success)]);
     assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
     let st = p.s[A].qp.stats();
     assert_eq!((st.timeouts, st.tail_probes), (2, 2));
@@ -619,13 +604,7 @@ fn a_lost_probe_is_followed_by_another_after_twice_the_wait() {
     p.post_send(A, write64(2, &src, &dst));
     p.run();
     let done = p.now.saturating_duration_since(t0);
-    assert_eq!(
-        p.completions(A)
-            .iter()
-            .map(|c| (c.wr_id, c.status))
-            .collect::<Vec<_>>(),
-        vec![(2, WcStatus::Success)]
-    );
+    assert_eq!(statuses(&p.completions(A)), vec![(2, WcStatus::Success)]);
     let st = p.s[A].qp.stats();
     assert_eq!((st.timeouts, st.tail_probes, st.retransmits), (2, 2, 2));
     let probe = crate::transport::rto::PROBE_FLOOR;

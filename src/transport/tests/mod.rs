@@ -367,6 +367,11 @@ impl TapZero for Region {
     }
 }
 
+/// The (wr_id, status) of each completion, in order.
+pub fn statuses(c: &[WorkCompletion]) -> Vec<(u64, super::types::WcStatus)> {
+    c.iter().map(|c| (c.wr_id, c.status)).collect()
+}
+
 pub fn pattern(seed: u8, i: usize) -> u8 {
     (i as u32)
         .wrapping_mul(2654435761)
