@@ -89,7 +89,9 @@ pub(super) unsafe extern "C" fn psp_create(
         let o = listen(&ia, evd, |ia, evd| {
             Psp::create_with(ia, ConnQual::new(qual), evd, flag)
         })?;
-        put(out, 5, o.handle as d::DAT_PSP_HANDLE)
+        // SAFETY: `psp_handle` out-pointer, dat_psp_create(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(out, 5, o.handle as d::DAT_PSP_HANDLE) }
     })
 }
 
@@ -110,8 +112,13 @@ pub(super) unsafe extern "C" fn psp_create_any(
         let Body::Sp(sp) = &o.body else {
             return Err(Kind::Psp.invalid());
         };
-        put(qual, 2, sp.conn_qual(Kind::Psp)?.value())?;
-        put(out, 5, o.handle as d::DAT_PSP_HANDLE)
+        let q = sp.conn_qual(Kind::Psp)?.value();
+        // SAFETY: `conn_qual` out-pointer, dat_psp_create_any(3DAT): NULL or writable (the
+        // entry's contract).
+        unsafe { put(qual, 2, q) }?;
+        // SAFETY: `psp_handle` out-pointer, dat_psp_create_any(3DAT): NULL or writable (the
+        // entry's contract).
+        unsafe { put(out, 5, o.handle as d::DAT_PSP_HANDLE) }
     })
 }
 
@@ -134,16 +141,15 @@ pub(super) unsafe extern "C" fn psp_query(
 ) -> d::DAT_RETURN {
     guard(|| {
         let (o, q, e, f, _) = sp_query(psp, Kind::Psp)?;
-        put(
-            param,
-            3,
-            d::DAT_PSP_PARAM {
-                ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
-                conn_qual: q.value(),
-                evd_handle: e as d::DAT_EVD_HANDLE,
-                psp_flags: f,
-            },
-        )
+        let p = d::DAT_PSP_PARAM {
+            ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
+            conn_qual: q.value(),
+            evd_handle: e as d::DAT_EVD_HANDLE,
+            psp_flags: f,
+        };
+        // SAFETY: `psp_param` out-pointer, dat_psp_query(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(param, 3, p) }
     })
 }
 
@@ -198,7 +204,9 @@ pub(super) unsafe extern "C" fn rsp_create(
                 ep: epo.handle,
             },
         );
-        put(out, 5, o.handle as d::DAT_RSP_HANDLE)
+        // SAFETY: `rsp_handle` out-pointer, dat_rsp_create(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(out, 5, o.handle as d::DAT_RSP_HANDLE) }
     })
 }
 
@@ -209,16 +217,15 @@ pub(super) unsafe extern "C" fn rsp_query(
 ) -> d::DAT_RETURN {
     guard(|| {
         let (o, q, e, _, ep) = sp_query(rsp, Kind::Rsp)?;
-        put(
-            param,
-            3,
-            d::DAT_RSP_PARAM {
-                ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
-                conn_qual: q.value(),
-                evd_handle: e as d::DAT_EVD_HANDLE,
-                ep_handle: ep as d::DAT_EP_HANDLE,
-            },
-        )
+        let p = d::DAT_RSP_PARAM {
+            ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
+            conn_qual: q.value(),
+            evd_handle: e as d::DAT_EVD_HANDLE,
+            ep_handle: ep as d::DAT_EP_HANDLE,
+        };
+        // SAFETY: `rsp_param` out-pointer, dat_rsp_query(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(param, 3, p) }
     })
 }
 
@@ -291,7 +298,9 @@ pub(super) unsafe extern "C" fn cr_query(
             private_data: pd.as_mut_ptr() as d::DAT_PVOID,
             local_ep_handle: c.ep as d::DAT_EP_HANDLE,
         };
-        put(param, 3, p)
+        // SAFETY: `cr_param` out-pointer, dat_cr_query(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(param, 3, p) }
     })
 }
 
@@ -312,7 +321,9 @@ pub(super) unsafe extern "C" fn cr_accept(
             Some(handles::get(ep, Kind::Ep)?)
         };
         let e = epo.as_deref().map(ep_of).transpose()?;
-        let data = super::ep::private_data(size, p, 3)?;
+        // SAFETY: `private_data`, dat_cr_accept(3DAT): readable for `private_data_size` bytes
+        // (the entry's contract).
+        let data = unsafe { super::ep::private_data(size, p, 3) }?;
         let mut slot = lock(&c.cr);
         let taken = slot.take().ok_or(Kind::Cr.invalid())?;
         let r = match e {
@@ -337,7 +348,9 @@ pub(super) unsafe extern "C" fn cr_reject(
     guard(|| {
         let o = handles::get(cr, Kind::Cr)?;
         let c = cr_of(&o)?;
-        let data = super::ep::private_data(size, p, 2)?;
+        // SAFETY: `private_data`, dat_cr_reject(3DAT): readable for `private_data_size` bytes
+        // (the entry's contract).
+        let data = unsafe { super::ep::private_data(size, p, 2) }?;
         let mut slot = lock(&c.cr);
         let taken = slot.take().ok_or(Kind::Cr.invalid())?;
         let r = match taken.reject(&data) {

@@ -75,10 +75,13 @@ pub(crate) fn nonnull<T>(p: *mut T, n: u32) -> Result<*mut T, u32> {
 }
 
 /// Writes `v` through an out-pointer checked by [`nonnull`].
-pub(crate) fn put<T>(p: *mut T, n: u32, v: T) -> R {
+///
+/// # Safety
+/// `p` is NULL or valid for writes of a `T` (and aligned for it) for the duration of the call.
+pub(crate) unsafe fn put<T>(p: *mut T, n: u32, v: T) -> R {
     let p = nonnull(p, n)?;
-    // SAFETY: DAT out-parameters point at consumer storage of type T (the consumer's side of
-    // the call contract); NULL was rejected above.
+    // SAFETY: `p` is writable and aligned for a `T` (this fn's contract); NULL was rejected
+    // above.
     unsafe { p.write(v) };
     Ok(())
 }

@@ -50,11 +50,16 @@ fn state_code(s: EpState) -> d::DAT_EP_STATE {
 /// What only the C form can get wrong (a negative count, a service type or QoS other than RC
 /// and best effort, unknown completion flags) is DAT_INVALID_PARAMETER of argument `n`; the
 /// limits and the meaning of zeros are the Rust EP's ([`EpAttr::with_zeros_resolved`]).
-fn attr_from(p: *const d::DAT_EP_ATTR, n: u32) -> Result<Option<EpAttr>, u32> {
+///
+/// # Safety
+/// `p` is NULL or valid for reads of a `DAT_EP_ATTR` (and aligned for it) for the duration of
+/// the call.
+unsafe fn attr_from(p: *const d::DAT_EP_ATTR, n: u32) -> Result<Option<EpAttr>, u32> {
     if p.is_null() {
         return Ok(None);
     }
-    // SAFETY: non-NULL DAT_EP_ATTR pointer of the consumer, read once by value.
+    // SAFETY: `p` is a readable DAT_EP_ATTR (this fn's contract), non-NULL (checked above);
+    // read once by value.
     let a = unsafe { p.read() };
     if a.service_type != d::DAT_SERVICE_TYPE_RC || a.qos != d::DAT_QOS_BEST_EFFORT {
         return Err(arg(n));
@@ -106,8 +111,12 @@ fn c_attr(a: &EpAttr) -> d::DAT_EP_ATTR {
 }
 
 /// Creates an EP (with or without SRQ); handle-argument numbers follow dat_ep_create.
+///
+/// # Safety
+/// `attr` is NULL or valid for reads of a `DAT_EP_ATTR`, and `out` NULL or valid for writes of
+/// a `DAT_EP_HANDLE` (each aligned), for the duration of the call.
 #[allow(clippy::too_many_arguments)]
-fn create(
+unsafe fn create(
     ia: d::DAT_IA_HANDLE,
     pz: d::DAT_PZ_HANDLE,
     recv_evd: d::DAT_EVD_HANDLE,
@@ -137,7 +146,8 @@ fn create(
         evd_code(d::DAT_INVALID_HANDLE_EVD_CONN),
     )?;
     let srqo = handles::get_opt(srq, Kind::Srq, Kind::Srq.invalid())?;
-    let a = attr_from(attr, attr_arg)?;
+    // SAFETY: `attr` is NULL or a readable DAT_EP_ATTR (this fn's contract).
+    let a = unsafe { attr_from(attr, attr_arg) }?;
     nonnull(out, attr_arg + 1)?;
     fn evd(o: &Option<Arc<Object>>) -> Option<&crate::dat::Evd> {
         match o.as_deref().map(|o| &o.body) {
@@ -175,7 +185,8 @@ fn create(
         })
     });
     lock(&ia.ia.eps).insert(qpn, o.handle);
-    put(out, attr_arg + 1, o.handle as d::DAT_EP_HANDLE)
+    // SAFETY: `out` is NULL or a writable DAT_EP_HANDLE (this fn's contract).
+    unsafe { put(out, attr_arg + 1, o.handle as d::DAT_EP_HANDLE) }
 }
 
 /// A handle for the EP the provider made for a request on a PSP with DAT_PSP_PROVIDER_FLAG
@@ -207,17 +218,21 @@ pub(super) unsafe extern "C" fn ep_create(
     out: *mut d::DAT_EP_HANDLE,
 ) -> d::DAT_RETURN {
     guard(|| {
-        create(
-            ia,
-            pz,
-            recv_evd,
-            request_evd,
-            connect_evd,
-            core::ptr::null_mut(),
-            attr,
-            out,
-            6,
-        )
+        // SAFETY: `ep_attributes` and the `ep_handle` out-pointer, dat_ep_create(3DAT): NULL or
+        // readable / writable (the entry's contract).
+        unsafe {
+            create(
+                ia,
+                pz,
+                recv_evd,
+                request_evd,
+                connect_evd,
+                core::ptr::null_mut(),
+                attr,
+                out,
+                6,
+            )
+        }
     })
 }
 
@@ -236,17 +251,21 @@ pub(super) unsafe extern "C" fn ep_create_with_srq(
         if srq.is_null() {
             return Err(Kind::Srq.invalid());
         }
-        create(
-            ia,
-            pz,
-            recv_evd,
-            request_evd,
-            connect_evd,
-            srq,
-            attr,
-            out,
-            7,
-        )
+        // SAFETY: `ep_attributes` and the `ep_handle` out-pointer, dat_ep_create_with_srq(3DAT):
+        // NULL or readable / writable (the entry's contract).
+        unsafe {
+            create(
+                ia,
+                pz,
+                recv_evd,
+                request_evd,
+                connect_evd,
+                srq,
+                attr,
+                out,
+                7,
+            )
+        }
     })
 }
 
@@ -278,7 +297,9 @@ pub(super) unsafe extern "C" fn ep_query(
         p.connect_evd_handle = v.connect_evd as d::DAT_EVD_HANDLE;
         p.srq_handle = e.srq as d::DAT_SRQ_HANDLE;
         p.ep_attr = c_attr(&e.ep.attr());
-        put(param, 3, p)
+        // SAFETY: `ep_param` out-pointer, dat_ep_query(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(param, 3, p) }
     })
 }
 
@@ -397,7 +418,11 @@ pub(super) unsafe extern "C" fn ep_modify(
 
 /// The consumer's private data (a negative size is argument `size_arg`; the limit is the
 /// Rust API's, `ia_attr::MAX_PRIVATE_DATA_SIZE`).
-pub(super) fn private_data(
+///
+/// # Safety
+/// When `size` > 0, `p` is NULL or valid for reads of `size` bytes for the duration of the
+/// call.
+pub(super) unsafe fn private_data(
     size: d::DAT_COUNT,
     p: d::DAT_PVOID,
     size_arg: u32,
@@ -411,16 +436,23 @@ pub(super) fn private_data(
     if p.is_null() {
         return Err(arg(size_arg + 1));
     }
-    // SAFETY: the consumer passes `size` readable bytes at `p` (dat_ep_connect(3DAT)).
+    // SAFETY: `size` (> 0) readable bytes at `p` (this fn's contract), non-NULL (checked
+    // above).
     Ok(unsafe { core::slice::from_raw_parts(p as *const u8, size as usize) }.to_vec())
 }
 
-fn ipv4_of(addr: d::DAT_IA_ADDRESS_PTR, n: u32) -> Result<Ipv4Addr, u32> {
+/// The IPv4 address of a consumer's `sockaddr` (NULL: argument `n`; a family other than
+/// AF_INET: DAT_INVALID_ADDRESS).
+///
+/// # Safety
+/// `addr` is NULL or valid for reads of a `struct sockaddr` (16 bytes, as large as a
+/// `sockaddr_in`; no alignment needed) for the duration of the call.
+unsafe fn ipv4_of(addr: d::DAT_IA_ADDRESS_PTR, n: u32) -> Result<Ipv4Addr, u32> {
     if addr.is_null() {
         return Err(arg(n));
     }
-    // SAFETY: a DAT_IA_ADDRESS_PTR points at a sockaddr; we read the sockaddr_in prefix only
-    // after its family says AF_INET (sockaddr is 16 bytes, as large as sockaddr_in).
+    // SAFETY: `addr` is a readable sockaddr (this fn's contract), non-NULL (checked above); it
+    // is read unaligned, and only as a sockaddr_in once its family says AF_INET.
     let sa = unsafe { (addr as *const SockAddrIn).read_unaligned() };
     if sa.family != AF_INET {
         return Err(err(d::DAT_INVALID_ADDRESS, 0));
@@ -448,8 +480,12 @@ pub(super) unsafe extern "C" fn ep_connect(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let ip = ipv4_of(remote, 2)?;
-        let data = private_data(pdata_size, pdata, 5)?;
+        // SAFETY: `remote_ia_address`, dat_ep_connect(3DAT): NULL or a readable sockaddr (the
+        // entry's contract).
+        let ip = unsafe { ipv4_of(remote, 2) }?;
+        // SAFETY: `private_data`, dat_ep_connect(3DAT): readable for `private_data_size` bytes
+        // (the entry's contract).
+        let data = unsafe { private_data(pdata_size, pdata, 5) }?;
         if qos != d::DAT_QOS_BEST_EFFORT {
             return Err(arg(7));
         }
@@ -477,11 +513,16 @@ pub(super) unsafe extern "C" fn ep_common_connect(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let ip = ipv4_of(remote, 2)?;
-        // SAFETY: non-NULL (ipv4_of checked it); as in ipv4_of.
+        // SAFETY: `remote_ia_address`, dat_ep_common_connect(3DAT): NULL or a readable sockaddr
+        // (the entry's contract).
+        let ip = unsafe { ipv4_of(remote, 2) }?;
+        // SAFETY: `remote_ia_address` as above: a readable sockaddr, non-NULL (ipv4_of checked
+        // it); read unaligned.
         let sa = unsafe { (remote as *const SockAddrIn).read_unaligned() };
         let qual = crate::dat::ConnQual::new(u64::from(u16::from_be(sa.port_be)));
-        let data = private_data(pdata_size, pdata, 4)?;
+        // SAFETY: `private_data`, dat_ep_common_connect(3DAT): readable for `private_data_size`
+        // bytes (the entry's contract).
+        let data = unsafe { private_data(pdata_size, pdata, 4) }?;
         e.ep.connect_with_timeout(ip, qual, &data, connect_timeout(timeout))
             .map_err(|err| match err {
                 // dat_ep_connect's private_data_size (argument 5) is this call's argument 4.
@@ -506,7 +547,9 @@ pub(super) unsafe extern "C" fn ep_dup_connect(
         let e = ep_of(&o)?;
         let dup = handles::get_or(dup_ep, Kind::Ep, handle_arg(2))?;
         let de = ep_of(&dup)?;
-        let data = private_data(pdata_size, pdata, 4)?;
+        // SAFETY: `private_data`, dat_ep_dup_connect(3DAT): readable for `private_data_size`
+        // bytes (the entry's contract).
+        let data = unsafe { private_data(pdata_size, pdata, 4) }?;
         if qos != d::DAT_QOS_BEST_EFFORT {
             return Err(arg(6));
         }
@@ -536,7 +579,11 @@ pub(super) unsafe extern "C" fn ep_disconnect(
 /// Reads `n` consumer triplets at `iov` after checking them: a count outside
 /// `0..=ia_attr::MAX_IOV_SEGMENTS` (more than any post takes: nothing beyond is read) is
 /// argument `n_arg`, a NULL IOV with a count argument `n_arg + 1`.
-pub(super) fn triplets(
+///
+/// # Safety
+/// When `n` > 0, `iov` is NULL or valid for reads of `n` `DAT_LMR_TRIPLET`s for the duration
+/// of the call.
+pub(super) unsafe fn triplets(
     n: d::DAT_COUNT,
     iov: *const d::DAT_LMR_TRIPLET,
     n_arg: u32,
@@ -548,8 +595,8 @@ pub(super) fn triplets(
     if n > 0 && iov.is_null() {
         return Err(arg(n_arg + 1));
     }
-    // SAFETY: the consumer passes `n` triplets at `iov` (dat_ep_post_send(3DAT),
-    // dat_srq_post_recv(3DAT), the extension macros); non-NULL when `n` > 0, checked above.
+    // SAFETY: `n` readable triplets at `iov` when `n` > 0 (this fn's contract), non-NULL then
+    // (checked above); `n` is not negative (checked above).
     Ok(unsafe { read_triplets(iov, n as usize) })
 }
 
@@ -577,11 +624,17 @@ pub(super) unsafe fn read_triplets(iov: *const d::DAT_LMR_TRIPLET, n: usize) -> 
         .collect()
 }
 
-fn rmr(p: *const d::DAT_RMR_TRIPLET, n: u32) -> Result<RmrTriplet, u32> {
+/// A consumer's DAT_RMR_TRIPLET as the Rust triplet (NULL: argument `n`).
+///
+/// # Safety
+/// `p` is NULL or valid for reads of a `DAT_RMR_TRIPLET` (and aligned for it) for the
+/// duration of the call.
+unsafe fn rmr(p: *const d::DAT_RMR_TRIPLET, n: u32) -> Result<RmrTriplet, u32> {
     if p.is_null() {
         return Err(arg(n));
     }
-    // SAFETY: non-NULL consumer DAT_RMR_TRIPLET, read by value.
+    // SAFETY: `p` is a readable DAT_RMR_TRIPLET (this fn's contract), non-NULL (checked
+    // above); read by value.
     let r = unsafe { p.read() };
     Ok(RmrTriplet {
         rmr_context: r.rmr_context,
@@ -627,7 +680,9 @@ pub(super) unsafe extern "C" fn ep_post_send(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let t = triplets(n, iov, 2)?;
+        // SAFETY: `local_iov`, dat_ep_post_send(3DAT): `num_segments` readable triplets (the
+        // entry's contract).
+        let t = unsafe { triplets(n, iov, 2) }?;
         // SAFETY: a cookie is 64 bits of consumer data in any variant.
         let c = unsafe { cookie.as_64 };
         post_with_flags(e, flags, 5, |ep, f| ep.post_send_with(&t, c, f))
@@ -654,7 +709,9 @@ pub(super) unsafe extern "C" fn ep_post_send_with_invalidate(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let t = triplets(n, iov, 2)?;
+        // SAFETY: `local_iov`, dat_ep_post_send_with_invalidate(3DAT): `num_segments` readable
+        // triplets (the entry's contract).
+        let t = unsafe { triplets(n, iov, 2) }?;
         // SAFETY: a cookie is 64 bits of consumer data in any variant.
         let c = unsafe { cookie.as_64 };
         post_with_flags(e, flags, 5, |ep, f| {
@@ -673,7 +730,9 @@ pub(super) unsafe extern "C" fn ep_post_recv(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let t = triplets(n, iov, 2)?;
+        // SAFETY: `local_iov`, dat_ep_post_recv(3DAT): `num_segments` readable triplets (the
+        // entry's contract).
+        let t = unsafe { triplets(n, iov, 2) }?;
         let f = completion_flags(flags, 5)?;
         // SAFETY: a cookie is 64 bits of consumer data.
         let c = unsafe { cookie.as_64 };
@@ -689,12 +748,18 @@ pub(super) unsafe extern "C" fn ep_post_rdma_read(
     remote: *const d::DAT_RMR_TRIPLET,
     flags: d::DAT_COMPLETION_FLAGS,
 ) -> d::DAT_RETURN {
-    post_rdma(ep, n, iov, cookie, remote, flags, Ep::post_rdma_read_with)
+    // SAFETY: `local_iov` and `remote_iov`, dat_ep_post_rdma_read(3DAT): `num_segments`
+    // readable triplets and NULL or a readable RMR triplet (the entry's contract).
+    unsafe { post_rdma(ep, n, iov, cookie, remote, flags, Ep::post_rdma_read_with) }
 }
 
 /// What dat_ep_post_rdma_read and dat_ep_post_rdma_write share: the handle, IOV (argument 2),
 /// remote triplet (5) and flag (6) checks, then `op` with the flags ([`post_with_flags`]).
-fn post_rdma(
+///
+/// # Safety
+/// When `n` > 0, `iov` is NULL or valid for reads of `n` `DAT_LMR_TRIPLET`s; `remote` is NULL
+/// or valid for reads of a `DAT_RMR_TRIPLET` (aligned); both for the duration of the call.
+unsafe fn post_rdma(
     ep: d::DAT_EP_HANDLE,
     n: d::DAT_COUNT,
     iov: *mut d::DAT_LMR_TRIPLET,
@@ -712,8 +777,10 @@ fn post_rdma(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let t = triplets(n, iov, 2)?;
-        let r = rmr(remote, 5)?;
+        // SAFETY: `iov` holds `n` readable triplets (this fn's contract).
+        let t = unsafe { triplets(n, iov, 2) }?;
+        // SAFETY: `remote` is NULL or a readable RMR triplet (this fn's contract).
+        let r = unsafe { rmr(remote, 5) }?;
         // SAFETY: a cookie is 64 bits of consumer data.
         let c = unsafe { cookie.as_64 };
         post_with_flags(e, flags, 6, |ep, f| op(ep, &t, &r, c, f))
@@ -732,8 +799,11 @@ pub(super) unsafe extern "C" fn ep_post_rdma_read_to_rmr(
     guard(|| {
         let o = handles::get(ep, Kind::Ep)?;
         let e = ep_of(&o)?;
-        let l = rmr(local, 2)?;
-        let r = rmr(remote, 4)?;
+        // SAFETY: `local_iov` and `remote_iov`, dat_ep_post_rdma_read_to_rmr(3DAT): NULL or a
+        // readable RMR triplet each (the entry's contract).
+        let l = unsafe { rmr(local, 2) }?;
+        // SAFETY: as for `local_iov` above.
+        let r = unsafe { rmr(remote, 4) }?;
         // SAFETY: a cookie is 64 bits of consumer data.
         let c = unsafe { cookie.as_64 };
         post_with_flags(e, flags, 5, |ep, f| ep.post_rdma_read_to_rmr(&l, &r, c, f))
@@ -748,7 +818,9 @@ pub(super) unsafe extern "C" fn ep_post_rdma_write(
     remote: *const d::DAT_RMR_TRIPLET,
     flags: d::DAT_COMPLETION_FLAGS,
 ) -> d::DAT_RETURN {
-    post_rdma(ep, n, iov, cookie, remote, flags, Ep::post_rdma_write_with)
+    // SAFETY: `local_iov` and `remote_iov`, dat_ep_post_rdma_write(3DAT): `num_segments`
+    // readable triplets and NULL or a readable RMR triplet (the entry's contract).
+    unsafe { post_rdma(ep, n, iov, cookie, remote, flags, Ep::post_rdma_write_with) }
 }
 
 pub(super) unsafe extern "C" fn ep_get_status(
@@ -763,13 +835,19 @@ pub(super) unsafe extern "C" fn ep_get_status(
         let (s, r, q) = e.ep.get_status();
         // Each output is written only when not NULL, as the reference provider does.
         if !state.is_null() {
-            put(state, 2, state_code(s))?;
+            // SAFETY: `ep_state` out-pointer, dat_ep_get_status(3DAT): NULL or writable (the
+            // entry's contract).
+            unsafe { put(state, 2, state_code(s)) }?;
         }
         if !recv_idle.is_null() {
-            put(recv_idle, 3, boolean(r))?;
+            // SAFETY: `recv_idle` out-pointer, dat_ep_get_status(3DAT): NULL or writable (the
+            // entry's contract).
+            unsafe { put(recv_idle, 3, boolean(r)) }?;
         }
         if !request_idle.is_null() {
-            put(request_idle, 4, boolean(q))?;
+            // SAFETY: `request_idle` out-pointer, dat_ep_get_status(3DAT): NULL or writable (the
+            // entry's contract).
+            unsafe { put(request_idle, 4, boolean(q)) }?;
         }
         Ok(())
     })
@@ -810,10 +888,14 @@ pub(super) unsafe extern "C" fn ep_recv_query(
         let e = ep_of(&o)?;
         let q = e.ep.recv_query().map_err(|err| map(&err, 0))?;
         if !nbufs.is_null() {
-            put(nbufs, 2, q.nbufs_allocated as d::DAT_COUNT)?;
+            // SAFETY: `nbufs_allocated` out-pointer, dat_ep_recv_query(3DAT): NULL or writable
+            // (the entry's contract).
+            unsafe { put(nbufs, 2, q.nbufs_allocated as d::DAT_COUNT) }?;
         }
         if !span.is_null() {
-            put(span, 3, q.bufs_alloc_span as d::DAT_COUNT)?;
+            // SAFETY: `bufs_alloc_span` out-pointer, dat_ep_recv_query(3DAT): NULL or writable
+            // (the entry's contract).
+            unsafe { put(span, 3, q.bufs_alloc_span as d::DAT_COUNT) }?;
         }
         Ok(())
     })

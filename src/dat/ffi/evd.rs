@@ -68,7 +68,9 @@ pub(super) unsafe extern "C" fn evd_create(
             Body::Evd(EvdObj { evd })
         });
         lock(&ia.ia.evds).insert(id, o.handle);
-        put(out, 5, o.handle as d::DAT_EVD_HANDLE)
+        // SAFETY: `evd_handle` out-pointer, dat_evd_create(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(out, 5, o.handle as d::DAT_EVD_HANDLE) }
     })
 }
 
@@ -90,17 +92,16 @@ pub(super) unsafe extern "C" fn evd_query(
         } else {
             d::DAT_EVD_STATE_UNWAITABLE
         };
-        put(
-            param,
-            3,
-            d::DAT_EVD_PARAM {
-                ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
-                evd_qlen: e.evd.size() as i32,
-                evd_state: state,
-                cno_handle: handle_of(&o.ia.cnos, e.evd.query().cno) as d::DAT_CNO_HANDLE,
-                evd_flags: e.evd.flags().bits(),
-            },
-        )
+        let p = d::DAT_EVD_PARAM {
+            ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
+            evd_qlen: e.evd.size() as i32,
+            evd_state: state,
+            cno_handle: handle_of(&o.ia.cnos, e.evd.query().cno) as d::DAT_CNO_HANDLE,
+            evd_flags: e.evd.flags().bits(),
+        };
+        // SAFETY: `evd_param` out-pointer, dat_evd_query(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(param, 3, p) }
     })
 }
 
@@ -173,8 +174,13 @@ pub(super) unsafe extern "C" fn evd_wait(
             .map_err(|err| map(&err, 0))?;
         let mut out = d::DAT_EVENT::default();
         convert(&o, ev, &mut out);
-        put(event, 4, out)?;
-        put(nmore, 5, e.evd.len() as i32)
+        // SAFETY: `event` out-pointer, dat_evd_wait(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(event, 4, out) }?;
+        let more = e.evd.len() as i32;
+        // SAFETY: `n_more_events` out-pointer, dat_evd_wait(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(nmore, 5, more) }
     })
 }
 
@@ -190,7 +196,9 @@ pub(super) unsafe extern "C" fn evd_dequeue(
         let ev = e.evd.dequeue().map_err(|err| map(&err, 0))?;
         let mut out = d::DAT_EVENT::default();
         convert(&o, ev, &mut out);
-        put(event, 2, out)
+        // SAFETY: `event` out-pointer, dat_evd_dequeue(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(event, 2, out) }
     })
 }
 
@@ -264,7 +272,9 @@ pub(super) unsafe extern "C" fn cno_create(
             Body::Cno(CnoObj { cno })
         });
         lock(&ia.ia.cnos).insert(id, o.handle);
-        put(out, 3, o.handle as d::DAT_CNO_HANDLE)
+        // SAFETY: `cno_handle` out-pointer, dat_cno_create(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(out, 3, o.handle as d::DAT_CNO_HANDLE) }
     })
 }
 
@@ -304,7 +314,9 @@ pub(super) unsafe extern "C" fn cno_query(
         let mut p = d::DAT_CNO_PARAM::default();
         p.ia_handle = o.ia.handle() as d::DAT_IA_HANDLE;
         p.proxy_type = d::DAT_PROXY_TYPE_NONE;
-        put(param, 3, p)
+        // SAFETY: `cno_param` out-pointer, dat_cno_query(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(param, 3, p) }
     })
 }
 
@@ -332,7 +344,10 @@ pub(super) unsafe extern "C" fn cno_wait(
         nonnull(evd, 3)?;
         let timeout = (timeout != TIMEOUT_INFINITE).then(|| Duration::from_micros(timeout.into()));
         let id = c.cno.wait(timeout).map_err(|e| map(&e, 0))?;
-        put(evd, 3, handle_of(&o.ia.evds, Some(id)) as d::DAT_EVD_HANDLE)
+        let h = handle_of(&o.ia.evds, Some(id)) as d::DAT_EVD_HANDLE;
+        // SAFETY: `evd_handle` out-pointer, dat_cno_wait(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(evd, 3, h) }
     })
 }
 
@@ -346,6 +361,9 @@ pub(super) unsafe extern "C" fn cno_trigger(
         let c = cno_of(&o)?;
         nonnull(evd, 2)?;
         let id = c.cno.trigger().map_err(|e| map(&e, 0))?;
-        put(evd, 2, handle_of(&o.ia.evds, Some(id)) as d::DAT_EVD_HANDLE)
+        let h = handle_of(&o.ia.evds, Some(id)) as d::DAT_EVD_HANDLE;
+        // SAFETY: `evd_handle` out-pointer, dat_cno_trigger(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(evd, 2, h) }
     })
 }

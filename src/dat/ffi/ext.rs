@@ -29,7 +29,9 @@ unsafe extern "C" fn handler(
             a.op,
             d::DAT_IB_QUERY_COUNTERS_OP | d::DAT_IB_PRINT_COUNTERS_OP
         ) {
-            return counters(handle, &a);
+            // SAFETY: `p_cntrs_out`, dat_ib_query_counters (dat_ib_extensions.h): room for the
+            // counters `cntr` names (the entry's contract; the shim passes it on).
+            return unsafe { counters(handle, &a) };
         }
         let o = handles::get(handle, Kind::Ep)?;
         let e = ep_of(&o)?;
@@ -58,7 +60,9 @@ unsafe extern "C" fn handler(
             1
         };
         // A bad count is `count_arg`, a NULL local IOV the argument after it.
-        let local = super::ep::triplets(n, a.local_iov, count_arg)?;
+        // SAFETY: `lbuf` of the dat_ib_post_* macros (dat_ib_extensions.h): `n` readable
+        // triplets (the entry's contract; the shim passes it on).
+        let local = unsafe { super::ep::triplets(n, a.local_iov, count_arg) }?;
         // SAFETY: 64 bits of consumer data.
         let cookie = unsafe { a.cookie.as_64 };
         post_with_flags(e, a.flags, flags_arg, |ep, f| match a.op {
@@ -164,7 +168,12 @@ fn counter_values(handle: d::DAT_HANDLE, reset: bool) -> Result<Vec<u64>, u32> {
 
 /// dat_query_counters / dat_print_counters: one counter (`DCNT_*` index) or all
 /// (`DCNT_*_ALL_COUNTERS`: the whole array), zeroed afterwards when `reset` is set.
-fn counters(handle: d::DAT_HANDLE, a: &d::shim_dat_ext_args) -> Result<(), u32> {
+///
+/// # Safety
+/// For DAT_IB_QUERY_COUNTERS_OP, `a.counters_out` is NULL or valid for writes of the counters
+/// `a.counter` names (one `u64`, or the kind's `DCNT_*_ALL_COUNTERS`) for the duration of the
+/// call.
+unsafe fn counters(handle: d::DAT_HANDLE, a: &d::shim_dat_ext_args) -> Result<(), u32> {
     let v = counter_values(handle, a.reset != 0)?;
     let all = a.counter as usize == v.len();
     if a.counter < 0 || (a.counter as usize > v.len()) {
@@ -179,8 +188,8 @@ fn counters(handle: d::DAT_HANDLE, a: &d::shim_dat_ext_args) -> Result<(), u32> 
         if a.counters_out.is_null() {
             return Err(arg(4));
         }
-        // SAFETY: the consumer's array for one counter or `DCNT_*_ALL_COUNTERS` of them
-        // (dat_ib_query_counters' contract).
+        // SAFETY: room for one counter or all of the kind's (`picked`) at `counters_out` (this
+        // fn's contract), non-NULL (checked above).
         unsafe { core::ptr::copy_nonoverlapping(picked.as_ptr(), a.counters_out, picked.len()) };
     } else {
         let first = if all { 0 } else { a.counter as usize };
@@ -192,12 +201,16 @@ fn counters(handle: d::DAT_HANDLE, a: &d::shim_dat_ext_args) -> Result<(), u32> 
 }
 
 /// The handler as the shim calls it (tests).
+///
+/// # Safety
+/// `args` is NULL or points at an argument block readable for the call whose pointers are
+/// valid as its operation's dat_ib_extensions.h macro requires (the shim's contract); `handle`
+/// may be anything (handles are looked up, never dereferenced).
 #[cfg(test)]
-pub(super) fn handler_for_tests(
+pub(super) unsafe fn handler_for_tests(
     handle: d::DAT_HANDLE,
     args: *const d::shim_dat_ext_args,
 ) -> d::DAT_RETURN {
-    // SAFETY: tests pass an argument block they own (valid for the call) and any handle
-    // (handles are looked up, never dereferenced).
+    // SAFETY: this fn's contract is the handler's.
     unsafe { handler(handle, args) }
 }

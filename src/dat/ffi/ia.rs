@@ -11,11 +11,15 @@ use std::ffi::{c_char, CStr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-fn name_of(name: *const c_char) -> Result<String, u32> {
+/// An IA name as a Rust string (NULL: argument 1).
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated C string readable for the duration of the call.
+unsafe fn name_of(name: *const c_char) -> Result<String, u32> {
     if name.is_null() {
         return Err(arg(1));
     }
-    // SAFETY: DAT_NAME_PTR is a C string (libdat2 passes the dat.conf IA name).
+    // SAFETY: `name` is a readable C string (this fn's contract), non-NULL (checked above).
     Ok(unsafe { CStr::from_ptr(name) }
         .to_string_lossy()
         .into_owned())
@@ -29,7 +33,8 @@ pub(super) unsafe extern "C" fn ia_open(
     ia_handle: *mut d::DAT_IA_HANDLE,
 ) -> d::DAT_RETURN {
     guard(|| {
-        let name = name_of(name)?;
+        // SAFETY: `name`, dat_ia_open(3DAT): NULL or a C string (the entry's contract).
+        let name = unsafe { name_of(name) }?;
         nonnull(async_evd, 3)?;
         nonnull(ia_handle, 4)?;
         // SAFETY: checked non-NULL; an IN/OUT handle of the consumer.
@@ -70,8 +75,12 @@ pub(super) unsafe extern "C" fn ia_open(
                 (ia_h, evd_h)
             }
         };
-        put(async_evd, 3, evd_h as d::DAT_EVD_HANDLE)?;
-        put(ia_handle, 4, ia_h as d::DAT_IA_HANDLE)
+        // SAFETY: `async_evd_handle` in/out-pointer, dat_ia_open(3DAT): writable (the entry's
+        // contract).
+        unsafe { put(async_evd, 3, evd_h as d::DAT_EVD_HANDLE) }?;
+        // SAFETY: `ia_handle` out-pointer, dat_ia_open(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(ia_handle, 4, ia_h as d::DAT_IA_HANDLE) }
     })
 }
 
@@ -213,11 +222,10 @@ pub(super) unsafe extern "C" fn ia_query(
         }
         let st = &obj.ia;
         if !async_evd.is_null() {
-            put(
-                async_evd,
-                2,
-                st.async_evd.load(Ordering::Relaxed) as d::DAT_EVD_HANDLE,
-            )?;
+            let h = st.async_evd.load(Ordering::Relaxed) as d::DAT_EVD_HANDLE;
+            // SAFETY: `async_evd_handle` out-pointer, dat_ia_query(3DAT): NULL or writable (the
+            // entry's contract).
+            unsafe { put(async_evd, 2, h) }?;
         }
         if !ia_attr.is_null() {
             let mut a = d::DAT_IA_ATTR::default();
@@ -338,13 +346,12 @@ pub(super) unsafe extern "C" fn get_consumer_context(
 ) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get_any(h)?;
-        put(
-            ctx,
-            2,
-            d::DAT_CONTEXT {
-                as_64: o.context.load(Ordering::Relaxed),
-            },
-        )
+        let v = d::DAT_CONTEXT {
+            as_64: o.context.load(Ordering::Relaxed),
+        };
+        // SAFETY: `context` out-pointer, dat_get_consumer_context(3DAT): NULL or writable (the
+        // entry's contract).
+        unsafe { put(ctx, 2, v) }
     })
 }
 
@@ -355,7 +362,9 @@ pub(super) unsafe extern "C" fn get_handle_type(
 ) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get_any(h)?;
-        put(ty, 2, o.kind.handle_type())
+        // SAFETY: `handle_type` out-pointer, dat_get_handle_type(3DAT): NULL or writable (the
+        // entry's contract).
+        unsafe { put(ty, 2, o.kind.handle_type()) }
     })
 }
 
@@ -368,8 +377,12 @@ pub(super) unsafe extern "C" fn ia_ha_related(
 ) -> d::DAT_RETURN {
     guard(|| -> R {
         let obj = handles::get(ia, Kind::Ia)?;
-        let name = name_of(name).map_err(|_| arg(2))?;
+        // SAFETY: `name` (argument 2), dat_ia_ha_related(3DAT): NULL or a C string (the entry's
+        // contract).
+        let name = unsafe { name_of(name) }.map_err(|_| arg(2))?;
         let same = name == obj.ia.name;
-        put(answer, 3, boolean(same))
+        // SAFETY: `answer` out-pointer, dat_ia_ha_related(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(answer, 3, boolean(same)) }
     })
 }

@@ -23,7 +23,9 @@ pub(super) unsafe extern "C" fn pz_create(
             Pz::create(ia_ref).map_err(|e| map(&e, 0))?
         };
         let o = handles::insert(ia.ia.provider(), Kind::Pz, ia.ia.clone(), |_| Body::Pz(pz));
-        put(out, 2, o.handle as d::DAT_PZ_HANDLE)
+        // SAFETY: `pz_handle` out-pointer, dat_pz_create(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(out, 2, o.handle as d::DAT_PZ_HANDLE) }
     })
 }
 
@@ -34,13 +36,12 @@ pub(super) unsafe extern "C" fn pz_query(
 ) -> d::DAT_RETURN {
     guard(|| {
         let o = handles::get(pz, Kind::Pz)?;
-        put(
-            param,
-            3,
-            d::DAT_PZ_PARAM {
-                ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
-            },
-        )
+        let p = d::DAT_PZ_PARAM {
+            ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
+        };
+        // SAFETY: `pz_param` out-pointer, dat_pz_query(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(param, 3, p) }
     })
 }
 
@@ -123,18 +124,28 @@ pub(super) unsafe extern "C" fn lmr_create(
                 pz: pzo.handle,
             })
         });
-        put(lmr_out, 8, o.handle as d::DAT_LMR_HANDLE)?;
+        // SAFETY: `lmr_handle` out-pointer, dat_lmr_create(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(lmr_out, 8, o.handle as d::DAT_LMR_HANDLE) }?;
         if !lmr_context.is_null() {
-            put(lmr_context, 9, lkey)?;
+            // SAFETY: `lmr_context` out-pointer, dat_lmr_create(3DAT): NULL or writable (the
+            // entry's contract).
+            unsafe { put(lmr_context, 9, lkey) }?;
         }
         if !rmr_context.is_null() {
-            put(rmr_context, 10, rkey)?;
+            // SAFETY: `rmr_context` out-pointer, dat_lmr_create(3DAT): NULL or writable (the
+            // entry's contract).
+            unsafe { put(rmr_context, 10, rkey) }?;
         }
         if !registered_size.is_null() {
-            put(registered_size, 11, len)?;
+            // SAFETY: `registered_length` out-pointer, dat_lmr_create(3DAT): NULL or writable
+            // (the entry's contract).
+            unsafe { put(registered_size, 11, len) }?;
         }
         if !registered_address.is_null() {
-            put(registered_address, 12, addr)?;
+            // SAFETY: `registered_address` out-pointer, dat_lmr_create(3DAT): NULL or writable
+            // (the entry's contract).
+            unsafe { put(registered_address, 12, addr) }?;
         }
         Ok(())
     })
@@ -168,7 +179,9 @@ pub(super) unsafe extern "C" fn lmr_query(
         p.rmr_context = lmr.rmr_context();
         p.registered_size = q.length;
         p.registered_address = q.address;
-        put(param, 3, p)
+        // SAFETY: `lmr_param` out-pointer, dat_lmr_query(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(param, 3, p) }
     })
 }
 
@@ -194,7 +207,10 @@ pub(super) unsafe extern "C" fn lmr_free(lmr: d::DAT_LMR_HANDLE) -> d::DAT_RETUR
 /// dat_lmr_sync_rdma_read / _write over [`Lmr::sync_rdma_read`] / [`Lmr::sync_rdma_write`]
 /// (`sync`): the C layer only reads the `n` triplets; a NULL IOV is argument 2, a count that
 /// is no `DAT_COUNT` argument 3 (DAT 2.0 §6.5.5).
-fn lmr_sync(
+///
+/// # Safety
+/// `iov` is NULL or valid for reads of `n` `DAT_LMR_TRIPLET`s for the duration of the call.
+unsafe fn lmr_sync(
     ia: d::DAT_IA_HANDLE,
     iov: *const d::DAT_LMR_TRIPLET,
     n: d::DAT_VLEN,
@@ -209,8 +225,7 @@ fn lmr_sync(
             .ok()
             .filter(|&n| n <= i32::MAX as usize)
             .ok_or(arg(3))?;
-        // SAFETY: the consumer passes `n` triplets at the non-NULL `iov`
-        // (dat_lmr_sync_rdma_read(3DAT)).
+        // SAFETY: `n` readable triplets at `iov` (this fn's contract), non-NULL (checked above).
         let segments = unsafe { super::ep::read_triplets(iov, n) };
         let g = ia.ia.ia();
         let ia_ref = g.as_ref().ok_or(Kind::Ia.invalid())?;
@@ -223,7 +238,9 @@ pub(super) unsafe extern "C" fn lmr_sync_rdma_read(
     iov: *const d::DAT_LMR_TRIPLET,
     n: d::DAT_VLEN,
 ) -> d::DAT_RETURN {
-    lmr_sync(ia, iov, n, Lmr::sync_rdma_read)
+    // SAFETY: `local_segments`, dat_lmr_sync_rdma_read(3DAT): NULL or `num_segments` readable
+    // triplets (the entry's contract).
+    unsafe { lmr_sync(ia, iov, n, Lmr::sync_rdma_read) }
 }
 
 pub(super) unsafe extern "C" fn lmr_sync_rdma_write(
@@ -231,14 +248,18 @@ pub(super) unsafe extern "C" fn lmr_sync_rdma_write(
     iov: *const d::DAT_LMR_TRIPLET,
     n: d::DAT_VLEN,
 ) -> d::DAT_RETURN {
-    lmr_sync(ia, iov, n, Lmr::sync_rdma_write)
+    // SAFETY: `local_segments`, dat_lmr_sync_rdma_write(3DAT): NULL or `num_segments` readable
+    // triplets (the entry's contract).
+    unsafe { lmr_sync(ia, iov, n, Lmr::sync_rdma_write) }
 }
 
 pub(super) unsafe extern "C" fn rmr_create(
     pz: d::DAT_PZ_HANDLE,
     out: *mut d::DAT_RMR_HANDLE,
 ) -> d::DAT_RETURN {
-    create_rmr(pz, out, Rmr::create)
+    // SAFETY: `rmr_handle` out-pointer, dat_rmr_create(3DAT): NULL or writable (the entry's
+    // contract).
+    unsafe { create_rmr(pz, out, Rmr::create) }
 }
 
 /// dat_rmr_create_for_ep: an RMR of scope EP (bound to at most one EP at a time).
@@ -246,10 +267,17 @@ pub(super) unsafe extern "C" fn rmr_create_for_ep(
     pz: d::DAT_PZ_HANDLE,
     out: *mut d::DAT_RMR_HANDLE,
 ) -> d::DAT_RETURN {
-    create_rmr(pz, out, Rmr::create_for_ep)
+    // SAFETY: `rmr_handle` out-pointer, dat_rmr_create_for_ep(3DAT): NULL or writable (the
+    // entry's contract).
+    unsafe { create_rmr(pz, out, Rmr::create_for_ep) }
 }
 
-fn create_rmr(
+/// dat_rmr_create and dat_rmr_create_for_ep: an RMR made by `create` in the PZ of `pz`.
+///
+/// # Safety
+/// `out` is NULL or valid for writes of a `DAT_RMR_HANDLE` (and aligned for it) for the
+/// duration of the call.
+unsafe fn create_rmr(
     pz: d::DAT_PZ_HANDLE,
     out: *mut d::DAT_RMR_HANDLE,
     create: fn(&crate::dat::Pz) -> Result<Rmr, crate::dat::DatError>,
@@ -269,7 +297,8 @@ fn create_rmr(
             })
         });
         lock(&pzo.ia.rmrs).insert(id, o.handle);
-        put(out, 2, o.handle as d::DAT_RMR_HANDLE)
+        // SAFETY: `out` is NULL or a writable DAT_RMR_HANDLE (this fn's contract).
+        unsafe { put(out, 2, o.handle as d::DAT_RMR_HANDLE) }
     })
 }
 
@@ -310,7 +339,9 @@ pub(super) unsafe extern "C" fn rmr_query(
             d::DAT_RMR_SCOPE_PZ
         };
         p.va_type = d::DAT_VA_TYPE_VA;
-        put(param, 3, p)
+        // SAFETY: `rmr_param` out-pointer, dat_rmr_query(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(param, 3, p) }
     })
 }
 
@@ -367,7 +398,9 @@ pub(super) unsafe extern "C" fn rmr_bind(
         let rkey = rust
             .bind_privileges(lmr_ref, t, privs, &e.ep, cookie, flags)
             .map_err(|x| x.code())?;
-        put(context, 9, rkey)
+        // SAFETY: `context` out-pointer, dat_rmr_bind(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(context, 9, rkey) }
     })
 }
 

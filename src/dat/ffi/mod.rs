@@ -13,6 +13,12 @@
 //!   out-pointer writable for its type, an IOV readable for its count of triplets, private
 //!   data readable for its size, a name a terminated C string), for the duration of the call.
 //!   Handles may be anything: they are looked up in `handles`, never dereferenced.
+//! * The helpers that read or write consumer memory through a pointer argument (`codes::put`,
+//!   `ep::triplets`, `ep::private_data`, ...) are `unsafe fn`s whose `# Safety` section states
+//!   what the pointer must be; each call sits in its own `unsafe` block whose SAFETY comment
+//!   names the entry's argument and man page (or the caller's own contract) that meets it.
+//!   Helpers that only compare a pointer with NULL (`codes::nonnull`) or look a handle up
+//!   (`handles`) are safe.
 //! * The IB extensions (RDMA write with immediate, compare-and-swap, fetch-and-add) arrive
 //!   through dat-sys's C shim, which unpacks the `va_list` for `ext`.
 // Every unsafe call inside an entry point sits in its own block with its SAFETY comment.

@@ -58,7 +58,9 @@ pub(super) unsafe extern "C" fn srq_create(
                 return Err(map(&e, 3));
             }
         }
-        put(out, 4, o.handle as d::DAT_SRQ_HANDLE)
+        // SAFETY: `srq_handle` out-pointer, dat_srq_create(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(out, 4, o.handle as d::DAT_SRQ_HANDLE) }
     })
 }
 
@@ -82,7 +84,9 @@ pub(super) unsafe extern "C" fn srq_post_recv(
     guard(|| {
         let o = handles::get(srq, Kind::Srq)?;
         let s = srq_of(&o)?;
-        let t = super::ep::triplets(n, iov, 2)?;
+        // SAFETY: `local_iov`, dat_srq_post_recv(3DAT): `num_segments` readable triplets (the
+        // entry's contract).
+        let t = unsafe { super::ep::triplets(n, iov, 2) }?;
         // SAFETY: 64 bits of consumer data.
         let c = unsafe { cookie.as_64 };
         s.srq.post_recv(&t, c).map_err(|e| map(&e, 2))
@@ -99,20 +103,19 @@ pub(super) unsafe extern "C" fn srq_query(
         let s = srq_of(&o)?;
         nonnull(param, 3)?;
         let c = s.srq.query().map_err(|e| map(&e, 1))?;
-        put(
-            param,
-            3,
-            d::DAT_SRQ_PARAM {
-                ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
-                srq_state: d::DAT_SRQ_STATE_OPERATIONAL,
-                pz_handle: s.pz as d::DAT_PZ_HANDLE,
-                max_recv_dtos: c.max_recv_dtos as i32,
-                max_recv_iov: s.srq.max_recv_iov() as i32,
-                low_watermark: s.srq.low_watermark() as i32,
-                available_dto_count: c.available as i32,
-                outstanding_dto_count: c.outstanding.min(i32::MAX as u32) as i32,
-            },
-        )
+        let p = d::DAT_SRQ_PARAM {
+            ia_handle: o.ia.handle() as d::DAT_IA_HANDLE,
+            srq_state: d::DAT_SRQ_STATE_OPERATIONAL,
+            pz_handle: s.pz as d::DAT_PZ_HANDLE,
+            max_recv_dtos: c.max_recv_dtos as i32,
+            max_recv_iov: s.srq.max_recv_iov() as i32,
+            low_watermark: s.srq.low_watermark() as i32,
+            available_dto_count: c.available as i32,
+            outstanding_dto_count: c.outstanding.min(i32::MAX as u32) as i32,
+        };
+        // SAFETY: `srq_param` out-pointer, dat_srq_query(3DAT): NULL or writable (the entry's
+        // contract).
+        unsafe { put(param, 3, p) }
     })
 }
 

@@ -120,7 +120,8 @@ fn null_pointers_and_unknown_names_are_rejected_with_their_argument_number() {
     let p = provider();
     let mut evd: d::DAT_EVD_HANDLE = core::ptr::null_mut();
     let mut ia: d::DAT_IA_HANDLE = core::ptr::null_mut();
-    // SAFETY: NULL and valid out-pointers, as a consumer may pass them.
+    // SAFETY: NULL and valid out-pointers, as a consumer may pass them; the extension handler
+    // gets this test's argument block (its pointers all NULL).
     unsafe {
         assert_eq!(
             p.ia_open_func.unwrap()(core::ptr::null_mut(), 8, &mut evd, &mut ia),

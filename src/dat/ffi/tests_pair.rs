@@ -916,7 +916,9 @@ fn query_counters(h: *mut core::ffi::c_void, counter: u32, out: &mut [u64], rese
         )
     };
     assert_eq!(rc, 0, "the shim unpacks DAT_QUERY_COUNTERS_OP");
-    super::ext::handler_for_tests(h, &a)
+    // SAFETY: `a` is this fn's block, its `counters_out` this test's `out`, which the callers
+    // size for `counter` (one or the kind's ALL).
+    unsafe { super::ext::handler_for_tests(h, &a) }
 }
 
 #[test]
@@ -1288,7 +1290,9 @@ fn ext_of(ev: &d::DAT_EVENT) -> d::DAT_IB_EXTENSION_EVENT_DATA {
 fn extension(ep: d::DAT_EP_HANDLE, unpack: impl FnOnce(&mut d::shim_dat_ext_args) -> i32) -> u32 {
     let mut a = d::shim_dat_ext_args::default();
     assert_eq!(unpack(&mut a), 0, "the shim unpacks the operation");
-    super::ext::handler_for_tests(ep, &a)
+    // SAFETY: `a` is this fn's block, unpacked by the shim from the callers' live local
+    // triplets.
+    unsafe { super::ext::handler_for_tests(ep, &a) }
 }
 
 /// The completion flags of the extension operations and of dat_rmr_bind are the Rust EP's
