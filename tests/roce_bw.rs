@@ -1,5 +1,6 @@
 //! roce-bw over real DPDK ports: two processes (scripts/run-pair.sh) over net_af_packet on a veth
-//! pair and over net_memif, every operation with every byte checked (`--verify`), several and
+//! pair (also through a kernel link that loses frames, scripts/veth-join.sh) and over net_memif,
+//! every operation with every byte checked (`--verify`), several and
 //! many connections, deep queues, post lists, signal moderation, both directions, `-D`, the
 //! raw blast and the JSON report; the client through the DAT C API (libdat2 loading the
 //! provider through a dat.conf) against the same server. Needs root (veth pair) and DPDK: scripts/setup.sh installs
@@ -21,7 +22,7 @@ struct Link {
     server: PathBuf,
     client: PathBuf,
     server_ip: &'static str,
-    _veth: Option<Veth>,
+    _veths: Vec<Veth>,
     dir: PathBuf,
     prefix: String,
 }
@@ -51,10 +52,50 @@ fn af_packet(tag: &str) -> Link {
         server: mk('a'),
         client: mk('b'),
         server_ip: "10.77.0.1",
-        _veth: Some(veth),
+        _veths: vec![veth],
         dir,
         prefix,
     }
+}
+
+/// Two veth pairs joined inside the kernel by scripts/veth-join.sh, which loses `loss` of the
+/// frames each way: provider A [Xa] <-> [Xb] =tc mirred= [Ya] <-> [Yb] provider B. An impairment
+/// that is not the provider's code and has no process of its own.
+fn lossy_kernel_link(tag: &str, loss: &str) -> Link {
+    let (x, y) = (Veth::up(&format!("{tag}x")), Veth::up(&format!("{tag}y")));
+    join(&["up", &x.prefix, &y.prefix, loss]);
+    let prefix = format!("bw{tag}");
+    let dir = std::env::temp_dir().join(format!("dpdk-roce-bw-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mk = |side: char, ours: String| {
+        let iface = format!("rocev0{side}");
+        profile(
+            &dir,
+            &format!("af_packet-{side}"),
+            &[(&iface, &ours)],
+            &prefix,
+        )
+    };
+    Link {
+        server: mk('a', x.end('a')),
+        client: mk('b', y.end('b')),
+        server_ip: "10.77.0.1",
+        _veths: vec![x, y],
+        dir,
+        prefix,
+    }
+}
+
+/// Runs scripts/veth-join.sh with `args`; its output.
+fn join(args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/veth-join.sh"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "veth-join {args:?}:\n{text}");
+    text
 }
 
 fn memif(tag: &str) -> Link {
@@ -75,7 +116,7 @@ fn memif(tag: &str) -> Link {
         server: mk("server"),
         client: mk("client"),
         server_ip: "10.77.3.1",
-        _veth: None,
+        _veths: Vec::new(),
         dir,
         prefix,
     }
@@ -212,6 +253,65 @@ fn every_operation_verified_under_injected_faults_over_af_packet() {
             .collect();
         assert_eq!(lost.len(), 2, "{op}:\n{text}");
         assert!(lost.iter().all(|&n| n > 0), "{op}: {lost:?}\n{text}");
+    }
+    assert_no_runtime_dirs(&link.prefix);
+}
+
+/// Every operation moves every byte as planned through a link that drops 5 % of the frames each
+/// way in the kernel (not the provider's own injection), and both directions did lose frames.
+#[test]
+fn every_operation_verified_through_a_lossy_kernel_link_between_two_veth_pairs() {
+    let link = lossy_kernel_link("k", "0.05");
+    let (x, y) = (&link._veths[0].prefix, &link._veths[1].prefix);
+    let mut retransmits = 0;
+    for (op, size) in [
+        ("write", "65536"),
+        ("send", "4096"),
+        ("read", "65536"),
+        ("atomic", "8"),
+    ] {
+        let text = run(
+            &link,
+            &[
+                "--op", op, "-s", size, "-n", "200", "-q", "2", "-t", "16", "--verify",
+            ],
+        );
+        assert_one_row(&text, size.parse().unwrap(), 200);
+        assert!(
+            !text.contains("fault injection on"),
+            "the provider's own injection is off here:\n{text}"
+        );
+        retransmits += text
+            .lines()
+            .filter_map(|l| l.split("retransmits: ").nth(1))
+            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    assert!(
+        retransmits > 0,
+        "nothing was sent again through a lossy link"
+    );
+    // `veth-join Xb->Ya: forwarded=N lost=N`, one line per direction.
+    let status = join(&["status", x, y]);
+    let lines: Vec<&str> = status
+        .lines()
+        .filter(|l| l.starts_with("veth-join "))
+        .collect();
+    assert_eq!(lines.len(), 2, "{status}");
+    for l in lines {
+        let n = |k: &str| -> u64 {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix(k))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{k} in {l}"))
+        };
+        let (forwarded, lost) = (n("forwarded="), n("lost="));
+        // 5 % of each direction's frames, give or take the draws' spread.
+        assert!(
+            lost > 0 && lost * 100 > forwarded * 2 && lost * 100 < forwarded * 10,
+            "{l}"
+        );
+        println!("{l}");
     }
     assert_no_runtime_dirs(&link.prefix);
 }

@@ -1,4 +1,4 @@
-//! scripts/veth.sh, scripts/netns.sh and scripts/tap-mirred.sh: each creates what it says, is
+//! scripts/veth.sh, scripts/veth-join.sh, scripts/netns.sh and scripts/tap-mirred.sh: each creates what it says, is
 //! idempotent, refuses to touch what is not its own, and `down` removes everything. Every test
 //! uses names unique to the test process, and a guard runs `down` even when an assertion fails.
 
@@ -359,4 +359,106 @@ fn veth_ends_without_a_kernel_address_stop_kernel_rx_after_the_packet_taps() {
     let a_addr = format!("{subnet}.1/24");
     run_ok("veth.sh", &["up", &prefix], &[("KERNEL_ADDR_A", &a_addr)]);
     assert_eq!(clsact_dropped(&a), None, "the filter stayed on {a}");
+}
+
+/// The filters of the clsact ingress hook of `dev` (`tc filter show dev DEV ingress`).
+fn clsact_ingress(dev: &str) -> String {
+    String::from_utf8_lossy(&cmd("tc", &["filter", "show", "dev", dev, "ingress"]).stdout)
+        .into_owned()
+}
+
+/// `veth-join: Xb->Ya: forwarded=N lost=N` of `veth-join.sh status`, as (forwarded, lost).
+fn join_counts(status: &str, from: &str) -> (u64, u64) {
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(&format!("veth-join {from}->")))
+        .unwrap_or_else(|| panic!("no line for {from}:\n{status}"));
+    let n = |k: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{k} in {line}"))
+    };
+    (n("forwarded="), n("lost="))
+}
+
+#[test]
+fn veth_join_links_two_pairs_losing_its_share_and_down_restores_the_pairs_filter() {
+    require_root();
+    let tag = pid_tag();
+    let (x, y) = (format!("jx{tag}"), format!("jy{tag}"));
+    let (xa, xb, ya) = (format!("{x}a"), format!("{x}b"), format!("{y}a"));
+    let _guard = Guard(|| {
+        run("veth.sh", &["down", &x], &[]);
+        run("veth.sh", &["down", &y], &[]);
+    });
+    run_ok("veth.sh", &["up", &x], &[]);
+    run_ok("veth.sh", &["up", &y], &[]);
+    let pair_filter = clsact_ingress(&xb);
+    assert!(
+        pair_filter.contains("bytecode '1,6 0 0 2'"),
+        "{pair_filter}"
+    );
+
+    // Refused: a chance outside 0..=1, a pair that does not exist, usage; nothing changes.
+    for (args, code) in [
+        (vec!["up", &x, &y, "1.5"], 2),
+        (vec!["up", &x, &y, "half"], 2),
+        (vec!["up", &x, "nosuchpair", "0.1"], 1),
+        (vec!["up", &x, &x, "0.1"], 2),
+        (vec!["sideways", &x, &y], 2),
+    ] {
+        let out = run("veth-join.sh", &args, &[]);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", text(&out));
+        assert_eq!(clsact_ingress(&xb), pair_filter, "{args:?} changed {xb}");
+    }
+
+    run_ok("veth-join.sh", &["up", &x, &y, "0.5"], &[]);
+    for (end, other) in [(&xb, &ya), (&ya, &xb)] {
+        let f = clsact_ingress(end);
+        assert!(
+            f.contains(&format!("Egress Redirect to device {other}")),
+            "{f}"
+        );
+        assert!(f.contains("bytecode '1,6 0 0 2'"), "the drop stays: {f}");
+    }
+    // 2 000 frames into X (ARP requests from a packet socket on Xa): half of them cross to
+    // Y, the others are lost. arping's exit status says no reply came (none can).
+    let arping = |n: &str| {
+        cmd(
+            "arping",
+            &[
+                "-q",
+                "-c",
+                n,
+                "-W",
+                "0.0002",
+                "-I",
+                &xa,
+                "-S",
+                "10.78.0.1",
+                "10.78.0.2",
+            ],
+        )
+    };
+    arping("2000");
+    let status = run_ok("veth-join.sh", &["status", &x, &y], &[]);
+    let (forwarded, lost) = join_counts(&status, &xb);
+    assert_eq!(forwarded + lost, 2000, "{status}");
+    assert!((800..=1200).contains(&lost), "{status}");
+    assert_eq!(join_counts(&status, &ya), (0, 0), "{status}");
+    // Lossless: everything crosses (a new `up` starts the counts again).
+    run_ok("veth-join.sh", &["up", &x, &y, "0"], &[]);
+    arping("200");
+    let status = run_ok("veth-join.sh", &["status", &x, &y], &[]);
+    assert_eq!(join_counts(&status, &xb), (200, 0), "{status}");
+
+    run_ok("veth-join.sh", &["down", &x, &y], &[]);
+    assert_eq!(clsact_ingress(&xb), pair_filter, "down restores {xb}");
+    assert_eq!(
+        clsact_ingress(&ya),
+        pair_filter.replace(&xb, &ya),
+        "down restores {ya}"
+    );
+    run_ok("veth-join.sh", &["down", &x, &y], &[]); // idempotent
 }
