@@ -275,25 +275,24 @@ fn an_evd_overflow_is_flagged_and_reported_on_the_async_evd() {
 
 /// A burst's completions reach their EVD together, in order (`evd_batches`); those beyond
 /// its size are overflows, each counted and none lost silently.
-#[test]
-fn a_bursts_completions_reach_the_evd_in_order_in_one_batch() {
-    let (a, b) = pair(1, Progress::Inline);
+/// One connection from `a` to `b` on shard 0 (the requests of `a`'s QP go to `request`);
+/// both QP numbers.
+fn connect_one(a: &Side, b: &Side, request: &Arc<EventSink>) -> (u32, u32) {
     b.engine.listen(PORT, b.requests.clone()).expect("listen");
-    let small = EventSink::new(4);
     let qa = a
         .engine
         .create_qp(
             0,
             QpOptions::default(),
             QpRoute {
-                request: Some(small.clone()),
-                ..route(&a)
+                request: Some(request.clone()),
+                ..route(a)
             },
         )
         .unwrap();
     let qb = b
         .engine
-        .create_qp(0, QpOptions::default(), route(&b))
+        .create_qp(0, QpOptions::default(), route(b))
         .unwrap();
     a.engine
         .connect(ConnectParams::new(IP_B, PORT, qa, Psn::new(1)))
@@ -322,6 +321,66 @@ fn a_bursts_completions_reach_the_evd_in_order_in_one_batch() {
             ..
         }
     ));
+    (qa, qb)
+}
+
+/// A zero-length signaled SEND.
+fn empty_send(wr_id: u64) -> SendWr {
+    SendWr {
+        wr_id,
+        op: SendOp::Send,
+        sgl: dpdk_roce::sgl![],
+        signaled: true,
+        fence: false,
+        solicited: false,
+    }
+}
+
+/// Inline progress: a post is applied at once when nobody polls its shard. A lone request (no
+/// send work outstanding on its QP) rings the doorbell: its frame has left when the call
+/// returns. One behind outstanding work waits for the next poll, to leave in a burst. (A frame
+/// of that poll leaves after the statistics command queued before it has answered.)
+#[test]
+fn an_inline_lone_post_has_sent_its_frame_when_it_returns_a_post_behind_it_waits() {
+    let (a, b) = pair(1, Progress::Inline);
+    let (qa, qb) = connect_one(&a, &b, &a.events);
+    for wr_id in [1, 2] {
+        b.engine
+            .post_recv(
+                qb,
+                RecvWr {
+                    wr_id,
+                    sgl: dpdk_roce::sgl![],
+                },
+            )
+            .unwrap();
+    }
+    let sent = || a.engine.stats(0).unwrap().shard.tx_frames;
+    let before = sent();
+    a.engine.post_send(qa, empty_send(7)).unwrap();
+    assert_eq!(sent(), before + 1, "the lone SEND left inside post_send");
+    a.engine.post_send(qa, empty_send(8)).unwrap();
+    assert_eq!(sent(), before + 1, "the SEND behind it waits for a poll");
+    assert_eq!(sent(), before + 2, "and leaves on it");
+    let t0 = std::time::Instant::now();
+    let mut done = Vec::new();
+    while done.len() < 2 {
+        if let Some(Event::Dto(wc)) = a.events.queue.pop() {
+            assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+            done.push(wc.wr_id);
+        }
+        a.engine.progress();
+        b.engine.progress();
+        assert!(t0.elapsed() < Duration::from_secs(30), "no completion");
+    }
+    assert_eq!(done, [7, 8]);
+}
+
+#[test]
+fn a_bursts_completions_reach_the_evd_in_order_in_one_batch() {
+    let (a, b) = pair(1, Progress::Inline);
+    let small = EventSink::new(4);
+    let (qa, qb) = connect_one(&a, &b, &small);
     const N: u64 = 10;
     for i in 0..N {
         b.engine
@@ -334,22 +393,10 @@ fn a_bursts_completions_reach_the_evd_in_order_in_one_batch() {
             )
             .unwrap();
     }
-    // All ten SENDs go out in one burst: the peer acknowledges them with one ACK, and their
-    // ten completions come out of one drain.
+    // All ten SENDs wait for the peer's next poll: it takes them in one receive burst and
+    // acknowledges them with one ACK, and their ten completions come out of one drain.
     for i in 0..N {
-        a.engine
-            .post_send(
-                qa,
-                SendWr {
-                    wr_id: i,
-                    op: SendOp::Send,
-                    sgl: dpdk_roce::sgl![],
-                    signaled: true,
-                    fence: false,
-                    solicited: false,
-                },
-            )
-            .unwrap();
+        a.engine.post_send(qa, empty_send(i)).unwrap();
     }
     let t0 = std::time::Instant::now();
     while a.engine.stats(0).unwrap().worker.completions < N {

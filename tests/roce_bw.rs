@@ -220,26 +220,37 @@ fn every_operation_verified_over_af_packet() {
     every_op_verified(&af_packet("w"));
 }
 
+/// Each operation once, 200 messages of it over two connections with 16 outstanding, every
+/// byte checked (`env` for both processes): the operation and its run's output.
+fn every_op_verified_briefly(link: &Link, env: &[(&str, &Path)]) -> Vec<(&'static str, String)> {
+    [
+        ("write", "65536"),
+        ("send", "4096"),
+        ("read", "65536"),
+        ("atomic", "8"),
+    ]
+    .into_iter()
+    .map(|(op, size)| {
+        let text = run_with(
+            link,
+            &[
+                "--op", op, "-s", size, "-n", "200", "-q", "2", "-t", "16", "--verify",
+            ],
+            env,
+        );
+        assert_one_row(&text, size.parse().unwrap(), 200);
+        (op, text)
+    })
+    .collect()
+}
+
 /// The provider's fault injection (`DPDK_ROCE_FAULTS`) reaches the benchmark's own shards on
 /// both sides, and every operation still moves every byte as planned through it.
 #[test]
 fn every_operation_verified_under_injected_faults_over_af_packet() {
     let link = af_packet("f");
     let faults = Path::new("loss=0.05,dup=0.01,reorder=0.02,seed=3");
-    for (op, size) in [
-        ("write", "65536"),
-        ("send", "4096"),
-        ("read", "65536"),
-        ("atomic", "8"),
-    ] {
-        let text = run_with(
-            &link,
-            &[
-                "--op", op, "-s", size, "-n", "200", "-q", "2", "-t", "16", "--verify",
-            ],
-            &[("DPDK_ROCE_FAULTS", faults)],
-        );
-        assert_one_row(&text, size.parse().unwrap(), 200);
+    for (op, text) in every_op_verified_briefly(&link, &[("DPDK_ROCE_FAULTS", faults)]) {
         assert_eq!(
             text.matches("fault injection on").count(),
             2,
@@ -264,22 +275,10 @@ fn every_operation_verified_through_a_lossy_kernel_link_between_two_veth_pairs()
     let link = lossy_kernel_link("k", "0.05");
     let (x, y) = (&link._veths[0].prefix, &link._veths[1].prefix);
     let mut retransmits = 0;
-    for (op, size) in [
-        ("write", "65536"),
-        ("send", "4096"),
-        ("read", "65536"),
-        ("atomic", "8"),
-    ] {
-        let text = run(
-            &link,
-            &[
-                "--op", op, "-s", size, "-n", "200", "-q", "2", "-t", "16", "--verify",
-            ],
-        );
-        assert_one_row(&text, size.parse().unwrap(), 200);
+    for (op, text) in every_op_verified_briefly(&link, &[]) {
         assert!(
             !text.contains("fault injection on"),
-            "the provider's own injection is off here:\n{text}"
+            "{op}: the provider's own injection is off here:\n{text}"
         );
         retransmits += text
             .lines()

@@ -520,6 +520,12 @@ impl Qp {
         self.timers.next_deadline()
     }
 
+    /// No send work request outstanding: every one posted has completed (or none was).
+    #[inline]
+    pub fn send_queue_empty(&self) -> bool {
+        self.req.sq.is_empty()
+    }
+
     /// False when [`poll_transmit`](Self::poll_transmit) has nothing for sure (no response
     /// queued, no send WQE at or after the cursor), so a caller can skip asking. True only
     /// means it may have a packet (e.g. a held ACK, a full window).

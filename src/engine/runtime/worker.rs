@@ -223,6 +223,38 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         work | self.drain_host()
     }
 
+    /// Inline progress, a consumer's post applied without the submission ring: the
+    /// submissions queued before it (they keep one thread's posts in order), then `cmd`. A
+    /// post to a QP with no send work outstanding (a lone request: what an application waiting
+    /// for its completion posts) also rings the doorbell: its frames leave inside the post,
+    /// not on the consumer's next poll. Posts behind outstanding work leave on the next poll,
+    /// in one burst with the others (sending each at once cost a 64 B stream through DAT 30 %
+    /// of its message rate).
+    pub fn apply_now(&mut self, cmd: Command<M>) {
+        let lone = match &cmd {
+            Command::PostSend { qpn, .. } => self
+                .shard
+                .host
+                .qp(*qpn)
+                .is_some_and(|q| q.send_queue_empty()),
+            _ => false,
+        };
+        let now = self.shard.clock().now();
+        let mut cm_moved = false;
+        while let Some(queued) = super::pop_if_any(&self.commands) {
+            self.stats.commands += 1;
+            cm_moved |= self.execute(now, queued);
+        }
+        self.stats.commands += 1;
+        cm_moved |= self.execute(now, cmd);
+        if cm_moved && !self.stand_ins.is_empty() {
+            self.sync_stand_ins();
+        }
+        if lone {
+            self.shard.send_now();
+        }
+    }
+
     fn reply<T>(reply: std::sync::mpsc::SyncSender<T>, v: T) {
         // The caller may have given up waiting; nothing else to do then.
         let _ = reply.send(v);
