@@ -35,27 +35,8 @@ impl Drop for Link {
 
 fn af_packet(tag: &str) -> Link {
     let veth = Veth::up(tag);
-    let prefix = format!("bw{tag}");
-    let dir = std::env::temp_dir().join(format!("dpdk-roce-bw-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mk = |side: char| {
-        let iface = format!("rocev0{side}");
-        let ours = veth.end(side);
-        profile(
-            &dir,
-            &format!("af_packet-{side}"),
-            &[(&iface, &ours)],
-            &prefix,
-        )
-    };
-    Link {
-        server: mk('a'),
-        client: mk('b'),
-        server_ip: "10.77.0.1",
-        _veths: vec![veth],
-        dir,
-        prefix,
-    }
+    let (a, b) = (veth.end('a'), veth.end('b'));
+    af_packet_between(tag, &a, &b, vec![veth])
 }
 
 /// Two veth pairs joined inside the kernel by scripts/veth-join.sh, which loses `loss` of the
@@ -64,23 +45,30 @@ fn af_packet(tag: &str) -> Link {
 fn lossy_kernel_link(tag: &str, loss: &str) -> Link {
     let (x, y) = (Veth::up(&format!("{tag}x")), Veth::up(&format!("{tag}y")));
     join(&["up", &x.prefix, &y.prefix, loss]);
+    let (a, b) = (x.end('a'), y.end('b'));
+    af_packet_between(tag, &a, &b, vec![x, y])
+}
+
+/// The af_packet profiles with the server on interface `a` and the client on `b`; `veths`
+/// stay up as long as the link.
+fn af_packet_between(tag: &str, a: &str, b: &str, veths: Vec<Veth>) -> Link {
     let prefix = format!("bw{tag}");
     let dir = std::env::temp_dir().join(format!("dpdk-roce-bw-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mk = |side: char, ours: String| {
+    let mk = |side: char, ours: &str| {
         let iface = format!("rocev0{side}");
         profile(
             &dir,
             &format!("af_packet-{side}"),
-            &[(&iface, &ours)],
+            &[(&iface, ours)],
             &prefix,
         )
     };
     Link {
-        server: mk('a', x.end('a')),
-        client: mk('b', y.end('b')),
+        server: mk('a', a),
+        client: mk('b', b),
         server_ip: "10.77.0.1",
-        _veths: vec![x, y],
+        _veths: veths,
         dir,
         prefix,
     }

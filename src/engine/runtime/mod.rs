@@ -422,12 +422,12 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
 
     /// Posts a send work request to QP `qpn` (data path: no allocation, no answer; a WR the
     /// shard cannot apply completes with an error status).
+    ///
     /// Inline progress: applied at once when no other thread polls the QP's shard right now
-    /// ([`Worker::apply_now`]: a lone request's frames leave inside the call), else queued
+    /// ([`Worker::post_send_now`]: a lone request's frames leave inside the call), else queued
     /// like any submission for the next poll.
     pub fn post_send(&self, qpn: u32, wr: SendWr) -> Result<(), EngineError> {
         let shard = shard_of_qpn(qpn, self.shards());
-        let cmd = Command::PostSend { qpn, wr };
         if self.shared.progress == Progress::Inline && !self.failed() {
             if let Some(mut w) = self
                 .shared
@@ -435,11 +435,11 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
                 .get(shard)
                 .and_then(|s| s.worker.try_lock())
             {
-                w.apply_now(cmd);
+                w.post_send_now(qpn, wr);
                 return Ok(());
             }
         }
-        self.submit(shard, cmd)
+        self.submit(shard, Command::PostSend { qpn, wr })
     }
 
     /// Posts a receive work request to QP `qpn`.

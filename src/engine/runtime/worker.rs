@@ -20,7 +20,7 @@ use crate::engine::io::FrameIo;
 use crate::engine::shard::{Shard, ShardStats};
 use crate::time::Instant;
 use crate::transport::memory::Memory;
-use crate::transport::types::{QpState, WcOpcode, WcStatus, WorkCompletion};
+use crate::transport::types::{QpState, SendWr, WcOpcode, WcStatus, WorkCompletion};
 use crossbeam_queue::ArrayQueue;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -194,9 +194,8 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             let Some(cmd) = super::pop_if_any(&self.commands) else {
                 break;
             };
-            self.stats.commands += 1;
             let at = *now.get_or_insert_with(|| self.shard.clock().now());
-            cm_moved |= self.execute(at, cmd);
+            cm_moved |= self.apply(at, cmd);
             work = true;
         }
         if self.index == 0 && !self.stand_ins.is_empty() && {
@@ -223,36 +222,37 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         work | self.drain_host()
     }
 
-    /// Inline progress, a consumer's post applied without the submission ring: the
-    /// submissions queued before it (they keep one thread's posts in order), then `cmd`. A
+    /// Inline progress, a consumer's send post applied without the submission ring: the
+    /// submissions queued before it (they keep one thread's posts in order), then the post. A
     /// post to a QP with no send work outstanding (a lone request: what an application waiting
     /// for its completion posts) also rings the doorbell: its frames leave inside the post,
     /// not on the consumer's next poll. Posts behind outstanding work leave on the next poll,
     /// in one burst with the others (sending each at once cost a 64 B stream through DAT 30 %
     /// of its message rate).
-    pub fn apply_now(&mut self, cmd: Command<M>) {
-        let lone = match &cmd {
-            Command::PostSend { qpn, .. } => self
-                .shard
-                .host
-                .qp(*qpn)
-                .is_some_and(|q| q.send_queue_empty()),
-            _ => false,
-        };
+    pub fn post_send_now(&mut self, qpn: u32, wr: SendWr) {
+        let lone = self
+            .shard
+            .host
+            .qp(qpn)
+            .is_some_and(|q| q.send_queue_empty());
         let now = self.shard.clock().now();
         let mut cm_moved = false;
         while let Some(queued) = super::pop_if_any(&self.commands) {
-            self.stats.commands += 1;
-            cm_moved |= self.execute(now, queued);
+            cm_moved |= self.apply(now, queued);
         }
-        self.stats.commands += 1;
-        cm_moved |= self.execute(now, cmd);
+        cm_moved |= self.apply(now, Command::PostSend { qpn, wr });
         if cm_moved && !self.stand_ins.is_empty() {
             self.sync_stand_ins();
         }
         if lone {
             self.shard.send_now();
         }
+    }
+
+    /// One submission, counted; true if it may have moved a QP through the CM.
+    fn apply(&mut self, now: Instant, cmd: Command<M>) -> bool {
+        self.stats.commands += 1;
+        self.execute(now, cmd)
     }
 
     fn reply<T>(reply: std::sync::mpsc::SyncSender<T>, v: T) {
