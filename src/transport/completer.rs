@@ -9,7 +9,8 @@
 //!   unacknowledged PSN. Both consume `retry_cnt`; exhaustion completes the WR with
 //!   `RetryExcErr` and moves the QP to ERROR.
 //! - RNR NAK (§9.7.5.2.8): wait the advertised timer, then resend from its PSN; `rnr_retry`
-//!   7 is infinite; exhaustion gives `RnrRetryExcErr`.
+//!   7 is infinite; exhaustion gives `RnrRetryExcErr`. An RNR NAK is an answer: it resets
+//!   `retry_cnt`'s budget, which counts timeouts without any answer.
 //! - Any progress resets both retry budgets.
 //! - Fatal NAKs (invalid request, remote access, remote operational; §9.7.5.2.4-6) complete
 //!   the WR in error and move the QP to ERROR.
@@ -362,6 +363,10 @@ impl Qp {
             }
             self.req.rnr_left -= 1;
         }
+        // The responder answered: the retries of `retry_cnt` count timeouts without any
+        // answer in a row, so a lost RNR NAK among answered ones spends none for long.
+        self.req.rto.on_answer(now);
+        self.req.retry_left = self.attr.retry_cnt;
         self.req.rewind(psn);
         self.req.retry_psn = None;
         self.req.rnr_wait = true;

@@ -5,7 +5,8 @@
 //!   carrying the expected PSN (§9.7.5.2.1), then silent drops until it arrives.
 //! - Duplicates (§9.7.5.1.1): SEND/WRITE are re-ACKed (when AckReq is set) without executing
 //!   again; a duplicate READ is executed again from the retransmitted request, if it falls in
-//!   one of the last `max_dest_rd_atomic` READs; a duplicate atomic is answered with the saved
+//!   one of the last `max_dest_rd_atomic` READs (a response still queued for it restarts in
+//!   place: one response per READ is ever queued); a duplicate atomic is answered with the saved
 //!   original value, never executed twice.
 //! - Opcode sequence (§9.7.5.1.3), lengths (§9.7.5.1.4/§9.7.5.2.2), R_Key/bounds/rights via
 //!   `Memory` (§9.7.5.2.3 → NAK remote access error), receive buffer too small (LocLenErr on the
@@ -153,6 +154,44 @@ impl RespState {
                 // Nothing may hold them any more (the QP's timers are cleared).
                 self.ack_due = !self.queue.is_empty();
             }
+        }
+    }
+
+    /// A duplicate READ from `psn` (`read`, its whole response): a response still queued for
+    /// any of its PSNs restarts from `psn` in its place, and any other one for them goes; only
+    /// when none is queued does `read` join the queue's end. A READ's response is so queued at
+    /// most once: a requester that probes or times out again and again while the responses
+    /// are on their way (a lossy or slow link) would otherwise stack a whole copy per
+    /// retransmission, and its ACKs would wait behind them or find the queue full.
+    fn restart_read(&mut self, psn: Psn, read: Response, mtu: u32) {
+        let Response::Read { len, .. } = read else {
+            return;
+        };
+        let n = npsn_of(len, mtu);
+        // Whether a queued stream still holds a PSN of `psn .. psn + n`.
+        let overlaps = |r: &Response| match *r {
+            Response::Read {
+                psn: p,
+                len: l,
+                idx,
+                ..
+            } => {
+                let from = p.add(idx);
+                let left = npsn_of(l, mtu).saturating_sub(idx);
+                from.distance_from(psn) < n || psn.distance_from(from) < left
+            }
+            _ => false,
+        };
+        match self.queue.iter().position(overlaps) {
+            Some(i) => {
+                self.queue[i] = read;
+                let mut k = 0;
+                self.queue.retain(|r| {
+                    k += 1;
+                    k - 1 == i || !overlaps(r)
+                });
+            }
+            None => self.push(read),
         }
     }
 
@@ -698,13 +737,17 @@ impl Qp {
                 self.stats.dropped += 1;
                 return;
             }
-            self.resp.push(Response::Read {
+            self.resp.restart_read(
                 psn,
-                va: reth.va,
-                rkey: reth.rkey,
-                len: reth.dma_len,
-                idx: 0,
-            });
+                Response::Read {
+                    psn,
+                    va: reth.va,
+                    rkey: reth.rkey,
+                    len: reth.dma_len,
+                    idx: 0,
+                },
+                mtu,
+            );
         } else if f.contains(OpFlags::ATOMIC) {
             let saved = self
                 .resp

@@ -74,6 +74,13 @@ impl Rto {
         self.progress_at = (!idle).then_some(now);
     }
 
+    /// The responder answered at `now` without taking the request (an RNR NAK): it is alive,
+    /// so the negotiated timeout before a retry is spent ([`Rto::spend_retry`]) runs from
+    /// here; the RNR budget (`rnr_retry`) is what bounds a responder that never takes it.
+    pub fn on_answer(&mut self, now: Instant) {
+        self.progress_at = Some(now);
+    }
+
     /// Whether the timer that goes off now is a tail probe: one of the first [`MAX_PROBES`]
     /// since progress, with a round trip measured.
     pub fn probe_due(&self) -> bool {

@@ -167,35 +167,66 @@ fn lost_read_response_reexecutes_read_for_the_rest() {
     );
 }
 
+/// A READ of `mtus` path MTUs from B's region into A's, posted on A: the two regions.
+fn read_of(p: &mut Pair, mtus: usize) -> (Region, Region) {
+    let remote = p.region(B, mtus * MTU, 8);
+    let local = p.zeroed(A, mtus * MTU);
+    let op = SendOp::Read {
+        remote_addr: remote.addr,
+        rkey: remote.rkey,
+    };
+    p.post_send(A, wr(1, op, vec![sge(&local, 0, (mtus * MTU) as u32)]));
+    (remote, local)
+}
+
 #[test]
-fn duplicate_read_request_is_executed_again() {
+fn duplicate_read_request_after_its_response_left_is_executed_again() {
     let mut p = Pair::new();
-    let remote = p.region(B, 100, 8);
-    let local = p.zeroed(A, 100);
-    p.post_send(
-        A,
-        wr(
-            1,
-            SendOp::Read {
-                remote_addr: remote.addr,
-                rkey: remote.rkey,
-            },
-            vec![sge(&local, 0, 100)],
-        ),
-    );
-    // The READ request is duplicated on the wire: B answers both.
-    p.filter(|x| {
-        if x.from == A {
-            Fate::Duplicate
-        } else {
-            Fate::Pass
-        }
-    });
-    p.run();
-    assert_eq!(p.count(B, |x| x.op() == Opcode::RC_READ_RESPONSE_ONLY), 2);
+    let (remote, local) = read_of(&mut p, 1);
+    // A -> B: READ 100; B -> A: response 100; the request arrives again: B answers again.
+    let req = p.drain(A);
+    p.deliver(&req[0]);
+    let first = p.drain(B);
+    p.deliver(&req[0]);
+    let again = p.drain(B);
+    assert_eq!(first.len(), 1);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].op(), Opcode::RC_READ_RESPONSE_ONLY);
+    assert_eq!(again[0].psn(), 100);
+    for r in first.iter().chain(&again) {
+        p.deliver(r);
+    }
     assert_eq!(p.s[A].qp.stats().duplicate_responses, 1);
     assert_eq!(p.bytes(A, &local), p.bytes(B, &remote));
     assert_eq!(p.completions(A).len(), 1);
+}
+
+/// A requester that probes or times out again and again while its READ's response is still
+/// on its way (a slow or lossy link) sends the request each time; the responder restarts that
+/// response in place instead of queueing another whole copy per request.
+#[test]
+fn duplicate_read_requests_while_its_response_is_queued_restart_it_in_place() {
+    let mut p = Pair::new();
+    let (remote, local) = read_of(&mut p, 4);
+    // A -> B: READ 100 (4 packets); B -> A: response 100 [lost]; READ 100 twice more.
+    let req = p.drain(A);
+    p.deliver(&req[0]);
+    assert!(p.s[B].qp.poll_transmit(p.now).is_some());
+    p.deliver(&req[0]);
+    p.deliver(&req[0]);
+    // B -> A: one stream from 100, not 3 more packets plus two copies of 4.
+    let resp = p.drain(B);
+    assert_eq!(
+        resp.iter().map(|x| x.psn()).collect::<Vec<_>>(),
+        vec![100, 101, 102, 103]
+    );
+    assert_eq!(p.s[B].qp.stats().duplicates, 2);
+    for r in &resp {
+        p.deliver(r);
+    }
+    p.run();
+    assert_eq!(p.bytes(A, &local), p.bytes(B, &remote));
+    assert_eq!(statuses(&p.completions(A)), vec![(1, WcStatus::Success)]);
 }
 
 #[test]
@@ -270,6 +301,48 @@ fn rnr_then_late_receive_succeeds() {
     assert_eq!(p.completions(A)[0].status, WcStatus::Success);
     assert_eq!(p.completions(B)[0].wr_id, 9);
     assert_eq!(p.s[A].qp.stats().rnr_naks_received, 1);
+}
+
+/// An RNR NAK is the responder's answer: while they keep coming a lost one costs no retry of
+/// `retry_cnt` (only a whole local ACK timeout without any answer does), so a consumer that
+/// posts its receive late, over a lossy link, gets its SEND through instead of RetryExcErr.
+#[test]
+fn lost_rnr_naks_cost_no_retry_while_the_responder_answers() {
+    let mut p = Pair::with(
+        |side, a| {
+            if side == A {
+                // One retry, 1.05 ms local ACK timeout.
+                a.retry_cnt = 1;
+                a.timeout = 8;
+            } else {
+                a.min_rnr_timer = 1;
+            }
+        },
+        100,
+        200,
+    );
+    let src = p.region(A, 100, 5);
+    let dst = p.zeroed(B, 100);
+    p.post_send(A, wr(1, SendOp::Send, vec![sge(&src, 0, 100)]));
+    // B -> A: RNR NAK 100, again and again; every third one is lost.
+    let mut naks = 0;
+    p.filter(move |x| {
+        naks += usize::from(x.is_rnr_nak());
+        if x.is_rnr_nak() && naks % 3 == 0 {
+            Fate::Drop
+        } else {
+            Fate::Pass
+        }
+    });
+    // Twenty local ACK timeouts without a receive at B.
+    p.run_for(core::time::Duration::from_millis(21));
+    assert!(p.count(B, |x| x.is_rnr_nak()) >= 6, "RNR NAKs lost");
+    assert_eq!(p.s[A].qp.state(), QpState::Rts);
+    assert!(p.completions(A).is_empty());
+    p.post_recv(B, 9, vec![sge(&dst, 0, 100)]);
+    p.run();
+    assert_eq!(statuses(&p.completions(A)), vec![(1, WcStatus::Success)]);
+    assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
 }
 
 #[test]

@@ -339,6 +339,25 @@ impl Pair {
         panic!("did not settle");
     }
 
+    /// Runs packets and timers for `d` of virtual time, settled or not.
+    pub fn run_for(&mut self, d: core::time::Duration) {
+        let until = self.now + d;
+        while self.now < until {
+            if self.step() > 0 {
+                continue;
+            }
+            let next = [A, B]
+                .iter()
+                .filter_map(|&i| self.s[i].qp.poll_timeout())
+                .min();
+            let Some(at) = next else { return };
+            self.now = at.max(self.now);
+            for i in [A, B] {
+                self.s[i].qp.handle_timeout(self.now);
+            }
+        }
+    }
+
     pub fn completions(&mut self, side: usize) -> Vec<WorkCompletion> {
         let mut v = Vec::new();
         while let Some(c) = self.s[side].qp.poll_completion() {
