@@ -1378,6 +1378,8 @@ fn server(
     if !pp.wait_peer_gone(wait) {
         eprintln!("the client was still there {wait:?} after its disconnect");
     }
+    // This side's drops and retransmissions (a READ's data, a bidirectional stream's).
+    common::print_summary(side.shard, &side.qpns);
     println!("server done");
     Ok(())
 }

@@ -5,9 +5,9 @@
 //!   carrying the expected PSN (§9.7.5.2.1), then silent drops until it arrives.
 //! - Duplicates (§9.7.5.1.1): SEND/WRITE are re-ACKed (when AckReq is set) without executing
 //!   again; a duplicate READ is executed again from the retransmitted request, if it falls in
-//!   one of the last `max_dest_rd_atomic` READs (a response still queued for it restarts in
-//!   place: one response per READ is ever queued); a duplicate atomic is answered with the saved
-//!   original value, never executed twice.
+//!   one of the last `max_dest_rd_atomic` READs (it takes back every response still queued
+//!   from its PSN on: one response per READ is ever queued, in PSN order); a duplicate atomic
+//!   is answered with the saved original value, never executed twice.
 //! - Opcode sequence (§9.7.5.1.3), lengths (§9.7.5.1.4/§9.7.5.2.2), R_Key/bounds/rights via
 //!   `Memory` (§9.7.5.2.3 → NAK remote access error), receive buffer too small (LocLenErr on the
 //!   receive, NAK invalid request). These errors NAK and move the QP to ERROR.
@@ -157,42 +157,20 @@ impl RespState {
         }
     }
 
-    /// A duplicate READ from `psn` (`read`, its whole response): a response still queued for
-    /// any of its PSNs restarts from `psn` in its place, and any other one for them goes; only
-    /// when none is queued does `read` join the queue's end. A READ's response is so queued at
-    /// most once: a requester that probes or times out again and again while the responses
-    /// are on their way (a lossy or slow link) would otherwise stack a whole copy per
-    /// retransmission, and its ACKs would wait behind them or find the queue full.
+    /// A duplicate READ from `psn` (`read`, its whole response). The requester went back to
+    /// `psn` (go-back-N, IBTA vol. 1 §9.7.4.1.5) and asks again, in order, for every READ
+    /// from there on, so each response still queued for a PSN at or after `psn` is stale and
+    /// goes; `read` joins the queue's end. A READ's response is so queued at most once and
+    /// the queue stays in PSN order: a requester that probes or times out again and again
+    /// while the responses are on their way (a lossy or slow link) would otherwise stack a
+    /// whole copy per retransmission (its ACKs waiting behind them, or finding the queue
+    /// full), and a response restarted ahead of an earlier one would arrive out of order.
     fn restart_read(&mut self, psn: Psn, read: Response, mtu: u32) {
-        let Response::Read { len, .. } = read else {
-            return;
-        };
-        let n = npsn_of(len, mtu);
-        // Whether a queued stream still holds a PSN of `psn .. psn + n`.
-        let overlaps = |r: &Response| match *r {
-            Response::Read {
-                psn: p,
-                len: l,
-                idx,
-                ..
-            } => {
-                let from = p.add(idx);
-                let left = npsn_of(l, mtu).saturating_sub(idx);
-                from.distance_from(psn) < n || psn.distance_from(from) < left
-            }
-            _ => false,
-        };
-        match self.queue.iter().position(overlaps) {
-            Some(i) => {
-                self.queue[i] = read;
-                let mut k = 0;
-                self.queue.retain(|r| {
-                    k += 1;
-                    k - 1 == i || !overlaps(r)
-                });
-            }
-            None => self.push(read),
-        }
+        self.queue.retain(|r| match *r {
+            Response::Read { psn: p, len, .. } => p.add(npsn_of(len, mtu) - 1).before(psn),
+            _ => true,
+        });
+        self.push(read);
     }
 
     fn push(&mut self, r: Response) {

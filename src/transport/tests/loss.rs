@@ -202,10 +202,10 @@ fn duplicate_read_request_after_its_response_left_is_executed_again() {
 }
 
 /// A requester that probes or times out again and again while its READ's response is still
-/// on its way (a slow or lossy link) sends the request each time; the responder restarts that
-/// response in place instead of queueing another whole copy per request.
+/// on its way (a slow or lossy link) sends the request each time; the responder answers it
+/// once from there, instead of queueing another whole copy per request.
 #[test]
-fn duplicate_read_requests_while_its_response_is_queued_restart_it_in_place() {
+fn duplicate_read_requests_while_its_response_is_queued_restart_it() {
     let mut p = Pair::new();
     let (remote, local) = read_of(&mut p, 4);
     // A -> B: READ 100 (4 packets); B -> A: response 100 [lost]; READ 100 twice more.
@@ -227,6 +227,52 @@ fn duplicate_read_requests_while_its_response_is_queued_restart_it_in_place() {
     p.run();
     assert_eq!(p.bytes(A, &local), p.bytes(B, &remote));
     assert_eq!(statuses(&p.completions(A)), vec![(1, WcStatus::Success)]);
+}
+
+/// Go-back-N over two READs whose responses were partly sent: the duplicate of the first
+/// takes back what is still queued of the second, so the two answers leave in PSN order (a
+/// response of the second ahead of the first's would be out of sequence and thrown away).
+#[test]
+fn a_duplicate_read_takes_back_the_responses_queued_after_it() {
+    let mut p = Pair::new();
+    let remote = p.region(B, 4 * MTU, 8);
+    let local = p.zeroed(A, 4 * MTU);
+    for (i, off) in [(1u64, 0u64), (2, 2 * MTU as u64)] {
+        let op = SendOp::Read {
+            remote_addr: remote.addr + off,
+            rkey: remote.rkey,
+        };
+        p.post_send(A, wr(i, op, vec![sge(&local, off, 2 * MTU as u32)]));
+    }
+    // A -> B: READ 100 and READ 102 (2 packets each).
+    let reqs = p.drain(A);
+    assert_eq!(
+        reqs.iter().map(|x| x.psn()).collect::<Vec<_>>(),
+        vec![100, 102]
+    );
+    p.deliver(&reqs[0]);
+    p.deliver(&reqs[1]);
+    // B -> A: 100, 101, 102 [all lost]; A goes back to 100 and asks for both again.
+    for _ in 0..3 {
+        assert!(p.s[B].qp.poll_transmit(p.now).is_some());
+    }
+    p.deliver(&reqs[0]);
+    p.deliver(&reqs[1]);
+    // B -> A: 100 .. 103 once each, in order (103 of the first answer is taken back).
+    let resp = p.drain(B);
+    assert_eq!(
+        resp.iter().map(|x| x.psn()).collect::<Vec<_>>(),
+        vec![100, 101, 102, 103]
+    );
+    for r in &resp {
+        p.deliver(r);
+    }
+    p.run();
+    assert_eq!(p.bytes(A, &local), p.bytes(B, &remote));
+    assert_eq!(
+        statuses(&p.completions(A)),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
 }
 
 #[test]
