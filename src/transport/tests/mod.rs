@@ -321,19 +321,8 @@ impl Pair {
 
     pub fn run_limit(&mut self, limit: usize) {
         for _ in 0..limit {
-            if self.step() > 0 {
-                continue;
-            }
-            let next = [A, B]
-                .iter()
-                .filter_map(|&i| self.s[i].qp.poll_timeout())
-                .min();
-            let Some(at) = next else { return };
-            if at > self.now {
-                self.now = at;
-            }
-            for i in [A, B] {
-                self.s[i].qp.handle_timeout(self.now);
+            if !self.turn() {
+                return;
             }
         }
         panic!("did not settle");
@@ -342,20 +331,25 @@ impl Pair {
     /// Runs packets and timers for `d` of virtual time, settled or not.
     pub fn run_for(&mut self, d: core::time::Duration) {
         let until = self.now + d;
-        while self.now < until {
-            if self.step() > 0 {
-                continue;
-            }
-            let next = [A, B]
-                .iter()
-                .filter_map(|&i| self.s[i].qp.poll_timeout())
-                .min();
-            let Some(at) = next else { return };
-            self.now = at.max(self.now);
-            for i in [A, B] {
-                self.s[i].qp.handle_timeout(self.now);
-            }
+        while self.now < until && self.turn() {}
+    }
+
+    /// One step of the wire, or, when it is quiet, the clock moved to the next timer and the
+    /// timers run; false when both QPs are idle with no timer armed.
+    fn turn(&mut self) -> bool {
+        if self.step() > 0 {
+            return true;
         }
+        let next = [A, B]
+            .iter()
+            .filter_map(|&i| self.s[i].qp.poll_timeout())
+            .min();
+        let Some(at) = next else { return false };
+        self.now = at.max(self.now);
+        for i in [A, B] {
+            self.s[i].qp.handle_timeout(self.now);
+        }
+        true
     }
 
     pub fn completions(&mut self, side: usize) -> Vec<WorkCompletion> {
