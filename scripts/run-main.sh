@@ -14,6 +14,7 @@ cargo build --release --bin roce-lat --bin roce-tool
 
 export DPDK_ROCE_RUN_DIR=${DPDK_ROCE_RUN_DIR:-/run/dpdk-roce/main-job}
 cleanup() {
+  rm -rf -- "${hgrm:-}"
   bash scripts/veth.sh down >/dev/null 2>&1 || true
   bash scripts/hugepages.sh down >/dev/null 2>&1 || true
 }
@@ -30,9 +31,9 @@ hgrm=$(mktemp -d)
 client_part() { sed -n '/^== client ==/,/^-- client stderr/p' | grep -v '^== client ==\|^-- client stderr'; }
 
 echo "== raw L2 echo floor (same ports, same loop, no RoCE processing) =="
-RUN_PAIR_OUT=$(mktemp -d) bash scripts/run-pair.sh "$lat" "$a" "$b" "${args[@]}" --raw \
+bash scripts/run-pair.sh "$lat" "$a" "$b" "${args[@]}" --raw \
   --hgrm-dir "$hgrm" | client_part
 echo
 echo "== RDMA ${OP^^} over RoCEv2 (two processes, net_af_packet, inline progress) =="
-RUN_PAIR_OUT=$(mktemp -d) bash scripts/run-pair.sh "$lat" "$a" "$b" "${args[@]}" --op "$OP" \
+bash scripts/run-pair.sh "$lat" "$a" "$b" "${args[@]}" --op "$OP" \
   | client_part

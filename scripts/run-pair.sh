@@ -20,7 +20,9 @@
 # 3 if the server never became ready; 124 if the client or the server had to be stopped after its
 # time limit. On any exit (failure, Ctrl-C, SIGTERM) every process it started is killed (SIGTERM,
 # then SIGKILL after 2 s, whole process groups) and nothing is left running.
-# Outputs stay in $RUN_PAIR_OUT (default: a new directory under ${TMPDIR:-/tmp}).
+# Outputs stay in $RUN_PAIR_OUT when it is given; otherwise they go to a new directory under
+# ${TMPDIR:-/tmp}, which is removed after a run that succeeded (both outputs were printed) and
+# kept, and named, after one that failed.
 # Changes made: none beyond the processes it starts and the output directory, except that a
 # process it had to stop loses its EAL runtime directory: a DPDK process killed by a signal
 # cannot remove `/var/run/dpdk/<name>-<pid>` itself (the default file prefix ends with the
@@ -51,6 +53,10 @@ if [[ $bin != */* ]]; then
 fi
 [[ -x $bin ]] || { echo "run-pair: $bin is not executable" >&2; exit 2; }
 
+own_out=""
+if [[ -z ${RUN_PAIR_OUT:-} ]]; then
+  own_out=1
+fi
 out=${RUN_PAIR_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/run-pair.XXXXXX")}
 mkdir -p "$out"
 ready_file=$out/server.ready
@@ -109,7 +115,11 @@ cleanup() {
   # Reap what we started so no zombie outlives us.
   wait 2>/dev/null || true
   print_outputs
-  echo "run-pair: outputs in $out" >&2
+  if [[ $rc -eq 0 && -n $own_out ]]; then
+    rm -rf -- "$out"
+  else
+    echo "run-pair: outputs in $out" >&2
+  fi
   exit "$rc"
 }
 trap cleanup EXIT

@@ -33,7 +33,8 @@ case $role in
     fail) echo READY; wait_client; exit 9 ;;
   esac ;;
 --client)
-  [[ -e $dir/out/server.ready ]] || grep -q READY "$dir/out/server.out" || { echo "client before ready"; exit 65; }
+  out=${RUN_PAIR_OUT:-$(echo "$TMPDIR"/run-pair.*)}
+  [[ -e $out/server.ready ]] || grep -q READY "$out/server.out" || { echo "client before ready"; exit 65; }
   echo "client profile=$profile args=$*"
   touch "$dir/client-done"
   case ${STUB_CLIENT:-ok} in
@@ -188,6 +189,44 @@ fn success_collects_both_outputs() {
     // Outputs are kept in RUN_PAIR_OUT.
     let kept = std::fs::read_to_string(case.dir.join("out/server.out")).unwrap();
     assert!(kept.contains("server done"));
+}
+
+/// Without `RUN_PAIR_OUT` the outputs go to a new directory under `TMPDIR`: removed after a
+/// run that succeeded (both outputs were printed), kept and named after one that failed.
+#[test]
+fn its_own_output_directory_goes_after_a_success_and_stays_after_a_failure() {
+    let case = Case::new();
+    let tmp = case.dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let left = || -> Vec<PathBuf> {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    };
+    let run = |env: &[(&str, &str)]| {
+        let _ = std::fs::remove_file(case.dir.join("client-done"));
+        let mut cmd = case.command(env);
+        cmd.env_remove("RUN_PAIR_OUT").env("TMPDIR", &tmp);
+        let out = cmd.output().unwrap();
+        case.assert_nothing_left();
+        out
+    };
+    let ok = run(&[]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    assert!(text(&ok).contains("server done"), "{}", text(&ok));
+    assert_eq!(left(), Vec::<PathBuf>::new());
+    assert!(!stderr(&ok).contains("outputs in"), "{}", stderr(&ok));
+    let bad = run(&[("STUB_CLIENT", "fail")]);
+    assert_eq!(bad.status.code(), Some(7), "{}", text(&bad));
+    let kept = left();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(
+        stderr(&bad).contains(&format!("run-pair: outputs in {}", kept[0].display())),
+        "{}",
+        stderr(&bad)
+    );
+    assert!(kept[0].join("client.out").exists());
 }
 
 #[test]
