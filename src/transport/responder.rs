@@ -157,20 +157,26 @@ impl RespState {
         }
     }
 
-    /// A duplicate READ from `psn` (`read`, its whole response). The requester went back to
-    /// `psn` (go-back-N, IBTA vol. 1 §9.7.4.1.5) and asks again, in order, for every READ
-    /// from there on, so each response still queued for a PSN at or after `psn` is stale and
-    /// goes; `read` joins the queue's end. A READ's response is so queued at most once and
-    /// the queue stays in PSN order: a requester that probes or times out again and again
-    /// while the responses are on their way (a lossy or slow link) would otherwise stack a
-    /// whole copy per retransmission (its ACKs waiting behind them, or finding the queue
-    /// full), and a response restarted ahead of an earlier one would arrive out of order.
-    fn restart_read(&mut self, psn: Psn, read: Response, mtu: u32) {
+    /// A duplicate READ from `psn` (its whole response: `len` bytes at `va`). The requester
+    /// went back to `psn` (go-back-N, IBTA vol. 1 §9.7.4.1.5) and asks again, in order, for
+    /// every READ from there on, so each response still queued for a PSN at or after `psn` is
+    /// stale and goes; the new one joins the queue's end. A READ's response is so queued at
+    /// most once and the queue stays in PSN order: a requester that probes or times out again
+    /// and again while the responses are on their way (a lossy or slow link) would otherwise
+    /// stack a whole copy per retransmission (its ACKs waiting behind them, or finding the
+    /// queue full), and a response restarted ahead of an earlier one would arrive out of order.
+    fn restart_read(&mut self, psn: Psn, va: u64, rkey: u32, len: u32, mtu: u32) {
         self.queue.retain(|r| match *r {
             Response::Read { psn: p, len, .. } => p.add(npsn_of(len, mtu) - 1).before(psn),
             _ => true,
         });
-        self.push(read);
+        self.push(Response::Read {
+            psn,
+            va,
+            rkey,
+            len,
+            idx: 0,
+        });
     }
 
     fn push(&mut self, r: Response) {
@@ -715,17 +721,8 @@ impl Qp {
                 self.stats.dropped += 1;
                 return;
             }
-            self.resp.restart_read(
-                psn,
-                Response::Read {
-                    psn,
-                    va: reth.va,
-                    rkey: reth.rkey,
-                    len: reth.dma_len,
-                    idx: 0,
-                },
-                mtu,
-            );
+            self.resp
+                .restart_read(psn, reth.va, reth.rkey, reth.dma_len, mtu);
         } else if f.contains(OpFlags::ATOMIC) {
             let saved = self
                 .resp

@@ -167,6 +167,11 @@ fn lost_read_response_reexecutes_read_for_the_rest() {
     );
 }
 
+/// The PSNs of `pkts`, in order.
+fn psns(pkts: &[Pkt]) -> Vec<u32> {
+    pkts.iter().map(|x| x.psn()).collect()
+}
+
 /// A READ of `mtus` path MTUs from B's region into A's, posted on A: the two regions.
 fn read_of(p: &mut Pair, mtus: usize) -> (Region, Region) {
     let remote = p.region(B, mtus * MTU, 8);
@@ -216,10 +221,7 @@ fn duplicate_read_requests_while_its_response_is_queued_restart_it() {
     p.deliver(&req[0]);
     // B -> A: one stream from 100, not 3 more packets plus two copies of 4.
     let resp = p.drain(B);
-    assert_eq!(
-        resp.iter().map(|x| x.psn()).collect::<Vec<_>>(),
-        vec![100, 101, 102, 103]
-    );
+    assert_eq!(psns(&resp), vec![100, 101, 102, 103]);
     assert_eq!(p.s[B].qp.stats().duplicates, 2);
     for r in &resp {
         p.deliver(r);
@@ -246,10 +248,7 @@ fn a_duplicate_read_takes_back_the_responses_queued_after_it() {
     }
     // A -> B: READ 100 and READ 102 (2 packets each).
     let reqs = p.drain(A);
-    assert_eq!(
-        reqs.iter().map(|x| x.psn()).collect::<Vec<_>>(),
-        vec![100, 102]
-    );
+    assert_eq!(psns(&reqs), vec![100, 102]);
     p.deliver(&reqs[0]);
     p.deliver(&reqs[1]);
     // B -> A: 100, 101, 102 [all lost]; A goes back to 100 and asks for both again.
@@ -260,10 +259,7 @@ fn a_duplicate_read_takes_back_the_responses_queued_after_it() {
     p.deliver(&reqs[1]);
     // B -> A: 100 .. 103 once each, in order (103 of the first answer is taken back).
     let resp = p.drain(B);
-    assert_eq!(
-        resp.iter().map(|x| x.psn()).collect::<Vec<_>>(),
-        vec![100, 101, 102, 103]
-    );
+    assert_eq!(psns(&resp), vec![100, 101, 102, 103]);
     for r in &resp {
         p.deliver(r);
     }
