@@ -166,17 +166,28 @@ impl RespState {
     /// stack a whole copy per retransmission (its ACKs waiting behind them, or finding the
     /// queue full), and a response restarted ahead of an earlier one would arrive out of order.
     fn restart_read(&mut self, psn: Psn, va: u64, rkey: u32, len: u32, mtu: u32) {
-        self.queue.retain(|r| match *r {
-            Response::Read { psn: p, len, .. } => p.add(npsn_of(len, mtu) - 1).before(psn),
-            _ => true,
-        });
-        self.push(Response::Read {
+        let read = Response::Read {
             psn,
             va,
             rkey,
             len,
             idx: 0,
+        };
+        // The same request again while its response is queued (the wire duplicated it, or a
+        // probe): that response restarts in place and the ones behind it stay.
+        if let Some(r) = self
+            .queue
+            .iter_mut()
+            .find(|r| matches!(**r, Response::Read { psn: p, .. } if p == psn))
+        {
+            *r = read;
+            return;
+        }
+        self.queue.retain(|r| match *r {
+            Response::Read { psn: p, len, .. } => p.add(npsn_of(len, mtu) - 1).before(psn),
+            _ => true,
         });
+        self.push(read);
     }
 
     fn push(&mut self, r: Response) {
