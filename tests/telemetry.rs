@@ -184,6 +184,10 @@ fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
         for k in ["retransmits", "timeouts", "duplicates", "naks_received.rnr"] {
             num(&qp, k);
         }
+        // Where it stands: nothing pending on a connection that ended.
+        assert_eq!(num(&qp, "sequence.send_wqes"), 0, "{qp}");
+        assert_eq!(num(&qp, "sequence.ack_timer_armed"), 0, "{qp}");
+        assert!(num(&qp, "sequence.expected_psn") < 1 << 24, "{qp}");
         received += num(&qp, "bytes_received");
     }
     // WRITEs and SENDs of up to 8 KiB, 3000 work requests in all.

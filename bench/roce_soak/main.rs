@@ -375,7 +375,17 @@ fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
     // ACK lost when the client, having every count, disconnects).
     let mut counts_done = 0;
     while counts_sent < eps.len() {
-        let d = ok_dto(next_event(&dto, timeout, "receives")?, "a server DTO")?;
+        let ev = next_event(&dto, timeout, "receives").inspect_err(|_| {
+            for (qp, e) in eps.iter().enumerate() {
+                eprintln!(
+                    "connection {qp}: {} of {} receives arrived; {}",
+                    arrived[qp],
+                    expect[qp].len(),
+                    describe_ep(e)
+                );
+            }
+        })?;
+        let d = ok_dto(ev, "a server DTO")?;
         let qp = by_qpn(d.ep).ok_or_else(|| format!("a DTO of an unknown EP: {d:?}"))?;
         if d.opcode == WcOpcode::Send {
             counts_done += 1;
@@ -767,7 +777,26 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
         if done {
             break;
         }
-        let d = ok_dto(next_event(&dto, timeout, "completions")?, "a client DTO")?;
+        let ev = next_event(&dto, timeout, "completions").inspect_err(|_| {
+            print_recovery(&conns);
+            for (qp, c) in conns.iter().enumerate() {
+                if c.completed == c.posted && c.next == c.steps.len() && c.count.is_some() {
+                    continue;
+                }
+                let oldest = c.outstanding.front().map(|o| (o.index, o.step));
+                eprintln!(
+                    "connection {qp}: {} of {} work requests completed, step {} of {}, \
+                     oldest outstanding {oldest:?}, count {:?}; {}",
+                    c.completed,
+                    c.posted,
+                    c.next,
+                    c.steps.len(),
+                    c.count,
+                    describe_ep(&c.ep)
+                );
+            }
+        })?;
+        let d = ok_dto(ev, "a client DTO")?;
         let qp = conns
             .iter()
             .position(|c| c.ep.qpn() == d.ep)
@@ -821,6 +850,35 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
         messages as f64 / secs
     );
     Ok(())
+}
+
+/// An EP's QP for a stall report: where its sequence state stands and what it went through.
+fn describe_ep(ep: &Ep) -> String {
+    let progress = match ep.transport_snapshot() {
+        Ok(p) => p.to_string(),
+        Err(e) => format!("progress: {e}"),
+    };
+    match ep.transport_stats() {
+        Ok(s) => format!(
+            "QP {:#x} {progress}; sent={} received={} retransmits={} timeouts={} \
+             tail_probes={} seq_naks sent/received={}/{} rnr_naks sent/received={}/{} \
+             duplicates={} duplicate_responses={} dropped={}",
+            ep.qpn(),
+            s.packets_sent,
+            s.packets_received,
+            s.retransmits,
+            s.timeouts,
+            s.tail_probes,
+            s.seq_naks_sent,
+            s.seq_naks_received,
+            s.rnr_naks_sent,
+            s.rnr_naks_received,
+            s.duplicates,
+            s.duplicate_responses,
+            s.dropped
+        ),
+        Err(e) => format!("QP {:#x} {progress}; counters: {e}", ep.qpn()),
+    }
 }
 
 /// The client's requesters over every connection: how the losses were recovered.

@@ -24,7 +24,8 @@ use crate::engine::host::QpOptions;
 use crate::engine::runtime::{shard_of_qpn, DtoCounters, QpRoute};
 use crate::srq::EpRecvHandle;
 use crate::transport::memory::Access;
-use crate::transport::qp::QpStats;
+use crate::transport::qp::{Qp, QpStats};
+use crate::transport::snapshot::QpSnapshot;
 use crate::transport::types::{RecvWr, SendOp, SendWr, Sge, MAX_SGE};
 use crate::wire::psn::Psn;
 use std::net::Ipv4Addr;
@@ -431,6 +432,20 @@ impl Ep {
     /// The transport counters of the EP's QP: packets, retransmissions, local ACK timeouts
     /// (tail probes among them), NAKs by kind, drops; what telemetry's `/roce/qp,<qpn>` reports.
     pub fn transport_stats(&self) -> Result<QpStats, DatError> {
+        self.with_qp(|q| *q.stats())
+    }
+
+    /// Where the EP's QP stands now: PSNs outstanding, retry budgets, timers, queued
+    /// responses (`QpSnapshot`); what a program that finds the connection stalled reports.
+    pub fn transport_snapshot(&self) -> Result<QpSnapshot, DatError> {
+        self.with_qp(Qp::snapshot)
+    }
+
+    /// `f` of the EP's QP, on its shard.
+    fn with_qp<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Qp) -> T + Send + 'static,
+    ) -> Result<T, DatError> {
         let (qpn, shard) = {
             let c = self.inner.lock();
             (c.qpn, c.shard)
@@ -438,7 +453,7 @@ impl Ep {
         self.inner
             .ia
             .engine
-            .with_host(shard, move |h| h.qp(qpn).map(|q| *q.stats()))?
+            .with_host(shard, move |h| h.qp(qpn).map(f))?
             .ok_or_else(|| DatError::InvalidState(format!("QP {qpn:#x} is gone")))
     }
 

@@ -9,7 +9,7 @@
 //! | `/roce/net` | frames received and handed to RoCE; ARP sent, received, resolved, failed; every receive drop reason by name (`drops`); the frames the transport refused (`transport`: unknown QP, wrong origin, ...) |
 //! | `/roce/cm` | connections established (active, passive) and held; MADs sent and received by kind; malformed, unmatched, duplicate, retransmitted, refused and expired requests |
 //! | `/roce/qps` | the QPNs of the device's QPs |
-//! | `/roce/qp,<qpn>` | one QP (decimal or `0x` hex): state, peer, packets and payload bytes each way, retransmissions, timeouts (tail probes among them), duplicates, ACKs, NAKs sent and received by kind, drops |
+//! | `/roce/qp,<qpn>` | one QP (decimal or `0x` hex): state, peer, packets and payload bytes each way, retransmissions, timeouts (tail probes among them), duplicates, ACKs, NAKs sent and received by kind, drops; `sequence`: where it stands now (WQEs and PSNs outstanding, window, retries left, ACK timer, expected PSN, queued responses, posted receives) |
 //!
 //! Every answer is a dictionary with one entry per device open in the process, named after
 //! the DPDK device of its port (`net_af_packet0`, `net_memif0`, ...): the IAs opened on one
@@ -31,7 +31,8 @@ use crate::dpdk::telemetry::{self as tel, Dict, Value};
 use crate::engine::host::{Host, HostStats};
 use crate::engine::runtime::{shard_of_qpn, RuntimeStats};
 use crate::net::{DropReason, NetStats};
-use crate::transport::qp::QpStats;
+use crate::transport::qp::{Qp, QpStats};
+use crate::transport::snapshot::QpSnapshot;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
@@ -364,6 +365,20 @@ struct QpView {
     peer: Option<Ipv4Addr>,
     pmtu: u64,
     stats: QpStats,
+    snapshot: QpSnapshot,
+}
+
+impl QpView {
+    fn of(qp: &Qp, peer: Option<Ipv4Addr>) -> QpView {
+        QpView {
+            state: format!("{:?}", qp.state()).to_uppercase(),
+            dest_qpn: qp.attr().dest_qpn,
+            peer,
+            pmtu: qp.attr().pmtu.bytes() as u64,
+            stats: *qp.stats(),
+            snapshot: qp.snapshot(),
+        }
+    }
 }
 
 fn qp(params: Option<&str>) -> Option<Value> {
@@ -373,13 +388,7 @@ fn qp(params: Option<&str>) -> Option<Value> {
         let owner = shard_of_qpn(qpn, dev.engine.shards());
         let view = dev.engine.with_host_within(owner, SHARD_WAIT, move |h| {
             let (qp, peer) = h.qps().find(|(q, _)| q.qpn() == qpn)?;
-            Some(QpView {
-                state: format!("{:?}", qp.state()).to_uppercase(),
-                dest_qpn: qp.attr().dest_qpn,
-                peer,
-                pmtu: qp.attr().pmtu.bytes() as u64,
-                stats: *qp.stats(),
-            })
+            Some(QpView::of(qp, peer))
         });
         match view {
             Ok(Some(v)) => {
@@ -435,6 +444,22 @@ fn qp_dict(qpn: u32, shard: usize, v: &QpView) -> Dict {
         .u64("remote_access", s.remote_access_naks_received)
         .u64("remote_operational", s.remote_op_naks_received);
     d.dict("naks_sent", sent).dict("naks_received", received);
+    let q = &v.snapshot;
+    let mut seq = Dict::new();
+    seq.u64("send_wqes", q.send_wqes as u64)
+        .u64("reads_outstanding", u64::from(q.reads_outstanding))
+        .u64("una", u64::from(q.una.value()))
+        .u64("sent_hw", u64::from(q.sent_hw.value()))
+        .u64("next_psn", u64::from(q.next_psn.value()))
+        .u64("window", u64::from(q.window))
+        .u64("retry_left", u64::from(q.retry_left))
+        .u64("rnr_retry_left", u64::from(q.rnr_left))
+        .u64("rnr_wait", u64::from(q.rnr_wait))
+        .u64("ack_timer_armed", u64::from(q.ack_timer.is_some()))
+        .u64("expected_psn", u64::from(q.epsn.value()))
+        .u64("responses_queued", q.responses_queued as u64)
+        .u64("receives_posted", q.receives_posted as u64);
+    d.dict("sequence", seq);
     d
 }
 
@@ -482,13 +507,7 @@ mod tests {
             .engine
             .with_host_within(0, SHARD_WAIT, move |h| {
                 let (qp, peer) = h.qps().find(|(q, _)| q.qpn() == qpn).unwrap();
-                QpView {
-                    state: format!("{:?}", qp.state()).to_uppercase(),
-                    dest_qpn: qp.attr().dest_qpn,
-                    peer,
-                    pmtu: qp.attr().pmtu.bytes() as u64,
-                    stats: *qp.stats(),
-                }
+                QpView::of(qp, peer)
             })
             .unwrap();
         let d = qp_dict(qpn, 0, &view);
@@ -508,6 +527,12 @@ mod tests {
             panic!("naks_received: {d:?}");
         };
         assert_eq!(naks.len(), 5);
+        let Some(Value::Dict(seq)) = d.get("sequence") else {
+            panic!("sequence: {d:?}");
+        };
+        assert_eq!(seq.get("send_wqes"), Some(&Value::U64(0)));
+        assert_eq!(seq.get("ack_timer_armed"), Some(&Value::U64(0)));
+        assert_eq!(seq.len(), 13);
         // Every key is one DPDK accepts as it is.
         for (k, _) in d.entries() {
             assert_eq!(&tel::key(k), k);

@@ -10,6 +10,7 @@ pub mod qp;
 mod requester;
 mod responder;
 pub(crate) mod rto;
+pub mod snapshot;
 pub mod srq;
 pub mod timers;
 pub mod transmit;

@@ -10,6 +10,7 @@ mod errors;
 mod loss;
 mod overflow;
 mod random;
+mod snapshot;
 
 use std::collections::VecDeque;
 
