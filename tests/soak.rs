@@ -70,6 +70,9 @@ fn soak(server: &Path, client: &Path, env: &[(&str, &str)]) -> String {
         "{verified} receives verified:\n{text}"
     );
     println!("{line}");
+    if let Some(recovery) = text.lines().find(|l| l.starts_with("RECOVERY ")) {
+        println!("{recovery}");
+    }
     text
 }
 

@@ -5,8 +5,9 @@
 //!   carrying the expected PSN (§9.7.5.2.1), then silent drops until it arrives.
 //! - Duplicates (§9.7.5.1.1): SEND/WRITE are re-ACKed (when AckReq is set) without executing
 //!   again; a duplicate READ is executed again from the retransmitted request, if it falls in
-//!   one of the last `max_dest_rd_atomic` READs (it takes back every response still queued
-//!   from its PSN on: one response per READ is ever queued, in PSN order); a duplicate atomic
+//!   one of the last `max_dest_rd_atomic` READs (its queued response restarts, or it goes
+//!   before the responses to later PSNs: one response per READ is queued, in PSN order); a
+//!   duplicate atomic
 //!   is answered with the saved original value, never executed twice.
 //! - Opcode sequence (§9.7.5.1.3), lengths (§9.7.5.1.4/§9.7.5.2.2), R_Key/bounds/rights via
 //!   `Memory` (§9.7.5.2.3 → NAK remote access error), receive buffer too small (LocLenErr on the
@@ -66,6 +67,18 @@ pub(super) enum Response {
         len: u32,
         idx: u32,
     },
+}
+
+impl Response {
+    /// The PSN it answers (a READ response stream: its request's, where the stream starts).
+    fn psn(&self) -> Psn {
+        match *self {
+            Response::Ack { psn, .. }
+            | Response::Nak { psn, .. }
+            | Response::Atomic { psn, .. }
+            | Response::Read { psn, .. } => psn,
+        }
+    }
 }
 
 /// A recently executed READ or atomic, kept to answer duplicates.
@@ -157,14 +170,17 @@ impl RespState {
         }
     }
 
-    /// A duplicate READ from `psn` (its whole response: `len` bytes at `va`). The requester
-    /// went back to `psn` (go-back-N, IBTA vol. 1 §9.7.4.1.5) and asks again, in order, for
-    /// every READ from there on, so each response still queued for a PSN at or after `psn` is
-    /// stale and goes; the new one joins the queue's end. A READ's response is so queued at
-    /// most once and the queue stays in PSN order: a requester that probes or times out again
-    /// and again while the responses are on their way (a lossy or slow link) would otherwise
-    /// stack a whole copy per retransmission (its ACKs waiting behind them, or finding the
-    /// queue full), and a response restarted ahead of an earlier one would arrive out of order.
+    /// A duplicate READ from `psn` (its whole response, or its rest: `len` bytes at `va`). The
+    /// requester went back to `psn` (go-back-N, an implied NAK, a probe, IBTA vol. 1
+    /// §9.7.4.1.5), or the wire delivered its request again. The queue stays in PSN order
+    /// and holds at most one response per READ:
+    /// - a queued response that holds `psn` is that READ's: it restarts in place from `psn`;
+    /// - otherwise the response goes before every queued response to a later PSN, and the
+    ///   READ responses among those start again from their first packet. A requester that
+    ///   went back needs all of them again, in order; one given a stale duplicate drops the
+    ///   packets it has (they are duplicates) and still gets the rest. Dropping them instead
+    ///   would leave the requester, whose go-back-N requests a reordering wire may deliver
+    ///   newest first, waiting out a timeout for each.
     fn restart_read(&mut self, psn: Psn, va: u64, rkey: u32, len: u32, mtu: u32) {
         let read = Response::Read {
             psn,
@@ -173,21 +189,29 @@ impl RespState {
             len,
             idx: 0,
         };
-        // The same request again while its response is queued (the wire duplicated it, or a
-        // probe): that response restarts in place and the ones behind it stay.
-        if let Some(r) = self
-            .queue
-            .iter_mut()
-            .find(|r| matches!(**r, Response::Read { psn: p, .. } if p == psn))
-        {
+        let holds = |r: &Response| match *r {
+            Response::Read { psn: p, len, .. } => {
+                !psn.before(p) && psn.distance_from(p) < npsn_of(len, mtu)
+            }
+            _ => false,
+        };
+        if let Some(r) = self.queue.iter_mut().find(|r| holds(r)) {
             *r = read;
             return;
         }
-        self.queue.retain(|r| match *r {
-            Response::Read { psn: p, len, .. } => p.add(npsn_of(len, mtu) - 1).before(psn),
-            _ => true,
-        });
-        self.push(read);
+        let Some(at) = self.queue.iter().position(|r| psn.before(r.psn())) else {
+            self.push(read);
+            return;
+        };
+        if self.queue.len() >= MAX_QUEUED_RESPONSES {
+            return;
+        }
+        for r in self.queue.range_mut(at..) {
+            if let Response::Read { idx, .. } = r {
+                *idx = 0;
+            }
+        }
+        self.queue.insert(at, read);
     }
 
     fn push(&mut self, r: Response) {

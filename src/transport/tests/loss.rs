@@ -231,12 +231,9 @@ fn duplicate_read_requests_while_its_response_is_queued_restart_it() {
     assert_eq!(statuses(&p.completions(A)), vec![(1, WcStatus::Success)]);
 }
 
-/// Go-back-N over two READs whose responses were partly sent: the duplicate of the first
-/// takes back what is still queued of the second, so the two answers leave in PSN order (a
-/// response of the second ahead of the first's would be out of sequence and thrown away).
-#[test]
-fn a_duplicate_read_takes_back_the_responses_queued_after_it() {
-    let mut p = Pair::new();
+/// Two READs of two packets each from B's region into A's (wr_ids 1 and 2, PSNs 100 and
+/// 102), their requests taken from A: the regions and the requests.
+fn two_reads(p: &mut Pair) -> (Region, Region, Vec<Pkt>) {
     let remote = p.region(B, 4 * MTU, 8);
     let local = p.zeroed(A, 4 * MTU);
     for (i, off) in [(1u64, 0u64), (2, 2 * MTU as u64)] {
@@ -246,9 +243,30 @@ fn a_duplicate_read_takes_back_the_responses_queued_after_it() {
         };
         p.post_send(A, wr(i, op, vec![sge(&local, off, 2 * MTU as u32)]));
     }
-    // A -> B: READ 100 and READ 102 (2 packets each).
     let reqs = p.drain(A);
     assert_eq!(psns(&reqs), vec![100, 102]);
+    (remote, local, reqs)
+}
+
+/// Both READs done, their data in place, and no local ACK timeout spent on the way.
+fn both_reads_done_without_a_timeout(p: &mut Pair, remote: &Region, local: &Region) {
+    p.run();
+    assert_eq!(p.bytes(A, local), p.bytes(B, remote));
+    assert_eq!(
+        statuses(&p.completions(A)),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    assert_eq!(p.s[A].qp.stats().timeouts, 0);
+}
+
+/// Go-back-N over two READs whose responses were partly sent: the duplicate of the first
+/// goes before what is still queued of the second, which starts again, so the two answers
+/// leave in PSN order (a response of the second ahead of the first's would be out of
+/// sequence and thrown away).
+#[test]
+fn a_duplicate_read_goes_before_the_responses_queued_after_it() {
+    let mut p = Pair::new();
+    let (remote, local, reqs) = two_reads(&mut p);
     p.deliver(&reqs[0]);
     p.deliver(&reqs[1]);
     // B -> A: 100, 101, 102 [all lost]; A goes back to 100 and asks for both again.
@@ -257,18 +275,58 @@ fn a_duplicate_read_takes_back_the_responses_queued_after_it() {
     }
     p.deliver(&reqs[0]);
     p.deliver(&reqs[1]);
-    // B -> A: 100 .. 103 once each, in order (103 of the first answer is taken back).
+    // B -> A: 100 .. 103 once each, in order.
     let resp = p.drain(B);
     assert_eq!(psns(&resp), vec![100, 101, 102, 103]);
     for r in &resp {
         p.deliver(r);
     }
-    p.run();
-    assert_eq!(p.bytes(A, &local), p.bytes(B, &remote));
-    assert_eq!(
-        statuses(&p.completions(A)),
-        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
-    );
+    both_reads_done_without_a_timeout(&mut p, &remote, &local);
+}
+
+/// A go-back-N's two READ requests, the second delivered first by a reordering wire: B
+/// answers both, in PSN order; the second READ does not wait out a timeout.
+#[test]
+fn go_back_n_read_requests_delivered_newest_first_are_both_answered_in_order() {
+    let mut p = Pair::new();
+    let (remote, local, reqs) = two_reads(&mut p);
+    p.deliver(&reqs[0]);
+    p.deliver(&reqs[1]);
+    // B -> A: 100 .. 103 [all lost]; A asks again: READ 102, then READ 100.
+    assert_eq!(psns(&p.drain(B)), vec![100, 101, 102, 103]);
+    p.deliver(&reqs[1]);
+    p.deliver(&reqs[0]);
+    let resp = p.drain(B);
+    assert_eq!(psns(&resp), vec![100, 101, 102, 103]);
+    for r in &resp {
+        p.deliver(r);
+    }
+    both_reads_done_without_a_timeout(&mut p, &remote, &local);
+}
+
+/// A stale copy of the first READ's request, delivered by the wire while the second's
+/// response is on its way: B answers it again before the rest of the second, which still
+/// comes whole; A drops what it already has.
+#[test]
+fn a_stale_duplicate_read_leaves_the_later_response_to_finish() {
+    let mut p = Pair::new();
+    let (remote, local, reqs) = two_reads(&mut p);
+    p.deliver(&reqs[0]);
+    p.deliver(&reqs[1]);
+    // B -> A: 100, 101, 102 arrive; READ 1 completes.
+    for _ in 0..3 {
+        let r = p.drain_one(B);
+        p.deliver(&r);
+    }
+    // A -> B: READ 100 again (the wire's copy).
+    p.deliver(&reqs[0]);
+    let resp = p.drain(B);
+    assert_eq!(psns(&resp), vec![100, 101, 102, 103]);
+    for r in &resp {
+        p.deliver(r);
+    }
+    assert_eq!(p.s[A].qp.stats().duplicate_responses, 3);
+    both_reads_done_without_a_timeout(&mut p, &remote, &local);
 }
 
 #[test]

@@ -290,17 +290,23 @@ impl Pair {
 
     /// Takes everything `side` wants to send now, in order, without delivering it.
     pub fn drain(&mut self, side: usize) -> Vec<Pkt> {
-        let mut out = Vec::new();
-        while let Some(t) = self.s[side].qp.poll_transmit(self.now) {
-            let mut payload = vec![0u8; t.payload.len()];
-            t.payload.gather(&self.s[side].mem, &mut payload).unwrap();
-            out.push(Pkt {
-                from: side,
-                headers: t.headers,
-                payload,
-            });
-        }
-        out
+        std::iter::from_fn(|| self.take_one(side)).collect()
+    }
+
+    /// Takes the next packet `side` sends; it must have one.
+    pub fn drain_one(&mut self, side: usize) -> Pkt {
+        self.take_one(side).expect("a packet to send")
+    }
+
+    fn take_one(&mut self, side: usize) -> Option<Pkt> {
+        let t = self.s[side].qp.poll_transmit(self.now)?;
+        let mut payload = vec![0u8; t.payload.len()];
+        t.payload.gather(&self.s[side].mem, &mut payload).unwrap();
+        Some(Pkt {
+            from: side,
+            headers: t.headers,
+            payload,
+        })
     }
 
     /// Hands one packet to the QP it is addressed to.
