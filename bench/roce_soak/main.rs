@@ -511,6 +511,13 @@ struct Conn {
     count: Option<u64>,
 }
 
+impl Conn {
+    /// Every step posted and completed, and the server's count of receives in.
+    fn done(&self) -> bool {
+        self.completed == self.posted && self.next == self.steps.len() && self.count.is_some()
+    }
+}
+
 struct Client<'a> {
     p: Params,
     t: Target,
@@ -771,18 +778,12 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
                 cl.post_step(qp as u16, c)?;
             }
         }
-        let done = conns
-            .iter()
-            .all(|c| c.completed == c.posted && c.next == c.steps.len() && c.count.is_some());
-        if done {
+        if conns.iter().all(Conn::done) {
             break;
         }
         let ev = next_event(&dto, timeout, "completions").inspect_err(|_| {
             print_recovery(&conns);
-            for (qp, c) in conns.iter().enumerate() {
-                if c.completed == c.posted && c.next == c.steps.len() && c.count.is_some() {
-                    continue;
-                }
+            for (qp, c) in conns.iter().enumerate().filter(|(_, c)| !c.done()) {
                 let oldest = c.outstanding.front().map(|o| (o.index, o.step));
                 eprintln!(
                     "connection {qp}: {} of {} work requests completed, step {} of {}, \
@@ -854,13 +855,13 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
 
 /// An EP's QP for a stall report: where its sequence state stands and what it went through.
 fn describe_ep(ep: &Ep) -> String {
-    let progress = match ep.transport_snapshot() {
-        Ok(p) => p.to_string(),
-        Err(e) => format!("progress: {e}"),
+    let snapshot = match ep.transport_snapshot() {
+        Ok(q) => q.to_string(),
+        Err(e) => format!("snapshot: {e}"),
     };
     match ep.transport_stats() {
         Ok(s) => format!(
-            "QP {:#x} {progress}; sent={} received={} retransmits={} timeouts={} \
+            "QP {:#x} {snapshot}; sent={} received={} retransmits={} timeouts={} \
              tail_probes={} seq_naks sent/received={}/{} rnr_naks sent/received={}/{} \
              duplicates={} duplicate_responses={} dropped={}",
             ep.qpn(),
@@ -877,7 +878,7 @@ fn describe_ep(ep: &Ep) -> String {
             s.duplicate_responses,
             s.dropped
         ),
-        Err(e) => format!("QP {:#x} {progress}; counters: {e}", ep.qpn()),
+        Err(e) => format!("QP {:#x} {snapshot}; counters: {e}", ep.qpn()),
     }
 }
 

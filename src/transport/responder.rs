@@ -7,8 +7,7 @@
 //!   again; a duplicate READ is executed again from the retransmitted request, if it falls in
 //!   one of the last `max_dest_rd_atomic` READs (its queued response restarts, or it goes
 //!   before the responses to later PSNs: one response per READ is queued, in PSN order); a
-//!   duplicate atomic
-//!   is answered with the saved original value, never executed twice.
+//!   duplicate atomic is answered with the saved original value, never executed twice.
 //! - Opcode sequence (§9.7.5.1.3), lengths (§9.7.5.1.4/§9.7.5.2.2), R_Key/bounds/rights via
 //!   `Memory` (§9.7.5.2.3 → NAK remote access error), receive buffer too small (LocLenErr on the
 //!   receive, NAK invalid request). These errors NAK and move the QP to ERROR.

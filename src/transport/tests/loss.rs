@@ -232,7 +232,7 @@ fn duplicate_read_requests_while_its_response_is_queued_restart_it() {
 }
 
 /// Two READs of two packets each from B's region into A's (wr_ids 1 and 2, PSNs 100 and
-/// 102), their requests taken from A: the regions and the requests.
+/// 102), their requests taken from A and delivered to B: the regions and the requests.
 fn two_reads(p: &mut Pair) -> (Region, Region, Vec<Pkt>) {
     let remote = p.region(B, 4 * MTU, 8);
     let local = p.zeroed(A, 4 * MTU);
@@ -245,7 +245,18 @@ fn two_reads(p: &mut Pair) -> (Region, Region, Vec<Pkt>) {
     }
     let reqs = p.drain(A);
     assert_eq!(psns(&reqs), vec![100, 102]);
+    p.deliver(&reqs[0]);
+    p.deliver(&reqs[1]);
     (remote, local, reqs)
+}
+
+/// B -> A: 100 .. 103, once each and in order, all delivered.
+fn both_answered_in_order(p: &mut Pair) {
+    let resp = p.drain(B);
+    assert_eq!(psns(&resp), vec![100, 101, 102, 103]);
+    for r in &resp {
+        p.deliver(r);
+    }
 }
 
 /// Both READs done, their data in place, and no local ACK timeout spent on the way.
@@ -267,20 +278,13 @@ fn both_reads_done_without_a_timeout(p: &mut Pair, remote: &Region, local: &Regi
 fn a_duplicate_read_goes_before_the_responses_queued_after_it() {
     let mut p = Pair::new();
     let (remote, local, reqs) = two_reads(&mut p);
-    p.deliver(&reqs[0]);
-    p.deliver(&reqs[1]);
     // B -> A: 100, 101, 102 [all lost]; A goes back to 100 and asks for both again.
     for _ in 0..3 {
         assert!(p.s[B].qp.poll_transmit(p.now).is_some());
     }
     p.deliver(&reqs[0]);
     p.deliver(&reqs[1]);
-    // B -> A: 100 .. 103 once each, in order.
-    let resp = p.drain(B);
-    assert_eq!(psns(&resp), vec![100, 101, 102, 103]);
-    for r in &resp {
-        p.deliver(r);
-    }
+    both_answered_in_order(&mut p);
     both_reads_done_without_a_timeout(&mut p, &remote, &local);
 }
 
@@ -290,17 +294,11 @@ fn a_duplicate_read_goes_before_the_responses_queued_after_it() {
 fn go_back_n_read_requests_delivered_newest_first_are_both_answered_in_order() {
     let mut p = Pair::new();
     let (remote, local, reqs) = two_reads(&mut p);
-    p.deliver(&reqs[0]);
-    p.deliver(&reqs[1]);
     // B -> A: 100 .. 103 [all lost]; A asks again: READ 102, then READ 100.
     assert_eq!(psns(&p.drain(B)), vec![100, 101, 102, 103]);
     p.deliver(&reqs[1]);
     p.deliver(&reqs[0]);
-    let resp = p.drain(B);
-    assert_eq!(psns(&resp), vec![100, 101, 102, 103]);
-    for r in &resp {
-        p.deliver(r);
-    }
+    both_answered_in_order(&mut p);
     both_reads_done_without_a_timeout(&mut p, &remote, &local);
 }
 
@@ -311,8 +309,6 @@ fn go_back_n_read_requests_delivered_newest_first_are_both_answered_in_order() {
 fn a_stale_duplicate_read_leaves_the_later_response_to_finish() {
     let mut p = Pair::new();
     let (remote, local, reqs) = two_reads(&mut p);
-    p.deliver(&reqs[0]);
-    p.deliver(&reqs[1]);
     // B -> A: 100, 101, 102 arrive; READ 1 completes.
     for _ in 0..3 {
         let r = p.drain_one(B);
@@ -320,11 +316,7 @@ fn a_stale_duplicate_read_leaves_the_later_response_to_finish() {
     }
     // A -> B: READ 100 again (the wire's copy).
     p.deliver(&reqs[0]);
-    let resp = p.drain(B);
-    assert_eq!(psns(&resp), vec![100, 101, 102, 103]);
-    for r in &resp {
-        p.deliver(r);
-    }
+    both_answered_in_order(&mut p);
     assert_eq!(p.s[A].qp.stats().duplicate_responses, 3);
     both_reads_done_without_a_timeout(&mut p, &remote, &local);
 }
