@@ -2,14 +2,16 @@
 //! over an in-memory cable. Every operation with data checked, EP states and status, wrong-state
 //! and invalid-argument errors, refused frees, rejection, disconnect, reset, SRQ.
 
+use dpdk_roce::cm::ip_cm::EPHEMERAL_PORTS;
 use dpdk_roce::dat::{
     ConnectionEventKind, DatError, DatEvent, Ep, EpState, Lmr, Psp, Srq, StateKind,
 };
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};
+use dpdk_roce::wire::frame::RoceFrame;
 use std::time::Duration;
 
 mod dat_common;
-use dat_common::{conn, dto, ep, ias, side, wait, Side, IP_A, IP_B, QUAL, RW};
+use dat_common::{conn, dto, ep, ias, ias_capturing, side, wait, Side, IP_A, IP_B, QUAL, RW};
 
 /// Connects `ea` (on A) to a new accept on `eb` (on B), private data both ways.
 fn connect(a: &Side, b: &Side, ea: &Ep, eb: &Ep) {
@@ -20,6 +22,12 @@ fn connect(a: &Side, b: &Side, ea: &Ep, eb: &Ep) {
     };
     assert_eq!(cr.conn_qual(), QUAL);
     assert_eq!(cr.remote_address(), IP_A);
+    // The IP CM header names the requester's port, an ephemeral one as rdma_cm binds.
+    assert!(
+        EPHEMERAL_PORTS.contains(&cr.remote_port()),
+        "source port {}",
+        cr.remote_port()
+    );
     assert_eq!(&cr.private_data()[..12], b"hello from A");
     cr.private_data_mut()[0] = b'H';
     cr.accept(eb, b"welcome").unwrap();
@@ -384,4 +392,60 @@ fn srq_receives_for_two_endpoints_and_invalid_creation() {
     ));
     drop(keep);
     refused.object.free().expect("no EP uses it any more");
+}
+
+/// Immediate data as the reference uDAPL (libdaplofa) carries it: the DAT value's host-order
+/// bytes on the wire (dtestx's 0x7777 is `77 77 00 00` on x86), read back the same way, so a
+/// DAT consumer on either provider sees the value its peer posted. The frames are read from A's
+/// capture while the IA is still open (the capture is flushed every turn).
+#[test]
+fn write_with_immediate_carries_the_dat_value_in_host_byte_order_on_the_wire() {
+    let dir = std::env::temp_dir().join(format!("dat-imm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = dir.join("a.pcap");
+    let (ia_a, ia_b) = ias_capturing(Some(base.clone()));
+    let (a, b) = (side(ia_a), side(ia_b));
+    let _psp = Psp::create(&b.ia, QUAL, &b.cr).unwrap();
+    let (ea, eb) = (ep(&a), ep(&b));
+    let la = Lmr::create(&a.pz, 4096, RW).unwrap();
+    let lb = Lmr::create(&b.pz, 4096, RW).unwrap();
+    connect(&a, &b, &ea, &eb);
+    for (cookie, imm) in [(1u64, 0x7777u32), (2, 0x1234_5678)] {
+        eb.post_recv(&[lb.triplet(0, 64)], 10 + cookie).unwrap();
+        ea.post_rdma_write_imm(&[la.triplet(0, 8)], &lb.rmr_triplet(100, 8), imm, cookie)
+            .unwrap();
+        let d = dto(&a.dto, &b.ia);
+        assert_eq!((d.cookie, d.status), (cookie, WcStatus::Success));
+        let d = dto(&b.dto, &a.ia);
+        assert_eq!(d.immediate, Some(imm), "the receiver's value of {imm:#x}");
+    }
+    // Every shard of A wrote its own file; the WRITEs left from EA's shard.
+    let mut on_wire = Vec::new();
+    for shard in 0..2 {
+        let path = dpdk_roce::engine::runtime::capture_path(&base, shard, 2);
+        let bytes = std::fs::read(&path).unwrap();
+        let mut r = pcap_file::pcap::PcapReader::new(&bytes[..]).unwrap();
+        while let Some(p) = r.next_packet() {
+            let p = p.unwrap();
+            if let Ok(f) = RoceFrame::parse(&p.data) {
+                if let Some(imm) = f.headers.imm_dt {
+                    on_wire.push(imm.to_be_bytes());
+                }
+            }
+        }
+    }
+    assert_eq!(
+        on_wire,
+        [0x7777u32.to_ne_bytes(), 0x1234_5678u32.to_ne_bytes()],
+        "ImmDt bytes as sent"
+    );
+    if cfg!(target_endian = "little") {
+        assert_eq!(
+            on_wire[0],
+            [0x77, 0x77, 0, 0],
+            "dtestx's 0x7777 as libdaplofa sends it"
+        );
+    }
+    drop((ea, eb, la, lb, a, b));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

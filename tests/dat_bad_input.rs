@@ -6,7 +6,7 @@
 
 mod dat_programs_common;
 
-use dat_programs_common::dpdk_common::FANOUT_COLLISION;
+use dat_programs_common::dpdk_common::{decode_all_valid, tshark_clean, FANOUT_COLLISION};
 use dat_programs_common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -439,12 +439,19 @@ fn connected_bad_input_gets_dat_errors_and_events() {
 /// The server process is killed (SIGKILL) in the middle of a stream of sends and RDMA writes
 /// with receives posted: the survivor gets DAT_CONNECTION_EVENT_BROKEN, every outstanding DTO
 /// completes (flushed, none lost), and it connects to a freshly started server and moves
-/// verified data.
+/// verified data. The killed server's own capture (DPDK_ROCE_CAPTURE) holds what it handled
+/// up to the kill, clean: the provider flushes it every turn, so no exit path loses it.
 #[test]
 fn peer_killed_mid_stream_survivor_flushes_and_reconnects() {
     let s = Setup::new("bk");
+    let capture = std::env::temp_dir().join(format!("dpdk-roce-bk-{}.pcap", std::process::id()));
     let cli = retrying(|_| {
-        let mut first = Proc::start(&s, 'a', &["server", "--qual", "7200"]);
+        let mut first = Proc::start_with(
+            &s,
+            'a',
+            &["server", "--qual", "7200"],
+            &[("DPDK_ROCE_CAPTURE", capture.to_str().unwrap())],
+        );
         if !first.wait_line("READY", Duration::from_secs(60)) {
             let (_, text) = first.finish(Duration::from_secs(5));
             assert!(text.contains(FANOUT_COLLISION), "server not ready:\n{text}");
@@ -465,6 +472,13 @@ fn peer_killed_mid_stream_survivor_flushes_and_reconnects() {
         let pid = first.child.id();
         first.kill9();
         remove_runtime_dir("bk", 'a', pid);
+        // The CM exchange and the stream's first messages at least, every ICRC valid.
+        tshark_clean(&capture);
+        let frames = decode_all_valid(&capture);
+        assert!(
+            frames >= 8,
+            "the killed server's capture holds {frames} RoCEv2 frames"
+        );
         assert!(
             client.wait_line("BROKEN", Duration::from_secs(150)),
             "the survivor never saw the broken connection:\n{}",
@@ -504,6 +518,7 @@ fn peer_killed_mid_stream_survivor_flushes_and_reconnects() {
     }
     assert!(cli.contains("RESULT 0 failed"), "{cli}");
     assert_no_dpdk_runtime_dir("bk");
+    let _ = std::fs::remove_file(&capture);
 }
 
 /// Two processes did not get going: stops both (`killed` with SIGKILL, its runtime dir of

@@ -7,7 +7,7 @@
 
 mod dpdk_common;
 
-use dpdk_common::{os_args, run_two_port_bin};
+use dpdk_common::{decode_all_valid, os_args, run_two_port_bin, tshark_clean};
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_roce-engine-pair");
@@ -94,47 +94,6 @@ fn two_shards_each_on_its_own_queue_pair_64_qps_verified() {
     }
     assert!(forwarded > 0, "no frame crossed shards:\n{text}");
     assert!(text.contains("RESULT done"), "{text}");
-}
-
-/// `roce-tool decode` of `pcap`: every RoCEv2 frame has a valid ICRC; returns how many there are.
-fn decode_all_valid(pcap: &std::path::Path) -> u64 {
-    let out = Command::new(env!("CARGO_BIN_EXE_roce-tool"))
-        .arg("decode")
-        .arg(pcap)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "decode found bad frames:\n{text}");
-    let summary = text.lines().last().unwrap_or_default();
-    let rocev2 = summary
-        .split("rocev2: ")
-        .nth(1)
-        .and_then(|s| s.split(',').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no summary: {summary}"));
-    assert!(
-        summary.contains(&format!("rocev2: {rocev2}, valid: {rocev2}, bad icrc: 0")),
-        "{summary}"
-    );
-    rocev2
-}
-
-/// tshark finds no malformed frame, no error-level expert note and no bad IPv4 checksum.
-fn tshark_clean(pcap: &std::path::Path) {
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(pcap)
-        .args(["-o", "ip.check_checksum:TRUE", "-Y"])
-        .arg("_ws.malformed || _ws.expert.severity >= 8388608 || ip.checksum.status == 0")
-        .output()
-        .expect("tshark (scripts/setup.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let flagged = String::from_utf8_lossy(&out.stdout);
-    assert!(flagged.trim().is_empty(), "tshark flags frames:\n{flagged}");
 }
 
 /// The engine's capture (`EngineConfig::capture`, from `engine.capture` / DPDK_ROCE_CAPTURE):

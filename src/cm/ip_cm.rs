@@ -63,6 +63,16 @@ mod field {
     pub const DST_IP: Range<usize> = 20..36;
 }
 
+/// The ports an active side's IP CM header names as its source: rdma_cm binds a connecting
+/// ID to a port of the local port range (Linux's default `ip_local_port_range`), never 0.
+pub const EPHEMERAL_PORTS: std::ops::RangeInclusive<u16> = 32768..=60999;
+
+/// The ephemeral source port that the random value `r` picks.
+pub fn ephemeral_port(r: u32) -> u16 {
+    let (lo, hi) = (*EPHEMERAL_PORTS.start(), *EPHEMERAL_PORTS.end());
+    lo + (r % u32::from(hi - lo + 1)) as u16
+}
+
 /// The IP CM private-data header of a REQ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IpCmHeader {

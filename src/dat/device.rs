@@ -33,8 +33,8 @@ pub(crate) struct Device {
     /// Live EPs of every IA of the device by QPN, to attach events to their EP and move its
     /// state (QPNs are unique per device).
     pub eps: Mutex<HashMap<u32, Weak<EpInner>>>,
-    /// Starting PSNs (seeded from the OS).
-    psns: Mutex<ChaCha8Rng>,
+    /// Starting PSNs and CM source ports (seeded from the OS).
+    random: Mutex<ChaCha8Rng>,
     next_shard: AtomicUsize,
     /// Reserved service points: CM port -> the RSP's qualifier and reserved EP
     /// (dat_rsp_create).
@@ -63,7 +63,7 @@ impl Device {
             ip,
             pmtu,
             eps: Mutex::new(HashMap::new()),
-            psns: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
+            random: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
             next_shard: AtomicUsize::new(0),
             rsps: Mutex::new(HashMap::new()),
             psps: Mutex::new(HashMap::new()),
@@ -75,11 +75,22 @@ impl Device {
     /// A starting PSN for a new connection: 24 random bits (a PSN an off-path peer could
     /// predict lets it inject into the connection; [`crate::random`]).
     pub fn next_psn(&self) -> u32 {
-        self.psns
+        self.random
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .next_u32()
             & 0x00ff_ffff
+    }
+
+    /// The source port of a connection request's IP CM header: an ephemeral port drawn at
+    /// random, as rdma_cm binds one for a connecting ID.
+    pub fn next_src_port(&self) -> u16 {
+        crate::cm::ip_cm::ephemeral_port(
+            self.random
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .next_u32(),
+        )
     }
 
     /// The shard of a new EP (round robin).

@@ -524,6 +524,7 @@ impl Ep {
         super::ia_attr::check_private_data(private_data, 5)?;
         let ia = &self.inner.ia;
         let mut p = ConnectParams::new(remote, conn_qual, c.qpn, Psn::new(ia.next_psn()));
+        p.src_port = ia.next_src_port();
         p.pmtu = ia.pmtu;
         p.responder_resources = c.attr.max_rdma_read_in;
         p.initiator_depth = c.attr.max_rdma_read_out;
@@ -784,6 +785,7 @@ impl Ep {
 
     /// dat_ib_post_rdma_write_immed (IB extension): the peer's receive completes with `imm`;
     /// this side's completion carries `imm` too (a DAT_IB_DTO_EVENT, not a plain WRITE's).
+    /// The wire carries `imm`'s host-order bytes, as the OFA provider's (`super::immediate`).
     pub fn post_rdma_write_imm(
         &self,
         local: &[LmrTriplet],
@@ -806,7 +808,7 @@ impl Ep {
         let op = SendOp::WriteWithImm {
             remote_addr: remote.target_address,
             rkey: remote.rmr_context,
-            imm,
+            imm: super::immediate::to_transport(imm),
         };
         self.post_request(op, local, cookie, flags, 7)
     }

@@ -478,7 +478,7 @@ impl Evd {
                     _ => wc.byte_len,
                 },
                 opcode: wc.opcode,
-                immediate: wc.imm_data,
+                immediate: wc.imm_data.map(super::immediate::from_transport),
                 invalidated_rmr: wc.invalidated_rkey,
                 rmr: None,
             }),

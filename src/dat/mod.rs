@@ -29,6 +29,7 @@ pub(crate) mod evd_streams;
 pub mod ffi;
 pub mod ia;
 pub mod ia_attr;
+pub mod immediate;
 pub mod lmr;
 pub mod mem_priv;
 pub mod memory;

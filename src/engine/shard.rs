@@ -169,6 +169,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         if let Some(r) = self.raw.as_mut() {
             r.count_sent(sent);
         }
+        self.flush_capture();
         sent
     }
 
@@ -193,6 +194,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             r.count_sent(sent);
         }
         io.flush();
+        self.flush_capture();
     }
 
     /// The capture timestamp of shard time `now`: wall-clock time.
@@ -209,6 +211,18 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             .map_or(0, |d| d.as_nanos() as u64);
         self.capture_epoch_ns = wall.saturating_sub(self.clock.now().as_nanos());
         Ok(())
+    }
+
+    /// Pushes what the capture wrote this turn to its file, so the file is complete up to the
+    /// last turn however the process ends (an exit without closing the IA, a kill). A failed
+    /// write ends the capture, never the port.
+    fn flush_capture(&mut self) {
+        if let Some(c) = self.capture.as_mut() {
+            if let Err(e) = c.flush() {
+                tracing::warn!("capture stopped: {e}");
+                self.capture = None;
+            }
+        }
     }
 
     /// Flushes and closes the capture; returns the frames written.
@@ -283,6 +297,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         let busy = rx > 0 || tx > 0;
         if busy {
             self.stats.busy_polls += 1;
+            self.flush_capture();
         }
         busy
     }
@@ -295,7 +310,9 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             return 0;
         }
         let now = self.clock.now();
-        self.transmit(now)
+        let tx = self.transmit(now);
+        self.flush_capture();
+        tx
     }
 
     /// The transmit half of a turn: every frame the host has, then one flush.

@@ -2,17 +2,22 @@
 //! timestamps from the virtual clock.
 
 use crate::time::Instant;
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use byteorder_slice::LittleEndian;
+use pcap_file::pcap::{PcapHeader, PcapPacket};
 use pcap_file::DataLink;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Duration;
 
-/// A pcap file being written.
+/// A pcap file being written. The capture owns its writer so that [`flush`](Self::flush) can
+/// push what it holds to the file at any time: an engine flushes after every turn that wrote,
+/// so the file is complete up to the last turn however the process ends (a kill included).
 pub struct PcapCapture<W: Write> {
-    writer: PcapWriter<W>,
+    writer: W,
+    header: PcapHeader,
     frames: u64,
+    unflushed: bool,
 }
 
 /// Errors writing a capture.
@@ -33,16 +38,19 @@ impl PcapCapture<BufWriter<File>> {
 
 impl<W: Write> PcapCapture<W> {
     /// A capture writing to `w`.
-    pub fn new(w: W) -> Result<Self, CaptureError> {
+    pub fn new(mut writer: W) -> Result<Self, CaptureError> {
         let header = PcapHeader {
             datalink: DataLink::ETHERNET,
             snaplen: 65535,
             endianness: pcap_file::Endianness::Little,
             ..PcapHeader::default()
         };
+        header.write_to(&mut writer)?;
         Ok(PcapCapture {
-            writer: PcapWriter::with_header(w, header)?,
+            writer,
+            header,
             frames: 0,
+            unflushed: true,
         })
     }
 
@@ -50,8 +58,23 @@ impl<W: Write> PcapCapture<W> {
     pub fn write(&mut self, at: Instant, frame: &[u8]) -> Result<(), CaptureError> {
         let ts = Duration::from_nanos(at.as_nanos());
         let pkt = PcapPacket::new(ts, frame.len() as u32, frame);
-        self.writer.write_packet(&pkt)?;
+        pkt.write_to::<_, LittleEndian>(
+            &mut self.writer,
+            self.header.ts_resolution,
+            self.header.snaplen,
+        )?;
         self.frames += 1;
+        self.unflushed = true;
+        Ok(())
+    }
+
+    /// Pushes the frames written since the last flush to the file (nothing when there are
+    /// none).
+    pub fn flush(&mut self) -> Result<(), CaptureError> {
+        if self.unflushed {
+            self.writer.flush()?;
+            self.unflushed = false;
+        }
         Ok(())
     }
 
@@ -61,10 +84,9 @@ impl<W: Write> PcapCapture<W> {
     }
 
     /// Flushes and returns the writer.
-    pub fn finish(self) -> Result<W, CaptureError> {
-        let mut w = self.writer.into_writer();
-        w.flush()?;
-        Ok(w)
+    pub fn finish(mut self) -> Result<W, CaptureError> {
+        self.writer.flush()?;
+        Ok(self.writer)
     }
 }
 
@@ -90,5 +112,26 @@ mod tests {
         let p2 = r.next_packet().unwrap().unwrap();
         assert_eq!(p2.data.len(), 60);
         assert!(r.next_packet().is_none());
+    }
+
+    #[test]
+    fn a_flushed_capture_is_readable_while_it_stays_open() {
+        let dir = std::env::temp_dir().join(format!("capture-flush-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("open.pcap");
+        let mut cap = PcapCapture::create(&path).unwrap();
+        cap.write(Instant::from_nanos(7), &[9; 64]).unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap().len(),
+            0,
+            "buffered until flushed"
+        );
+        cap.flush().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let mut r = PcapReader::new(&bytes[..]).unwrap();
+        assert_eq!(r.next_packet().unwrap().unwrap().data.len(), 64);
+        // The process may end here without `finish`: the file already holds the frame.
+        std::mem::forget(cap);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -25,8 +25,14 @@ pub const RW: Access = Access::LOCAL_WRITE
 pub const GUARD: Duration = Duration::from_secs(30);
 
 pub fn ias() -> (Ia, Ia) {
+    ias_capturing(None)
+}
+
+/// `ias`, with A capturing every frame its shards send and receive (one pcap per shard,
+/// `dpdk_roce::engine::runtime::capture_path`).
+pub fn ias_capturing(a_capture: Option<std::path::PathBuf>) -> (Ia, Ia) {
     let (io_a, io_b) = ChannelIo::pair(4096);
-    let open = |mac: u8, ip, io: ChannelIo| {
+    let open = |mac: u8, ip, io: ChannelIo, capture| {
         Ia::open_with(
             IaConfig {
                 mac: EthernetAddress([2, 0, 0, 0, 1, mac]),
@@ -36,6 +42,7 @@ pub fn ias() -> (Ia, Ia) {
                 shards: 2,
                 engine: EngineConfig {
                     progress: Progress::Inline,
+                    capture,
                     ..EngineConfig::default()
                 },
             },
@@ -43,7 +50,10 @@ pub fn ias() -> (Ia, Ia) {
         )
         .expect("open")
     };
-    (open(0xa, IP_A, io_a), open(0xb, IP_B, io_b))
+    (
+        open(0xa, IP_A, io_a, a_capture),
+        open(0xb, IP_B, io_b, None),
+    )
 }
 
 /// Waits on `evd` while also driving the other IA.

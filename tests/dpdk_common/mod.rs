@@ -215,3 +215,54 @@ pub fn profile_copy(
     std::fs::write(&p, text).unwrap();
     p
 }
+
+/// The `roce-tool` program of this build (`target/<profile>/`, beside the test binaries'
+/// `deps/`; cargo builds every program of the package before its integration tests).
+pub fn roce_tool() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(std::path::Path::parent)
+        .expect("target/<profile>")
+        .join("roce-tool")
+}
+
+/// `roce-tool decode` of `pcap`: every RoCEv2 frame has a valid ICRC; returns how many there are.
+pub fn decode_all_valid(pcap: &std::path::Path) -> u64 {
+    let out = Command::new(roce_tool())
+        .arg("decode")
+        .arg(pcap)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "decode found bad frames:\n{text}");
+    let summary = text.lines().last().unwrap_or_default();
+    let rocev2 = summary
+        .split("rocev2: ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no summary: {summary}"));
+    assert!(
+        summary.contains(&format!("rocev2: {rocev2}, valid: {rocev2}, bad icrc: 0")),
+        "{summary}"
+    );
+    rocev2
+}
+
+/// tshark finds no malformed frame, no error-level expert note and no bad IPv4 checksum.
+pub fn tshark_clean(pcap: &std::path::Path) {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-o", "ip.check_checksum:TRUE", "-Y"])
+        .arg("_ws.malformed || _ws.expert.severity >= 8388608 || ip.checksum.status == 0")
+        .output()
+        .expect("tshark (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let flagged = String::from_utf8_lossy(&out.stdout);
+    assert!(flagged.trim().is_empty(), "tshark flags frames:\n{flagged}");
+}
