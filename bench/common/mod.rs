@@ -181,13 +181,16 @@ pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
         .fold(QpStats::default(), |sum, qp| sum + *qp.stats());
     eprintln!(
         "summary: {} QP(s): packets_sent: {}  packets_received: {}  retransmits: {}  \
-         timeouts: {}  duplicates: {}",
+         timeouts: {}  tail_probes: {}  spurious: {}  duplicates: {}  duplicate_responses: {}",
         qpns.len(),
         q.packets_sent,
         q.packets_received,
         q.retransmits,
         q.timeouts,
-        q.duplicates
+        q.tail_probes,
+        q.spurious_retransmits,
+        q.duplicates,
+        q.duplicate_responses
     );
     eprintln!(
         "summary: NAKs sent/received: psn_sequence {}/{}  rnr {}/{}  fatal {}/{}",

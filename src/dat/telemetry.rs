@@ -423,6 +423,7 @@ fn qp_dict(qpn: u32, shard: usize, v: &QpView) -> Dict {
             retransmits,
             timeouts,
             tail_probes,
+            spurious_retransmits,
             duplicates,
             duplicate_responses,
             acks_sent,
@@ -456,6 +457,7 @@ fn qp_dict(qpn: u32, shard: usize, v: &QpView) -> Dict {
         .u64("rnr_retry_left", u64::from(q.rnr_left))
         .u64("rnr_wait", u64::from(q.rnr_wait))
         .u64("ack_timer_armed", u64::from(q.ack_timer.is_some()))
+        .u64("turnaround_us", q.turnaround.as_micros() as u64)
         .u64("expected_psn", u64::from(q.epsn.value()))
         .u64("responses_queued", q.responses_queued as u64)
         .u64("receives_posted", q.receives_posted as u64);
@@ -519,6 +521,7 @@ mod tests {
             "retransmits",
             "timeouts",
             "tail_probes",
+            "spurious_retransmits",
             "duplicates",
         ] {
             assert_eq!(d.get(k), Some(&Value::U64(0)), "{k}");
@@ -532,7 +535,7 @@ mod tests {
         };
         assert_eq!(seq.get("send_wqes"), Some(&Value::U64(0)));
         assert_eq!(seq.get("ack_timer_armed"), Some(&Value::U64(0)));
-        assert_eq!(seq.len(), 13);
+        assert_eq!(seq.len(), 14);
         // Every key is one DPDK accepts as it is.
         for (k, _) in d.entries() {
             assert_eq!(&tel::key(k), k);

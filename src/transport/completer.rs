@@ -99,6 +99,7 @@ impl Qp {
         }
         if psn.before(self.req.una) {
             self.stats.duplicate_responses += 1;
+            self.duplicate_answer(now);
             return;
         }
         let Some(aeth) = h.aeth else {
@@ -327,6 +328,20 @@ impl Qp {
         }
     }
 
+    /// An answer to an acknowledged PSN: if it proves the last probe spurious
+    /// (`Rto::on_duplicate_answer`), the timer now covers the silence it broke and the window
+    /// it shrank comes back (RFC 4015's response: undo what a spurious timeout did).
+    fn duplicate_answer(&mut self, now: Instant) {
+        if self.req.rto.on_duplicate_answer(now).is_some() {
+            self.stats.spurious_retransmits += 1;
+            if let Some(w) = self.req.window_before_timeout.take() {
+                if w.limit() > self.req.window.limit() {
+                    self.req.window = w;
+                }
+            }
+        }
+    }
+
     /// Go-back-N from `psn`, once per gap, consuming the retry budget.
     fn retry(&mut self, psn: Psn) {
         if self.req.retry_psn == Some(psn) {
@@ -339,6 +354,9 @@ impl Qp {
         self.req.retry_left -= 1;
         self.req.retry_psn = Some(psn);
         let inflight = self.req.inflight();
+        // A NAK is a loss: nothing of an earlier timeout is undone after it.
+        self.req.window_before_timeout = None;
+        self.req.rto.on_loss();
         self.req.window.on_nak(inflight);
         self.req.rewind(psn);
     }
@@ -387,6 +405,9 @@ impl Qp {
         }
         self.stats.timeouts += 1;
         let inflight = self.req.inflight();
+        if !self.req.rto.retransmitted() {
+            self.req.window_before_timeout = Some(self.req.window);
+        }
         if self.req.rto.probe_due() && self.req.start_probe() {
             // A tail probe (rto.rs, `ReqState::start_probe`): the oldest unacknowledged packet
             // and the last one again, no retry spent, no back-off. The window shrinks as for

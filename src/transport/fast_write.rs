@@ -56,6 +56,7 @@ impl Qp {
         if mem.remote_write_on(&r, self.config.qpn, payload).is_err() {
             return false;
         }
+        self.resp.note_request(now);
         self.stats.packets_received += 1;
         self.stats.bytes_received += plen as u64;
         self.resp.nak_sent = false;

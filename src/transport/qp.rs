@@ -68,6 +68,9 @@ pub struct QpStats {
     pub timeouts: u64,
     /// Of those, tail probes: the last packet sent again (`rto.rs`).
     pub tail_probes: u64,
+    /// Probes proven spurious: the original's answer came, and at once a duplicate answer to
+    /// the copy (`rto.rs`).
+    pub spurious_retransmits: u64,
     /// Packets dropped silently (P_Key, malformed, unexpected, out of sequence after the NAK).
     pub dropped: u64,
 }
@@ -101,6 +104,7 @@ macro_rules! each_counter {
             remote_op_naks_received: $a.remote_op_naks_received $op $b.remote_op_naks_received,
             timeouts: $a.timeouts $op $b.timeouts,
             tail_probes: $a.tail_probes $op $b.tail_probes,
+            spurious_retransmits: $a.spurious_retransmits $op $b.spurious_retransmits,
             dropped: $a.dropped $op $b.dropped,
         }
     };

@@ -124,6 +124,9 @@ pub(super) struct ReqState {
     pub window: SendWindow,
     /// `una` when the window last heard of progress.
     pub window_una: Psn,
+    /// The window before the first probe or timeout since progress, given back if that
+    /// probe proves spurious (`Qp::duplicate_answer`).
+    pub window_before_timeout: Option<SendWindow>,
     /// Packets sent since the last one with AckReq.
     pub unrequested: u32,
     /// The retransmission timer's round-trip estimate (`rto.rs`).
@@ -151,6 +154,7 @@ impl ReqState {
             rd_outstanding: 0,
             window: SendWindow::default(),
             window_una: Psn::new(0),
+            window_before_timeout: None,
             unrequested: 0,
             rto: Default::default(),
             probe_last: None,

@@ -4,7 +4,11 @@
 //!   the 2^23 after it are out of sequence. Out of sequence: one PSN sequence error NAK per gap
 //!   carrying the expected PSN (§9.7.5.2.1), then silent drops until it arrives.
 //! - Duplicates (§9.7.5.1.1): SEND/WRITE are re-ACKed (when AckReq is set) without executing
-//!   again; a duplicate READ is executed again from the retransmitted request, if it falls in
+//!   again. The re-ACK of a duplicate whose original this responder executed in the same busy
+//!   spell (no [`QUIET_GAP_NS`] between requests since) is an ACK of its own, not merged into the
+//!   original's: the copy came right behind the original (the requester probed a peer that was
+//!   merely slow) and the repeat tells the requester so (`rto.rs`); the re-ACK of an older
+//!   one (the original's ACK was lost) merges as any ACK does. A duplicate READ is executed again from the retransmitted request, if it falls in
 //!   one of the last `max_dest_rd_atomic` READs (its queued response restarts, or it goes
 //!   before the responses to later PSNs: one response per READ is queued, in PSN order); a
 //!   duplicate atomic is answered with the saved original value, never executed twice.
@@ -80,6 +84,11 @@ impl Response {
     }
 }
 
+/// Requests closer together than this belong to one busy spell of the responder
+/// (`RespState::note_request`): half the requester's shortest probe wait, so a probe that
+/// follows a lost ACK always finds the responder quiet since the original.
+pub const QUIET_GAP_NS: u64 = super::rto::PROBE_FLOOR.as_nanos() as u64 / 2;
+
 /// A recently executed READ or atomic, kept to answer duplicates.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RdEntry {
@@ -119,6 +128,10 @@ pub(super) struct RespState {
     pub ring: VecDeque<RdEntry>,
     /// A held ACK must leave now (a request was sent, or the ACK delay passed).
     pub ack_due: bool,
+    /// When the last request arrived, and the expected PSN when the current busy spell began
+    /// (the first request after a [`QUIET_GAP_NS`]).
+    pub last_request_at: Instant,
+    pub spell_psn: Psn,
 }
 
 impl RespState {
@@ -132,7 +145,19 @@ impl RespState {
             queue: VecDeque::with_capacity(MAX_QUEUED_RESPONSES),
             ring: VecDeque::new(),
             ack_due: false,
+            last_request_at: Instant::from_nanos(0),
+            spell_psn: Psn::new(0),
         }
+    }
+
+    /// A request arrived at `now` (before it is executed): a quiet gap before it starts a new
+    /// busy spell at the expected PSN.
+    #[inline(always)]
+    pub fn note_request(&mut self, now: Instant) {
+        if now.saturating_nanos_since(self.last_request_at) > QUIET_GAP_NS {
+            self.spell_psn = self.epsn;
+        }
+        self.last_request_at = now;
     }
 
     pub fn reset(&mut self, rq_psn: Psn) {
@@ -221,6 +246,24 @@ impl RespState {
             }
             return;
         }
+        self.push_separate(r);
+    }
+
+    /// Queues the re-ACK of a duplicate as a packet of its own after an ACK queued before it
+    /// (the original's), so the requester sees the repeat; more repeats merge into that one,
+    /// so a burst full of duplicates queues two ACKs, not one each.
+    fn push_repeat(&mut self, r: Response) {
+        let n = self.queue.len();
+        let ack = |k: usize| matches!(self.queue.get(k), Some(Response::Ack { .. }));
+        if n >= 2 && ack(n - 2) && ack(n - 1) {
+            self.push(r);
+        } else {
+            self.push_separate(r);
+        }
+    }
+
+    /// Queues `r` as a packet of its own.
+    fn push_separate(&mut self, r: Response) {
         if self.queue.len() < MAX_QUEUED_RESPONSES {
             self.queue.push_back(r);
         }
@@ -254,7 +297,7 @@ impl Qp {
     #[inline(always)]
     pub(super) fn handle_request(
         &mut self,
-        _now: Instant,
+        now: Instant,
         pkt: &RocePacket<'_>,
         mem: &mut dyn Memory,
         srq: Option<&mut dyn RecvSource>,
@@ -265,6 +308,7 @@ impl Qp {
         }
         let h = &pkt.headers;
         let psn = h.bth.psn;
+        self.resp.note_request(now);
         let d = psn.diff(self.resp.epsn);
         if d > 0 {
             if self.resp.nak_sent {
@@ -776,7 +820,12 @@ impl Qp {
                 psn: self.resp.epsn.sub(1),
                 msn: self.resp.msn,
             };
-            self.resp.push(r);
+            // Executed in this busy spell: the copy came right behind its original.
+            if psn.diff(self.resp.spell_psn) >= 0 {
+                self.resp.push_repeat(r);
+            } else {
+                self.resp.push(r);
+            }
         }
     }
 

@@ -15,6 +15,21 @@
 //! waiting twice as long as the one before, before the full timer below. A scheduling stall
 //! costs two duplicate packets per probe.
 //!
+//! The timer also covers the peer's turn-around, not only the wire's round trip: a live peer
+//! can be silent for longer than two round trips (a READ's responses still streaming from a
+//! slow responder, a guest or this VM descheduled). A probe proven spurious (RFC 4015 / RFC
+//! 5682's idea, with RoCE's evidence: after it went out, progress came and at once a
+//! duplicate answer, which only a copy that reached the responder right behind its original
+//! draws; the responder re-ACKs such a duplicate in an ACK of its own, `responder.rs`) makes
+//! the silence it broke a sample of that turn-around ([`Rto::on_duplicate_answer`]).
+//! [`Rto::turnaround`] keeps the longest ([`TURNAROUND_MEMORY`] long, at most
+//! [`MAX_TURNAROUND`]), and neither a probe nor the full timer fires sooner than it plus a
+//! round trip: a stall of one length costs one spurious probe, not one each time. A loss the
+//! responder names (a sequence NAK) clears it ([`Rto::on_loss`]): on a lossy path tails are
+//! probed early again. Silences
+//! that end without a retransmission teach nothing: each is shorter than the timer, and
+//! learning them would let the timer ratchet itself up.
+//!
 //! The negotiated timeout keeps its meaning for failure: a retry of `retry_cnt` is spent only
 //! when a whole negotiated timeout passed without progress ([`Rto::spend_retry`]); the earlier
 //! probes are free. A peer that stalls for longer than the adaptive timer, but less than the
@@ -34,6 +49,12 @@ pub const PROBE_FLOOR: Duration = Duration::from_micros(200);
 pub const MAX_PROBES: u32 = 3;
 /// Doublings of the timer after repeated timeouts, at most.
 const MAX_BACKOFF: u32 = 16;
+/// How long the peer's longest proven turn-around is remembered before it counts half: a
+/// slow spell of the peer passes, and the timer comes back down to what the path needs.
+pub const TURNAROUND_MEMORY: Duration = Duration::from_secs(10);
+/// The longest turn-around the timer learns (a descheduled process or a slow guest; a peer
+/// silent for longer is treated as lost until the full timer).
+pub const MAX_TURNAROUND: Duration = Duration::from_millis(25);
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Rto {
@@ -48,6 +69,15 @@ pub(crate) struct Rto {
     progress_at: Option<Instant>,
     /// Tail probes sent since the last progress.
     probes: u32,
+    /// A probe or a timeout sent packets again since the last progress.
+    retransmitted: bool,
+    /// The silence that the last progress after a probe ended, and when it ended, until a
+    /// duplicate answer proves the probe spurious (or anything is sent again).
+    recovered_silence: Option<(Duration, Instant)>,
+    /// The longest proven turn-around of the peer (see the module doc), and when it was last
+    /// raised or halved.
+    turnaround: Duration,
+    turnaround_at: Option<Instant>,
 }
 
 impl Rto {
@@ -69,6 +99,12 @@ impl Rto {
                 self.timing = None;
             }
         }
+        if let (true, Some(since)) = (self.retransmitted, self.progress_at) {
+            // Only a probe's: after a full timeout the path, not a slow peer, is in doubt.
+            let silence = now.saturating_duration_since(since);
+            self.recovered_silence = (self.backoff == 0).then_some((silence, now));
+        }
+        self.retransmitted = false;
         self.backoff = 0;
         self.probes = 0;
         self.progress_at = (!idle).then_some(now);
@@ -92,6 +128,57 @@ impl Rto {
     pub fn on_probe(&mut self) {
         self.timing = None;
         self.probes += 1;
+        self.on_retransmit();
+    }
+
+    /// Whether a probe or timeout sent packets again since the last progress.
+    pub fn retransmitted(&self) -> bool {
+        self.retransmitted
+    }
+
+    fn on_retransmit(&mut self) {
+        self.retransmitted = true;
+        self.recovered_silence = None;
+    }
+
+    /// An answer to a PSN already acknowledged arrived at `now` (a re-ACK, a READ response
+    /// again). Right after progress that came after a probe, it proves the probe spurious:
+    /// the original had arrived, and the copy right behind it. The silence the probe broke was
+    /// the peer's turn-around, which the timer covers from now on. Returns that silence when
+    /// so, once per probe.
+    pub fn on_duplicate_answer(&mut self, now: Instant) -> Option<Duration> {
+        let (silence, at) = self.recovered_silence.take()?;
+        // The copy's answer follows the original's at once; a later duplicate answer belongs
+        // to something else.
+        let window = self.srtt.unwrap_or_default().max(PROBE_FLOOR);
+        if now.saturating_duration_since(at) > window {
+            return None;
+        }
+        let at = *self.turnaround_at.get_or_insert(now);
+        if now.saturating_duration_since(at) >= TURNAROUND_MEMORY {
+            self.turnaround /= 2;
+            self.turnaround_at = Some(now);
+        }
+        let silence = silence.min(MAX_TURNAROUND);
+        if silence >= self.turnaround {
+            self.turnaround = silence;
+            self.turnaround_at = Some(now);
+        }
+        Some(silence)
+    }
+
+    /// The responder named a loss (a PSN sequence error NAK): the path drops packets, and
+    /// what slowness taught the timer goes (a lossy path's duplicate answers are no proof, and
+    /// its lost tails must be probed early).
+    pub fn on_loss(&mut self) {
+        self.turnaround = Duration::ZERO;
+        self.recovered_silence = None;
+    }
+
+    /// The longest proven turn-around of the peer, remembered for [`TURNAROUND_MEMORY`]
+    /// (then halved).
+    pub fn turnaround(&self) -> Duration {
+        self.turnaround
     }
 
     fn sample(&mut self, r: Duration) {
@@ -113,11 +200,14 @@ impl Rto {
     pub fn on_timeout(&mut self) {
         self.timing = None;
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
+        self.on_retransmit();
     }
 
-    /// Packets are sent again (a NAK): none of them gives a sample.
+    /// Packets are sent again (a NAK, an RNR wait, a probe, a timeout): none of them gives a
+    /// sample, and a duplicate answer after them proves nothing.
     pub fn on_rewind(&mut self) {
         self.timing = None;
+        self.recovered_silence = None;
     }
 
     /// The wait before the next retransmission; `negotiated` is the local ACK timeout
@@ -125,13 +215,17 @@ impl Rto {
     pub fn timeout(&self, negotiated: Option<Duration>) -> Option<Duration> {
         let ceiling = negotiated?;
         let base = match self.srtt {
-            Some(s) => (s + self.rttvar * 4).max(RTO_FLOOR),
+            // Never sooner than the peer's proven turn-around, plus a round trip.
+            Some(s) => (s + self.rttvar * 4)
+                .max(RTO_FLOOR)
+                .max(self.turnaround + s),
             None => ceiling,
         };
         let full = base.saturating_mul(1 << self.backoff).min(ceiling);
         Some(match self.srtt {
             Some(s) if self.probe_due() => (s * 2)
                 .max(PROBE_FLOOR)
+                .max(self.turnaround + s)
                 .saturating_mul(1 << self.probes)
                 .min(full),
             _ => full,

@@ -27,6 +27,9 @@ pub struct QpSnapshot {
     pub rnr_wait: bool,
     /// When the local ACK timeout fires next (`None`: not armed).
     pub ack_timer: Option<Instant>,
+    /// The peer's longest proven turn-around, which the retransmission timer covers
+    /// (`rto.rs`).
+    pub turnaround: core::time::Duration,
     /// The responder's expected PSN, responses queued to leave, receives posted.
     pub epsn: Psn,
     pub responses_queued: usize,
@@ -48,6 +51,7 @@ impl Qp {
             rnr_left: self.req.rnr_left,
             rnr_wait: self.req.rnr_wait,
             ack_timer: self.timers.get(Timer::Ack),
+            turnaround: self.req.rto.turnaround(),
             epsn: self.resp.epsn,
             responses_queued: self.resp.queue.len(),
             receives_posted: self.rq.len(),
@@ -62,7 +66,7 @@ impl core::fmt::Display for QpSnapshot {
         write!(
             f,
             "{:?} sq={} (reads {}) una={} sent={} next={} window={} retry={} rnr={}{} \
-             ack timer {} epsn={} responses={} receives={}",
+             ack timer {} turnaround={:?} epsn={} responses={} receives={}",
             self.state,
             self.send_wqes,
             self.reads_outstanding,
@@ -78,6 +82,7 @@ impl core::fmt::Display for QpSnapshot {
             } else {
                 "off"
             },
+            self.turnaround,
             self.epsn.value(),
             self.responses_queued,
             self.receives_posted,

@@ -778,3 +778,84 @@ fn a_lost_probe_is_followed_by_another_after_twice_the_wait() {
         "probes after the floor and twice the floor: {done:?}"
     );
 }
+
+/// A responder that is alive but slow (a descheduled process, a TCG guest) holds the WRITE
+/// past the probe's wait: the probe goes out, then the original and the copy are handled
+/// together. The responder re-ACKs the copy in an ACK of its own (its original was executed in
+/// the same busy spell); that repeat right after the original's ACK proves the probe spurious.
+/// The timer then covers the silence, so the same stall again costs no retransmission.
+#[test]
+fn a_slow_peer_costs_one_spurious_probe_then_none() {
+    let (mut p, src, dst) = pair_with_round_trip(64);
+    let stall = core::time::Duration::from_micros(300);
+    let held_write = |p: &mut Pair, id: u64| -> Vec<Pkt> {
+        p.post_send(A, write64(id, &src, &dst));
+        let mut held = vec![p.drain_one(A)];
+        let until = p.now + stall;
+        // The responder handles nothing until `until`; the requester's timers run.
+        while let Some(t) = p.s[A].qp.poll_timeout().filter(|&t| t <= until) {
+            p.now = t;
+            p.s[A].qp.handle_timeout(p.now);
+            held.extend(p.drain(A));
+        }
+        p.now = until;
+        held
+    };
+    // A -> B: WRITE 101 (held); the probe: WRITE 101 again (held); B wakes: both, then
+    // B -> A: ACK 101, ACK 101 (the copy's, a repeat).
+    let held = held_write(&mut p, 2);
+    let psns = |v: &[Pkt]| v.iter().map(Pkt::psn).collect::<Vec<_>>();
+    assert_eq!(psns(&held), vec![101, 101]);
+    for x in &held {
+        p.deliver(x);
+    }
+    let acks = p.drain(B);
+    assert_eq!(psns(&acks), vec![101, 101]);
+    for x in &acks {
+        p.deliver(x);
+    }
+    assert_eq!(statuses(&p.completions(A)), vec![(2, WcStatus::Success)]);
+    let st = *p.s[A].qp.stats();
+    assert_eq!((st.tail_probes, st.spurious_retransmits), (1, 1));
+    assert_eq!(p.s[B].qp.stats().duplicates, 1);
+    assert!(
+        p.s[A].qp.snapshot().turnaround >= stall,
+        "the stall is remembered"
+    );
+    // The same stall again: nothing is sent twice.
+    let held = held_write(&mut p, 3);
+    assert_eq!(psns(&held), vec![102]);
+    for x in &held {
+        p.deliver(x);
+    }
+    p.run();
+    assert_eq!(statuses(&p.completions(A)), vec![(3, WcStatus::Success)]);
+    let st = *p.s[A].qp.stats();
+    assert_eq!(
+        (st.tail_probes, st.retransmits, st.spurious_retransmits),
+        (1, 1, 1)
+    );
+    assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
+}
+
+/// A lost ACK is no slow peer: the probe's copy reaches a responder that has been quiet since
+/// the original, which re-ACKs it as any ACK (no repeat), and the timer learns nothing; a lost
+/// WRITE likewise.
+#[test]
+fn a_lost_ack_or_write_teaches_the_timer_nothing() {
+    for lost_from in [B, A] {
+        let (mut p, src, dst) = pair_with_round_trip(64);
+        p.filter(drop_once(move |x| x.from == lost_from));
+        p.post_send(A, write64(2, &src, &dst));
+        p.run();
+        assert_eq!(statuses(&p.completions(A)), vec![(2, WcStatus::Success)]);
+        let st = *p.s[A].qp.stats();
+        let case = if lost_from == B { "ACK" } else { "WRITE" };
+        assert_eq!((st.tail_probes, st.spurious_retransmits), (1, 0), "{case}");
+        assert_eq!(
+            p.s[A].qp.snapshot().turnaround,
+            core::time::Duration::ZERO,
+            "{case}"
+        );
+    }
+}
