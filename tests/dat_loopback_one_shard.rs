@@ -30,6 +30,7 @@ fn a_64_kib_rdma_write_between_two_eps_of_a_one_shard_ia_completes_over_loopback
             mac: EthernetAddress([2, 0, 0, 0, 2, 1]),
             ip,
             prefix_len: 24,
+            routes: Default::default(),
             mtu: 1500,
             shards: 1,
             engine: EngineConfig {

@@ -179,6 +179,7 @@ fn an_event_of_the_device_itself_reaches_every_open_ia() {
             mac: dpdk_roce::wire::ethernet::EthernetAddress([2, 0, 0, 0, 1, 0xa]),
             ip: IP_A,
             prefix_len: 24,
+            routes: Default::default(),
             mtu: 1500,
             shards: 2,
             engine: dpdk_roce::engine::runtime::EngineConfig {

@@ -8,7 +8,6 @@
 mod dpdk_common;
 
 use dpdk_common::{decode_all_valid, os_args, run_two_port_bin, tshark_clean};
-use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_roce-engine-pair");
 

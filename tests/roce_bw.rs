@@ -49,6 +49,92 @@ fn lossy_kernel_link(tag: &str, loss: &str) -> Link {
     af_packet_between(tag, &a, &b, vec![x, y])
 }
 
+/// A Linux router in a network namespace (scripts/router.sh), deleted on drop.
+struct Router {
+    name: String,
+}
+
+impl Router {
+    fn script(args: &[&str]) -> String {
+        let out = Command::new("bash")
+            .arg(repo().join("scripts/router.sh"))
+            .args(args)
+            .output()
+            .unwrap();
+        let text = output_text(&out);
+        assert!(out.status.success(), "router.sh {args:?}:\n{text}");
+        text
+    }
+
+    /// IPv4 datagrams the router forwarded so far (its `ForwDatagrams`).
+    fn forwarded(&self) -> u64 {
+        let text = Router::script(&["status", &self.name]);
+        let mut ip = text.lines().filter(|l| l.starts_with("Ip:"));
+        let (names, values) = (ip.next().unwrap(), ip.next().unwrap());
+        let k = names
+            .split_whitespace()
+            .position(|w| w == "ForwDatagrams")
+            .unwrap();
+        values.split_whitespace().nth(k).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(repo().join("scripts/router.sh"))
+            .args(["down", &self.name])
+            .output();
+    }
+}
+
+/// Provider A on 10.77.72.1/24 and provider B on 10.77.73.1/24, two subnets joined by a Linux
+/// router in a namespace: A [Xa] <-> [Xb] router [Ya] <-> [Yb] B. Each profile names the
+/// router as its gateway (`[roce] gateway`).
+fn routed(tag: &str) -> (Link, Router) {
+    let (x, y) = (Veth::up(&format!("{tag}x")), Veth::up(&format!("{tag}y")));
+    let router = Router {
+        name: format!("rr{tag}{}", std::process::id() % 100_000),
+    };
+    Router::script(&[
+        "up",
+        &router.name,
+        &x.end('b'),
+        "10.77.72.254/24",
+        &y.end('a'),
+        "10.77.73.254/24",
+    ]);
+    let prefix = format!("bw{tag}");
+    let dir = std::env::temp_dir().join(format!("dpdk-roce-bw-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mk = |side: char, iface: &str, addr: &str, gateway: &str| {
+        let routed = format!("address = \"{addr}\"\ngateway = \"{gateway}\"");
+        let original = if side == 'a' {
+            "10.77.0.1/24"
+        } else {
+            "10.77.0.2/24"
+        };
+        profile(
+            &dir,
+            &format!("af_packet-{side}"),
+            &[
+                (&format!("rocev0{side}"), iface),
+                (&format!("address = \"{original}\""), &routed),
+            ],
+            &prefix,
+        )
+    };
+    let link = Link {
+        server: mk('a', &x.end('a'), "10.77.72.1/24", "10.77.72.254"),
+        client: mk('b', &y.end('b'), "10.77.73.1/24", "10.77.73.254"),
+        server_ip: "10.77.72.1",
+        _veths: vec![x, y],
+        dir,
+        prefix,
+    };
+    (link, router)
+}
+
 /// The af_packet profiles with the server on interface `a` and the client on `b`; `veths`
 /// stay up as long as the link.
 fn af_packet_between(tag: &str, a: &str, b: &str, veths: Vec<Veth>) -> Link {
@@ -598,6 +684,44 @@ fn perftest_short_flags_and_a_positional_server_over_af_packet() {
         text.lines()
             .any(|l| l.split_whitespace().next() == Some("64")),
         "no row of 64 B:\n{text}"
+    );
+    assert_no_runtime_dirs(&link.prefix);
+}
+
+/// Routed RoCEv2: the two ports are in different subnets, and every operation (Rust API), and
+/// the DAT client through libdat2, moves every byte through a Linux router (the profiles'
+/// gateways); the router forwarded what they exchanged. The router decrements the TTL and
+/// recomputes the IPv4 checksum, which the ICRC leaves out (annex A17.4.1).
+#[test]
+fn every_operation_verified_through_a_linux_router_between_two_subnets() {
+    let (link, router) = routed("r");
+    let before = router.forwarded();
+    for (op, text) in every_op_verified_briefly(&link, &[]) {
+        assert!(text.contains("retransmits"), "{op}:\n{text}");
+    }
+    let conf = link.dir.join("dat.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "bwdat u2.0 nonthreadsafe default {} dapl.2.0 \"{}\" \"\"\n",
+            provider_lib().display(),
+            link.client.display()
+        ),
+    )
+    .unwrap();
+    let text = run_with(
+        &link,
+        &[
+            "--api", "dat", "--ia", "bwdat", "--op", "write", "-s", "4096", "-n", "300", "-q", "4",
+            "-t", "64", "-l", "4", "--cq-mod", "16", "--verify",
+        ],
+        &[("DAT_OVERRIDE", conf.as_path())],
+    );
+    assert_one_row(&text, 4096, 300);
+    let forwarded = router.forwarded() - before;
+    assert!(
+        forwarded > 4 * 200,
+        "the router forwarded {forwarded} datagrams"
     );
     assert_no_runtime_dirs(&link.prefix);
 }

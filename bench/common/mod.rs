@@ -121,6 +121,7 @@ pub fn host(
         profile.roce.address.prefix_len(),
     );
     net.mtu = profile.port.mtu;
+    net.routes = profile.roce.route_table();
     Host::new(
         HostConfig {
             net,

@@ -17,6 +17,7 @@ use super::stream::{self, Poster, StreamSet};
 use super::*;
 use dat_sys as d;
 use dat_sys::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
+use dpdk_roce::dat::immediate;
 
 /// The cookie bit of the receives (control messages from the server, its `-b` stream).
 const RECV_COOKIE: u64 = 1 << 62;
@@ -76,7 +77,7 @@ impl DatSide {
                 &[seg],
                 CTL_WRID,
                 remote,
-                CTL_BIT | i as u32,
+                wire_imm(CTL_BIT | i as u32),
                 d::DAT_COMPLETION_DEFAULT_FLAG,
             ),
         )
@@ -112,7 +113,7 @@ impl DatSide {
                     }
                     if cookie & RECV_COOKIE != 0 {
                         let queued = self.ctl_in.len();
-                        self.received(cookie, len, imm)?;
+                        self.received(cookie, len, imm.map(immediate::to_transport))?;
                         if self.ctl_in.len() > queued {
                             // The caller acts on it first: behind a READY come the
                             // server's messages of the next size.
@@ -336,7 +337,7 @@ impl Poster for DatSide {
                     &[],
                     cookie,
                     Remote { len: 0, ..remote },
-                    (seq as u32) & !CTL_BIT,
+                    wire_imm((seq as u32) & !CTL_BIT),
                     flags(signaled),
                 );
                 must("dat_ib_post_rdma_write_immed", rc)
@@ -476,4 +477,11 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
     let _ = c::ia_close(side.ia, true);
     report::write_json(args, &p, None, &rows)?;
     report::write_plot(args, &p, &rows)
+}
+
+/// The DAT immediate whose wire bytes carry `value` as the server (the Rust host API, IBTA's
+/// big-endian ImmDt) reads it: the DAT layer puts a DAT value's host-order bytes on the wire,
+/// as the OFA provider does (`dpdk_roce::dat::immediate`).
+fn wire_imm(value: u32) -> u32 {
+    immediate::from_transport(value)
 }

@@ -79,6 +79,7 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
                 mac,
                 ip,
                 prefix_len: 24,
+                routes: Default::default(),
                 mtu: 1500,
                 shards: 2,
                 engine: EngineConfig {

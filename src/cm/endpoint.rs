@@ -464,16 +464,17 @@ impl Cm {
         Ok(())
     }
 
-    /// The neighbour layer could not resolve `ip` (its ARP requests went unanswered): every
-    /// connection request to it still waiting for a first answer fails now with `Unreachable`
-    /// (its REQ never left; dat_ep_connect(3DAT): DAT_CONNECTION_EVENT_UNREACHABLE) instead of
-    /// after the last of the CM's retries.
-    pub fn destination_unresolvable(&mut self, ip: Ipv4Addr) {
+    /// The neighbour layer could not resolve the next hop of the destinations `lost` names
+    /// (its ARP requests went unanswered: the peer on the link, or the router before it): every
+    /// connection request to them still waiting for a first answer fails now with
+    /// `Unreachable` (its REQ never left; dat_ep_connect(3DAT):
+    /// DAT_CONNECTION_EVENT_UNREACHABLE) instead of after the last of the CM's retries.
+    pub fn destinations_unresolvable(&mut self, lost: impl Fn(Ipv4Addr) -> bool) {
         let ids: Vec<u32> = self
             .conns
             .iter()
             .filter(|(_, c)| {
-                c.active && c.remote_ip == ip && c.state == State::ReqSent && c.remote_comm_id == 0
+                c.active && lost(c.remote_ip) && c.state == State::ReqSent && c.remote_comm_id == 0
             })
             .map(|(&id, _)| id)
             .collect();

@@ -51,6 +51,15 @@ pub enum ConfigError {
         value: String,
         reason: &'static str,
     },
+    /// A gateway or static route that cannot be parsed, or that `net::NetConfig` refuses
+    /// for this port's address (next hop off the subnet, a route into it, overlapping
+    /// routes, too many).
+    #[error("{field}: `{value}`: {reason}")]
+    BadRoute {
+        field: String,
+        value: String,
+        reason: String,
+    },
     #[error("{field}: {value} is outside {min}..={max}")]
     OutOfRange {
         field: &'static str,

@@ -14,6 +14,8 @@
 //! mtu = 1500
 //! [roce]
 //! address = "10.77.0.1/24"
+//! # gateway = "10.77.0.254"                        # optional: the default route
+//! # routes = ["10.9.0.0/16 via 10.77.0.253"]       # optional: static routes
 //! [engine]
 //! poll_cores = [0]
 //! progress = "inline"
@@ -159,10 +161,52 @@ pub enum MemifRole {
     Client,
 }
 
-/// `[roce]`: the RoCE port's network identity.
+/// `[roce]`: the RoCE port's network identity, and its static routes (`gateway`, the
+/// default route, and `routes`, `"10.9.0.0/16 via 10.77.20.254"` each; `net::routes`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Roce {
     pub address: Ipv4Cidr,
+    pub gateway: Option<std::net::Ipv4Addr>,
+    pub routes: Vec<crate::net::IpRoute>,
+}
+
+impl Roce {
+    /// The routes as the port's neighbour layer holds them (the gateway as the default route).
+    pub fn route_table(&self) -> crate::net::RouteTable {
+        self.checked_routes()
+            .expect("the profile's routes were checked when it was read")
+    }
+
+    /// The route table, or the first route the port would refuse, named by its key.
+    fn checked_routes(&self) -> Result<crate::net::RouteTable, ConfigError> {
+        use crate::net::{IpRoute, NetConfig, RouteTable};
+        let mut table = RouteTable::default();
+        let gateway = self
+            .gateway
+            .map(|g| ("roce.gateway".to_string(), IpRoute::default_via(g)));
+        let routes = self
+            .routes
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (format!("roce.routes[{i}]"), *r));
+        // The port's own rules (next hop on the subnet, no route into it), with any MAC.
+        let mut port = NetConfig::new(
+            crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 0, 1]),
+            self.address.addr(),
+            self.address.prefix_len(),
+        );
+        for (field, r) in gateway.into_iter().chain(routes) {
+            let bad = |reason: String| ConfigError::BadRoute {
+                field: field.clone(),
+                value: r.to_string(),
+                reason,
+            };
+            table.add(r).map_err(|e| bad(e.to_string()))?;
+            port.routes = table;
+            port.validate().map_err(|e| bad(e.to_string()))?;
+        }
+        Ok(table)
+    }
 }
 
 /// Who drives the shards.
@@ -632,6 +676,33 @@ impl Profile {
                 value: raw.roce.address.clone(),
                 reason,
             })?;
+        let gateway = match &raw.roce.gateway {
+            None => None,
+            Some(g) => Some(g.parse().map_err(|_| ConfigError::BadRoute {
+                field: "roce.gateway".into(),
+                value: g.clone(),
+                reason: "not a dotted IPv4 address".into(),
+            })?),
+        };
+        let routes = raw
+            .roce
+            .routes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                crate::net::IpRoute::parse(s).map_err(|reason| ConfigError::BadRoute {
+                    field: format!("roce.routes[{i}]"),
+                    value: s.clone(),
+                    reason: reason.into(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let roce = Roce {
+            address,
+            gateway,
+            routes,
+        };
+        roce.checked_routes()?;
         let progress = Progress::parse("engine.progress", &raw.engine.progress)?;
         if let Some(f) = &raw.faults {
             f.check().map_err(ConfigError::BadFaults)?;
@@ -658,7 +729,7 @@ impl Profile {
                 mbuf_pool_size,
                 mtu,
             },
-            roce: Roce { address },
+            roce,
             engine: Engine {
                 poll_cores: raw.engine.poll_cores,
                 progress,
@@ -718,6 +789,8 @@ impl Profile {
             port,
             roce: RawRoce {
                 address: self.roce.address.to_string(),
+                gateway: self.roce.gateway.map(|g| g.to_string()),
+                routes: self.roce.routes.iter().map(|r| r.to_string()).collect(),
             },
             engine: RawEngine {
                 poll_cores: self.engine.poll_cores.clone(),
@@ -992,6 +1065,10 @@ struct RawPort {
 #[serde(deny_unknown_fields)]
 struct RawRoce {
     address: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gateway: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    routes: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]

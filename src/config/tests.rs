@@ -825,3 +825,66 @@ fn multi_process_keeps_the_shared_config_and_hugepage_files_and_needs_hugepages(
         "{e}"
     );
 }
+
+#[test]
+fn a_gateway_and_routes_reach_the_port_and_survive_a_round_trip() {
+    let text = BASE.replace(
+        "address = \"10.77.0.1/24\"",
+        "address = \"10.77.0.1/24\"\ngateway = \"10.77.0.254\"\nroutes = [\"10.9.0.0/16 via 10.77.0.253\"]",
+    );
+    let p = ok(&text);
+    let t = p.roce.route_table();
+    assert_eq!(
+        t.next_hop("10.9.1.1".parse().unwrap()),
+        Some("10.77.0.253".parse().unwrap())
+    );
+    assert_eq!(
+        t.next_hop("8.8.4.4".parse().unwrap()),
+        Some("10.77.0.254".parse().unwrap())
+    );
+    let again = ok(&p.to_toml());
+    assert_eq!(again.roce, p.roce);
+}
+
+#[test]
+fn bad_gateways_and_routes_name_their_key_and_the_reason() {
+    let roce = |extra: &str| {
+        BASE.replace(
+            "address = \"10.77.0.1/24\"",
+            &format!("address = \"10.77.0.1/24\"\n{extra}"),
+        )
+    };
+    for (extra, field, reason) in [
+        ("gateway = \"10.78.0.1\"", "roce.gateway", "next hop"),
+        ("gateway = \"10.77.0.1\"", "roce.gateway", "next hop"),
+        ("gateway = \"router\"", "roce.gateway", "dotted IPv4"),
+        (
+            "routes = [\"10.9.0.0/16\"]",
+            "roce.routes[0]",
+            "of the form",
+        ),
+        (
+            "routes = [\"10.9.1.0/16 via 10.77.0.2\"]",
+            "roce.routes[0]",
+            "host bits",
+        ),
+        (
+            "routes = [\"10.9.0.0/16 via 10.77.0.2\", \"10.9.8.0/24 via 10.77.0.3\"]",
+            "roce.routes[1]",
+            "overlaps 10.9.0.0/16 via 10.77.0.2",
+        ),
+        (
+            "routes = [\"10.0.0.0/8 via 10.77.0.2\"]",
+            "roce.routes[0]",
+            "own subnet",
+        ),
+    ] {
+        let e = err(&roce(extra));
+        let text = e.to_string();
+        assert!(
+            matches!(&e, ConfigError::BadRoute { field: f, .. } if f == field)
+                && text.contains(reason),
+            "{extra}: {text}"
+        );
+    }
+}

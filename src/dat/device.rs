@@ -169,6 +169,7 @@ mod tests {
                 mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 9, host]),
                 ip: std::net::Ipv4Addr::new(10, 35, 0, host),
                 prefix_len: 24,
+                routes: Default::default(),
                 mtu: 1500,
                 shards: 1,
                 engine: crate::engine::runtime::EngineConfig {

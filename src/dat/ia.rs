@@ -31,9 +31,10 @@ pub struct IaConfig {
     pub mac: EthernetAddress,
     /// The IA address ([`Ia::address`]): the port's IPv4 address, what peers connect to.
     pub ip: Ipv4Addr,
-    /// Length of the subnet prefix of `ip`, in bits (1..=31): there is no gateway, so peers
-    /// outside the subnet are unreachable (`net::NetConfig`).
+    /// Length of the subnet prefix of `ip`, in bits (1..=31).
     pub prefix_len: u8,
+    /// Static routes to peers outside the subnet (`net::NetConfig::routes`).
+    pub routes: crate::net::RouteTable,
     /// IP MTU of the port.
     pub mtu: u16,
     /// Shards (one `Host` each).
@@ -250,6 +251,7 @@ impl Ia {
             mac: EthernetAddress(mac),
             ip: profile.roce.address.addr(),
             prefix_len: profile.roce.address.prefix_len(),
+            routes: profile.roce.route_table(),
             mtu: profile.port.mtu,
             shards,
             engine,
@@ -276,6 +278,7 @@ impl Ia {
         let mut hosts = Vec::new();
         for _ in 0..config.shards.max(1) {
             let mut net = NetConfig::new(config.mac, config.ip, config.prefix_len);
+            net.routes = config.routes;
             net.mtu = config.mtu;
             let host = Host::new(
                 HostConfig {

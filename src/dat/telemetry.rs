@@ -487,6 +487,7 @@ mod tests {
                 mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 9, 7]),
                 ip: Ipv4Addr::new(10, 36, 0, 7),
                 prefix_len: 24,
+                routes: Default::default(),
                 mtu: 1500,
                 shards: 1,
                 engine: Default::default(),

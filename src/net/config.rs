@@ -3,6 +3,7 @@
 //! (RFC 826 leaves retransmission and cache lifetime to the implementation; the defaults follow
 //! Linux: 1 s between requests, 3 retries, entries confirmed within 30 s are fresh).
 
+use super::routes::{IpRoute, RouteTable};
 use crate::wire::ethernet::EthernetAddress;
 use core::time::Duration;
 use std::net::Ipv4Addr;
@@ -27,8 +28,11 @@ pub struct NetConfig {
     /// Our IPv4 address: a unicast host address of its subnet.
     pub ip: Ipv4Addr,
     /// Subnet prefix length, 1..=31 (/31 is a point-to-point link, RFC 3021). Destinations
-    /// outside the subnet are unreachable: there is no gateway.
+    /// outside the subnet go to the next hop of [`routes`](Self::routes), or are unreachable.
     pub prefix_len: u8,
+    /// Static routes (a gateway is the default route): next hops on the subnet for
+    /// destinations outside it.
+    pub routes: RouteTable,
     /// IP MTU of the link (Ethernet payload size), [`MIN_MTU`]..=[`MAX_MTU`].
     pub mtu: u16,
     /// Default DSCP of RoCEv2 packets (6 bits; 26 is the common RoCE lossless class).
@@ -61,6 +65,7 @@ impl NetConfig {
             mac,
             ip,
             prefix_len,
+            routes: RouteTable::default(),
             mtu: 1500,
             dscp: 0,
             ecn: 0,
@@ -94,6 +99,18 @@ impl NetConfig {
                     ip,
                     prefix_len: self.prefix_len,
                 });
+            }
+        }
+        for r in self.routes.iter() {
+            let via = r.via;
+            let host_bits = u32::from(via) & !self.netmask_bits();
+            let not_host =
+                self.prefix_len < 31 && (host_bits == 0 || host_bits == !self.netmask_bits());
+            if !self.on_link(via) || via == self.ip || not_host {
+                return Err(ConfigError::NextHop(r));
+            }
+            if !r.is_default() && r.overlaps(self.ip, self.prefix_len) {
+                return Err(ConfigError::RouteIntoSubnet(r));
             }
         }
         if !(MIN_MTU..=MAX_MTU).contains(&self.mtu) {
@@ -163,7 +180,7 @@ impl NetConfig {
 pub enum ConfigError {
     #[error("MAC address {0} is not unicast (group bit set or all zeros)")]
     MacNotUnicast(EthernetAddress),
-    #[error("prefix length /{0} not supported: need 1..=31 (no gateway, so /32 reaches nobody)")]
+    #[error("prefix length /{0} not supported: need 1..=31 (a /32 has no neighbour on the link, not even a gateway)")]
     PrefixLen(u8),
     #[error(
         "IPv4 address {0} is not a unicast address (unspecified, loopback, multicast or broadcast)"
@@ -171,6 +188,10 @@ pub enum ConfigError {
     IpNotUnicast(Ipv4Addr),
     #[error("IPv4 address {ip} is the network or broadcast address of its /{prefix_len} subnet")]
     IpNotHost { ip: Ipv4Addr, prefix_len: u8 },
+    #[error("route {0}: the next hop must be another host of the port's subnet")]
+    NextHop(IpRoute),
+    #[error("route {0}: its destination overlaps the port's own subnet, which is on the link")]
+    RouteIntoSubnet(IpRoute),
     #[error("MTU {0} out of range {MIN_MTU}..={MAX_MTU}")]
     Mtu(u16),
     #[error("DSCP {0} does not fit in 6 bits")]

@@ -6,15 +6,16 @@ use std::net::Ipv4Addr;
 /// Why a peer cannot be reached (or cannot be reached yet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NetError {
-    /// The address is outside our subnet; there is no gateway support.
-    #[error(
-        "no route to {ip}: not in our subnet {subnet}/{prefix_len}, and gateways are not supported"
-    )]
+    /// The address is outside our subnet and no route (or gateway) covers it.
+    #[error("no route to {ip}: not in our subnet {subnet}/{prefix_len}, and no route or gateway covers it")]
     NoRoute {
         ip: Ipv4Addr,
         subnet: Ipv4Addr,
         prefix_len: u8,
     },
+    /// A static neighbour outside our subnet (it is reached through a route's next hop).
+    #[error("{0} is not on the port's subnet: a neighbour entry is for the link only")]
+    NotOnLink(Ipv4Addr),
     /// A host loopback address (127.0.0.0/8): not on the port (our own address is).
     #[error("{0} is a host loopback address, not on the port (use the port's own address)")]
     Loopback(Ipv4Addr),

@@ -97,11 +97,12 @@ impl Net {
     ) -> Result<Route, NetError> {
         let mac = self.resolved(now, dst_ip)?;
         // Our own address needs no neighbour entry (loopback): it never goes stale.
-        let ready_until = if dst_ip == self.config.ip {
+        let hop = self.next_hop(dst_ip)?;
+        let ready_until = if hop == self.config.ip {
             None
         } else {
             self.neighbours
-                .ready_until(dst_ip)
+                .ready_until(hop)
                 .ok_or(NetError::Pending(dst_ip))?
         };
         let tc = self.encap.traffic_class(dst_ip, src_qpn);
@@ -141,11 +142,18 @@ impl Net {
 
     /// Checks that `ip` is a peer we could reach: a unicast host of our subnet, ourselves
     /// included (loopback through the port: the engine delivers frames to our own MAC to
-    /// ourselves).
+    /// ourselves), or a unicast address a route covers.
     pub fn check_destination(&self, ip: Ipv4Addr) -> Result<(), NetError> {
+        self.next_hop(ip).map(|_| ())
+    }
+
+    /// The neighbour frames to `ip` go to: `ip` itself on our subnet, else the next hop of the
+    /// longest route that covers it ([`check_destination`](Self::check_destination)'s errors
+    /// otherwise).
+    pub fn next_hop(&self, ip: Ipv4Addr) -> Result<Ipv4Addr, NetError> {
         let c = &self.config;
         if ip == c.ip {
-            return Ok(());
+            return Ok(ip);
         }
         if ip.is_loopback() {
             return Err(NetError::Loopback(ip));
@@ -158,7 +166,7 @@ impl Net {
             return Err(NetError::NotUnicast(ip));
         }
         if !c.on_link(ip) {
-            return Err(NetError::NoRoute {
+            return c.routes.next_hop(ip).ok_or(NetError::NoRoute {
                 ip,
                 subnet: Ipv4Addr::from(u32::from(c.ip) & u32::from(c.netmask())),
                 prefix_len: c.prefix_len,
@@ -167,7 +175,7 @@ impl Net {
         if c.prefix_len < 31 && u32::from(ip) & !u32::from(c.netmask()) == 0 {
             return Err(NetError::NotUnicast(ip));
         }
-        Ok(())
+        Ok(ip)
     }
 
     /// Handles one received Ethernet frame (without FCS; Ethernet padding allowed).
@@ -239,9 +247,9 @@ impl Net {
             return Inbound::Consumed;
         }
         let for_us = repr.target_protocol_addr == self.config.ip;
-        // Merge: only senders we could ever talk to go into the table (not 0.0.0.0 probes,
-        // not other subnets). Header templates follow a changed MAC on their next use.
-        if self.check_destination(spa).is_ok() {
+        // Merge: only neighbours on the link go into the table (not 0.0.0.0 probes, not other
+        // subnets). Header templates follow a changed MAC on their next use.
+        if self.config.on_link(spa) && self.check_destination(spa).is_ok() {
             self.neighbours
                 .merge(now, spa, sha, for_us, &mut self.stats);
         }
@@ -259,23 +267,27 @@ impl Net {
     /// The MAC of `ip`, starting an ARP resolution (or the refresh of a stale entry) when
     /// needed. `Pending` means a request was queued for [`poll_transmit`](Self::poll_transmit);
     /// the outcome comes from [`poll_event`](Self::poll_event).
+    /// Off the subnet, the next hop is what is resolved (its outcome events name the next
+    /// hop).
     pub fn resolve(&mut self, now: Instant, ip: Ipv4Addr) -> Resolve {
-        if let Err(e) = self.check_destination(ip) {
-            return Resolve::Failed(e);
-        }
-        if ip == self.config.ip {
+        let hop = match self.next_hop(ip) {
+            Ok(hop) => hop,
+            Err(e) => return Resolve::Failed(e),
+        };
+        if hop == self.config.ip {
             return Resolve::Ready(self.config.mac);
         }
-        self.neighbours.resolve(now, ip, &mut self.stats)
+        self.neighbours.resolve(now, hop, &mut self.stats)
     }
 
     /// The cached MAC of `ip` (stale included; our own address: our MAC), with no side
     /// effects.
     pub fn lookup(&self, ip: Ipv4Addr) -> Option<EthernetAddress> {
-        if ip == self.config.ip {
+        let hop = self.next_hop(ip).ok()?;
+        if hop == self.config.ip {
             return Some(self.config.mac);
         }
-        self.neighbours.lookup(ip)
+        self.neighbours.lookup(hop)
     }
 
     /// Number of cache entries (pending and failed ones included).
@@ -286,6 +298,10 @@ impl Net {
     /// Adds a static neighbour: never expires, never changed by ARP.
     pub fn add_static(&mut self, ip: Ipv4Addr, mac: EthernetAddress) -> Result<(), NetError> {
         self.check_destination(ip)?;
+        if !self.config.on_link(ip) {
+            // A static neighbour is on the link; an address behind a router has none.
+            return Err(NetError::NotOnLink(ip));
+        }
         if !mac.is_unicast() {
             return Err(NetError::NotUnicast(ip));
         }

@@ -11,8 +11,10 @@
 //!   (resolution outcomes), [`Net::frame_for`] / [`Net::write_headers`] (headers of RoCEv2
 //!   packets to a resolved peer).
 //!
-//! Scope: one IPv4 subnet, directly attached. There is **no gateway support**: a destination
-//! outside `ip/prefix_len` is [`NetError::NoRoute`]. Our own address resolves to our own MAC
+//! Scope: one IPv4 subnet, directly attached, and static routes through neighbours on it
+//! (`NetConfig::routes`, a gateway being the default route): a destination outside
+//! `ip/prefix_len` goes to the next hop of the longest matching route (ARP resolves the next
+//! hop, the IP header names the destination), and without one is [`NetError::NoRoute`]. Our own address resolves to our own MAC
 //! (the engine loops such frames back); 127.0.0.0/8 is [`NetError::Loopback`]. ICMP (echo included), IPv6, VLAN tags and IP fragments are counted and
 //! dropped, never answered.
 
@@ -24,6 +26,7 @@ mod iface;
 mod neighbours;
 mod receive;
 mod route;
+mod routes;
 mod stats;
 mod udp_port;
 
@@ -37,5 +40,6 @@ pub use error::NetError;
 pub use iface::{Inbound, Net};
 pub use neighbours::{NetEvent, Resolve};
 pub use route::Route;
+pub use routes::{IpRoute, RouteError, RouteTable, MAX_ROUTES};
 pub use stats::{DropReason, NetStats};
 pub use udp_port::udp_source_port;

@@ -38,6 +38,7 @@ pub fn ias_capturing(a_capture: Option<std::path::PathBuf>) -> (Ia, Ia) {
                 mac: EthernetAddress([2, 0, 0, 0, 1, mac]),
                 ip,
                 prefix_len: 24,
+                routes: Default::default(),
                 mtu: 1500,
                 shards: 2,
                 engine: EngineConfig {

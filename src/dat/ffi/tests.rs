@@ -190,6 +190,7 @@ fn in_memory_ia_on(
             mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 0, 0x10 + host]),
             ip: std::net::Ipv4Addr::new(10, 34, 0, host),
             prefix_len: 24,
+            routes: Default::default(),
             mtu: 1500,
             shards: 1,
             engine: crate::engine::runtime::EngineConfig {

@@ -78,6 +78,7 @@ fn ias() -> Ias {
                 mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 2, mac]),
                 ip,
                 prefix_len: 24,
+                routes: Default::default(),
                 mtu: 1500,
                 shards: 1,
                 engine: crate::engine::runtime::EngineConfig {

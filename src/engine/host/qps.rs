@@ -473,7 +473,10 @@ impl<M: Memory> Host<M> {
                 if self.request_gate.forget(ip) {
                     self.stats.rx_requests_unverified += 1;
                 }
-                self.cm.destination_unresolvable(ip);
+                // `ip` is a next hop: the peer itself, or the router before the peers behind it.
+                let net = &self.net;
+                self.cm
+                    .destinations_unresolvable(|dst| net.next_hop(dst) == Ok(ip));
                 self.cm_ran = true;
             }
             self.events.push_back(HostEvent::Net(ev));

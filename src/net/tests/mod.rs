@@ -8,6 +8,7 @@ mod encap;
 mod fuzz;
 mod resolve;
 mod route;
+mod routed;
 mod tshark;
 
 use super::*;

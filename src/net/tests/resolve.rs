@@ -181,7 +181,7 @@ fn address_errors_are_clear() {
     assert_eq!(net.resolve(ms(0), far), Resolve::Failed(no_route));
     assert_eq!(
         no_route.to_string(),
-        "no route to 10.1.2.3: not in our subnet 192.168.2.0/24, and gateways are not supported"
+        "no route to 10.1.2.3: not in our subnet 192.168.2.0/24, and no route or gateway covers it"
     );
     // Our own address is ours at once (loopback through the port), with no ARP.
     assert_eq!(net.resolve(ms(0), OUR_IP), Resolve::Ready(net.config().mac));
