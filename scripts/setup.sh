@@ -24,6 +24,15 @@ PACKAGES=(
   util-linux        # flock, setsid, mount (scripts/)
   sockperf          # scripts/sockperf-baseline.sh: the kernel UDP busy-poll latency baseline
   fonts-dejavu-core # the TrueType font roce-tool plot and roce-bw --plot draw text with
+  qemu-system-x86   # scripts/rxe-guest.sh boots the soft-RoCE guest (TCG) for tests/interop_rxe.rs
+  busybox-static    # scripts/rxe-guest.sh: the guest initramfs's shell and tools
+  kmod              # depmod/modprobe -d order the guest kernel's modules (scripts/rxe-guest.sh)
+  cpio              # scripts/rxe-guest.sh packs the guest initramfs
+  rdma-core         # rdma-core, the reference RDMA userspace the rxe guest runs (its libraries below)
+  ibverbs-providers # librxe-rdmav34.so and rxe.driver, copied into the rxe guest
+  libibverbs1       # libibverbs, copied into the rxe guest
+  librdmacm1        # librdmacm (libdaplofa's connection manager), copied into the rxe guest
+  ibverbs-utils     # ibv_devinfo in the rxe guest (diagnostics)
 )
 
 missing=()
