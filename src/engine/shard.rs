@@ -569,6 +569,90 @@ mod tests {
         assert_eq!(shard.raw_channel().unwrap().stats().sent, 1);
     }
 
+    /// A router's ICMP host unreachable about the REQ to a peer behind it (`net/icmp.rs`)
+    /// fails that connection request at once, not after the CM's retries: connect to
+    /// 10.20.0.7 through the gateway 10.9.0.254, the router answers ARP, the REQ leaves for its
+    /// MAC, and the router's ICMP quoting it comes back.
+    #[test]
+    fn an_icmp_unreachable_from_the_router_fails_the_connection_request() {
+        use crate::cm::CmEvent;
+        use crate::net::{ArpFrame, IpRoute};
+        use crate::wire::ipv4::ones_complement_sum;
+        let (io, mut wire) = ChannelIo::pair(64);
+        let mut net = net_at_10_9_0_1();
+        let (our_mac, our_ip) = (net.mac, net.ip);
+        net.routes
+            .add(IpRoute::parse("10.20.0.0/16 via 10.9.0.254").unwrap())
+            .unwrap();
+        let mut shard = Shard::new(host_at_10_9_0_1(net), io);
+        let router_mac = EthernetAddress([0x52, 0x54, 0, 0, 0, 0xfe]);
+        let router_ip = Ipv4Addr::new(10, 9, 0, 254);
+        let now = shard.clock().now();
+        let pd = shard.host.mr_table().create_pz().id();
+        let qpn = shard
+            .host
+            .create_qp(
+                now,
+                QpOptions {
+                    pd,
+                    ..QpOptions::default()
+                },
+            )
+            .unwrap();
+        let peer = Ipv4Addr::new(10, 20, 0, 7);
+        shard
+            .host
+            .connect(now, ConnectParams::new(peer, 1, qpn, Psn::new(0)))
+            .unwrap();
+        shard.send_now();
+        assert_eq!(arp_requests(&mut wire), 1, "who has the router");
+        let reply = ArpFrame::reply(router_mac, router_ip, our_mac, our_ip);
+        assert!(wire.tx(reply.as_bytes()));
+        let mut req = None;
+        for _ in 0..1000 {
+            shard.poll();
+            wire.rx_burst(&mut |f| {
+                if f.len() > 42 && f[12..14] == [0x08, 0x00] && f[36..38] == 4791u16.to_be_bytes() {
+                    req = Some(f.to_vec());
+                }
+            });
+            if req.is_some() {
+                break;
+            }
+        }
+        let req = req.expect("the REQ left");
+        assert_eq!(&req[..6], &router_mac.0, "to the router's MAC");
+        assert_eq!(&req[30..34], &peer.octets(), "for the peer");
+        // ICMP type 3 code 1, quoting the REQ's IPv4 header and UDP header.
+        let mut icmp = vec![3, 1, 0, 0, 0, 0, 0, 0];
+        icmp.extend_from_slice(&req[14..42]);
+        let c = !ones_complement_sum(&icmp, 0);
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        let mut ip = vec![0x45, 0xc0];
+        ip.extend_from_slice(&((20 + icmp.len()) as u16).to_be_bytes());
+        ip.extend_from_slice(&[0, 0, 0, 0, 64, 1, 0, 0]);
+        ip.extend_from_slice(&router_ip.octets());
+        ip.extend_from_slice(&our_ip.octets());
+        let c = !ones_complement_sum(&ip, 0);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        let mut frame = our_mac.0.to_vec();
+        frame.extend_from_slice(&router_mac.0);
+        frame.extend_from_slice(&[0x08, 0x00]);
+        frame.extend_from_slice(&ip);
+        frame.extend_from_slice(&icmp);
+        assert!(wire.tx(&frame));
+        let mut unreachable = false;
+        for _ in 0..1000 {
+            shard.poll();
+            if let Some(ev) = shard.host.poll_event() {
+                unreachable = matches!(ev, CmEvent::Unreachable { .. });
+                break;
+            }
+        }
+        assert!(unreachable, "the connection request failed as unreachable");
+        assert_eq!(shard.host.net().stats().rx_icmp_unreachable, 1);
+    }
+
     /// An idle shard reads the clock only every `CLOCK_EVERY_IDLE` turns, yet its timers
     /// fire: a connection attempt to an unanswered address sends its ARP request at once
     /// (`send_now`, output waiting) and the retries later with nothing else happening.

@@ -209,6 +209,7 @@ impl Net {
             EtherType::IPV4 if dst != self.config.mac => Inbound::Dropped(DropReason::NotOurMac),
             EtherType::IPV4 => match receive_ipv4(frame, self.config.ip) {
                 Ok(f) => Inbound::Roce(f),
+                Err(DropReason::Icmp) => self.handle_icmp(frame),
                 Err(reason) => Inbound::Dropped(reason),
             },
             EtherType::ARP if dst != self.config.mac && !dst.is_multicast() => {
@@ -216,6 +217,24 @@ impl Net {
             }
             EtherType::ARP => self.handle_arp(now, &frame[ethernet::HEADER_LEN..]),
             _ => Inbound::Dropped(DropReason::EtherType),
+        }
+    }
+
+    /// An ICMP message for us (its IPv4 header checked by the receive filter): a Destination
+    /// Unreachable about one of our RoCEv2 datagrams is an event; anything else is dropped.
+    fn handle_icmp(&mut self, frame: &[u8]) -> Inbound<'static> {
+        let l3 = &frame[ethernet::HEADER_LEN..];
+        let ip = crate::wire::ipv4::Packet::new_unchecked(l3);
+        let (hl, total) = (ip.header_len(), usize::from(ip.total_len()));
+        let icmp = l3.get(hl..total).unwrap_or(&[]);
+        match super::icmp::unreachable_destination(icmp, self.config.ip) {
+            Some(dst) => {
+                self.stats.rx_icmp_unreachable += 1;
+                self.neighbours
+                    .push_event(NetEvent::IcmpUnreachable { ip: dst });
+                Inbound::Consumed
+            }
+            None => Inbound::Dropped(DropReason::Icmp),
         }
     }
 

@@ -15,13 +15,16 @@
 //! (`NetConfig::routes`, a gateway being the default route): a destination outside
 //! `ip/prefix_len` goes to the next hop of the longest matching route (ARP resolves the next
 //! hop, the IP header names the destination), and without one is [`NetError::NoRoute`]. Our own address resolves to our own MAC
-//! (the engine loops such frames back); 127.0.0.0/8 is [`NetError::Loopback`]. ICMP (echo included), IPv6, VLAN tags and IP fragments are counted and
+//! (the engine loops such frames back); 127.0.0.0/8 is [`NetError::Loopback`]. An ICMP
+//! Destination Unreachable about a RoCEv2 datagram we sent becomes [`NetEvent::IcmpUnreachable`]
+//! (`icmp.rs`); other ICMP (echo included), IPv6, VLAN tags and IP fragments are counted and
 //! dropped, never answered.
 
 mod arp_frame;
 mod config;
 mod encap;
 mod error;
+mod icmp;
 mod iface;
 mod neighbours;
 mod receive;

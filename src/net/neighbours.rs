@@ -44,6 +44,9 @@ pub enum NetEvent {
     /// All requests for `ip` went unanswered: connection attempts to it should fail with
     /// [`NetError::Unreachable`].
     Unresolvable { ip: Ipv4Addr },
+    /// A router (or the peer) reported a RoCEv2 datagram to `ip` undeliverable (ICMP
+    /// Destination Unreachable, `icmp.rs`).
+    IcmpUnreachable { ip: Ipv4Addr },
     /// Another station (`mac`) claims our own address `ip` in its ARP packets.
     AddressConflict { ip: Ipv4Addr, mac: EthernetAddress },
 }

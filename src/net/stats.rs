@@ -141,6 +141,8 @@ pub struct NetStats {
     pub resolved: u64,
     /// Resolutions or refreshes that failed after all retries.
     pub unresolvable: u64,
+    /// ICMP Destination Unreachable messages about our RoCEv2 datagrams (`icmp.rs`).
+    pub rx_icmp_unreachable: u64,
     /// Settled entries evicted to make room.
     pub cache_evictions: u64,
     drops: [u64; DropReason::ALL.len()],

@@ -45,6 +45,9 @@ pub(super) fn net_event(ev: &NetEvent) {
         NetEvent::Unresolvable { ip } => {
             tracing::info!(target: "dpdk_roce::net", %ip, "ARP: no answer, address unreachable")
         }
+        NetEvent::IcmpUnreachable { ip } => {
+            tracing::info!(target: "dpdk_roce::net", %ip, "ICMP: destination unreachable")
+        }
         NetEvent::AddressConflict { ip, mac } => {
             tracing::warn!(target: "dpdk_roce::net", %ip, %mac, "another station claims our address")
         }

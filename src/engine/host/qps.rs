@@ -469,6 +469,10 @@ impl<M: Memory> Host<M> {
         // to it, whose events are collected just below.
         while let Some(ev) = self.net.poll_event() {
             super::event_log::net_event(&ev);
+            if let NetEvent::IcmpUnreachable { ip } = ev {
+                self.cm.destinations_unresolvable(|dst| dst == ip);
+                self.cm_ran = true;
+            }
             if let NetEvent::Unresolvable { ip } = ev {
                 if self.request_gate.forget(ip) {
                     self.stats.rx_requests_unverified += 1;

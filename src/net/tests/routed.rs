@@ -82,3 +82,58 @@ fn routes_the_port_could_not_use_are_refused() {
         "{into_subnet}"
     );
 }
+
+/// Linux's ICMP host unreachable (type 3 code 1) from the router 192.168.2.24 about our
+/// RoCEv2 datagram to `peer` (UDP port `port`), byte for byte; `corrupt` breaks its checksum.
+fn icmp_unreachable(peer: Ipv4Addr, port: u16, corrupt: bool) -> Vec<u8> {
+    let mut quoted = vec![0x45, 0x02, 0, 60, 0x12, 0x34, 0x40, 0, 64, 17, 0, 0];
+    quoted.extend_from_slice(&OUR_IP.octets());
+    quoted.extend_from_slice(&peer.octets());
+    let c = !ipv4::ones_complement_sum(&quoted, 0);
+    quoted[10..12].copy_from_slice(&c.to_be_bytes());
+    quoted.extend_from_slice(&[0xc0, 0x01]); // UDP source port
+    quoted.extend_from_slice(&port.to_be_bytes());
+    quoted.extend_from_slice(&[0, 40, 0, 0]);
+    let mut icmp = vec![3, 1, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(&quoted);
+    let c = !ipv4::ones_complement_sum(&icmp, 0) ^ u16::from(corrupt);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    let total = (20 + icmp.len()) as u16;
+    let mut ip = vec![0x45, 0xc0];
+    ip.extend_from_slice(&total.to_be_bytes());
+    ip.extend_from_slice(&[0, 0, 0, 0, 64, 1, 0, 0]);
+    ip.extend_from_slice(&LINUX_IP.octets());
+    ip.extend_from_slice(&OUR_IP.octets());
+    let c = !ipv4::ones_complement_sum(&ip, 0);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut f = OUR_MAC.0.to_vec();
+    f.extend_from_slice(&LINUX_MAC.0);
+    f.extend_from_slice(&[0x08, 0x00]);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&icmp);
+    f
+}
+
+#[test]
+fn an_icmp_unreachable_about_our_roce_datagram_names_the_peer() {
+    let mut net = routed_net();
+    let f = icmp_unreachable(PEER, 4791, false);
+    assert_eq!(net.handle_frame(ms(0), &f), Inbound::Consumed);
+    assert_eq!(
+        events(&mut net),
+        vec![NetEvent::IcmpUnreachable { ip: PEER }]
+    );
+    assert_eq!(net.stats().rx_icmp_unreachable, 1);
+    // Not about RoCEv2, or damaged: counted and dropped as any ICMP.
+    for f in [
+        icmp_unreachable(PEER, 53, false),
+        icmp_unreachable(PEER, 4791, true),
+    ] {
+        assert_eq!(
+            net.handle_frame(ms(1), &f),
+            Inbound::Dropped(DropReason::Icmp)
+        );
+    }
+    assert!(events(&mut net).is_empty());
+    assert_eq!(net.stats().dropped(DropReason::Icmp), 2);
+}
