@@ -360,6 +360,15 @@ fn dapltest_transactions_sr_rw_rr_validated_over_af_packet() {
     assert_no_dpdk_runtime_dir("dlt");
 }
 
+/// The transaction tests, every buffer validated, between two subnets through a Linux router
+/// in a namespace (each profile's `[roce] gateway`).
+#[test]
+fn dapltest_transactions_validated_through_a_linux_router() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    transaction(&Setup::with_link("drt", Link::Routed));
+    assert_no_dpdk_runtime_dir("drt");
+}
+
 /// The transaction tests with frames lost, duplicated, reordered and corrupted in both
 /// directions on both ports (`[faults]` in both profiles): every buffer still validated, and
 /// the injector reports what it did.

@@ -66,6 +66,14 @@ fn dtest_with_a_1_mib_buffer_passes_over_af_packet() {
     assert!(cli.contains("100 x 1048576"), "{cli}");
 }
 
+/// Routed RoCEv2 with the programs as users type them: the two processes' ports are in
+/// different subnets (10.77.74.0/24, 10.77.75.0/24), joined by a Linux router in a namespace
+/// that each profile names as its gateway (scripts/router.sh).
+#[test]
+fn dtest_passes_through_a_linux_router() {
+    assert_all_phases(&dtest_as_typed("rt", Link::Routed, &[], Progress::Inline));
+}
+
 /// Over net_memif the server's IA opens while its link is down (no client attached yet:
 /// the client starts 3 s later) and waits for the connection; dtest with no options.
 #[test]

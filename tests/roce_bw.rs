@@ -10,7 +10,7 @@ mod dpdk_common;
 
 use dpdk_common::{
     assert_no_runtime_dirs, output_text, profile_copy as profile, provider_lib, repo,
-    retry_fanout_collision, Veth,
+    retry_fanout_collision, Router, Veth,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -49,61 +49,18 @@ fn lossy_kernel_link(tag: &str, loss: &str) -> Link {
     af_packet_between(tag, &a, &b, vec![x, y])
 }
 
-/// A Linux router in a network namespace (scripts/router.sh), deleted on drop.
-struct Router {
-    name: String,
-}
-
-impl Router {
-    fn script(args: &[&str]) -> String {
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/router.sh"))
-            .args(args)
-            .output()
-            .unwrap();
-        let text = output_text(&out);
-        assert!(out.status.success(), "router.sh {args:?}:\n{text}");
-        text
-    }
-
-    /// IPv4 datagrams the router forwarded so far (its `ForwDatagrams`).
-    fn forwarded(&self) -> u64 {
-        let text = Router::script(&["status", &self.name]);
-        let mut ip = text.lines().filter(|l| l.starts_with("Ip:"));
-        let (names, values) = (ip.next().unwrap(), ip.next().unwrap());
-        let k = names
-            .split_whitespace()
-            .position(|w| w == "ForwDatagrams")
-            .unwrap();
-        values.split_whitespace().nth(k).unwrap().parse().unwrap()
-    }
-}
-
-impl Drop for Router {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(repo().join("scripts/router.sh"))
-            .args(["down", &self.name])
-            .output();
-    }
-}
-
 /// Provider A on 10.77.72.1/24 and provider B on 10.77.73.1/24, two subnets joined by a Linux
 /// router in a namespace: A [Xa] <-> [Xb] router [Ya] <-> [Yb] B. Each profile names the
 /// router as its gateway (`[roce] gateway`).
 fn routed(tag: &str) -> (Link, Router) {
     let (x, y) = (Veth::up(&format!("{tag}x")), Veth::up(&format!("{tag}y")));
-    let router = Router {
-        name: format!("rr{tag}{}", std::process::id() % 100_000),
-    };
-    Router::script(&[
-        "up",
-        &router.name,
+    let router = Router::up(
+        tag,
         &x.end('b'),
         "10.77.72.254/24",
         &y.end('a'),
         "10.77.73.254/24",
-    ]);
+    );
     let prefix = format!("bw{tag}");
     let dir = std::env::temp_dir().join(format!("dpdk-roce-bw-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -9,7 +9,7 @@
 #[path = "../dpdk_common/mod.rs"]
 pub mod dpdk_common;
 
-use dpdk_common::{output_text, Veth, FANOUT_COLLISION};
+use dpdk_common::{output_text, Router, Veth, FANOUT_COLLISION};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -45,13 +45,17 @@ pub enum Link {
     /// client (dpdk-config/memif-{server,client}.toml, 10.77.3.0/24). The server's link is
     /// down until the client attaches.
     Memif,
+    /// net_af_packet on two veth pairs joined by a Linux router in a namespace
+    /// (scripts/router.sh): side a 10.77.74.1/24, side b 10.77.75.1/24, each profile naming the
+    /// router (.254) as its gateway.
+    Routed,
 }
 
 impl Link {
     /// The profile file a side's profile is derived from.
     fn template(self, side: char) -> String {
         match self {
-            Link::AfPacket => format!("af_packet-{side}"),
+            Link::AfPacket | Link::Routed => format!("af_packet-{side}"),
             Link::Tap => format!("tap-{side}"),
             Link::Memif if side == 'a' => "memif-server".into(),
             Link::Memif => "memif-client".into(),
@@ -61,7 +65,7 @@ impl Link {
     /// The line of the template profile that names the side's end of the link.
     fn template_end(self, side: char) -> String {
         match self {
-            Link::AfPacket => format!("iface = \"rocev0{side}\""),
+            Link::AfPacket | Link::Routed => format!("iface = \"rocev0{side}\""),
             Link::Tap => format!("iface = \"rocetap0{side}\""),
             Link::Memif => "socket = \"/run/dpdk-roce/memif0.sock\"".into(),
         }
@@ -79,6 +83,12 @@ enum Ends {
     Memif {
         socket: String,
     },
+    /// Side a on veth pair `x`, side b on `y`, the router between them (dropped first).
+    Routed {
+        router: Router,
+        x: Veth,
+        y: Veth,
+    },
 }
 
 impl Ends {
@@ -88,6 +98,17 @@ impl Ends {
                 socket: dir.join("memif.sock").display().to_string(),
             },
             Link::AfPacket => Ends::Veth(Veth::up(tag)),
+            Link::Routed => {
+                let (x, y) = (Veth::up(&format!("{tag}x")), Veth::up(&format!("{tag}y")));
+                let router = Router::up(
+                    tag,
+                    &x.end('b'),
+                    "10.77.74.254/24",
+                    &y.end('a'),
+                    "10.77.75.254/24",
+                );
+                Ends::Routed { router, x, y }
+            }
             Link::Tap => {
                 // `dt<tag><pid mod 10^5><side>`: at most 15 characters (IFNAMSIZ - 1) for tags
                 // of up to 7 characters, like the veth names.
@@ -103,6 +124,8 @@ impl Ends {
             Ends::Veth(v) => v.end(side),
             Ends::Tap { prefix } => format!("{prefix}{side}"),
             Ends::Memif { socket } => socket.clone(),
+            Ends::Routed { x, .. } if side == 'a' => x.end('a'),
+            Ends::Routed { y, .. } => y.end('b'),
         }
     }
 
@@ -149,6 +172,20 @@ impl Setup {
                 text.contains(&end) && text.contains(&name),
                 "{template}.toml changed"
             );
+            let text = match link {
+                Link::Routed => {
+                    let (ours, net) = if side == 'a' {
+                        ("10.77.0.1", 74)
+                    } else {
+                        ("10.77.0.2", 75)
+                    };
+                    text.replace(
+                        &format!("address = \"{ours}/24\""),
+                        &format!("address = \"10.77.{net}.1/24\"\ngateway = \"10.77.{net}.254\""),
+                    )
+                }
+                _ => text,
+            };
             let text = text
                 .replace(&end, &ends.line(side))
                 .replace(&name, &format!("name = \"dat{tag}-{side}\""))

@@ -266,3 +266,53 @@ pub fn tshark_clean(pcap: &std::path::Path) {
     let flagged = String::from_utf8_lossy(&out.stdout);
     assert!(flagged.trim().is_empty(), "tshark flags frames:\n{flagged}");
 }
+
+/// A Linux router in a network namespace (scripts/router.sh), deleted on drop.
+pub struct Router {
+    pub name: String,
+}
+
+impl Router {
+    /// A router named `rr<tag><pid>` forwarding between interfaces `x` (address `cx`) and `y`
+    /// (`cy`), which it moves into its namespace.
+    pub fn up(tag: &str, x: &str, cx: &str, y: &str, cy: &str) -> Router {
+        let router = Router {
+            name: format!("rr{tag}{}", std::process::id() % 100_000),
+        };
+        Router::script(&["up", &router.name, x, cx, y, cy]);
+        router
+    }
+
+    /// Runs scripts/router.sh with `args`; its output (the test fails if it does).
+    pub fn script(args: &[&str]) -> String {
+        let out = Command::new("bash")
+            .arg(repo().join("scripts/router.sh"))
+            .args(args)
+            .output()
+            .unwrap();
+        let text = output_text(&out);
+        assert!(out.status.success(), "router.sh {args:?}:\n{text}");
+        text
+    }
+
+    /// IPv4 datagrams the router forwarded so far (its `ForwDatagrams`).
+    pub fn forwarded(&self) -> u64 {
+        let text = Router::script(&["status", &self.name]);
+        let mut ip = text.lines().filter(|l| l.starts_with("Ip:"));
+        let (names, values) = (ip.next().unwrap(), ip.next().unwrap());
+        let k = names
+            .split_whitespace()
+            .position(|w| w == "ForwDatagrams")
+            .unwrap();
+        values.split_whitespace().nth(k).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(repo().join("scripts/router.sh"))
+            .args(["down", &self.name])
+            .output();
+    }
+}
