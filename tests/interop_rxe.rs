@@ -194,9 +194,21 @@ impl Guest {
         (out.status.code().unwrap_or(-1), text)
     }
 
-    /// Runs `cmd` in the guest (killed after `limit_s`): its exit status and output.
+    /// Runs `cmd` in the guest (killed after `limit_s`): its exit status and output. When the
+    /// guest's command channel gave no answer at all (exit 255: the serial agent stalled
+    /// under the host's load, seen once in a fresh-clone run), the command goes once more; a
+    /// late answer to the first is never taken for the second (each carries its nonce).
     fn exec(&self, limit_s: u32, cmd: &str) -> (i32, String) {
-        self.run_script(&["exec", &self.name, "-t", &limit_s.to_string(), "--", cmd])
+        let args = ["exec", &self.name, "-t", &limit_s.to_string(), "--", cmd];
+        let first = self.run_script(&args);
+        if first.0 != 255 {
+            return first;
+        }
+        println!(
+            "guest {}: no answer on the command channel, asking again",
+            self.name
+        );
+        self.run_script(&args)
     }
 
     /// Starts `cmd` in the guest as background job `job`.
