@@ -418,11 +418,8 @@ fn sweep_with_raw_bidirectional_json_plot_and_duration_over_memif() {
     assert_no_runtime_dirs(&link.prefix);
 }
 
-/// The client through libdat2 (`--api dat`): the IA's profile is the client profile, named in
-/// a dat.conf of the test's own. Every operation with every byte checked over several EPs and
-/// both ways at once, the lone-completion case (`-t 1 --cq-mod 1`), and the JSON says which
-/// API ran.
-fn dat_client_every_op(link: &Link) {
+/// A dat.conf in the link's directory naming IA `bwdat` on the client's profile.
+fn client_dat_conf(link: &Link) -> PathBuf {
     let conf = link.dir.join("dat.conf");
     std::fs::write(
         &conf,
@@ -433,6 +430,15 @@ fn dat_client_every_op(link: &Link) {
         ),
     )
     .unwrap();
+    conf
+}
+
+/// The client through libdat2 (`--api dat`): the IA's profile is the client profile, named in
+/// a dat.conf of the test's own. Every operation with every byte checked over several EPs and
+/// both ways at once, the lone-completion case (`-t 1 --cq-mod 1`), and the JSON says which
+/// API ran.
+fn dat_client_every_op(link: &Link) {
+    let conf = client_dat_conf(link);
     let json = link.dir.join("dat.json");
     let env = [("DAT_OVERRIDE", conf.as_path())];
     let verified = [
@@ -656,16 +662,7 @@ fn every_operation_verified_through_a_linux_router_between_two_subnets() {
     for (op, text) in every_op_verified_briefly(&link, &[]) {
         assert!(text.contains("retransmits"), "{op}:\n{text}");
     }
-    let conf = link.dir.join("dat.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "bwdat u2.0 nonthreadsafe default {} dapl.2.0 \"{}\" \"\"\n",
-            provider_lib().display(),
-            link.client.display()
-        ),
-    )
-    .unwrap();
+    let conf = client_dat_conf(&link);
     let text = run_with(
         &link,
         &[

@@ -569,6 +569,26 @@ mod tests {
         assert_eq!(shard.raw_channel().unwrap().stats().sent, 1);
     }
 
+    /// A new QP of the shard's host connects to `peer` (CM port 1).
+    fn connect_new_qp(shard: &mut Shard<Arc<MrTable>, ChannelIo>, peer: Ipv4Addr) {
+        let now = shard.clock().now();
+        let pd = shard.host.mr_table().create_pz().id();
+        let qpn = shard
+            .host
+            .create_qp(
+                now,
+                QpOptions {
+                    pd,
+                    ..QpOptions::default()
+                },
+            )
+            .unwrap();
+        shard
+            .host
+            .connect(now, ConnectParams::new(peer, 1, qpn, Psn::new(0)))
+            .unwrap();
+    }
+
     /// A router's ICMP host unreachable about the REQ to a peer behind it (`net/icmp.rs`)
     /// fails that connection request at once, not after the CM's retries: connect to
     /// 10.20.0.7 through the gateway 10.9.0.254, the router answers ARP, the REQ leaves for its
@@ -587,23 +607,8 @@ mod tests {
         let mut shard = Shard::new(host_at_10_9_0_1(net), io);
         let router_mac = EthernetAddress([0x52, 0x54, 0, 0, 0, 0xfe]);
         let router_ip = Ipv4Addr::new(10, 9, 0, 254);
-        let now = shard.clock().now();
-        let pd = shard.host.mr_table().create_pz().id();
-        let qpn = shard
-            .host
-            .create_qp(
-                now,
-                QpOptions {
-                    pd,
-                    ..QpOptions::default()
-                },
-            )
-            .unwrap();
         let peer = Ipv4Addr::new(10, 20, 0, 7);
-        shard
-            .host
-            .connect(now, ConnectParams::new(peer, 1, qpn, Psn::new(0)))
-            .unwrap();
+        connect_new_qp(&mut shard, peer);
         shard.send_now();
         assert_eq!(arp_requests(&mut wire), 1, "who has the router");
         let reply = ArpFrame::reply(router_mac, router_ip, our_mac, our_ip);
@@ -668,23 +673,8 @@ mod tests {
             assert!(!shard.poll());
         }
         assert!(!shard.host.has_output());
-        let now = shard.clock().now();
-        let pd = shard.host.mr_table().create_pz().id();
-        let qpn = shard
-            .host
-            .create_qp(
-                now,
-                QpOptions {
-                    pd,
-                    ..QpOptions::default()
-                },
-            )
-            .unwrap();
         let peer = Ipv4Addr::new(10, 9, 0, 2);
-        shard
-            .host
-            .connect(now, ConnectParams::new(peer, 1, qpn, Psn::new(0)))
-            .unwrap();
+        connect_new_qp(&mut shard, peer);
         assert!(shard.host.has_output(), "the connect left a MAD to send");
         // `send_now` puts it on the wire without a receive turn: the MAD waits for the MAC, so
         // what leaves is the ARP request for the peer.
