@@ -21,6 +21,7 @@ PACKAGES=(
   iproute2          # `ip link` veth/tap set-up in the DPDK port tests
   ethtool           # scripts/veth.sh turns scatter-gather off on the veth ends
   arping            # the net_tap test: the kernel arpings the provider's address
+  python3           # tests/roce_bw.rs sends another VLAN's frames through a packet socket
   util-linux        # flock, setsid, mount (scripts/)
   sockperf          # scripts/sockperf-baseline.sh: the kernel UDP busy-poll latency baseline
   fonts-dejavu-core # the TrueType font roce-tool plot and roce-bw --plot draw text with

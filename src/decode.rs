@@ -85,6 +85,14 @@ pub fn summarize(frame: &[u8]) -> FrameSummary {
 /// Summarizes a frame, treating UDP destination port 4791 and every port in `extra_ports` as
 /// RoCEv2.
 pub fn summarize_with_ports(frame: &[u8], extra_ports: &[u16]) -> FrameSummary {
+    // An 802.1Q tag (a capture of the wire, `net::vlan`): the frame behind it, tag first.
+    if let Some(tci) = vlan_tci(frame) {
+        let mut inner = Vec::with_capacity(frame.len());
+        crate::net::Vlan::strip_into(frame, &mut inner);
+        let mut s = summarize_with_ports(&inner, extra_ports);
+        s.text = format!("vlan={} pcp={} {}", tci & 0x0fff, tci >> 13, s.text);
+        return s;
+    }
     match udp_dst_port(frame) {
         Some(port) if port == ROCEV2_PORT || extra_ports.contains(&port) => {
             summarize_roce(frame, port)
@@ -95,6 +103,13 @@ pub fn summarize_with_ports(frame: &[u8], extra_ports: &[u16]) -> FrameSummary {
             text: describe_other(frame),
         },
     }
+}
+
+/// The TCI of a frame with one 802.1Q tag and an EtherType behind it.
+fn vlan_tci(frame: &[u8]) -> Option<u16> {
+    let b = frame.get(ethernet::HEADER_LEN - 2..ethernet::HEADER_LEN + 4)?;
+    (u16::from_be_bytes([b[0], b[1]]) == EtherType::VLAN.0)
+        .then(|| u16::from_be_bytes([b[2], b[3]]))
 }
 
 /// The summary text of a parsed, valid RoCEv2 frame (what [`summarize`] prints for it).
@@ -391,12 +406,7 @@ fn describe_other(frame: &[u8]) -> String {
         EtherType::IPV4 => describe_ipv4(payload),
         EtherType(0x86dd) => format!("IPv6 ({} bytes)", frame.len()),
         EtherType(0x8915) => format!("RoCE v1 (not decoded, {} bytes)", frame.len()),
-        EtherType(0x8100) => {
-            let vid = payload
-                .get(..2)
-                .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]) & 0x0fff);
-            format!("802.1Q VLAN {vid} (not decoded, {} bytes)", frame.len())
-        }
+        EtherType(0x8100) => format!("802.1Q tag cut short ({} bytes)", frame.len()),
         EtherType(t) => format!("EtherType {t:#06x} ({} bytes)", frame.len()),
     }
 }
@@ -665,11 +675,19 @@ mod tests {
         v6[12..14].copy_from_slice(&[0x86, 0xdd]);
         assert_eq!(summarize(&v6).text(), format!("IPv6 ({} bytes)", f.len()));
         assert!(!summarize(&v6).is_roce());
-        let mut vlan = f.clone();
-        vlan[12..16].copy_from_slice(&[0x81, 0x00, 0x20, 0x2a]);
+        let roce = frame_with(RoceHeaders::new(bth(Opcode::RC_SEND_ONLY)), b"abcd", 4791);
+        let mut tagged = vec![0u8; roce.len() + 4];
+        let vlan = crate::net::Vlan::new(Some(42), crate::net::Pcp::Fixed(1)).unwrap();
+        assert!(vlan.write_tagged(&roce, &mut tagged));
+        let s = summarize(&tagged);
+        assert!(s.is_valid(), "{s}");
         assert_eq!(
-            summarize(&vlan).text(),
-            format!("802.1Q VLAN 42 (not decoded, {} bytes)", f.len())
+            s.text(),
+            format!("vlan=42 pcp=1 {}", summarize(&roce).text())
+        );
+        assert_eq!(
+            summarize(&tagged[..16]).text(),
+            "802.1Q tag cut short (16 bytes)"
         );
     }
 

@@ -31,6 +31,7 @@ fn a_64_kib_rdma_write_between_two_eps_of_a_one_shard_ia_completes_over_loopback
             ip,
             prefix_len: 24,
             routes: Default::default(),
+            dscp: 0,
             mtu: 1500,
             shards: 1,
             engine: EngineConfig {

@@ -180,6 +180,7 @@ fn an_event_of_the_device_itself_reaches_every_open_ia() {
             ip: IP_A,
             prefix_len: 24,
             routes: Default::default(),
+            dscp: 0,
             mtu: 1500,
             shards: 2,
             engine: dpdk_roce::engine::runtime::EngineConfig {

@@ -9,8 +9,8 @@
 mod dpdk_common;
 
 use dpdk_common::{
-    assert_no_runtime_dirs, output_text, profile_copy as profile, provider_lib, repo,
-    retry_fanout_collision, Router, Veth,
+    assert_no_runtime_dirs, decode_all_valid, output_text, profile_copy as profile, provider_lib,
+    repo, retry_fanout_collision, tshark_clean, Router, Veth,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -678,4 +678,149 @@ fn every_operation_verified_through_a_linux_router_between_two_subnets() {
         "the router forwarded {forwarded} datagrams"
     );
     assert_no_runtime_dirs(&link.prefix);
+}
+
+/// Both providers on VLAN 77 with DSCP 26 (`[roce] vlan`, `dscp`: the PCP follows the DSCP,
+/// 26 >> 3 = 3), over one veth pair.
+struct VlanLink {
+    link: Link,
+    client_end: String,
+}
+
+fn on_vlan(tag: &str) -> VlanLink {
+    let veth = Veth::up(tag);
+    let (a, b) = (veth.end('a'), veth.end('b'));
+    let link = af_packet_between(tag, &a, &b, vec![veth]);
+    for (profile, addr) in [
+        (&link.server, "10.77.0.1/24"),
+        (&link.client, "10.77.0.2/24"),
+    ] {
+        let text = std::fs::read_to_string(profile).unwrap();
+        let line = format!("address = \"{addr}\"");
+        assert!(text.contains(&line), "{}", profile.display());
+        let tagged = text.replace(&line, &format!("{line}\nvlan = 77\ndscp = 26"));
+        std::fs::write(profile, tagged).unwrap();
+    }
+    VlanLink {
+        link,
+        client_end: b,
+    }
+}
+
+/// The `rx_other_vlan` count of every summary in a run-pair output (server and client).
+fn other_vlan_drops(text: &str) -> u64 {
+    text.lines()
+        .filter_map(|l| l.split("rx_other_vlan: ").nth(1))
+        .filter_map(|n| n.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Sends, through a packet socket on `iface`, ARP requests for 10.77.0.1 tagged with VLAN 99
+/// (another VLAN's host asking), the frames a switch port trunking two VLANs passes on.
+fn send_vlan_99_arp_requests(iface: &str, count: u32) {
+    let script = r#"
+import socket, struct, sys
+iface, count = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((iface, 0))
+src = bytes.fromhex("020000990009")
+arp = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, src, socket.inet_aton("10.77.0.99"),
+                  bytes(6), socket.inet_aton("10.77.0.1"))
+frame = b"\xff" * 6 + src + struct.pack("!HHH", 0x8100, 99, 0x0806) + arp
+for _ in range(count):
+    s.send(frame)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, iface, &count.to_string()])
+        .output()
+        .expect("python3 (scripts/setup.sh installs it)");
+    assert!(out.status.success(), "{}", output_text(&out));
+}
+
+/// 802.1Q as fabrics configure it: every operation moves every byte on VLAN 77; on the wire
+/// (captured by the kernel on the client's end) every RoCEv2 frame is tagged VLAN 77 with
+/// priority 3, and tshark and `roce-tool decode` read them cleanly. Frames of other networks
+/// reach the providers' ports and are dropped and counted there, never answered: ARP requests
+/// for the server's address tagged VLAN 99, and Linux's own untagged ones (`arping` on the
+/// client's end gets no answer).
+#[test]
+fn every_operation_verified_on_a_vlan_and_other_vlans_are_dropped() {
+    let v = on_vlan("v");
+    let pcap = v.link.dir.join("wire.pcap");
+    let mut capture = Command::new("dumpcap")
+        .args(["-q", "-P", "-i", &v.client_end, "-w"])
+        .arg(&pcap)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("dumpcap (scripts/setup.sh installs tshark)");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Other networks ask for the server's address while the runs go on.
+    let asker = {
+        let (stop, iface) = (stop.clone(), v.client_end.clone());
+        std::thread::spawn(move || {
+            let (mut sent, mut answered) = (0, String::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                send_vlan_99_arp_requests(&iface, 10);
+                sent += 10;
+                let out = Command::new("arping")
+                    .args(["-c", "1", "-w", "1", "-I", &iface, "10.77.0.1"])
+                    .output()
+                    .expect("arping (scripts/setup.sh installs it)");
+                if out.status.success() {
+                    answered.push_str(&output_text(&out));
+                }
+            }
+            (sent, answered)
+        })
+    };
+    let runs = every_op_verified_briefly(&v.link, &[]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (sent, answered) = asker.join().unwrap();
+    let _ = Command::new("kill")
+        .args(["-INT", &capture.id().to_string()])
+        .status();
+    let _ = capture.wait();
+
+    assert!(
+        sent > 0 && answered.is_empty(),
+        "an untagged ARP request was answered: {answered}"
+    );
+    let dropped: Vec<(&str, u64)> = runs
+        .iter()
+        .map(|(op, t)| (*op, other_vlan_drops(t)))
+        .collect();
+    assert!(
+        dropped.iter().any(|(_, n)| *n > 0),
+        "no frame of another VLAN was counted ({sent} sent): {dropped:?}"
+    );
+    let count = |filter: &str| -> u64 {
+        let out = Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .args(["-Y", filter])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "tshark -Y {filter}: {}",
+            output_text(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).lines().count() as u64
+    };
+    let roce = count("udp.dstport == 4791");
+    let tagged = count("udp.dstport == 4791 && vlan.id == 77 && vlan.priority == 3");
+    assert!(roce > 4 * 200, "{roce} RoCEv2 frames captured");
+    assert_eq!(tagged, roce, "RoCEv2 frames not on VLAN 77 with priority 3");
+    assert_eq!(
+        count("arp.opcode == 2 && vlan.id == 77"),
+        count("arp.opcode == 2"),
+        "ARP replies outside VLAN 77"
+    );
+    tshark_clean(&pcap);
+    assert_eq!(
+        decode_all_valid(&pcap),
+        roce,
+        "roce-tool decode reads through the tags"
+    );
+    assert_no_runtime_dirs(&v.link.prefix);
 }

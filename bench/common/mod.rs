@@ -84,6 +84,12 @@ impl FrameIo for BenchIo {
             BenchIo::Faulty(io) => io.tx_pending(),
         }
     }
+    fn rx_other_vlan(&self) -> u64 {
+        match self {
+            BenchIo::Port(io) => io.rx_other_vlan(),
+            BenchIo::Faulty(io) => io.rx_other_vlan(),
+        }
+    }
     fn zero_copy_min(&self) -> Option<usize> {
         match self {
             BenchIo::Port(io) => io.zero_copy_min(),
@@ -122,6 +128,7 @@ pub fn host(
     );
     net.mtu = profile.port.mtu;
     net.routes = profile.roce.route_table();
+    net.dscp = profile.roce.dscp;
     Host::new(
         HostConfig {
             net,
@@ -163,6 +170,7 @@ pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
         ("rx_unknown_qp", host.rx_unknown_qp),
         ("rx_wrong_origin", host.rx_wrong_origin),
         ("rx_bad_gsi", host.rx_bad_gsi),
+        ("rx_other_vlan", s.rx_other_vlan),
     ] {
         if n > 0 {
             drops.push(format!("{what}: {n}"));

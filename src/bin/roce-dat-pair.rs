@@ -80,6 +80,7 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
                 ip,
                 prefix_len: 24,
                 routes: Default::default(),
+                dscp: 0,
                 mtu: 1500,
                 shards: 2,
                 engine: EngineConfig {

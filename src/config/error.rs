@@ -67,6 +67,8 @@ pub enum ConfigError {
         min: u64,
         max: u64,
     },
+    #[error("roce.pcp: `{value}` is neither a priority 0..=7 nor \"dscp\"")]
+    BadPcp { value: String },
     #[error("{field}: {value} is not a power of two")]
     NotPowerOfTwo { field: &'static str, value: u64 },
     #[error(

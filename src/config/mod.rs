@@ -168,6 +168,11 @@ pub struct Roce {
     pub address: Ipv4Cidr,
     pub gateway: Option<std::net::Ipv4Addr>,
     pub routes: Vec<crate::net::IpRoute>,
+    /// DSCP of the port's RoCEv2 packets (`roce.dscp`, 0..=63; 0 by default). An EP's DAT QoS
+    /// may choose another.
+    pub dscp: u8,
+    /// The port's 802.1Q identity (`roce.vlan`, `roce.pcp`): `None` sends untagged frames.
+    pub vlan: Option<crate::net::Vlan>,
 }
 
 impl Roce {
@@ -697,10 +702,14 @@ impl Profile {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let dscp = raw.roce.dscp.unwrap_or(0);
+        range("roce.dscp", dscp.into(), 0, 63)?;
         let roce = Roce {
             address,
             gateway,
             routes,
+            dscp,
+            vlan: RawPcp::vlan(raw.roce.vlan, raw.roce.pcp.as_ref())?,
         };
         roce.checked_routes()?;
         let progress = Progress::parse("engine.progress", &raw.engine.progress)?;
@@ -791,6 +800,14 @@ impl Profile {
                 address: self.roce.address.to_string(),
                 gateway: self.roce.gateway.map(|g| g.to_string()),
                 routes: self.roce.routes.iter().map(|r| r.to_string()).collect(),
+                dscp: (self.roce.dscp != 0).then_some(self.roce.dscp),
+                vlan: self.roce.vlan.and_then(|v| v.id()),
+                pcp: self.roce.vlan.and_then(|v| match v.pcp() {
+                    crate::net::Pcp::Fixed(p) => Some(RawPcp::Fixed(p)),
+                    // The default with a VLAN; without one, tags need a PCP key.
+                    crate::net::Pcp::FromDscp if v.id().is_some() => None,
+                    crate::net::Pcp::FromDscp => Some(RawPcp::Rule("dscp".into())),
+                }),
             },
             engine: RawEngine {
                 poll_cores: self.engine.poll_cores.clone(),
@@ -1069,6 +1086,50 @@ struct RawRoce {
     gateway: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     routes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dscp: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    vlan: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pcp: Option<RawPcp>,
+}
+
+/// `roce.pcp`: a priority 0..=7, or "dscp" (each frame's DSCP >> 3).
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum RawPcp {
+    Fixed(u8),
+    Rule(String),
+}
+
+impl RawPcp {
+    /// The port's 802.1Q identity from `roce.vlan` and `roce.pcp`: tagged when either is given
+    /// (a PCP alone sends priority-tagged frames); the PCP follows the DSCP by default.
+    fn vlan(
+        id: Option<u16>,
+        pcp: Option<&RawPcp>,
+    ) -> Result<Option<crate::net::Vlan>, ConfigError> {
+        use crate::net::{Pcp, Vlan, MAX_VLAN_ID};
+        if id.is_none() && pcp.is_none() {
+            return Ok(None);
+        }
+        if let Some(v) = id {
+            range("roce.vlan", v.into(), 1, MAX_VLAN_ID.into())?;
+        }
+        let pcp = match pcp {
+            None => Pcp::FromDscp,
+            Some(RawPcp::Fixed(p)) => {
+                range("roce.pcp", (*p).into(), 0, 7)?;
+                Pcp::Fixed(*p)
+            }
+            Some(RawPcp::Rule(r)) if r == "dscp" => Pcp::FromDscp,
+            Some(RawPcp::Rule(r)) => {
+                return Err(ConfigError::BadPcp { value: r.clone() });
+            }
+        };
+        // Both are in range (checked above): this cannot fail.
+        Ok(Vlan::new(id, pcp).ok())
+    }
 }
 
 #[derive(Serialize, Deserialize)]

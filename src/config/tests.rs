@@ -888,3 +888,51 @@ fn bad_gateways_and_routes_name_their_key_and_the_reason() {
         );
     }
 }
+
+#[test]
+fn a_vlan_priority_and_dscp_reach_the_port_and_survive_a_round_trip() {
+    use crate::net::{Pcp, Vlan};
+    let cases = [
+        ("", None, 0),
+        ("vlan = 77", Some(Vlan::new(Some(77), Pcp::FromDscp)), 0),
+        (
+            "vlan = 4094\npcp = 5",
+            Some(Vlan::new(Some(4094), Pcp::Fixed(5))),
+            0,
+        ),
+        ("pcp = 3", Some(Vlan::new(None, Pcp::Fixed(3))), 0),
+        (
+            "pcp = \"dscp\"\ndscp = 26",
+            Some(Vlan::new(None, Pcp::FromDscp)),
+            26,
+        ),
+        (
+            "vlan = 1\npcp = \"dscp\"\ndscp = 63",
+            Some(Vlan::new(Some(1), Pcp::FromDscp)),
+            63,
+        ),
+    ];
+    for (keys, vlan, dscp) in cases {
+        let p = ok(&with("roce", keys));
+        assert_eq!(p.roce.vlan, vlan.map(Result::unwrap), "{keys}");
+        assert_eq!(p.roce.dscp, dscp, "{keys}");
+        let again = ok(&p.to_toml());
+        assert_eq!(again.roce, p.roce, "{keys}: round trip");
+    }
+}
+
+#[test]
+fn bad_vlans_priorities_and_dscps_name_their_key() {
+    for (keys, want) in [
+        ("vlan = 0", "roce.vlan: 0 is outside 1..=4094"),
+        ("vlan = 4095", "roce.vlan: 4095 is outside 1..=4094"),
+        ("pcp = 8", "roce.pcp: 8 is outside 0..=7"),
+        (
+            "pcp = \"high\"",
+            "roce.pcp: `high` is neither a priority 0..=7 nor \"dscp\"",
+        ),
+        ("dscp = 64", "roce.dscp: 64 is outside 0..=63"),
+    ] {
+        assert_eq!(err(&with("roce", keys)).to_string(), want, "{keys}");
+    }
+}

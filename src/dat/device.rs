@@ -170,6 +170,7 @@ mod tests {
                 ip: std::net::Ipv4Addr::new(10, 35, 0, host),
                 prefix_len: 24,
                 routes: Default::default(),
+                dscp: 0,
                 mtu: 1500,
                 shards: 1,
                 engine: crate::engine::runtime::EngineConfig {

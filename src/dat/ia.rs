@@ -35,6 +35,8 @@ pub struct IaConfig {
     pub prefix_len: u8,
     /// Static routes to peers outside the subnet (`net::NetConfig::routes`).
     pub routes: crate::net::RouteTable,
+    /// DSCP of the port's RoCEv2 packets (`net::NetConfig::dscp`).
+    pub dscp: u8,
     /// IP MTU of the port.
     pub mtu: u16,
     /// Shards (one `Host` each).
@@ -252,6 +254,7 @@ impl Ia {
             ip: profile.roce.address.addr(),
             prefix_len: profile.roce.address.prefix_len(),
             routes: profile.roce.route_table(),
+            dscp: profile.roce.dscp,
             mtu: profile.port.mtu,
             shards,
             engine,
@@ -279,6 +282,7 @@ impl Ia {
         for _ in 0..config.shards.max(1) {
             let mut net = NetConfig::new(config.mac, config.ip, config.prefix_len);
             net.routes = config.routes;
+            net.dscp = config.dscp;
             net.mtu = config.mtu;
             let host = Host::new(
                 HostConfig {

@@ -25,6 +25,9 @@ impl FrameIo for Box<dyn FrameIo + Send> {
     fn zero_copy_min(&self) -> Option<usize> {
         (**self).zero_copy_min()
     }
+    fn rx_other_vlan(&self) -> u64 {
+        (**self).rx_other_vlan()
+    }
     fn tx_pinned(&mut self, frame: PinnedFrame<'_>) -> bool {
         (**self).tx_pinned(frame)
     }

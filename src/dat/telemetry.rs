@@ -178,7 +178,14 @@ fn shard(r: &RuntimeStats) -> Dict {
         d,
         r.shard,
         "",
-        [polls, busy_polls, rx_frames, tx_frames, tx_dropped]
+        [
+            polls,
+            busy_polls,
+            rx_frames,
+            tx_frames,
+            tx_dropped,
+            rx_other_vlan
+        ]
     );
     fields!(
         d,
@@ -488,6 +495,7 @@ mod tests {
                 ip: Ipv4Addr::new(10, 36, 0, 7),
                 prefix_len: 24,
                 routes: Default::default(),
+                dscp: 0,
                 mtu: 1500,
                 shards: 1,
                 engine: Default::default(),

@@ -5,6 +5,7 @@ use super::pinned_tx::{SlotPool, TX_OFFLOAD_MULTI_SEGS};
 use super::{DpdkError, Eal, Mbuf, Mempool, Port, PortConfig, RxQueue, TxQueue};
 use crate::config::{MemifRole, PortDriver, Profile};
 use crate::engine::io::{FrameIo, IoStats, PinnedFrame};
+use crate::net::{Received, Vlan, TAG_LEN};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -50,7 +51,22 @@ pub struct DpdkFrameIo {
     slots: Arc<SlotPool>,
     /// Smallest payload sent zero-copy; `None` when the PMD cannot send chained mbufs.
     zero_copy_min: Option<usize>,
+    /// The port's 802.1Q identity: frames are tagged on the way out and untagged on the way in
+    /// (`net::vlan`).
+    vlan: Option<Vlan>,
     pub stats: IoStats,
+}
+
+/// Appends `frame` to `m`, with `vlan`'s tag when there is one; `false` when it does not fit.
+fn put_frame(m: &mut Mbuf, vlan: Option<&Vlan>, frame: &[u8]) -> bool {
+    let Some(vlan) = vlan else {
+        return m.extend_from_slice(frame);
+    };
+    let Ok(len) = u16::try_from(frame.len() + TAG_LEN) else {
+        return false;
+    };
+    m.append(len)
+        .is_some_and(|out| vlan.write_tagged(frame, out))
 }
 
 impl Drop for DpdkFrameIo {
@@ -96,6 +112,7 @@ impl DpdkFrameIo {
             scratch: Vec::new(),
             slots: SlotPool::new(tx_mbufs),
             zero_copy_min: (multi_seg && !copies_anyway).then_some(ZERO_COPY_MIN_PAYLOAD),
+            vlan: port.vlan(),
             stats: IoStats::default(),
         })
     }
@@ -132,7 +149,7 @@ impl DpdkFrameIo {
     /// callback (also when the chain is dropped unsent).
     fn chain_pinned(&mut self, frame: &mut PinnedFrame<'_>) -> Option<Mbuf> {
         let mut head = self.pool.alloc()?;
-        if !head.extend_from_slice(frame.headers) {
+        if !put_frame(&mut head, self.vlan.as_ref(), frame.headers) {
             return None;
         }
         let table = frame.table;
@@ -170,15 +187,41 @@ impl FrameIo for DpdkFrameIo {
         // some filled, and `rx_dirty` then makes the next burst free them.
         let n = self.rx.rx_burst_after(&mut self.rx_slots, self.rx_dirty);
         self.rx_dirty = n;
+        let vlan = self.vlan;
         for slot in self.rx_slots.iter_mut().take(n) {
-            let Some(m) = slot.take() else { continue };
-            if m.nb_segs() == 1 {
-                f(m.data());
-            } else {
+            let Some(mut m) = slot.take() else { continue };
+            let received = match m.stripped_vlan_tci() {
+                Some(tci) if Vlan::accepts(vlan.as_ref(), tci) => Received::Untagged,
+                Some(_) => Received::Foreign,
+                None => Vlan::classify(vlan.as_ref(), m.data()),
+            };
+            let tagged = match received {
+                Received::Untagged => false,
+                Received::Tagged => true,
+                Received::Foreign => {
+                    self.stats.rx_other_vlan += 1;
+                    continue;
+                }
+            };
+            if m.nb_segs() > 1 {
                 self.scratch.clear();
                 for seg in m.segments() {
                     self.scratch.extend_from_slice(seg);
                 }
+                let at = if tagged {
+                    Vlan::strip_in_place(&mut self.scratch)
+                } else {
+                    0
+                };
+                f(&self.scratch[at..]);
+            } else if !tagged {
+                f(m.data());
+            } else if let Some(data) = m.data_mut() {
+                let at = Vlan::strip_in_place(data);
+                f(&data[at..]);
+            } else {
+                // Shared memory lent by the PMD (read-only): untag a copy.
+                Vlan::strip_into(m.data(), &mut self.scratch);
                 f(&self.scratch);
             }
         }
@@ -199,7 +242,7 @@ impl FrameIo for DpdkFrameIo {
             self.stats.tx_dropped += 1;
             return false;
         };
-        if !m.extend_from_slice(frame) {
+        if !put_frame(&mut m, self.vlan.as_ref(), frame) {
             self.stats.tx_dropped += 1;
             return false;
         }
@@ -227,7 +270,7 @@ impl FrameIo for DpdkFrameIo {
             self.stats.tx_dropped += 1;
             return false;
         }
-        let expected = frame.len();
+        let expected = frame.len() + if self.vlan.is_some() { TAG_LEN } else { 0 };
         let chain = self.chain_pinned(&mut frame);
         frame.unpin_all();
         match chain {
@@ -268,6 +311,10 @@ impl FrameIo for DpdkFrameIo {
 
     fn tx_pending(&self) -> bool {
         self.pending > 0
+    }
+
+    fn rx_other_vlan(&self) -> u64 {
+        self.stats.rx_other_vlan
     }
 }
 
@@ -506,6 +553,7 @@ impl ProfilePort {
             rx_desc: profile.port.rx_descriptors,
             tx_desc: profile.port.tx_descriptors,
             mbufs_per_rx_queue: profile.port.mbuf_pool_size,
+            vlan: profile.roce.vlan,
             ..PortConfig::default()
         };
         let name = profile.port.device_name();
@@ -513,6 +561,13 @@ impl ProfilePort {
         let port = match ports.get(&name) {
             Some(port) => {
                 let want = (cfg.rx_queues, cfg.tx_queues);
+                if port.vlan() != cfg.vlan {
+                    return Err(DpdkError::InvalidArgument(format!(
+                        "{name} is already open with VLAN {:?}, not {:?}",
+                        port.vlan(),
+                        cfg.vlan
+                    )));
+                }
                 if port.queue_counts() != want {
                     return Err(DpdkError::InvalidArgument(format!(
                         "{name} is already open with {:?} (rx, tx) queues, not {want:?}",

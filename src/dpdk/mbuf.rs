@@ -47,6 +47,16 @@ impl Mbuf {
         self.head().data_len
     }
 
+    /// The 802.1Q tag control information the device took off this frame on receive (VLAN
+    /// strip: `RTE_MBUF_F_RX_VLAN_STRIPPED` in `ol_flags`, the TCI in `vlan_tci`; net_af_packet
+    /// does it for frames the kernel untagged), or `None` when the data is as it arrived.
+    pub fn stripped_vlan_tci(&self) -> Option<u16> {
+        /// `RTE_MBUF_F_RX_VLAN_STRIPPED` (rte_mbuf_core.h).
+        const RX_VLAN_STRIPPED: u64 = 1 << 6;
+        let h = self.head();
+        (h.ol_flags & RX_VLAN_STRIPPED != 0).then_some(h.vlan_tci)
+    }
+
     /// Length of the whole packet (all segments).
     pub fn pkt_len(&self) -> u32 {
         self.head().pkt_len

@@ -31,6 +31,9 @@ pub struct PortConfig {
     pub mtu: Option<u16>,
     /// Receive every frame, whatever its destination MAC.
     pub promiscuous: bool,
+    /// The port's 802.1Q identity: its queues tag what they send and accept only its VLAN
+    /// (`net::vlan`); `None`: untagged.
+    pub vlan: Option<crate::net::Vlan>,
 }
 
 impl Default for PortConfig {
@@ -45,6 +48,7 @@ impl Default for PortConfig {
             data_room: Mempool::DEFAULT_DATA_ROOM,
             mtu: None,
             promiscuous: false,
+            vlan: None,
         }
     }
 }
@@ -98,6 +102,7 @@ pub(crate) struct PortInner {
     pub(crate) id: u16,
     name: String,
     taken: Mutex<(Vec<bool>, Vec<bool>)>,
+    vlan: Option<crate::net::Vlan>,
     // Dropped (freed) after the port is closed, in `Drop` order below.
     rx_pools: Vec<Mempool>,
 }
@@ -219,6 +224,7 @@ impl Port {
             inner: Arc::new(PortInner {
                 id,
                 name: name.to_owned(),
+                vlan: cfg.vlan,
                 taken: Mutex::new((
                     vec![false; cfg.rx_queues.into()],
                     vec![false; cfg.tx_queues.into()],
@@ -240,6 +246,11 @@ impl Port {
     /// The device name the port was opened by.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The port's 802.1Q identity (`PortConfig::vlan`).
+    pub fn vlan(&self) -> Option<crate::net::Vlan> {
+        self.inner.vlan
     }
 
     /// Number of RX and TX queues the port was configured with.

@@ -361,6 +361,10 @@ impl<I: FrameIo> FrameIo for FaultyIo<I> {
         None
     }
 
+    fn rx_other_vlan(&self) -> u64 {
+        self.inner.rx_other_vlan()
+    }
+
     fn tx_pinned(&mut self, frame: PinnedFrame<'_>) -> bool {
         super::io::tx_gathered(self, frame)
     }

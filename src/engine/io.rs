@@ -79,6 +79,10 @@ pub trait FrameIo {
     fn zero_copy_min(&self) -> Option<usize> {
         None
     }
+    /// Frames the port dropped as another VLAN's (`net::vlan`), since it opened.
+    fn rx_other_vlan(&self) -> u64 {
+        0
+    }
     /// Queues a frame whose payload is pinned registered memory. The default gathers it into
     /// one buffer, unpins, and sends that with [`tx`](Self::tx).
     fn tx_pinned(&mut self, frame: PinnedFrame<'_>) -> bool {
@@ -106,6 +110,8 @@ pub struct IoStats {
     /// Pinned frames that were gathered into one buffer instead (PMD without multi-segment
     /// transmit, or no free external-buffer slot).
     pub tx_gathered: u64,
+    /// Frames of another VLAN (or untagged on a VLAN port) the port dropped (`net::vlan`).
+    pub rx_other_vlan: u64,
 }
 
 /// One end of an in-memory Ethernet cable between two shards (possibly in two threads).

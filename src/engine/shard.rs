@@ -21,6 +21,8 @@ pub struct ShardStats {
     pub rx_frames: u64,
     pub tx_frames: u64,
     pub tx_dropped: u64,
+    /// Frames the port dropped as another VLAN's (`net::vlan`).
+    pub rx_other_vlan: u64,
 }
 
 /// Where a shard's busy time went, stage by stage, in nanoseconds of the shard clock (the TSC
@@ -124,7 +126,10 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
 
     /// Loop counters.
     pub fn stats(&self) -> ShardStats {
-        self.stats
+        ShardStats {
+            rx_other_vlan: self.io.rx_other_vlan(),
+            ..self.stats
+        }
     }
 
     /// Starts (from zero) or stops collecting [`StageTimes`].

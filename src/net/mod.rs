@@ -17,8 +17,9 @@
 //! hop, the IP header names the destination), and without one is [`NetError::NoRoute`]. Our own address resolves to our own MAC
 //! (the engine loops such frames back); 127.0.0.0/8 is [`NetError::Loopback`]. An ICMP
 //! Destination Unreachable about a RoCEv2 datagram we sent becomes [`NetEvent::IcmpUnreachable`]
-//! (`icmp.rs`); other ICMP (echo included), IPv6, VLAN tags and IP fragments are counted and
-//! dropped, never answered.
+//! (`icmp.rs`); other ICMP (echo included), IPv6 and IP fragments are counted and dropped, never
+//! answered. 802.1Q tags are added and removed at the port (`vlan.rs`): a tagged frame that
+//! reaches this layer is another VLAN's.
 
 mod arp_frame;
 mod config;
@@ -32,6 +33,7 @@ mod route;
 mod routes;
 mod stats;
 mod udp_port;
+mod vlan;
 
 #[cfg(test)]
 mod tests;
@@ -46,3 +48,4 @@ pub use route::Route;
 pub use routes::{IpRoute, RouteError, RouteTable, MAX_ROUTES};
 pub use stats::{DropReason, NetStats};
 pub use udp_port::udp_source_port;
+pub use vlan::{Pcp, Received, Vlan, VlanError, MAX_VLAN_ID, TAG_LEN};

@@ -1,5 +1,5 @@
 //! Ethernet II header (IEEE 802.3 clause 3.2.6 type interpretation): destination 6, source 6,
-//! EtherType 2. No 802.1Q tag, no FCS (NICs strip it).
+//! EtherType 2. No FCS (NICs strip it); an 802.1Q tag is the port's business (`net::vlan`).
 
 use super::{check_len, check_room, get_u16, set_u16, Result};
 use core::fmt;
@@ -73,6 +73,10 @@ pub struct EtherType(pub u16);
 impl EtherType {
     pub const IPV4: EtherType = EtherType(0x0800);
     pub const ARP: EtherType = EtherType(0x0806);
+    /// An IEEE 802.1Q tag follows (TPID); the port adds and removes it (`net::Vlan`).
+    pub const VLAN: EtherType = EtherType(0x8100);
+    /// An IEEE 802.1ad service tag (stacked VLANs): never ours.
+    pub const QINQ: EtherType = EtherType(0x88a8);
 }
 
 impl fmt::Debug for EtherType {
@@ -80,6 +84,7 @@ impl fmt::Debug for EtherType {
         match *self {
             Self::IPV4 => f.write_str("IPv4"),
             Self::ARP => f.write_str("ARP"),
+            Self::VLAN => f.write_str("802.1Q"),
             EtherType(v) => write!(f, "EtherType({v:#06x})"),
         }
     }

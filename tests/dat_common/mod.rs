@@ -39,6 +39,7 @@ pub fn ias_capturing(a_capture: Option<std::path::PathBuf>) -> (Ia, Ia) {
                 ip,
                 prefix_len: 24,
                 routes: Default::default(),
+                dscp: 0,
                 mtu: 1500,
                 shards: 2,
                 engine: EngineConfig {

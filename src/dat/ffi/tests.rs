@@ -191,6 +191,7 @@ fn in_memory_ia_on(
             ip: std::net::Ipv4Addr::new(10, 34, 0, host),
             prefix_len: 24,
             routes: Default::default(),
+            dscp: 0,
             mtu: 1500,
             shards: 1,
             engine: crate::engine::runtime::EngineConfig {

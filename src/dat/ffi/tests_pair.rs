@@ -79,6 +79,7 @@ fn ias() -> Ias {
                 ip,
                 prefix_len: 24,
                 routes: Default::default(),
+                dscp: 0,
                 mtu: 1500,
                 shards: 1,
                 engine: crate::engine::runtime::EngineConfig {

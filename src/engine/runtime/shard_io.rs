@@ -406,6 +406,10 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
         self.port.as_ref().and_then(|p| p.zero_copy_min())
     }
 
+    fn rx_other_vlan(&self) -> u64 {
+        self.port.as_ref().map_or(0, |p| p.rx_other_vlan())
+    }
+
     fn tx_pinned(&mut self, frame: crate::engine::io::PinnedFrame<'_>) -> bool {
         if self.to_own_mac(frame.headers) {
             return crate::engine::io::tx_gathered(self, frame);
