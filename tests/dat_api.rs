@@ -449,3 +449,74 @@ fn write_with_immediate_carries_the_dat_value_in_host_byte_order_on_the_wire() {
     drop((ea, eb, la, lb, a, b));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// DAT QoS per EP (dat_ep_create's `qos` attribute, dat_ep_connect's `qos`): the DSCP of the
+/// EP's packets, in RFC 4594's classes (low latency EF 46, economy CS1 8), beside an EP of
+/// best effort on the same IA (the port's DSCP, 0 here). Once connected the QoS stays
+/// (dat_ep_modify(3DAT): only before a connection is requested).
+#[test]
+fn an_eps_qos_is_the_dscp_of_its_packets() {
+    use dpdk_roce::dat::{EpAttr, Qos};
+    let dir = std::env::temp_dir().join(format!("dat-qos-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = dir.join("a.pcap");
+    let (ia_a, ia_b) = ias_capturing(Some(base.clone()));
+    let (a, b) = (side(ia_a), side(ia_b));
+    let _psp = Psp::create(&b.ia, QUAL, &b.cr).unwrap();
+    let attr = EpAttr {
+        qos: Qos::LowLatency,
+        ..EpAttr::default()
+    };
+    let fast = Ep::create(
+        &a.ia,
+        &a.pz,
+        Some(&a.dto),
+        Some(&a.dto),
+        Some(&a.conn),
+        None,
+        Some(attr),
+    )
+    .unwrap();
+    let (plain, cheap) = (ep(&a), ep(&a));
+    cheap.set_qos(Qos::Economy).unwrap();
+    let la = Lmr::create(&a.pz, 4096, RW).unwrap();
+    let lb = Lmr::create(&b.pz, 4096, RW).unwrap();
+    // Each EP writes a length of its own: 8 low latency, 16 best effort, 24 economy.
+    let mut keep = Vec::new();
+    for (e, len) in [(&fast, 8u32), (&plain, 16), (&cheap, 24)] {
+        let peer = ep(&b);
+        connect(&a, &b, e, &peer);
+        e.post_rdma_write(&[la.triplet(0, len)], &lb.rmr_triplet(0, len), len.into())
+            .unwrap();
+        let d = dto(&a.dto, &b.ia);
+        assert_eq!((d.cookie, d.status), (len.into(), WcStatus::Success));
+        keep.push(peer);
+    }
+    assert_eq!(fast.attr().qos, Qos::LowLatency);
+    let refused = plain.set_qos(Qos::Premium).unwrap_err();
+    assert!(matches!(refused, DatError::EpState { .. }), "{refused:?}");
+    let mut dscp_by_len = std::collections::BTreeMap::new();
+    for shard in 0..2 {
+        let path = dpdk_roce::engine::runtime::capture_path(&base, shard, 2);
+        let bytes = std::fs::read(&path).unwrap();
+        let mut r = pcap_file::pcap::PcapReader::new(&bytes[..]).unwrap();
+        while let Some(p) = r.next_packet() {
+            let p = p.unwrap();
+            if let Ok(f) = RoceFrame::parse(&p.data) {
+                if f.headers.reth.is_some() && f.ipv4.src_addr == IP_A {
+                    dscp_by_len
+                        .entry(f.payload.len())
+                        .or_insert_with(Vec::new)
+                        .push(f.ipv4.dscp);
+                }
+            }
+        }
+    }
+    assert_eq!(
+        dscp_by_len,
+        [(8, vec![46]), (16, vec![0]), (24, vec![8])].into(),
+        "the DSCP of each EP's RDMA WRITE"
+    );
+    drop((fast, plain, cheap, keep, la, lb, a, b));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

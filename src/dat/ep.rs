@@ -213,6 +213,7 @@ impl EpInner {
             .create_qp(shard, self.qp_options(c), self.route(c))?;
         c.qpn = qpn;
         c.shard = shard;
+        self.apply_qos(c, c.attr.qos)?;
         c.recv = self
             .ia
             .engine
@@ -223,6 +224,15 @@ impl EpInner {
             .lock_eps()
             .insert(qpn, Arc::downgrade(self) as Weak<EpInner>);
         Ok(())
+    }
+
+    /// Gives the QP of `c` the DSCP of `qos` (`Qos::dscp`; best effort: the port's).
+    pub(crate) fn apply_qos(&self, c: &EpCore, qos: super::Qos) -> Result<(), DatError> {
+        let qpn = c.qpn;
+        self.ia
+            .engine
+            .with_host(c.shard, move |h| h.set_qp_dscp(qpn, qos.dscp()))?
+            .map_err(|_| DatError::Internal("the EP's QP is gone".into()))
     }
 
     /// A connection event was dequeued for QP `qpn` (a stale QPN after a reset is ignored).
@@ -536,6 +546,24 @@ impl Ep {
         c.state = EpState::ActiveConnectionPending;
         c.remote = Some((remote, conn_qual));
         c.posts.connect += 1;
+        Ok(())
+    }
+
+    /// The QoS of a connection not yet requested (dat_ep_connect(3DAT)'s and
+    /// dat_ep_dup_connect(3DAT)'s `qos`): as dat_ep_modify(3DAT) changes it, allowed until a
+    /// connection is requested or accepted (else the EP's state error); the same QoS is no
+    /// change in any state.
+    pub fn set_qos(&self, qos: super::Qos) -> Result<(), DatError> {
+        let mut c = self.inner.lock();
+        if c.attr.qos == qos {
+            return Ok(());
+        }
+        let states = super::ep_modify::modifiable_states(super::EpParamMask::QOS).unwrap_or(&[]);
+        if !states.contains(&c.state) {
+            return Err(state_error(c.state));
+        }
+        self.inner.apply_qos(&c, qos)?;
+        c.attr.qos = qos;
         Ok(())
     }
 

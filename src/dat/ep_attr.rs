@@ -82,6 +82,9 @@ pub struct EpAttr {
     pub max_rdma_write_iov: u32,
     /// SRQ soft high watermark attribute (DAT_HW_DEFAULT = `WATERMARK_INFINITE`).
     pub srq_soft_hw: u32,
+    /// DAT_EP_ATTR.qos: the service class, carried as the DSCP of the EP's packets
+    /// ([`Qos`](super::Qos)).
+    pub qos: super::Qos,
 }
 
 impl Default for EpAttr {
@@ -100,6 +103,7 @@ impl Default for EpAttr {
             max_rdma_read_iov: 4,
             max_rdma_write_iov: 4,
             srq_soft_hw: WATERMARK_INFINITE,
+            qos: super::Qos::BestEffort,
         }
     }
 }

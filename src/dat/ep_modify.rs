@@ -43,7 +43,7 @@ pub struct EpParam<'a> {
     pub attr: EpAttr,
     /// DAT_SERVICE_TYPE (only DAT_SERVICE_TYPE_RC = 0).
     pub service_type: u32,
-    /// DAT_QOS (only DAT_QOS_BEST_EFFORT = 0).
+    /// DAT_QOS (`QOS`): one of the five values ([`Qos`](super::Qos)).
     pub qos: u32,
     /// DAT_EP_ATTR.num_transport_attr (`NUM_TRANSPORT_ATTR`): only 0, this provider has no
     /// transport-specific attributes.
@@ -128,9 +128,14 @@ impl Ep {
         if mask.contains(EpParamMask::SERVICE_TYPE) && param.service_type != 0 {
             return bad("only DAT_SERVICE_TYPE_RC");
         }
-        if mask.contains(EpParamMask::QOS) && param.qos != 0 {
-            return bad("only DAT_QOS_BEST_EFFORT");
-        }
+        let qos = if mask.contains(EpParamMask::QOS) {
+            match super::Qos::from_dat(param.qos) {
+                Some(q) => q,
+                None => return bad("not a DAT_QOS value"),
+            }
+        } else {
+            c.attr.qos
+        };
         if (mask.contains(EpParamMask::NUM_TRANSPORT_ATTR) && param.num_transport_attr != 0)
             || (mask.contains(EpParamMask::NUM_PROVIDER_ATTR) && param.num_provider_attr != 0)
         {
@@ -138,6 +143,7 @@ impl Ep {
         }
         let mut attr = c.attr;
         merge_attr(&mut attr, &param.attr, mask);
+        attr.qos = qos;
         check_attr(&attr, inner.srq.is_some(), 3)?;
         let pz = if mask.contains(EpParamMask::PZ_HANDLE) {
             let pz = param.pz.ok_or(DatError::InvalidHandleOf {
@@ -230,6 +236,12 @@ impl Ep {
                     r.map_err(|_| DatError::InsufficientResources("QP reconfiguration".into()))
                 });
             if let Err(e) = r {
+                restore(&c, recv_evd.as_ref(), request_evd.as_ref());
+                return Err(e);
+            }
+        }
+        if qos != c.attr.qos {
+            if let Err(e) = inner.apply_qos(&c, qos) {
                 restore(&c, recv_evd.as_ref(), request_evd.as_ref());
                 return Err(e);
             }

@@ -457,4 +457,9 @@ impl Net {
     pub fn set_qp_traffic_class(&mut self, qpn: u32, tc: TrafficClass) {
         self.encap.set_qp_traffic_class(qpn, tc);
     }
+
+    /// Back to the destination's or the default traffic class for QP `qpn`'s packets.
+    pub fn clear_qp_traffic_class(&mut self, qpn: u32) {
+        self.encap.clear_qp_traffic_class(qpn);
+    }
 }

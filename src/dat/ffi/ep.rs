@@ -61,9 +61,10 @@ unsafe fn attr_from(p: *const d::DAT_EP_ATTR, n: u32) -> Result<Option<EpAttr>, 
     // SAFETY: `p` is a readable DAT_EP_ATTR (this fn's contract), non-NULL (checked above);
     // read once by value.
     let a = unsafe { p.read() };
-    if a.service_type != d::DAT_SERVICE_TYPE_RC || a.qos != d::DAT_QOS_BEST_EFFORT {
+    if a.service_type != d::DAT_SERVICE_TYPE_RC {
         return Err(arg(n));
     }
+    let qos = crate::dat::Qos::from_dat(a.qos).ok_or(arg(n))?;
     let count = |v: i32| u32::try_from(v).map_err(|_| arg(n));
     let depth = |v: i32| u8::try_from(v).map_err(|_| arg(n));
     let flags = |v: u32| CompletionFlags::from_bits(v).ok_or(arg(n));
@@ -82,6 +83,7 @@ unsafe fn attr_from(p: *const d::DAT_EP_ATTR, n: u32) -> Result<Option<EpAttr>, 
         srq_soft_hw: a.srq_soft_hw as u32,
         max_rdma_read_iov: count(a.max_rdma_read_iov)?,
         max_rdma_write_iov: count(a.max_rdma_write_iov)?,
+        qos,
     }))
 }
 
@@ -91,7 +93,7 @@ fn c_attr(a: &EpAttr) -> d::DAT_EP_ATTR {
         service_type: d::DAT_SERVICE_TYPE_RC,
         max_message_size: a.max_message_size,
         max_rdma_size: a.max_rdma_size,
-        qos: d::DAT_QOS_BEST_EFFORT,
+        qos: a.qos.to_dat(),
         recv_completion_flags: a.recv_completion_flags.bits(),
         request_completion_flags: a.request_completion_flags.bits(),
         max_recv_dtos: a.max_recv_dtos as i32,
@@ -486,9 +488,7 @@ pub(super) unsafe extern "C" fn ep_connect(
         // SAFETY: `private_data`, dat_ep_connect(3DAT): readable for `private_data_size` bytes
         // (the entry's contract).
         let data = unsafe { private_data(pdata_size, pdata, 5) }?;
-        if qos != d::DAT_QOS_BEST_EFFORT {
-            return Err(arg(7));
-        }
+        let qos = crate::dat::Qos::from_dat(qos).ok_or(arg(7))?;
         let multipath = match flags {
             d::DAT_CONNECT_DEFAULT_FLAG => Multipath::None,
             d::DAT_CONNECT_MULTIPATH_FLAG => Multipath::Requested,
@@ -497,6 +497,7 @@ pub(super) unsafe extern "C" fn ep_connect(
         };
         multipath.check().map_err(|err| map(&err, 0))?;
         let qual = crate::dat::ConnQual::new(conn_qual);
+        e.ep.set_qos(qos).map_err(|err| map(&err, 7))?;
         e.ep.connect_with_timeout(ip, qual, &data, connect_timeout(timeout))
             .map_err(|err| map(&err, 0))
     })
@@ -550,9 +551,8 @@ pub(super) unsafe extern "C" fn ep_dup_connect(
         // SAFETY: `private_data`, dat_ep_dup_connect(3DAT): readable for `private_data_size`
         // bytes (the entry's contract).
         let data = unsafe { private_data(pdata_size, pdata, 4) }?;
-        if qos != d::DAT_QOS_BEST_EFFORT {
-            return Err(arg(6));
-        }
+        let qos = crate::dat::Qos::from_dat(qos).ok_or(arg(6))?;
+        e.ep.set_qos(qos).map_err(|err| map(&err, 6))?;
         e.ep.dup_connect_with_timeout(&de.ep, &data, connect_timeout(timeout))
             .map_err(|err| map(&err, 0))
     })

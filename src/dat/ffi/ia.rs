@@ -285,7 +285,7 @@ pub(super) unsafe extern "C" fn ia_query(
             (p.dapl_version_major, p.dapl_version_minor) = pa.dapl_version;
             p.lmr_mem_types_supported = d::DAT_MEM_TYPE_VIRTUAL;
             p.iov_ownership_on_return = d::DAT_IOV_CONSUMER;
-            p.dat_qos_supported = d::DAT_QOS_BEST_EFFORT;
+            p.dat_qos_supported = crate::dat::Qos::SUPPORTED;
             p.completion_flags_supported = pa.completion_flags_supported.bits();
             p.is_thread_safe = boolean(pa.thread_safe);
             p.max_private_data_size = pa.max_private_data_size as i32;

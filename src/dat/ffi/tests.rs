@@ -667,6 +667,13 @@ fn ep_attributes_are_the_rust_eps_through_the_c_table() {
                 },
             ),
             (
+                "two QoS classes at once",
+                d::DAT_EP_ATTR {
+                    qos: d::DAT_QOS_LOW_LATENCY | d::DAT_QOS_PREMIUM,
+                    ..good
+                },
+            ),
+            (
                 "unknown flags",
                 d::DAT_EP_ATTR {
                     request_completion_flags: 0x400,
@@ -726,6 +733,29 @@ fn ep_attributes_are_the_rust_eps_through_the_c_table() {
         ));
         ok(p.ep_query_func.unwrap()(ep, 0, &mut q));
         assert_eq!(q.ep_attr.max_request_dtos, 16);
+        assert_eq!(q.ep_attr.qos, d::DAT_QOS_BEST_EFFORT);
+        // QoS: any one class, at creation or by dat_ep_modify before a connection.
+        m.ep_attr.qos = d::DAT_QOS_ECONOMY;
+        ok(p.ep_modify_func.unwrap()(
+            ep,
+            crate::dat::ep_attr::EpParamMask::QOS.bits(),
+            &m,
+        ));
+        ok(p.ep_query_func.unwrap()(ep, 0, &mut q));
+        assert_eq!(q.ep_attr.qos, d::DAT_QOS_ECONOMY);
+        m.ep_attr.qos = 0x10;
+        assert_eq!(
+            p.ep_modify_func.unwrap()(ep, crate::dat::ep_attr::EpParamMask::QOS.bits(), &m),
+            err(d::DAT_INVALID_PARAMETER, d::DAT_INVALID_ARG3)
+        );
+        ok(p.ep_free_func.unwrap()(ep));
+        let low_latency = d::DAT_EP_ATTR {
+            qos: d::DAT_QOS_LOW_LATENCY,
+            ..good
+        };
+        ok(create(&low_latency, &mut ep));
+        ok(p.ep_query_func.unwrap()(ep, 0, &mut q));
+        assert_eq!(q.ep_attr.qos, d::DAT_QOS_LOW_LATENCY);
         ok(p.ep_free_func.unwrap()(ep));
         ok(p.evd_free_func.unwrap()(evd));
         ok(p.pz_free_func.unwrap()(pz));

@@ -366,8 +366,24 @@ impl<M: Memory> Host<M> {
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), HostError> {
         self.qps.remove(&qpn).ok_or(HostError::UnknownQp)?;
         self.qpns.release(qpn);
+        self.net.clear_qp_traffic_class(qpn);
         if let Some(id) = self.conn_of_qp.remove(&qpn) {
             self.qp_of_conn.remove(&id);
+        }
+        Ok(())
+    }
+
+    /// The DSCP of QP `qpn`'s packets (an EP's DAT QoS; ECN stays the port's), or `None`:
+    /// the port's.
+    pub fn set_qp_dscp(&mut self, qpn: u32, dscp: Option<u8>) -> Result<(), HostError> {
+        if !self.qps.contains_key(&qpn) {
+            return Err(HostError::UnknownQp);
+        }
+        let ecn = self.net.config().ecn;
+        match dscp.map(|d| crate::net::TrafficClass::new(d, ecn)) {
+            Some(Ok(tc)) => self.net.set_qp_traffic_class(qpn, tc),
+            Some(Err(_)) => return Err(HostError::Qp(QpError::InvalidArgument)),
+            None => self.net.clear_qp_traffic_class(qpn),
         }
         Ok(())
     }
