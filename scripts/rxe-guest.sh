@@ -21,7 +21,8 @@
 #   rxe-guest.sh up NAME TAP GUEST_CIDR HOST_CIDR [PCAP]
 #       prepare, then: creates tap TAP (IPv6 off, no forwarding) with the host kernel's address
 #       HOST_CIDR, boots the guest (qemu-system-x86_64 -accel tcg -cpu max -smp 1, virtio-net on
-#       TAP; with PCAP, QEMU's filter-dump writes every frame of the guest's NIC there), loads
+#       TAP; with PCAP, QEMU's filter-dump writes every frame of the guest's NIC there, and the
+#       tap carries no virtio-net headers so the frames start with their Ethernet header), loads
 #       the modules, gives eth0 GUEST_CIDR, runs `rdma link add rxe0 type rxe netdev eth0` and
 #       waits until rxe0's port is ACTIVE. NAME (letters, digits, - _) names the guest's state
 #       directory /run/dpdk-roce/rxe-guest/NAME (console.log, the command channel). On failure
@@ -61,7 +62,8 @@ SELF=$(readlink -f "${BASH_SOURCE[0]}")
 
 # The modules the guest loads, with their dependencies (modprobe --show-depends) first.
 # crc32_generic: rdma_rxe computes the ICRC with the kernel's "crc32" shash.
-MODULES=(virtio_pci virtio_net crc32_generic configfs rdma_rxe ib_cm iw_cm rdma_cm rdma_ucm)
+# 8021q: VLAN devices (eth0.VID) for the tests of tagged RoCEv2.
+MODULES=(virtio_pci virtio_net crc32_generic configfs rdma_rxe ib_cm iw_cm rdma_cm rdma_ucm 8021q)
 # Programs copied into the guest (with their libraries); the first five are dapl2-utils.
 PROGRAMS=(dtest dtestx dtestsrq dtestcm dapltest rdma ibv_devinfo)
 # Libraries loaded with dlopen (so not named by ldd of the programs): the uDAPL provider, the
@@ -379,9 +381,11 @@ up() {
   ip addr add "$host" dev "$tap"
   ip link set "$tap" up
   mkfifo "$d/agent.in" "$d/agent.out"
-  local dump=()
+  local dump=() vnet=""
   if [[ -n $pcap ]]; then
     dump=(-object "filter-dump,id=dump0,netdev=net0,file=$pcap")
+    # Without virtio-net headers on the tap: the dump would start each frame with them.
+    vnet=",vnet_hdr=off"
   fi
   local t0=$SECONDS
   qemu-system-x86_64 -name "rxe-guest-$name" -accel tcg -cpu max -smp 1 -m "$MEM" \
@@ -390,7 +394,7 @@ up() {
     -append "console=ttyS0 panic=-1 loglevel=4 rxe-guest=$name" \
     -serial "file:$d/console.log" \
     -chardev "pipe,id=agent,path=$d/agent" -serial chardev:agent \
-    -netdev "tap,id=net0,ifname=$tap,script=no,downscript=no" \
+    -netdev "tap,id=net0,ifname=$tap,script=no,downscript=no$vnet" \
     -device virtio-net-pci,netdev=net0,mac=52:54:00:77:60:03,romfile= \
     "${dump[@]}" \
     -pidfile "$d/qemu.pid" -daemonize

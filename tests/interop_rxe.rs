@@ -39,6 +39,35 @@ const HOST_KERNEL: &str = "10.77.60.1";
 const PROVIDER: &str = "10.77.60.2";
 /// The guest's eth0 and rxe0.
 const GUEST: &str = "10.77.60.3";
+
+/// Where the RDMA traffic of a guest goes: the IA name on both sides, dpdk-roce's port and the
+/// guest's interface for it.
+#[derive(Clone, Copy)]
+struct RdmaNet {
+    ia: &'static str,
+    provider: &'static str,
+    guest: &'static str,
+    /// An 802.1Q VLAN both sides are on (the profile's `[roce] vlan`, the guest's eth0.VID).
+    vlan: Option<u16>,
+}
+
+/// RDMA on the tap's own subnet, untagged.
+const PLAIN: RdmaNet = RdmaNet {
+    ia: IA,
+    provider: PROVIDER,
+    guest: GUEST,
+    vlan: None,
+};
+
+/// RDMA on VLAN 77 (10.77.61.0/24): dpdk-roce with `vlan = 77` and DSCP 26 (priority 3), the
+/// guest's rxe0 through eth0.77 (its GID of that address; libdaplofa on eth0.77). The
+/// programs' own TCP exchange stays on the untagged 10.77.60.0/24.
+const VLAN_77: RdmaNet = RdmaNet {
+    ia: "ofa-v2-cma-roe-eth0.77",
+    provider: "10.77.61.2",
+    guest: "10.77.61.3",
+    vlan: Some(77),
+};
 /// Watchdog of every program run.
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -89,6 +118,10 @@ impl Progress {
 /// Dropping it runs `down` (QEMU, tap, state) and removes the dir, also when the test failed.
 struct Guest {
     name: String,
+    net: RdmaNet,
+    /// QEMU's dump of every frame of the guest's NIC (the wire, tags included), kept for a
+    /// guest on a VLAN.
+    wire: Option<PathBuf>,
     dir: PathBuf,
     conf: PathBuf,
     profile_name: String,
@@ -99,6 +132,11 @@ struct Guest {
 
 impl Guest {
     fn up(tag: &str) -> Guest {
+        Self::up_on(tag, PLAIN)
+    }
+
+    /// A guest whose RDMA traffic goes over `net`.
+    fn up_on(tag: &str, net: RdmaNet) -> Guest {
         assert!(tag.len() <= 4, "tag {tag} too long for an interface name");
         let pid = std::process::id() % 100_000;
         // `rxg<tag><pid>`: at most 12 characters, the guest's name and its tap's.
@@ -109,6 +147,8 @@ impl Guest {
         let profile_name = format!("{name}-host");
         let mut g = Guest {
             name,
+            net,
+            wire: net.vlan.map(|_| dir.join("wire.pcap")),
             conf: dir.join("dat.conf"),
             dir,
             profile_name,
@@ -128,7 +168,10 @@ impl Guest {
             ("iface = \"rocev0a\"", format!("iface = \"{}\"", g.name)),
             (
                 "address = \"10.77.0.1/24\"",
-                format!("address = \"{PROVIDER}/24\""),
+                match net.vlan {
+                    None => format!("address = \"{}/24\"", net.provider),
+                    Some(v) => format!("address = \"{}/24\"\nvlan = {v}\ndscp = 26", net.provider),
+                },
             ),
             (
                 "hugepages = true",
@@ -147,7 +190,8 @@ impl Guest {
         std::fs::write(
             &g.conf,
             format!(
-                "{IA} u2.0 nonthreadsafe default {} dapl.2.0 \"{}\" \"\"\n",
+                "{} u2.0 nonthreadsafe default {} dapl.2.0 \"{}\" \"\"\n",
+                net.ia,
                 lib.display(),
                 profile.display()
             ),
@@ -163,6 +207,7 @@ impl Guest {
                 &format!("{GUEST}/24"),
                 &format!("{HOST_KERNEL}/24"),
             ])
+            .args(g.wire.iter())
             .output()
             .expect("run scripts/rxe-guest.sh");
         g.boot = t0.elapsed();
@@ -176,8 +221,52 @@ impl Guest {
             g.name,
             g.boot.as_secs_f64()
         );
+        if let Some(vid) = net.vlan {
+            g.add_vlan(vid);
+        }
         g.counters = g.rxe_counters();
         g
+    }
+
+    /// Gives the guest eth0.`vid` with the RDMA address, and libdaplofa an IA on it; waits
+    /// until rxe0 has the address's GID (the kernel adds the GIDs of eth0's VLAN devices).
+    fn add_vlan(&self, vid: u16) {
+        let dev = format!("eth0.{vid}");
+        let gid_tail = {
+            let o: Vec<u8> = self
+                .net
+                .guest
+                .split('.')
+                .map(|b| b.parse().unwrap())
+                .collect();
+            format!("{:02x}{:02x}:{:02x}{:02x}", o[0], o[1], o[2], o[3])
+        };
+        let line = format!(
+            "{} u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 \"{dev} 0\" \"\"",
+            self.net.ia
+        );
+        let (rc, out) = self.exec(
+            60,
+            &format!(
+                "set -e
+                 echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6
+                 ip link add link eth0 name {dev} type vlan id {vid}
+                 ip addr add {}/24 dev {dev}
+                 ip link set {dev} up
+                 echo '{line}' >> /etc/dat.conf
+                 i=0
+                 until grep -q {gid_tail} /sys/class/infiniband/rxe0/ports/1/gids/*; do
+                   i=$((i+1)); [ $i -gt 100 ] && exit 1; usleep 100000
+                 done
+                 cat /proc/net/vlan/config",
+                self.net.guest
+            ),
+        );
+        assert_eq!(rc, 0, "VLAN {vid} in the guest:\n{out}");
+        assert!(
+            out.contains(&format!("{dev} ")) && out.contains(&format!("| {vid} ")),
+            "{out}"
+        );
     }
 
     fn run_script(&self, args: &[&str]) -> (i32, String) {
@@ -565,7 +654,9 @@ impl Capture {
         }
         let mut by = (0, 0);
         for (k, n) in seen {
-            if k.starts_with(&format!("{PROVIDER}:")) {
+            if k.starts_with(&format!("{PROVIDER}:"))
+                || k.starts_with(&format!("{}:", VLAN_77.provider))
+            {
                 by.0 += n - 1;
             } else {
                 by.1 += n - 1;
@@ -662,11 +753,13 @@ fn pair(
     let publishes = matches!(program, "dtest" | "dtestx");
     let host_h = match (server, publishes) {
         (Server::DpdkRoce, true) => HOST_KERNEL,
-        (Server::DpdkRoce, false) => PROVIDER,
-        (Server::Rxe, _) => GUEST,
+        (Server::DpdkRoce, false) => g.net.provider,
+        (Server::Rxe, true) => GUEST,
+        (Server::Rxe, false) => g.net.guest,
     };
+    let ia = g.net.ia;
     let guest_cmd = |client: bool| {
-        let mut c = format!("{program} -P {IA} {}", args.join(" "));
+        let mut c = format!("{program} -P {ia} {}", args.join(" "));
         if client {
             c.push_str(&format!(" -h {host_h}"));
         }
@@ -678,7 +771,7 @@ fn pair(
             Server::Rxe => {
                 g.spawn("srv", &guest_cmd(false));
                 g.wait_guest_listening(publishes);
-                let mut a: Vec<&str> = vec!["-P", IA];
+                let mut a: Vec<&str> = vec!["-P", ia];
                 a.extend_from_slice(args);
                 a.extend_from_slice(&["-h", host_h]);
                 let ours = g.host(program, &a, progress, &pcap).finish(LIMIT);
@@ -692,7 +785,7 @@ fn pair(
                 (ours, theirs)
             }
             Server::DpdkRoce => {
-                let mut a: Vec<&str> = vec!["-P", IA];
+                let mut a: Vec<&str> = vec!["-P", ia];
                 a.extend_from_slice(args);
                 let mut srv = g.host(program, &a, progress, &pcap);
                 // The server is up once it publishes on TCP 15828 (dtest, dtestx), or after
@@ -809,6 +902,55 @@ fn dtest_interoperates_with_rxe_both_ways() {
         }
     }
     cases.verdict(&g);
+}
+
+/// 802.1Q against the reference stack: dtest both ways on VLAN 77, dpdk-roce tagging at its
+/// port (`[roce] vlan = 77`, DSCP 26) and the guest's rxe0 sending through eth0.77. On the
+/// wire (QEMU's dump of the guest's NIC) every RoCEv2 frame is tagged 77, dpdk-roce's with
+/// priority 3 (its DSCP >> 3), rxe's with Linux's default priority 0.
+#[test]
+fn dtest_interoperates_with_rxe_on_a_vlan_both_ways() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = Guest::up_on("vl", VLAN_77);
+    let mut cases = Cases::new();
+    for server in [Server::Rxe, Server::DpdkRoce] {
+        dtest_case(&mut g, &mut cases, &["-b", "4096"], server);
+    }
+    cases.verdict(&g);
+    let count = |filter: &str| -> usize {
+        let out = Command::new("tshark")
+            .arg("-r")
+            .arg(g.wire.as_ref().expect("a VLAN guest's wire is dumped"))
+            .args(["-Y", filter])
+            .output()
+            .expect("tshark (scripts/setup.sh installs it)");
+        assert!(
+            out.status.success(),
+            "tshark -Y {filter}: {}",
+            output_text(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    let (ours, theirs) = (
+        format!("ip.src == {}", VLAN_77.provider),
+        format!("ip.src == {}", VLAN_77.guest),
+    );
+    let roce = |from: &str| count(&format!("udp.dstport == 4791 && {from}"));
+    let tagged = |from: &str, pcp: u8| {
+        count(&format!(
+            "udp.dstport == 4791 && {from} && vlan.id == 77 && vlan.priority == {pcp}"
+        ))
+    };
+    let (sent, received) = (roce(&ours), roce(&theirs));
+    println!("wire: {sent} RoCEv2 frames from dpdk-roce, {received} from rxe");
+    assert!(sent > 1000 && received > 1000, "{sent} / {received}");
+    assert_eq!(
+        tagged(&ours, 3),
+        sent,
+        "dpdk-roce's frames on VLAN 77, priority 3"
+    );
+    assert_eq!(tagged(&theirs, 0), received, "rxe's frames on VLAN 77");
+    assert_eq!(count("udp.dstport == 4791 && !vlan"), 0, "untagged RoCEv2");
 }
 
 /// dtestx: RDMA WRITE with immediate, compare-and-swap and fetch-and-add, both ways. The
