@@ -49,6 +49,9 @@ struct RdmaNet {
     guest: &'static str,
     /// An 802.1Q VLAN both sides are on (the profile's `[roce] vlan`, the guest's eth0.VID).
     vlan: Option<u16>,
+    /// Routed: dpdk-roce's port on a veth pair of its own, a Linux router (scripts/router.sh)
+    /// between that subnet and the tap's, and these two gateways (dpdk-roce's, the guest's).
+    gateways: Option<(&'static str, &'static str)>,
 }
 
 /// RDMA on the tap's own subnet, untagged.
@@ -57,6 +60,7 @@ const PLAIN: RdmaNet = RdmaNet {
     provider: PROVIDER,
     guest: GUEST,
     vlan: None,
+    gateways: None,
 };
 
 /// RDMA on VLAN 77 (10.77.61.0/24): dpdk-roce with `vlan = 77` and DSCP 26 (priority 3), the
@@ -67,6 +71,18 @@ const VLAN_77: RdmaNet = RdmaNet {
     provider: "10.77.61.2",
     guest: "10.77.61.3",
     vlan: Some(77),
+    gateways: None,
+};
+
+/// dpdk-roce on 10.77.62.0/24 and the guest on 10.77.63.0/24, a Linux router between them:
+/// dpdk-roce [veth a] <-> [veth b] router [tap] <-> guest eth0. Only programs that need no
+/// kernel TCP between the hosts (dapltest, dtestsrq) run this way.
+const ROUTED: RdmaNet = RdmaNet {
+    ia: IA,
+    provider: "10.77.62.1",
+    guest: "10.77.63.3",
+    vlan: None,
+    gateways: Some(("10.77.62.254", "10.77.63.254")),
 };
 /// Watchdog of every program run.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -128,6 +144,8 @@ struct Guest {
     /// rxe's hw_counters at the end of the previous case.
     counters: BTreeMap<String, u64>,
     boot: Duration,
+    /// A routed guest's router and dpdk-roce's veth pair (dropped after the guest).
+    routed: Option<(dpdk_common::Router, dpdk_common::Veth)>,
 }
 
 impl Guest {
@@ -154,7 +172,11 @@ impl Guest {
             profile_name,
             counters: BTreeMap::new(),
             boot: Duration::ZERO,
+            routed: None,
         };
+        // Routed: dpdk-roce's port is end a of a veth pair whose end b the router takes.
+        let veth = net.gateways.map(|_| dpdk_common::Veth::up(tag));
+        let iface = veth.as_ref().map_or(g.name.clone(), |v| v.end('a'));
         // The profile: side a of the shipped af_packet pair, on the tap, with its own address.
         let template =
             std::fs::read_to_string(dpdk_common::repo().join("dpdk-config/af_packet-a.toml"))
@@ -165,12 +187,17 @@ impl Guest {
                 "name = \"af_packet-a\"",
                 format!("name = \"{}\"", g.profile_name),
             ),
-            ("iface = \"rocev0a\"", format!("iface = \"{}\"", g.name)),
+            ("iface = \"rocev0a\"", format!("iface = \"{iface}\"")),
             (
                 "address = \"10.77.0.1/24\"",
-                match net.vlan {
-                    None => format!("address = \"{}/24\"", net.provider),
-                    Some(v) => format!("address = \"{}/24\"\nvlan = {v}\ndscp = 26", net.provider),
+                match (net.vlan, net.gateways) {
+                    (Some(v), _) => {
+                        format!("address = \"{}/24\"\nvlan = {v}\ndscp = 26", net.provider)
+                    }
+                    (None, Some((gw, _))) => {
+                        format!("address = \"{}/24\"\ngateway = \"{gw}\"", net.provider)
+                    }
+                    (None, None) => format!("address = \"{}/24\"", net.provider),
                 },
             ),
             (
@@ -198,15 +225,13 @@ impl Guest {
         )
         .unwrap();
         let t0 = Instant::now();
+        let (guest_cidr, tap_cidr) = match net.gateways {
+            None => (format!("{GUEST}/24"), format!("{HOST_KERNEL}/24")),
+            Some((_, gw)) => (format!("{}/24", net.guest), format!("{gw}/24")),
+        };
         let out = Command::new("bash")
             .arg(script())
-            .args([
-                "up",
-                &g.name,
-                &g.name,
-                &format!("{GUEST}/24"),
-                &format!("{HOST_KERNEL}/24"),
-            ])
+            .args(["up", &g.name, &g.name, &guest_cidr, &tap_cidr])
             .args(g.wire.iter())
             .output()
             .expect("run scripts/rxe-guest.sh");
@@ -223,6 +248,19 @@ impl Guest {
         );
         if let Some(vid) = net.vlan {
             g.add_vlan(vid);
+        }
+        if let (Some((ours, theirs)), Some(veth)) = (net.gateways, veth) {
+            // The router takes veth end b and the tap (QEMU keeps its descriptor).
+            let router = dpdk_common::Router::up(
+                tag,
+                &veth.end('b'),
+                &format!("{ours}/24"),
+                &g.name,
+                &format!("{theirs}/24"),
+            );
+            let (rc, out) = g.exec(30, &format!("ip route add default via {theirs}"));
+            assert_eq!(rc, 0, "the guest's default route:\n{out}");
+            g.routed = Some((router, veth));
         }
         g.counters = g.rxe_counters();
         g
@@ -1112,12 +1150,21 @@ fn dapltest_transactions_interoperate_with_rxe_both_ways() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let mut g = Guest::up("dl");
     let mut cases = Cases::new();
-    let base = |server_ip: &str| format!("-T T -s {server_ip} -D {IA} -i 100 -t 1 -w 1 -V");
+    dapltest_both_ways(&mut g, &mut cases, &dapltest_transactions());
+    cases.verdict(&g);
+}
+
+/// dapltest transactions on `g` (its RDMA addresses and IA), each both ways: the guest's
+/// server with dpdk-roce's clients, then dpdk-roce's server with the guest's clients, each
+/// session ended by `-T Q`.
+fn dapltest_both_ways(g: &mut Guest, cases: &mut Cases, transactions: &[(String, Vec<String>)]) {
+    let (ia, provider, guest) = (g.net.ia, g.net.provider, g.net.guest);
+    let base = |server_ip: &str| format!("-T T -s {server_ip} -D {ia} -i 100 -t 1 -w 1 -V");
     // The guest serves, dpdk-roce's clients.
     {
-        g.spawn("dts", &format!("dapltest -T S -D {IA}"));
+        g.spawn("dts", &format!("dapltest -T S -D {ia}"));
         g.wait_guest_listening(false);
-        for (name, ops) in dapltest_transactions() {
+        for (name, ops) in transactions {
             let what = format!("dapltest -T T {name} (rxe server <- dpdk-roce client)");
             let t0 = Instant::now();
             let mut out = String::new();
@@ -1125,7 +1172,7 @@ fn dapltest_transactions_interoperate_with_rxe_both_ways() {
             for attempt in 0..4 {
                 pcap = g.pcap(&what);
                 let mut args: Vec<String> =
-                    base(GUEST).split_whitespace().map(String::from).collect();
+                    base(guest).split_whitespace().map(String::from).collect();
                 args.extend(ops.iter().cloned());
                 let a: Vec<&str> = args.iter().map(String::as_str).collect();
                 out = g
@@ -1138,14 +1185,14 @@ fn dapltest_transactions_interoperate_with_rxe_both_ways() {
             }
             let result = check_dapltest_client(&what, &name, &out)
                 .and_then(|_| Capture::check(&pcap).map(|c| vec![c]));
-            cases.record(&mut g, &what, t0, result);
+            cases.record(g, &what, t0, result);
         }
         let t0 = Instant::now();
         let pcap = g.pcap("dapltest quit");
         let quit = g
             .host(
                 "dapltest",
-                &["-T", "Q", "-s", GUEST, "-D", IA],
+                &["-T", "Q", "-s", guest, "-D", ia],
                 Progress::Inline,
                 &pcap,
             )
@@ -1154,14 +1201,14 @@ fn dapltest_transactions_interoperate_with_rxe_both_ways() {
         let result = check_passed("dapltest -T Q", &quit, &["End of Work -- Client Exiting"])
             .and_then(|_| check_passed("the guest's dapltest server", &server, &["Exiting."]))
             .and_then(|_| Capture::check(&pcap).map(|c| vec![c]));
-        cases.record(&mut g, "dapltest -T Q (rxe server exits)", t0, result);
+        cases.record(g, "dapltest -T Q (rxe server exits)", t0, result);
     }
     // dpdk-roce serves, the guest's clients.
     {
         let mut server = None;
         let pcap = g.pcap("dapltest server");
         for attempt in 0..4 {
-            let mut srv = g.host("dapltest", &["-T", "S", "-D", IA], Progress::Inline, &pcap);
+            let mut srv = g.host("dapltest", &["-T", "S", "-D", ia], Progress::Inline, &pcap);
             std::thread::sleep(Duration::from_secs(3));
             if srv.is_running() {
                 server = Some(srv);
@@ -1175,19 +1222,19 @@ fn dapltest_transactions_interoperate_with_rxe_both_ways() {
             dpdk_common::fanout_retry_wait();
         }
         let server = server.expect("dapltest server started");
-        for (name, ops) in dapltest_transactions() {
+        for (name, ops) in transactions {
             let what = format!("dapltest -T T {name} (dpdk-roce server <- rxe client)");
             let t0 = Instant::now();
             let (rc, out) = g.exec(
                 LIMIT.as_secs() as u32,
-                &format!("dapltest {} {}", base(PROVIDER), ops.join(" ")),
+                &format!("dapltest {} {}", base(provider), ops.join(" ")),
             );
             let out = format!("{out}[exit status: {rc}]\n");
             let result = check_dapltest_client(&what, &name, &out).map(|_| Vec::new());
-            cases.record(&mut g, &what, t0, result);
+            cases.record(g, &what, t0, result);
         }
         let t0 = Instant::now();
-        let (rc, quit) = g.exec(60, &format!("dapltest -T Q -s {PROVIDER} -D {IA}"));
+        let (rc, quit) = g.exec(60, &format!("dapltest -T Q -s {provider} -D {ia}"));
         let out = server.finish(Duration::from_secs(30));
         let result = if rc != 0 {
             Err(format!("the guest's dapltest -T Q exited {rc}:\n{quit}"))
@@ -1205,11 +1252,34 @@ fn dapltest_transactions_interoperate_with_rxe_both_ways() {
         // The server's capture holds every transaction of this direction.
         .and_then(|_| Capture::check(&pcap).map(|c| vec![c]));
         cases.record(
-            &mut g,
+            g,
             "dapltest server session (dpdk-roce server <- rxe clients), -T Q",
             t0,
             result,
         );
     }
+}
+
+/// Routed RoCEv2 against the reference stack: dpdk-roce and the guest in two subnets with a
+/// Linux router between them (each names its gateway), dapltest's validated SEND, RDMA WRITE
+/// and RDMA READ transactions both ways; the router forwarded them.
+#[test]
+fn dapltest_transactions_interoperate_with_rxe_through_a_linux_router() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = Guest::up_on("rt", ROUTED);
+    let before = g.routed.as_ref().unwrap().0.forwarded();
+    let mut cases = Cases::new();
+    let some: Vec<_> = dapltest_transactions()
+        .into_iter()
+        .filter(|(name, _)| ["SR 4096", "RW 65536", "RR 65536"].contains(&name.as_str()))
+        .collect();
+    assert_eq!(some.len(), 3);
+    dapltest_both_ways(&mut g, &mut cases, &some);
     cases.verdict(&g);
+    let forwarded = g.routed.as_ref().unwrap().0.forwarded() - before;
+    println!("the router forwarded {forwarded} datagrams");
+    assert!(
+        forwarded > 1000,
+        "the router forwarded {forwarded} datagrams"
+    );
 }
