@@ -1183,7 +1183,7 @@ fn dapltest_both_ways(g: &mut Guest, cases: &mut Cases, transactions: &[(String,
                 }
                 dpdk_common::fanout_retry_wait();
             }
-            let result = check_dapltest_client(&what, &name, &out)
+            let result = check_dapltest_client(&what, name, &out)
                 .and_then(|_| Capture::check(&pcap).map(|c| vec![c]));
             cases.record(g, &what, t0, result);
         }
@@ -1230,7 +1230,7 @@ fn dapltest_both_ways(g: &mut Guest, cases: &mut Cases, transactions: &[(String,
                 &format!("dapltest {} {}", base(provider), ops.join(" ")),
             );
             let out = format!("{out}[exit status: {rc}]\n");
-            let result = check_dapltest_client(&what, &name, &out).map(|_| Vec::new());
+            let result = check_dapltest_client(&what, name, &out).map(|_| Vec::new());
             cases.record(g, &what, t0, result);
         }
         let t0 = Instant::now();
