@@ -824,3 +824,42 @@ fn every_operation_verified_on_a_vlan_and_other_vlans_are_dropped() {
     );
     assert_no_runtime_dirs(&v.link.prefix);
 }
+
+/// A connection through a router fails as unreachable, never hangs, over a real port with a
+/// real router: to a host missing behind it (the router's ARP gives up and it answers with an
+/// ICMP host unreachable, which fails the waiting connection request), and through a gateway
+/// that does not exist (ARP for the next hop fails).
+#[test]
+fn a_peer_missing_behind_the_router_and_a_dead_gateway_fail_the_connection() {
+    let (link, _router) = routed("m");
+    let dead_gateway = link.dir.join("dead-gateway.toml");
+    let text = std::fs::read_to_string(&link.server).unwrap();
+    assert!(text.contains("gateway = \"10.77.72.254\""));
+    std::fs::write(
+        &dead_gateway,
+        text.replace("gateway = \"10.77.72.254\"", "gateway = \"10.77.72.253\""),
+    )
+    .unwrap();
+    for (profile, why) in [
+        (&link.server, "ICMP destination unreachable received: 1"),
+        (&dead_gateway, "ARP resolutions failed: 1"),
+    ] {
+        let out = retry_fanout_collision(|| {
+            Command::new(BW)
+                .args(["--client", "--profile"])
+                .arg(profile)
+                .args(["--server-ip", "10.77.73.99", "-s", "64", "-n", "10"])
+                .args(["--timeout-ms", "60000"])
+                .output()
+                .unwrap()
+        });
+        let text = output_text(&out);
+        assert!(!out.status.success(), "{text}");
+        assert!(
+            text.contains("connection failed: Unreachable") && text.contains(why),
+            "{}: {text}",
+            profile.display()
+        );
+    }
+    assert_no_runtime_dirs(&link.prefix);
+}

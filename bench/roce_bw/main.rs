@@ -1438,7 +1438,14 @@ fn client(
                     | CmEvent::Unreachable { .. }
                     | CmEvent::TimedOut { .. }
                     | CmEvent::ConnectError { .. }) => {
-                        return Err(format!("connection failed: {ev:?}"))
+                        // Why, as the neighbour layer saw it: a router's ICMP, or a next hop
+                        // that never answered ARP.
+                        let n = s.host.net_stats();
+                        return Err(format!(
+                            "connection failed: {ev:?} (ICMP destination unreachable \
+                             received: {}, ARP resolutions failed: {})",
+                            n.rx_icmp_unreachable, n.unresolvable
+                        ));
                     }
                     _ => {}
                 }
