@@ -544,11 +544,13 @@ pub struct Running {
 }
 
 impl Drop for Running {
-    /// A test that fails while the program runs (a server waiting for clients) kills it.
+    /// A test that fails while the program runs (a server waiting for clients) kills it, and
+    /// removes the EAL runtime directory the killed process could not.
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
             let _ = self.child.kill();
             let _ = self.child.wait();
+            dpdk_common::remove_runtime_dirs_of(self.child.id());
         }
     }
 }

@@ -146,6 +146,20 @@ pub fn output_text(out: &Output) -> String {
     )
 }
 
+/// Removes the EAL runtime directories of process `pid` (`/var/run/dpdk/<name>-<pid>`, the
+/// profiles' default file prefix): a test that killed a DPDK process it started cleans up what
+/// EAL could not, so a later test's `assert_no_runtime_dirs` does not find it.
+pub fn remove_runtime_dirs_of(pid: u32) {
+    let suffix = format!("-{pid}");
+    if let Ok(dir) = std::fs::read_dir("/var/run/dpdk") {
+        for e in dir.flatten() {
+            if e.file_name().to_string_lossy().ends_with(&suffix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
 /// EAL leaves no runtime directory (`/var/run/dpdk/<file-prefix>`) behind.
 pub fn assert_no_runtime_dirs(profile_prefix: &str) {
     let left: Vec<String> = std::fs::read_dir("/var/run/dpdk")
