@@ -404,7 +404,7 @@ fn describe_other(frame: &[u8]) -> String {
     match eth.ethertype() {
         EtherType::ARP => describe_arp(payload),
         EtherType::IPV4 => describe_ipv4(payload),
-        EtherType(0x86dd) => format!("IPv6 ({} bytes)", frame.len()),
+        EtherType::IPV6 => format!("IPv6 ({} bytes)", frame.len()),
         EtherType(0x8915) => format!("RoCE v1 (not decoded, {} bytes)", frame.len()),
         EtherType(0x8100) => format!("802.1Q tag cut short ({} bytes)", frame.len()),
         EtherType(t) => format!("EtherType {t:#06x} ({} bytes)", frame.len()),

@@ -97,12 +97,13 @@ impl DropReason {
             | FrameError::BadPadCnt { .. }
             | FrameError::UnexpectedPayload { .. } => DropReason::RoceLength,
             FrameError::BadIpChecksum => DropReason::BadIpChecksum,
-            FrameError::NotIpv4(_) => DropReason::EtherType,
+            FrameError::NotIpv4(_) | FrameError::NotIpv6(_) => DropReason::EtherType,
             FrameError::BadIpVersion(_)
             | FrameError::BadIpHeaderLen(_)
-            | FrameError::BadIpTotalLen(_) => DropReason::MalformedIp,
+            | FrameError::BadIpTotalLen(_)
+            | FrameError::BadIpv6PayloadLen(_) => DropReason::MalformedIp,
             FrameError::IpFragment => DropReason::IpFragment,
-            FrameError::NotUdp(_) => DropReason::NotUdp,
+            FrameError::NotUdp(_) | FrameError::Ipv6ExtensionHeader(_) => DropReason::NotUdp,
             FrameError::BadTver(_)
             | FrameError::UnknownOpcode(_)
             | FrameError::Header(_)

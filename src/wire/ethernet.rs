@@ -73,6 +73,7 @@ pub struct EtherType(pub u16);
 impl EtherType {
     pub const IPV4: EtherType = EtherType(0x0800);
     pub const ARP: EtherType = EtherType(0x0806);
+    pub const IPV6: EtherType = EtherType(0x86dd);
     /// An IEEE 802.1Q tag follows (TPID); the port adds and removes it (`net::Vlan`).
     pub const VLAN: EtherType = EtherType(0x8100);
     /// An IEEE 802.1ad service tag (stacked VLANs): never ours.
@@ -84,6 +85,7 @@ impl fmt::Debug for EtherType {
         match *self {
             Self::IPV4 => f.write_str("IPv4"),
             Self::ARP => f.write_str("ARP"),
+            Self::IPV6 => f.write_str("IPv6"),
             Self::VLAN => f.write_str("802.1Q"),
             EtherType(v) => write!(f, "EtherType({v:#06x})"),
         }

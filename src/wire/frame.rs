@@ -25,7 +25,11 @@ pub enum FrameError {
     /// EtherType is not IPv4.
     #[error("not IPv4 (EtherType {0:#06x})")]
     NotIpv4(u16),
-    #[error("IP version {0}, not 4")]
+    /// EtherType is not IPv6 (a RoCEv2/IPv6 frame was expected, `frame6`).
+    #[error("not IPv6 (EtherType {0:#06x})")]
+    NotIpv6(u16),
+    /// The IP header's version is not the one its EtherType names.
+    #[error("IP version {0} does not match the EtherType")]
     BadIpVersion(u8),
     /// IHL below 5 (value in bytes).
     #[error("bad IPv4 header length {0}")]
@@ -33,6 +37,9 @@ pub enum FrameError {
     /// Total length below the header length or beyond the frame.
     #[error("bad IPv4 total length {0}")]
     BadIpTotalLen(u16),
+    /// IPv6 payload length beyond the frame, or shorter than the UDP header.
+    #[error("bad IPv6 payload length {0}")]
+    BadIpv6PayloadLen(u16),
     #[error("bad IPv4 header checksum")]
     BadIpChecksum,
     /// MF set or a fragment offset: RoCEv2 is never fragmented.
@@ -40,10 +47,14 @@ pub enum FrameError {
     IpFragment,
     #[error("IP protocol {0}, not UDP")]
     NotUdp(u8),
+    /// An IPv6 extension header follows the fixed header: RoCEv2 carries none, so the packet
+    /// is dropped (`ipv6::is_extension_header`).
+    #[error("IPv6 extension header {0} (RoCEv2 carries none)")]
+    Ipv6ExtensionHeader(u8),
     /// UDP length field not equal to the IP payload length.
     #[error("bad UDP length {0}")]
     BadUdpLength(u16),
-    /// A non-zero UDP checksum that is wrong.
+    /// A non-zero UDP checksum that is wrong (over IPv6 too: `udp` module documentation).
     #[error("bad UDP checksum")]
     BadUdpChecksum,
     /// UDP destination port not 4791.
@@ -168,8 +179,8 @@ impl<'a> ReceivedPacket<'a> {
             src_ip: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
             dst_ip: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
             packet: RocePacket {
-                headers: c.headers()?,
-                payload: c.payload,
+                headers: c.transport.headers()?,
+                payload: c.transport.payload,
             },
         })
     }
@@ -181,13 +192,7 @@ struct Checked<'a> {
     eth_h: &'a [u8; ETH_LEN],
     ip_h: &'a [u8; IP_LEN],
     udp_h: &'a [u8; UDP_LEN],
-    bth_h: &'a [u8; bth::BTH_LEN],
-    info: &'static OpcodeInfo,
-    /// BTH through the pad.
-    body: &'a [u8],
-    payload: &'a [u8],
-    pad: u8,
-    icrc: u32,
+    transport: Transport<'a>,
 }
 
 impl<'a> Checked<'a> {
@@ -260,6 +265,38 @@ impl<'a> Checked<'a> {
             return Err(FrameError::BadUdpChecksum);
         }
 
+        // `ib` holds a BTH and an ICRC when the ICRC is computed, so `total >= ICRC_LEN`.
+        let transport = Transport::check(ib, || icrc_with_ihl(&l3[..total - ICRC_LEN], hl))?;
+        Ok(Checked {
+            eth_h,
+            ip_h,
+            udp_h,
+            transport,
+        })
+    }
+}
+
+/// The InfiniBand part of a RoCEv2 frame (the UDP payload) that passed its checks, over either
+/// IP family: BTH, extension headers, payload, pad and ICRC.
+pub(super) struct Transport<'a> {
+    pub(super) bth_h: &'a [u8; bth::BTH_LEN],
+    pub(super) info: &'static OpcodeInfo,
+    /// BTH through the pad.
+    pub(super) body: &'a [u8],
+    pub(super) payload: &'a [u8],
+    pub(super) pad: u8,
+    pub(super) icrc: u32,
+}
+
+impl<'a> Transport<'a> {
+    /// The checks of the UDP payload `ib` in the order `FrameError` lists them; `expected_icrc`
+    /// computes the ICRC over the IP packet without its last 4 bytes and is called only after
+    /// the lengths are known to hold a BTH and an ICRC.
+    #[inline(always)]
+    pub(super) fn check(
+        ib: &'a [u8],
+        expected_icrc: impl FnOnce() -> Result<u32, WireError>,
+    ) -> Result<Self, FrameError> {
         // BTH (IBTA vol. 1 §9.2) and the extension headers its opcode names.
         if ib.len() < bth::BTH_LEN + ICRC_LEN {
             return Err(truncated("BTH"));
@@ -302,14 +339,11 @@ impl<'a> Checked<'a> {
             [a, b, c, d] => u32::from_le_bytes([a, b, c, d]),
             _ => return Err(truncated("ICRC")),
         };
-        let expected = icrc_with_ihl(&l3[..total - ICRC_LEN], hl)?;
+        let expected = expected_icrc()?;
         if expected != found {
             return Err(FrameError::BadIcrc { expected, found });
         }
-        Ok(Checked {
-            eth_h,
-            ip_h,
-            udp_h,
+        Ok(Transport {
             bth_h,
             info,
             body,
@@ -323,7 +357,7 @@ impl<'a> Checked<'a> {
     /// `info.header_len` bytes (checked), and the opcode table's lengths match its flags
     /// (`roce` tests), so no error of the checks is overtaken by one here.
     #[inline(always)]
-    fn headers(&self) -> Result<RoceHeaders, FrameError> {
+    pub(super) fn headers(&self) -> Result<RoceHeaders, FrameError> {
         Ok(RoceHeaders::parse_extensions(
             BthRepr::from_bytes(self.bth_h),
             self.info,
@@ -332,7 +366,7 @@ impl<'a> Checked<'a> {
     }
 }
 
-fn truncated(what: &'static str) -> FrameError {
+pub(super) fn truncated(what: &'static str) -> FrameError {
     FrameError::Truncated { what }
 }
 
@@ -401,16 +435,17 @@ impl<'a> RoceFrame<'a> {
     /// setups that moved it); anything else is checked the same way.
     pub fn parse_on_port(frame: &'a [u8], port: u16) -> Result<Self, FrameError> {
         let c = Checked::of(frame, port)?;
-        let headers = c.headers()?;
+        let t = &c.transport;
+        let headers = t.headers()?;
         Ok(RoceFrame {
             eth: EthernetRepr::from_bytes(c.eth_h),
             ipv4: Ipv4Repr::from_header(c.ip_h),
             udp: UdpRepr::from_bytes(c.udp_h),
             headers,
-            payload: c.payload,
-            pad: c.pad,
-            icrc: c.icrc,
-            bth_resv: c.bth_h[bth::field::FECN_BECN] & 0x3f,
+            payload: t.payload,
+            pad: t.pad,
+            icrc: t.icrc,
+            bth_resv: t.bth_h[bth::field::FECN_BECN] & 0x3f,
         })
     }
 

@@ -5,9 +5,14 @@
 //! IPv4 TOS, TTL and header checksum, UDP checksum, BTH byte 4 (FECN/BECN/reserved). The result
 //! is stored little-endian after the pad. Nothing is copied except the masked headers, which go
 //! through a small stack array.
+//!
+//! Over IPv6 (annex A17.4.1 and Linux's `rxe_icrc.c`, `rxe_icrc_hdr`) the IPv6 header takes the
+//! IPv4 header's place, with its traffic class, flow label and hop limit set to all ones (the
+//! version nibble, payload length, next header and addresses are kept); the UDP checksum and
+//! BTH byte 4 are masked as over IPv4 ([`icrc6_parts`], [`IcrcHasher::update_headers_v6`]).
 
 use super::bth::BTH_LEN;
-use super::{check_len, ipv4, udp, Result, WireError};
+use super::{check_len, ipv4, ipv6, udp, Result, WireError};
 
 /// ICRC length on the wire.
 pub const ICRC_LEN: usize = 4;
@@ -75,6 +80,28 @@ impl IcrcHasher {
         check_len("IPv4 header", bytes, ipv4::HEADER_LEN)?;
         let ihl = usize::from(bytes[0] & 0x0f) * 4;
         self.update_masked(bytes, ihl)
+    }
+
+    /// Feeds `bytes`, which must start with an IPv6 fixed header (no extension header: RoCEv2
+    /// carries none), the UDP header and the BTH, with the variant fields masked (traffic
+    /// class, flow label, hop limit, UDP checksum, BTH byte 4); bytes after the BTH are fed as
+    /// they are. Fails if the version is not 6 or `bytes` is shorter than the three headers.
+    pub fn update_headers_v6(&mut self, bytes: &[u8]) -> Result<()> {
+        let Some((head, rest)) = bytes.split_first_chunk::<V6_HEAD>() else {
+            return Err(WireError::Truncated {
+                what: "IPv6/UDP/BTH headers",
+                need: V6_HEAD,
+                have: bytes.len(),
+            });
+        };
+        if head[0] >> 4 != 6 {
+            return Err(WireError::BadValue("IPv6 version"));
+        }
+        let mut m = *head;
+        mask_v6(&mut m);
+        self.crc.update(&m);
+        self.crc.update(rest);
+        Ok(())
     }
 
     /// [`update_headers`](Self::update_headers) with the IPv4 header length in bytes (IHL x 4)
@@ -257,6 +284,52 @@ pub fn icrc_frame(frame: &[u8]) -> Result<(u32, u32)> {
     Ok((computed, stored))
 }
 
+/// IPv6 (no extension headers), UDP and BTH headers: the masked prefix of a RoCEv2/IPv6 packet.
+pub const V6_HEAD: usize = ipv6::HEADER_LEN + udp::HEADER_LEN + BTH_LEN;
+
+/// Sets the ICRC's variant fields of an IPv6/UDP/BTH prefix to all ones: the traffic class and
+/// flow label (the low nibble of byte 0 and bytes 1 to 3: the version nibble is kept), the hop
+/// limit, the UDP checksum and BTH byte 4.
+fn mask_v6(m: &mut [u8; V6_HEAD]) {
+    m[0] |= 0x0f;
+    m[1..4].fill(0xff);
+    m[ipv6::field::HOP_LIMIT] = 0xff;
+    let u = ipv6::HEADER_LEN + udp::field::CHECKSUM;
+    m[u..u + 2].fill(0xff);
+    m[ipv6::HEADER_LEN + udp::HEADER_LEN + super::bth::field::FECN_BECN] = 0xff;
+}
+
+/// ICRC over `ip6_udp_bth_and_ext` (IPv6 header through the extension headers, or further) and
+/// then each of `payload_parts` in order (payload segments and pad): [`icrc_parts`] over IPv6.
+pub fn icrc6_parts(ip6_udp_bth_and_ext: &[u8], payload_parts: &[&[u8]]) -> Result<u32> {
+    let mut h = IcrcHasher::new();
+    h.update_headers_v6(ip6_udp_bth_and_ext)?;
+    for p in payload_parts {
+        h.update(p);
+    }
+    Ok(h.finalize())
+}
+
+/// ICRC of a complete Ethernet/IPv6 RoCEv2 frame: over the IPv6 packet as its payload length
+/// gives it, minus the trailing 4 ICRC bytes. Returns `(computed, stored)`.
+pub fn icrc6_frame(frame: &[u8]) -> Result<(u32, u32)> {
+    const ETH: usize = super::ethernet::HEADER_LEN;
+    check_len("IPv6 header", frame, ETH + ipv6::HEADER_LEN)?;
+    let at = ETH + ipv6::field::PAYLOAD_LEN;
+    let payload = usize::from(u16::from_be_bytes([frame[at], frame[at + 1]]));
+    let total = ipv6::HEADER_LEN + payload;
+    check_len("IPv6 packet", frame, ETH + total)?;
+    let ip = &frame[ETH..ETH + total];
+    let body_len = total
+        .checked_sub(ICRC_LEN)
+        .filter(|&n| n >= ipv6::HEADER_LEN)
+        .ok_or(WireError::BadValue("IPv6 payload length"))?;
+    let (body, tail) = ip.split_at(body_len);
+    let computed = icrc6_parts(body, &[])?;
+    let stored = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
+    Ok((computed, stored))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,5 +497,72 @@ mod tests {
         for n in 0..FRAME16.len() {
             assert!(icrc_frame(&FRAME16[..n]).is_err(), "{n}");
         }
+    }
+
+    /// The ICRC over IPv6 by its definition (annex A17.4.1, rxe_icrc.c's `rxe_icrc_hdr`):
+    /// CRC-32 over eight 0xFF bytes and the IPv6 packet with the traffic class and flow label
+    /// (the low nibble of byte 0, bytes 1 to 3), the hop limit (7), the UDP checksum (46, 47)
+    /// and BTH byte 4 (52) set to ones.
+    fn reference_icrc6(ip: &[u8]) -> u32 {
+        let mut masked = vec![0xffu8; 8];
+        masked.extend_from_slice(ip);
+        masked[8] |= 0x0f;
+        for i in [1, 2, 3, 7, 46, 47, 52] {
+            masked[8 + i] = 0xff;
+        }
+        crc32fast::hash(&masked)
+    }
+
+    #[test]
+    fn ipv6_icrc_is_scapys_and_the_definitions() {
+        use crate::wire::frame6::fixtures::{ACK6, SEND6};
+        for (frame, want) in [(&SEND6[..], 0x6691_1da3u32), (&ACK6[..], 0x26d8_d81a)] {
+            let ip = &frame[14..frame.len() - 4];
+            assert_eq!(reference_icrc6(ip), want);
+            assert_eq!(icrc6_parts(ip, &[]), Ok(want));
+            assert_eq!(icrc6_frame(frame), Ok((want, want)));
+            for cut in V6_HEAD..=ip.len() {
+                let (a, b) = ip.split_at(cut);
+                assert_eq!(icrc6_parts(a, &[b]), Ok(want), "split at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn ipv6_masked_fields_do_not_matter_others_do() {
+        use crate::wire::frame6::fixtures::SEND6;
+        let ip = &SEND6[14..SEND6.len() - 4];
+        let whole = icrc6_parts(ip, &[]).unwrap();
+        for i in 0..ip.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut b = ip.to_vec();
+                b[i] ^= bit;
+                let masked = matches!(i, 1..=3 | 7 | 46 | 47 | 52) || (i == 0 && bit == 0x01);
+                // (The high bit of byte 0 is the version: an error, not a CRC.)
+                assert_eq!(
+                    icrc6_parts(&b, &[]).ok() == Some(whole),
+                    masked,
+                    "byte {i} bit {bit:#x}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ipv6_short_input_is_an_error() {
+        use crate::wire::frame6::fixtures::SEND6;
+        let ip = &SEND6[14..];
+        for n in 0..V6_HEAD {
+            assert!(icrc6_parts(&ip[..n], &[]).is_err(), "{n}");
+        }
+        for n in 0..SEND6.len() {
+            assert!(icrc6_frame(&SEND6[..n]).is_err(), "{n}");
+        }
+        let mut v4 = SEND6;
+        v4[14] = 0x46;
+        assert_eq!(
+            icrc6_parts(&v4[14..], &[]),
+            Err(WireError::BadValue("IPv6 version"))
+        );
     }
 }
