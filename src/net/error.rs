@@ -1,33 +1,33 @@
 //! Errors of address resolution and encapsulation, worded so a failed connection attempt can
 //! tell the user what to fix.
 
+use super::neighbours::NeighbourAddr;
 use std::net::Ipv4Addr;
 
-/// Why a peer cannot be reached (or cannot be reached yet).
+/// Why a peer cannot be reached (or cannot be reached yet), over IPv4 (`A` = `Ipv4Addr`, ARP)
+/// or IPv6 (`Ipv6Addr`, Neighbor Discovery).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum NetError {
+pub enum NetError<A: NeighbourAddr = Ipv4Addr> {
     /// The address is outside our subnet and no route (or gateway) covers it.
     #[error("no route to {ip}: not in our subnet {subnet}/{prefix_len}, and no route or gateway covers it")]
-    NoRoute {
-        ip: Ipv4Addr,
-        subnet: Ipv4Addr,
-        prefix_len: u8,
-    },
+    NoRoute { ip: A, subnet: A, prefix_len: u8 },
     /// A static neighbour outside our subnet (it is reached through a route's next hop).
     #[error("{0} is not on the port's subnet: a neighbour entry is for the link only")]
-    NotOnLink(Ipv4Addr),
-    /// A host loopback address (127.0.0.0/8): not on the port (our own address is).
+    NotOnLink(A),
+    /// A host loopback address (127.0.0.0/8, ::1): not on the port (our own address is).
     #[error("{0} is a host loopback address, not on the port (use the port's own address)")]
-    Loopback(Ipv4Addr),
-    /// Not a unicast host address (unspecified, multicast, limited or subnet broadcast).
+    Loopback(A),
+    /// Not a unicast host address (unspecified, multicast, limited or subnet broadcast, a
+    /// subnet-router anycast address).
     #[error("{0} is not a unicast host address")]
-    NotUnicast(Ipv4Addr),
-    /// ARP requests for the address went unanswered (RFC 826 resolution failed).
-    #[error("{ip} is unreachable: no ARP reply after {requests} requests")]
-    Unreachable { ip: Ipv4Addr, requests: u32 },
+    NotUnicast(A),
+    /// Requests for the address went unanswered (ARP, RFC 826, or Neighbor Discovery, RFC
+    /// 4861 §7.2, resolution failed).
+    #[error("{ip} is unreachable: no {} after {requests} requests", A::ANSWER)]
+    Unreachable { ip: A, requests: u32 },
     /// No MAC known yet: call `resolve` and wait for `NetEvent::Resolved`.
-    #[error("{0} is not resolved yet (ARP pending)")]
-    Pending(Ipv4Addr),
+    #[error("{0} is not resolved yet ({} pending)", A::PROTOCOL)]
+    Pending(A),
     /// A RoCEv2 packet whose UDP payload of `len` bytes does not fit in the MTU.
     #[error("RoCEv2 packet with {len} bytes after the UDP header exceeds the MTU")]
     TooLong { len: usize },
@@ -36,5 +36,5 @@ pub enum NetError {
     BufferTooSmall { need: usize, have: usize },
     /// The neighbour cache is full of pending resolutions.
     #[error("neighbour cache full: cannot resolve {0}")]
-    CacheFull(Ipv4Addr),
+    CacheFull(A),
 }

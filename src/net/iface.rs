@@ -7,7 +7,7 @@ use super::arp_frame::ArpFrame;
 use super::config::{ConfigError, NetConfig};
 use super::encap::{Encap, TrafficClass};
 use super::error::NetError;
-use super::neighbours::{Neighbours, NetEvent, Resolve};
+use super::neighbours::{CacheConfig, Neighbours, NetEvent, Resolve};
 use super::receive::receive_ipv4;
 use super::route::Route;
 use super::stats::{DropReason, NetStats};
@@ -37,7 +37,7 @@ pub enum Inbound<'a> {
 #[derive(Debug)]
 pub struct Net {
     config: NetConfig,
-    neighbours: Neighbours,
+    neighbours: Neighbours<Ipv4Addr>,
     encap: Encap,
     /// Times `encap_mut` lent the encapsulator out (it may have changed).
     encap_lent: u64,
@@ -51,7 +51,7 @@ impl Net {
     pub fn new(config: NetConfig) -> Result<Net, ConfigError> {
         config.validate()?;
         Ok(Net {
-            neighbours: Neighbours::new(&config),
+            neighbours: Neighbours::new(CacheConfig::arp(&config)),
             encap: Encap::new(&config),
             encap_lent: 0,
             replies: VecDeque::new(),

@@ -20,6 +20,11 @@
 //! (`icmp.rs`); other ICMP (echo included), IPv6 and IP fragments are counted and dropped, never
 //! answered. 802.1Q tags are added and removed at the port (`vlan.rs`): a tagged frame that
 //! reaches this layer is another VLAN's.
+//!
+//! IPv6: [`Ndp`] resolves neighbours with Neighbor Discovery (RFC 4861) over the same cache as
+//! ARP (`neighbours.rs`, generic over the address family) and answers solicitations for the
+//! port's IPv6 address ([`NdFrame`]). It stands beside `Net`, not yet inside it: `Net`'s
+//! receive filter still drops IPv6, and RoCEv2/IPv6 encapsulation is `wire::frame6` only.
 
 mod arp_frame;
 mod config;
@@ -27,6 +32,8 @@ mod encap;
 mod error;
 mod icmp;
 mod iface;
+mod nd_frame;
+mod ndp;
 mod neighbours;
 mod receive;
 mod route;
@@ -43,7 +50,12 @@ pub use config::{ConfigError, NetConfig, MAX_MTU, MIN_MTU};
 pub use encap::{Encap, HeaderTemplate, TrafficClass, HEADERS_LEN};
 pub use error::NetError;
 pub use iface::{Inbound, Net};
-pub use neighbours::{NetEvent, Resolve};
+pub use nd_frame::{NdFrame, ND_FRAME_LEN};
+pub use ndp::{
+    check_host_address, Ipv6AddressError, Ndp, NdpConfig, NdpConfigError, NdpDrop, NdpInbound,
+    NdpStats,
+};
+pub use neighbours::{NeighbourAddr, NetEvent, Resolve};
 pub use route::Route;
 pub use routes::{IpRoute, RouteError, RouteTable, MAX_ROUTES};
 pub use stats::{DropReason, NetStats};

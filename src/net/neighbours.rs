@@ -1,18 +1,23 @@
-//! The neighbour (ARP) cache and its resolution state machine (RFC 826).
+//! The neighbour cache and its resolution state machine, for both families: ARP for IPv4 (RFC
+//! 826, `Net`) and Neighbor Discovery for IPv6 (RFC 4861, `Ndp`). The cache is generic over the
+//! address ([`NeighbourAddr`]); what is sent and how answers are read is the caller's.
 //!
 //! An entry is one of:
-//! - *incomplete*: requests are being sent, one now and one every `arp_retry_interval`, up to
-//!   `1 + arp_max_retries` in all; when the last one goes unanswered for an interval the entry
+//! - *incomplete*: requests are being sent, one now and one every retry interval, up to
+//!   `1 + max_retries` in all; when the last one goes unanswered for an interval the entry
 //!   fails and [`NetEvent::Unresolvable`] is reported;
-//! - *reachable*: the MAC is known; once older than `arp_cache_ttl` it is stale and the next
+//! - *reachable*: the MAC is known; once older than the cache lifetime it is stale and the next
 //!   lookup through `resolve` starts a refresh (same request schedule) while the stale MAC stays
 //!   in use; a refresh that fails removes the MAC and reports `Unresolvable`;
 //! - *static*: configured, never refreshed or overwritten;
-//! - *failed*: `resolve` answers `Failed` until `arp_failed_hold` has passed, then tries again.
+//! - *failed*: `resolve` answers `Failed` until the failed hold has passed, then tries again.
 //!
-//! Received ARP packets go through RFC 826's merge rule ([`Neighbours::merge`]): an address
+//! Received answers go through RFC 826's merge rule ([`Neighbours::merge`]): an address
 //! already in the table gets the sender's MAC; a new one is added only when the packet was
-//! addressed to us.
+//! addressed to us (an ARP request for our address, a Neighbor Solicitation for it), never
+//! from an unsolicited reply or advertisement. RFC 4861's reachability states map onto these:
+//! INCOMPLETE is *incomplete*, REACHABLE is *reachable* while fresh, STALE/DELAY/PROBE are a
+//! stale *reachable* entry being refreshed.
 
 use super::config::NetConfig;
 use super::error::NetError;
@@ -22,33 +27,78 @@ use crate::wire::ethernet::EthernetAddress;
 use core::time::Duration;
 use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
-/// Outcome of [`Net::resolve`](super::Net::resolve).
+/// An address the neighbour cache resolves to a MAC: IPv4 (ARP) or IPv6 (Neighbor Discovery).
+pub trait NeighbourAddr:
+    Copy + Ord + Eq + core::hash::Hash + core::fmt::Debug + core::fmt::Display + 'static
+{
+    /// The resolution protocol, for messages ("ARP").
+    const PROTOCOL: &'static str;
+    /// Its answer, for messages ("ARP reply").
+    const ANSWER: &'static str;
+}
+
+impl NeighbourAddr for Ipv4Addr {
+    const PROTOCOL: &'static str = "ARP";
+    const ANSWER: &'static str = "ARP reply";
+}
+
+impl NeighbourAddr for Ipv6Addr {
+    const PROTOCOL: &'static str = "Neighbor Discovery";
+    const ANSWER: &'static str = "Neighbor Advertisement";
+}
+
+/// The counters a neighbour cache keeps in its owner's statistics.
+pub(crate) trait CacheStats {
+    /// A pending resolution got its answer.
+    fn count_resolved(&mut self);
+    /// A resolution or refresh failed after all retries.
+    fn count_unresolvable(&mut self);
+    /// A settled entry was evicted to make room.
+    fn count_eviction(&mut self);
+}
+
+impl CacheStats for NetStats {
+    fn count_resolved(&mut self) {
+        self.resolved += 1;
+    }
+    fn count_unresolvable(&mut self) {
+        self.unresolvable += 1;
+    }
+    fn count_eviction(&mut self) {
+        self.cache_evictions += 1;
+    }
+}
+
+/// Outcome of [`Net::resolve`](super::Net::resolve) (IPv4) and
+/// [`Ndp::resolve`](super::Ndp::resolve) (IPv6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Resolve {
+pub enum Resolve<A: NeighbourAddr = Ipv4Addr> {
     /// The peer's MAC (possibly stale and being refreshed).
     Ready(EthernetAddress),
     /// An ARP request is out; [`NetEvent::Resolved`] or [`NetEvent::Unresolvable`] follows.
     Pending,
     /// The peer cannot be reached: [`NetError::Unreachable`] after unanswered requests, or an
     /// address error ([`NetError::NoRoute`], [`NetError::Loopback`], ...).
-    Failed(NetError),
+    Failed(NetError<A>),
 }
 
-/// What the neighbour layer reports, from [`Net::poll_event`](super::Net::poll_event).
+/// What the neighbour layer reports, from [`Net::poll_event`](super::Net::poll_event) (IPv4)
+/// and [`Ndp::poll_event`](super::Ndp::poll_event) (IPv6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NetEvent {
+pub enum NetEvent<A: NeighbourAddr = Ipv4Addr> {
     /// A pending resolution got its answer, or a known neighbour's MAC changed.
-    Resolved { ip: Ipv4Addr, mac: EthernetAddress },
+    Resolved { ip: A, mac: EthernetAddress },
     /// All requests for `ip` went unanswered: connection attempts to it should fail with
     /// [`NetError::Unreachable`].
-    Unresolvable { ip: Ipv4Addr },
+    Unresolvable { ip: A },
     /// A router (or the peer) reported a RoCEv2 datagram to `ip` undeliverable (ICMP
     /// Destination Unreachable, `icmp.rs`).
-    IcmpUnreachable { ip: Ipv4Addr },
-    /// Another station (`mac`) claims our own address `ip` in its ARP packets.
-    AddressConflict { ip: Ipv4Addr, mac: EthernetAddress },
+    IcmpUnreachable { ip: A },
+    /// Another station (`mac`) claims our own address `ip` (in its ARP packets, or its
+    /// Neighbor Advertisements).
+    AddressConflict { ip: A, mac: EthernetAddress },
 }
 
 /// Requests sent so far for an entry and when the next one (or the failure) is due.
@@ -73,19 +123,19 @@ enum Entry {
     },
 }
 
-/// The neighbour cache. Address checks (subnet, loopback) are the caller's: see `Net`.
+/// The neighbour cache. Address checks (subnet, loopback) are the caller's: see `Net`, `Ndp`.
 #[derive(Debug)]
-pub(crate) struct Neighbours {
-    entries: BTreeMap<Ipv4Addr, Entry>,
+pub(crate) struct Neighbours<A: NeighbourAddr> {
+    entries: BTreeMap<A, Entry>,
     /// `poll_timeout`'s answer while no entry changed (`None`: recompute): the poll loop asks
     /// on every iteration, the table changes rarely.
     deadline: Cell<Option<Option<Instant>>>,
     /// Counts changes to the table (any entry added, changed or removed): a route cached by a
     /// sender stays valid while this stays the same.
     changes: u64,
-    /// Addresses to send an ARP request for, in order.
-    requests: VecDeque<Ipv4Addr>,
-    events: VecDeque<NetEvent>,
+    /// Addresses to send a request (ARP request, Neighbor Solicitation) for, in order.
+    requests: VecDeque<A>,
+    events: VecDeque<NetEvent<A>>,
     retry_interval: Duration,
     max_retries: u32,
     ttl: Duration,
@@ -93,14 +143,20 @@ pub(crate) struct Neighbours {
     capacity: usize,
 }
 
-impl Neighbours {
-    pub(crate) fn new(config: &NetConfig) -> Neighbours {
-        Neighbours {
-            entries: BTreeMap::new(),
-            deadline: Cell::new(None),
-            changes: 0,
-            requests: VecDeque::new(),
-            events: VecDeque::new(),
+/// The timers and size of a [`Neighbours`] cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CacheConfig {
+    pub(crate) retry_interval: Duration,
+    pub(crate) max_retries: u32,
+    pub(crate) ttl: Duration,
+    pub(crate) failed_hold: Duration,
+    pub(crate) capacity: usize,
+}
+
+impl CacheConfig {
+    /// The ARP cache's settings of `config`.
+    pub(crate) fn arp(config: &NetConfig) -> Self {
+        CacheConfig {
             retry_interval: config.arp_retry_interval,
             max_retries: config.arp_max_retries,
             ttl: config.arp_cache_ttl,
@@ -108,9 +164,26 @@ impl Neighbours {
             capacity: config.arp_cache_capacity,
         }
     }
+}
+
+impl<A: NeighbourAddr> Neighbours<A> {
+    pub(crate) fn new(config: CacheConfig) -> Neighbours<A> {
+        Neighbours {
+            entries: BTreeMap::new(),
+            deadline: Cell::new(None),
+            changes: 0,
+            requests: VecDeque::new(),
+            events: VecDeque::new(),
+            retry_interval: config.retry_interval,
+            max_retries: config.max_retries,
+            ttl: config.ttl,
+            failed_hold: config.failed_hold,
+            capacity: config.capacity,
+        }
+    }
 
     /// The MAC of `ip` if known (stale included), without side effects.
-    pub(crate) fn lookup(&self, ip: Ipv4Addr) -> Option<EthernetAddress> {
+    pub(crate) fn lookup(&self, ip: A) -> Option<EthernetAddress> {
         match self.entries.get(&ip)? {
             Entry::Reachable { mac, .. } | Entry::Static(mac) => Some(*mac),
             Entry::Incomplete(_) | Entry::Failed { .. } => None,
@@ -132,7 +205,7 @@ impl Neighbours {
     /// gives and no side effect, if nothing changes: `None` when it would not answer `Ready`,
     /// `Some(None)` until the table changes, `Some(Some(t))` until `t` (a reachable entry's
     /// refresh starts then).
-    pub(crate) fn ready_until(&self, ip: Ipv4Addr) -> Option<Option<Instant>> {
+    pub(crate) fn ready_until(&self, ip: A) -> Option<Option<Instant>> {
         match self.entries.get(&ip)? {
             Entry::Reachable {
                 confirmed,
@@ -152,7 +225,7 @@ impl Neighbours {
         self.entries.len()
     }
 
-    fn probe(&mut self, now: Instant, ip: Ipv4Addr) -> Probe {
+    fn probe(&mut self, now: Instant, ip: A) -> Probe {
         self.requests.push_back(ip);
         Probe {
             sent: 1,
@@ -161,7 +234,12 @@ impl Neighbours {
     }
 
     /// Looks `ip` up, starting a resolution or a refresh when needed.
-    pub(crate) fn resolve(&mut self, now: Instant, ip: Ipv4Addr, stats: &mut NetStats) -> Resolve {
+    pub(crate) fn resolve(
+        &mut self,
+        now: Instant,
+        ip: A,
+        stats: &mut impl CacheStats,
+    ) -> Resolve<A> {
         match self.entries.get(&ip).copied() {
             Some(Entry::Static(mac)) => Resolve::Ready(mac),
             Some(Entry::Reachable {
@@ -204,7 +282,7 @@ impl Neighbours {
     /// least recently confirmed reachable one. Pending entries go before reachable ones: a
     /// flood of packets from spoofed sources, each answered through an ARP request, must not
     /// push out the neighbours that answered. False only when every entry is static.
-    fn make_room(&mut self, ip: Ipv4Addr, stats: &mut NetStats) -> bool {
+    fn make_room(&mut self, ip: A, stats: &mut impl CacheStats) -> bool {
         if self.entries.len() < self.capacity || self.entries.contains_key(&ip) {
             return true;
         }
@@ -222,7 +300,7 @@ impl Neighbours {
             Some((kind, _, k)) => {
                 self.changed();
                 self.entries.remove(&k);
-                stats.cache_evictions += 1;
+                stats.count_eviction();
                 if kind == 1 {
                     self.requests.retain(|&r| r != k);
                     self.events.push_back(NetEvent::Unresolvable { ip: k });
@@ -240,10 +318,10 @@ impl Neighbours {
     pub(crate) fn merge(
         &mut self,
         now: Instant,
-        ip: Ipv4Addr,
+        ip: A,
         mac: EthernetAddress,
         addressed_to_us: bool,
-        stats: &mut NetStats,
+        stats: &mut impl CacheStats,
     ) -> bool {
         let confirmed = Entry::Reachable {
             mac,
@@ -258,7 +336,7 @@ impl Neighbours {
                 }
             }
             Some(Entry::Incomplete(_)) | Some(Entry::Failed { .. }) => {
-                stats.resolved += 1;
+                stats.count_resolved();
                 self.events.push_back(NetEvent::Resolved { ip, mac });
             }
             None => {
@@ -276,30 +354,30 @@ impl Neighbours {
     }
 
     /// Adds or replaces a static entry (never refreshed, never overwritten by ARP).
-    pub(crate) fn insert_static(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
+    pub(crate) fn insert_static(&mut self, ip: A, mac: EthernetAddress) {
         self.changed();
         self.entries.insert(ip, Entry::Static(mac));
     }
 
     /// Forgets `ip`. Returns true if it was there.
-    pub(crate) fn remove(&mut self, ip: Ipv4Addr) -> bool {
+    pub(crate) fn remove(&mut self, ip: A) -> bool {
         self.changed();
         self.entries.remove(&ip).is_some()
     }
 
     /// Sends due retries, fails exhausted resolutions and refreshes, and drops failed entries
     /// whose hold time is over.
-    pub(crate) fn handle_timeout(&mut self, now: Instant, stats: &mut NetStats) {
+    pub(crate) fn handle_timeout(&mut self, now: Instant, stats: &mut impl CacheStats) {
         let (interval, max, hold) = (self.retry_interval, self.max_retries, self.failed_hold);
         let requests = &mut self.requests;
         let events = &mut self.events;
         // Advances a due probe: Some(failed entry) when exhausted.
-        let mut step = |ip: Ipv4Addr, p: &mut Probe| -> Option<Entry> {
+        let mut step = |ip: A, p: &mut Probe| -> Option<Entry> {
             if p.next > now {
                 return None;
             }
             if p.sent > max {
-                stats.unresolvable += 1;
+                stats.count_unresolvable();
                 events.push_back(NetEvent::Unresolvable { ip });
                 return Some(Entry::Failed {
                     requests: p.sent,
@@ -355,17 +433,17 @@ impl Neighbours {
             .min()
     }
 
-    /// True when an ARP request waits to be sent.
+    /// True when a request waits to be sent.
     pub(crate) fn has_request(&self) -> bool {
         !self.requests.is_empty()
     }
 
-    /// The next address to send an ARP request for.
-    pub(crate) fn poll_request(&mut self) -> Option<Ipv4Addr> {
+    /// The next address to send a request for.
+    pub(crate) fn poll_request(&mut self) -> Option<A> {
         self.requests.pop_front()
     }
 
-    pub(crate) fn push_event(&mut self, e: NetEvent) {
+    pub(crate) fn push_event(&mut self, e: NetEvent<A>) {
         self.events.push_back(e);
     }
 
@@ -375,7 +453,7 @@ impl Neighbours {
         !self.events.is_empty()
     }
 
-    pub(crate) fn poll_event(&mut self) -> Option<NetEvent> {
+    pub(crate) fn poll_event(&mut self) -> Option<NetEvent<A>> {
         self.events.pop_front()
     }
 }

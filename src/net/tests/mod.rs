@@ -6,6 +6,7 @@ mod config;
 mod drops;
 mod encap;
 mod fuzz;
+mod ndp;
 mod resolve;
 mod route;
 mod routed;
