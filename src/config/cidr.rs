@@ -1,7 +1,9 @@
-//! An IPv4 host address with its prefix length, written `10.77.0.1/24`.
+//! A host address with its prefix length: IPv4 written `10.77.0.1/24`, IPv6 written
+//! `fd00:77::1/64` (the `[roce] address` of a profile; a port may later have one of each).
 
+use crate::net::check_host_address;
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// A host address on a subnet: the address the RoCE port answers ARP for, and the subnet it
 /// reaches directly.
@@ -96,6 +98,103 @@ impl fmt::Display for Ipv4Cidr {
     }
 }
 
+/// An IPv6 host address on a prefix: the address a port answers Neighbor Discovery for and
+/// its GID, and the prefix it reaches directly. Global and unique-local unicast addresses only
+/// (`net::check_host_address`): not ::, ::1, multicast, IPv4-mapped, nor link-local (fe80::/10
+/// needs an interface scope, which neither the profile nor the DAT addresses carry yet), nor
+/// the prefix's subnet-router anycast address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Ipv6Cidr {
+    addr: Ipv6Addr,
+    prefix_len: u8,
+}
+
+impl Ipv6Cidr {
+    /// Checks that `addr` is usable as a host address on a `/prefix_len` prefix (1..=128).
+    pub fn new(addr: Ipv6Addr, prefix_len: u8) -> Result<Self, &'static str> {
+        check_host_address(addr, prefix_len).map_err(|e| e.reason())?;
+        Ok(Ipv6Cidr { addr, prefix_len })
+    }
+
+    /// Parses `addr/len` (RFC 4291 §2.2 text form, no zone, no brackets).
+    pub fn parse(s: &str) -> Result<Self, &'static str> {
+        let (addr, len) = s
+            .split_once('/')
+            .ok_or("the prefix length (/N) is missing")?;
+        let addr: Ipv6Addr = addr
+            .parse()
+            .map_err(|_| "the address is not an IPv6 address (RFC 4291 text form, no zone)")?;
+        if len.is_empty()
+            || len.len() > 3
+            || len.starts_with('0')
+            || !len.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Err("the prefix length is not a number 1..=128");
+        }
+        let len: u8 = len
+            .parse()
+            .map_err(|_| "the prefix length is not a number 1..=128")?;
+        Ipv6Cidr::new(addr, len)
+    }
+
+    pub fn addr(&self) -> Ipv6Addr {
+        self.addr
+    }
+
+    pub fn prefix_len(&self) -> u8 {
+        self.prefix_len
+    }
+
+    fn mask(&self) -> u128 {
+        u128::MAX
+            .checked_shl(128 - u32::from(self.prefix_len))
+            .unwrap_or(0)
+    }
+
+    /// The prefix's first address (`fd00:77::` for `fd00:77::1/64`).
+    pub fn network(&self) -> Ipv6Addr {
+        Ipv6Addr::from(u128::from(self.addr) & self.mask())
+    }
+
+    /// Whether `other` is on this prefix (reachable without a router).
+    pub fn contains(&self, other: Ipv6Addr) -> bool {
+        u128::from(other) & self.mask() == u128::from(self.network())
+    }
+}
+
+impl fmt::Display for Ipv6Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix_len)
+    }
+}
+
+/// A host address of either family, as a profile writes it: IPv6 when it holds a colon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IpCidr {
+    V4(Ipv4Cidr),
+    V6(Ipv6Cidr),
+}
+
+impl IpCidr {
+    /// Parses `a.b.c.d/len` or `x:x::x/len`.
+    pub fn parse(s: &str) -> Result<Self, &'static str> {
+        if s.contains(':') {
+            Ipv6Cidr::parse(s).map(IpCidr::V6)
+        } else {
+            Ipv4Cidr::parse(s).map(IpCidr::V4)
+        }
+    }
+}
+
+impl fmt::Display for IpCidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IpCidr::V4(c) => c.fmt(f),
+            IpCidr::V6(c) => c.fmt(f),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +246,65 @@ mod tests {
             " 10.77.0.1/24",
         ] {
             assert!(Ipv4Cidr::parse(bad).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn ipv6_parses_and_derives_its_prefix() {
+        let c = Ipv6Cidr::parse("fd00:77::1/64").unwrap();
+        assert_eq!(c.addr(), "fd00:77::1".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(c.prefix_len(), 64);
+        assert_eq!(c.network(), "fd00:77::".parse::<Ipv6Addr>().unwrap());
+        assert!(c.contains("fd00:77::ffff:2".parse().unwrap()));
+        assert!(!c.contains("fd00:78::2".parse().unwrap()));
+        assert_eq!(c.to_string(), "fd00:77::1/64");
+        // Global unicast, a /127 link (RFC 6164: both ends usable), a host route, a /1.
+        for ok in [
+            "2001:db8:1::10/48",
+            "fd00:77::/127",
+            "fd00:77::1/127",
+            "2001:db8::5/128",
+            "fd00::1/1",
+            "FD00:0077:0000::0001/64",
+        ] {
+            assert!(Ipv6Cidr::parse(ok).is_ok(), "{ok} was refused");
+        }
+        assert_eq!(
+            IpCidr::parse("fd00:77::1/64"),
+            Ok(IpCidr::V6(Ipv6Cidr::parse("fd00:77::1/64").unwrap()))
+        );
+        assert_eq!(
+            IpCidr::parse("10.77.0.1/24"),
+            Ok(IpCidr::V4(Ipv4Cidr::parse("10.77.0.1/24").unwrap()))
+        );
+        assert_eq!(
+            IpCidr::parse("fd00:77::1/64").unwrap().to_string(),
+            "fd00:77::1/64"
+        );
+    }
+
+    #[test]
+    fn ipv6_rejects_what_cannot_be_a_port_address() {
+        for (bad, why) in [
+            ("fd00:77::1", "the prefix length (/N) is missing"),
+            ("fd00:77::1/", "the prefix length is not a number 1..=128"),
+            ("fd00:77::1/129", "the prefix length is not 1..=128"),
+            ("fd00:77::1/0", "the prefix length is not a number 1..=128"),
+            ("fd00:77::1/064", "the prefix length is not a number 1..=128"),
+            ("fd00:77::1/+64", "the prefix length is not a number 1..=128"),
+            ("fd00:77::1%eth0/64", "the address is not an IPv6 address (RFC 4291 text form, no zone)"),
+            ("[fd00:77::1]/64", "the address is not an IPv6 address (RFC 4291 text form, no zone)"),
+            ("fd00:77:::1/64", "the address is not an IPv6 address (RFC 4291 text form, no zone)"),
+            ("::/64", ":: is the unspecified address, not a host address"),
+            ("::1/128", "::1 is the loopback address and cannot be reached over the port"),
+            ("ff02::1/16", "a multicast address (ff00::/8) is not a host address"),
+            ("::ffff:10.0.0.1/96", "an IPv4-mapped address (::ffff:0:0/96) is an IPv4 address: write it as one"),
+            ("fe80::1/64", "a link-local address (fe80::/10) needs an interface scope and is not supported yet: use a global or unique-local (fd00::/8) address"),
+            ("fd00:77::/64", "this is the prefix's subnet-router anycast address (all host bits zero)"),
+            (" fd00:77::1/64", "the address is not an IPv6 address (RFC 4291 text form, no zone)"),
+        ] {
+            assert_eq!(Ipv6Cidr::parse(bad), Err(why), "{bad}");
+            assert_eq!(IpCidr::parse(bad), Err(why), "{bad}");
         }
     }
 }

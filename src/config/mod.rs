@@ -27,7 +27,7 @@
 mod cidr;
 mod error;
 
-pub use cidr::Ipv4Cidr;
+pub use cidr::{IpCidr, Ipv4Cidr, Ipv6Cidr};
 pub use error::ConfigError;
 
 use crate::transport::types::Mtu;

@@ -35,21 +35,39 @@ use std::net::Ipv6Addr;
 
 /// Why an IPv6 address cannot be a port's own (the rules `config::Ipv6Cidr` applies too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.reason())]
 pub enum Ipv6AddressError {
-    #[error("the prefix length is not 1..=128")]
     PrefixLen,
-    #[error(":: is the unspecified address, not a host address")]
     Unspecified,
-    #[error("::1 is the loopback address and cannot be reached over the port")]
     Loopback,
-    #[error("a multicast address (ff00::/8) is not a host address")]
     Multicast,
-    #[error("an IPv4-mapped address (::ffff:0:0/96) is an IPv4 address: write it as one")]
     Ipv4Mapped,
-    #[error("a link-local address (fe80::/10) needs an interface scope and is not supported yet: use a global or unique-local (fd00::/8) address")]
     LinkLocal,
-    #[error("this is the prefix's subnet-router anycast address (all host bits zero)")]
     SubnetRouterAnycast,
+}
+
+impl Ipv6AddressError {
+    /// The reason in words (the error's message), for `config`'s parsers.
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Ipv6AddressError::PrefixLen => "the prefix length is not 1..=128",
+            Ipv6AddressError::Unspecified => ":: is the unspecified address, not a host address",
+            Ipv6AddressError::Loopback => {
+                "::1 is the loopback address and cannot be reached over the port"
+            }
+            Ipv6AddressError::Multicast => "a multicast address (ff00::/8) is not a host address",
+            Ipv6AddressError::Ipv4Mapped => {
+                "an IPv4-mapped address (::ffff:0:0/96) is an IPv4 address: write it as one"
+            }
+            Ipv6AddressError::LinkLocal => {
+                "a link-local address (fe80::/10) needs an interface scope and is not supported \
+                 yet: use a global or unique-local (fd00::/8) address"
+            }
+            Ipv6AddressError::SubnetRouterAnycast => {
+                "this is the prefix's subnet-router anycast address (all host bits zero)"
+            }
+        }
+    }
 }
 
 /// Checks that `ip` can be a port's own address on a `/prefix_len` prefix: a global or

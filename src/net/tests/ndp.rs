@@ -499,6 +499,11 @@ fn destinations_and_configuration_are_checked() {
             ..
         }
     ));
+    assert_eq!(
+        bad(|c| c.ip = "fd00:77::".parse().unwrap()).to_string(),
+        "IPv6 address fd00:77::/64: this is the prefix's subnet-router anycast address (all \
+         host bits zero)"
+    );
 }
 
 /// What we send, as tshark decodes it: ICMPv6 checksums good, the options where RFC 4861 puts
