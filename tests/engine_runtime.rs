@@ -11,8 +11,8 @@ use dpdk_roce::engine::runtime::{
     verify, AsyncEvent, ConnEvent, Engine, EngineConfig, EngineError, Event, EventSink, QpRoute,
 };
 use dpdk_roce::net::NetConfig;
-use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, WcStatus};
-use dpdk_roce::transport::vec_memory::VecMemory;
+use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus};
+use dpdk_roce::transport::vec_memory::{Region, VecMemory};
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use dpdk_roce::wire::psn::Psn;
 use std::net::Ipv4Addr;
@@ -275,8 +275,8 @@ fn an_evd_overflow_is_flagged_and_reported_on_the_async_evd() {
 
 /// A burst's completions reach their EVD together, in order (`evd_batches`); those beyond
 /// its size are overflows, each counted and none lost silently.
-/// One connection from `a` to `b` on shard 0 (the requests of `a`'s QP go to `request`);
-/// both QP numbers.
+/// One connection from `a` to `b` on shard 0, every remote right granted (the requests of
+/// `a`'s QP go to `request`); both QP numbers.
 fn connect_one(a: &Side, b: &Side, request: &Arc<EventSink>) -> (u32, u32) {
     b.engine.listen(PORT, b.requests.clone()).expect("listen");
     let qa = a
@@ -294,9 +294,10 @@ fn connect_one(a: &Side, b: &Side, request: &Arc<EventSink>) -> (u32, u32) {
         .engine
         .create_qp(0, QpOptions::default(), route(b))
         .unwrap();
-    a.engine
-        .connect(ConnectParams::new(IP_B, PORT, qa, Psn::new(1)))
-        .unwrap();
+    // Every remote right on both QPs (the one-sided tests use them).
+    let mut params = ConnectParams::new(IP_B, PORT, qa, Psn::new(1));
+    params.access = verify::ALL;
+    a.engine.connect(params).unwrap();
     let wait = |sink: &Arc<EventSink>| {
         let t0 = std::time::Instant::now();
         loop {
@@ -311,9 +312,9 @@ fn connect_one(a: &Side, b: &Side, request: &Arc<EventSink>) -> (u32, u32) {
     let Event::Request(req) = wait(&b.requests) else {
         panic!("no request");
     };
-    b.engine
-        .accept(req.id, AcceptParams::new(qb, Psn::new(2)))
-        .unwrap();
+    let mut params = AcceptParams::new(qb, Psn::new(2));
+    params.access = verify::ALL;
+    b.engine.accept(req.id, params).unwrap();
     assert!(matches!(
         wait(&a.events),
         Event::Connection {
@@ -472,4 +473,243 @@ fn a_panicking_poll_thread_stops_the_engine_with_errors_not_hangs() {
         Err(EngineError::Stopped)
     ));
     drop(engine);
+}
+
+/// Two inline engines, `a` without the away helper (the test thread drives it), `b` with
+/// `b_away_us` (0: none); the same 16-deep EVDs as [`pair`].
+fn pair_away(b_away_us: u32) -> (Side, Side) {
+    let (io_a, io_b) = ChannelIo::pair(4096);
+    let side = |mac, ip, seed, io, away_after_us| Side {
+        engine: Engine::new(
+            EngineConfig {
+                away_after_us,
+                ..config(Progress::Inline)
+            },
+            hosts(mac, ip, 1, seed),
+            vec![io],
+            EventSink::new(1024),
+        )
+        .expect("engine"),
+        events: EventSink::new(16384),
+        requests: EventSink::new(1024),
+    };
+    (
+        side([2, 0, 0, 0, 0, 0xa], IP_A, 0xa, io_a, 0),
+        side([2, 0, 0, 0, 0, 0xb], IP_B, 0xb, io_b, b_away_us),
+    )
+}
+
+/// `b`'s target region: 4 KiB, its first 8 bytes 41 (the atomics' word), bytes 64..128 a
+/// pattern for the READ. Also `a`'s local region.
+fn away_regions(a: &Side, b: &Side) -> (Region, Region) {
+    let ra = a
+        .engine
+        .with_host(0, |h| h.register(1, 4096, verify::ALL))
+        .unwrap();
+    let rb = b
+        .engine
+        .with_host(0, |h| {
+            let r = h.register(1, 4096, verify::ALL);
+            let bytes = h.mem.bytes_mut(r.lkey).expect("region");
+            bytes[..8].copy_from_slice(&41u64.to_le_bytes());
+            for (i, x) in bytes[64..128].iter_mut().enumerate() {
+                *x = i as u8 ^ 0x5a;
+            }
+            r
+        })
+        .unwrap();
+    (ra, rb)
+}
+
+/// Posts `op` on `qa` (local buffer at `a_at`, `len` bytes) and drives `a` alone until its
+/// completion or `limit`: the completion's status, None if there was none.
+fn post_driving_a_alone(
+    a: &Side,
+    qa: u32,
+    ra: &Region,
+    op: SendOp,
+    a_at: u64,
+    len: u32,
+    limit: Duration,
+) -> Option<WcStatus> {
+    let wr_id = a_at;
+    a.engine
+        .post_send(
+            qa,
+            SendWr {
+                wr_id,
+                op,
+                sgl: dpdk_roce::sgl![Sge {
+                    addr: ra.addr + a_at,
+                    len,
+                    lkey: ra.lkey,
+                }],
+                signaled: true,
+                fence: false,
+                solicited: false,
+            },
+        )
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < limit {
+        match a.events.queue.pop() {
+            Some(Event::Dto(wc)) => {
+                assert_eq!(wc.wr_id, wr_id, "{wc:?}");
+                return Some(wc.status);
+            }
+            Some(other) => panic!("{other:?}"),
+            None => {
+                a.engine.progress();
+            }
+        }
+    }
+    None
+}
+
+/// Inline progress, the application of `b` away (its thread makes no call at all once
+/// connected): `a`'s RDMA READ, fetch-and-add, compare-and-swap and RDMA WRITE on `b`'s memory
+/// complete, answered by `b`'s `roce-progress` helper (its counters say so), and `b`'s memory
+/// holds what they did.
+#[test]
+fn one_sided_operations_are_answered_while_the_target_application_is_away() {
+    let (a, b) = pair_away(50);
+    let (qa, _qb) = connect_one(&a, &b, &a.events);
+    let (ra, rb) = away_regions(&a, &b);
+    let before = b.engine.stats(0).unwrap().worker;
+    // From here on nothing calls into `b`.
+    let limit = Duration::from_secs(20);
+    let read = SendOp::Read {
+        remote_addr: rb.addr + 64,
+        rkey: rb.rkey,
+    };
+    let fadd = SendOp::FetchAdd {
+        remote_addr: rb.addr,
+        rkey: rb.rkey,
+        add: 1,
+    };
+    let cas = SendOp::CompareSwap {
+        remote_addr: rb.addr,
+        rkey: rb.rkey,
+        compare: 42,
+        swap: 7,
+    };
+    let write = SendOp::Write {
+        remote_addr: rb.addr + 1024,
+        rkey: rb.rkey,
+    };
+    a.engine
+        .with_host(0, move |h| {
+            h.mem.bytes_mut(ra.lkey).unwrap()[512..576].fill(0xc3);
+        })
+        .unwrap();
+    for (what, op, at, len) in [
+        ("READ", read, 0, 64),
+        ("fetch-and-add", fadd, 256, 8),
+        ("compare-and-swap", cas, 264, 8),
+        ("WRITE", write, 512, 64),
+    ] {
+        let status = post_driving_a_alone(&a, qa, &ra, op, at, len, limit);
+        assert_eq!(status, Some(WcStatus::Success), "{what}");
+    }
+    // What came back, and what `b` holds (read now that `a` is done).
+    let got = a
+        .engine
+        .with_host(0, move |h| h.mem.bytes(ra.lkey).unwrap()[..272].to_vec())
+        .unwrap();
+    let pattern: Vec<u8> = (0..64u8).map(|i| i ^ 0x5a).collect();
+    assert_eq!(&got[..64], &pattern[..], "READ data");
+    assert_eq!(
+        got[256..264],
+        41u64.to_le_bytes(),
+        "fetch-and-add's original"
+    );
+    assert_eq!(
+        got[264..272],
+        42u64.to_le_bytes(),
+        "compare-and-swap's original"
+    );
+    let after = b.engine.stats(0).unwrap().worker;
+    let held = b
+        .engine
+        .with_host(0, move |h| h.mem.bytes(rb.lkey).unwrap()[..1088].to_vec())
+        .unwrap();
+    assert_eq!(held[..8], 7u64.to_le_bytes(), "41 + 1 = 42, swapped for 7");
+    assert!(held[1024..1088].iter().all(|&x| x == 0xc3), "WRITE data");
+    assert!(
+        after.away_rx_frames - before.away_rx_frames >= 4,
+        "the helper received the four requests: {before:?} -> {after:?}"
+    );
+    assert!(after.away_busy_polls > before.away_busy_polls, "{after:?}");
+}
+
+/// The same READ without the helper: nobody drives `b`, and it is never answered (the test
+/// above can fail).
+#[test]
+fn without_the_helper_a_read_to_an_away_application_is_not_answered() {
+    let (a, b) = pair_away(0);
+    let (qa, _qb) = connect_one(&a, &b, &a.events);
+    let (ra, rb) = away_regions(&a, &b);
+    let read = SendOp::Read {
+        remote_addr: rb.addr + 64,
+        rkey: rb.rkey,
+    };
+    let status = post_driving_a_alone(&a, qa, &ra, read, 0, 64, Duration::from_secs(2));
+    assert_ne!(status, Some(WcStatus::Success));
+    assert_eq!(b.engine.stats(0).unwrap().worker.away_polls, 0);
+}
+
+/// The helper leaves a shard a consumer drives alone: over a second of a consumer driving `b`
+/// (ten of the helper's 100 ms periods) it polls nothing.
+#[test]
+fn the_helper_does_not_poll_a_shard_a_consumer_drives() {
+    let (_a, b) = pair_away(100_000);
+    let before = b.engine.stats(0).unwrap().worker.away_polls;
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < Duration::from_secs(1) {
+        b.engine.progress();
+    }
+    let after = b.engine.stats(0).unwrap().worker.away_polls;
+    assert_eq!(after, before, "the helper polled while a consumer drove");
+}
+
+/// A panic on the helper (here a control closure it ran while nobody else drove) stops the
+/// engine as a poll thread's does: ShardFailed on the async sink, every later call fails.
+#[test]
+fn a_panic_on_the_away_helper_stops_the_engine() {
+    let (io, _peer) = ChannelIo::pair(16);
+    let async_sink = EventSink::new(8);
+    let engine: Eng = Engine::new(
+        EngineConfig {
+            away_after_us: 50,
+            ..EngineConfig::default()
+        },
+        hosts([2, 0, 0, 0, 0, 1], IP_A, 1, 1),
+        vec![io],
+        async_sink.clone(),
+    )
+    .unwrap();
+    engine
+        .submit(
+            0,
+            dpdk_roce::engine::runtime::Command::WithHost(Box::new(|_| {
+                panic!("a bug met by the helper")
+            })),
+        )
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !engine.failed() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "never failed");
+        std::thread::yield_now();
+    }
+    assert!(
+        matches!(
+            async_sink.queue.pop(),
+            Some(Event::Async(AsyncEvent::ShardFailed { shard: 0 }))
+        ),
+        "ShardFailed"
+    );
+    assert!(matches!(
+        engine.create_qp(0, QpOptions::default(), QpRoute::default()),
+        Err(EngineError::Stopped)
+    ));
 }

@@ -41,6 +41,8 @@ pub enum ConfigError {
     BadProgress { field: &'static str, value: String },
     #[error("{field}: `{value}` is not a switch (expected 1, 0, true, false, on or off)")]
     BadSwitch { field: &'static str, value: String },
+    #[error("{field}: `{value}` is not a whole number")]
+    BadNumber { field: &'static str, value: String },
     #[error("eal.multi_process needs eal.hugepages: a secondary process maps the primary's hugepage files")]
     MultiProcessWithoutHugepages,
     #[error(

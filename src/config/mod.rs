@@ -41,6 +41,13 @@ use std::path::{Path, PathBuf};
 pub const ENV_CAPTURE: &str = "DPDK_ROCE_CAPTURE";
 /// Environment variable: `core` or `inline` (overrides `engine.progress`).
 pub const ENV_PROGRESS: &str = "DPDK_ROCE_PROGRESS";
+/// Environment variable: microseconds, 0 for none (overrides `engine.away_after_us`).
+pub const ENV_AWAY_AFTER_US: &str = "DPDK_ROCE_AWAY_AFTER_US";
+/// `engine.away_after_us` when a profile does not say: the inline progress helper drives a
+/// shard no consumer thread drove for this long (docs/DESIGN.md "Progress").
+pub const DEFAULT_AWAY_AFTER_US: u32 = 50;
+/// Largest `engine.away_after_us` accepted.
+pub const MAX_AWAY_AFTER_US: u32 = 100_000;
 /// Environment variable: `1` or `0` (also `true`/`false`, `on`/`off`; overrides
 /// `eal.telemetry`).
 pub const ENV_TELEMETRY: &str = "DPDK_ROCE_TELEMETRY";
@@ -233,6 +240,10 @@ pub struct Engine {
     pub idle_pause_us: u32,
     /// pcap file receiving every frame sent and received.
     pub capture: Option<PathBuf>,
+    /// Inline progress: a helper thread drives a shard no consumer thread drove for this many
+    /// microseconds, so a peer's RDMA READ, WRITE and atomic are answered while the
+    /// application is away from DAT (0: no helper; ignored with core progress).
+    pub away_after_us: u32,
 }
 
 impl PortDriver {
@@ -376,7 +387,8 @@ impl Profile {
     }
 
     /// Applies the overrides that `lookup` returns for [`ENV_CAPTURE`], [`ENV_PROGRESS`],
-    /// [`ENV_TELEMETRY`] and [`ENV_MULTI_PROCESS`], then validates again.
+    /// [`ENV_AWAY_AFTER_US`], [`ENV_TELEMETRY`] and [`ENV_MULTI_PROCESS`], then validates
+    /// again.
     pub fn apply_overrides(
         &mut self,
         lookup: impl Fn(&str) -> Option<OsString>,
@@ -391,6 +403,14 @@ impl Profile {
         if let Some(progress) = lookup(ENV_PROGRESS) {
             let value = progress.to_string_lossy();
             self.engine.progress = Progress::parse(ENV_PROGRESS, &value)?;
+        }
+        if let Some(value) = lookup(ENV_AWAY_AFTER_US) {
+            let value = value.to_string_lossy();
+            self.engine.away_after_us =
+                value.trim().parse().map_err(|_| ConfigError::BadNumber {
+                    field: ENV_AWAY_AFTER_US,
+                    value: value.to_string(),
+                })?;
         }
         if let Some(value) = lookup(ENV_TELEMETRY) {
             self.eal.telemetry = switch(ENV_TELEMETRY, &value)?;
@@ -580,6 +600,12 @@ impl Profile {
             0,
             1_000_000,
         )?;
+        range(
+            "engine.away_after_us",
+            engine.away_after_us.into(),
+            0,
+            MAX_AWAY_AFTER_US.into(),
+        )?;
         if let Some(capture) = &engine.capture {
             if capture.as_os_str().is_empty() || capture.file_name().is_none() {
                 return Err(ConfigError::BadPath {
@@ -744,6 +770,7 @@ impl Profile {
                 progress,
                 idle_pause_us: raw.engine.idle_pause_us,
                 capture: raw.engine.capture,
+                away_after_us: raw.engine.away_after_us,
             },
             faults: raw.faults,
         })
@@ -814,6 +841,7 @@ impl Profile {
                 progress: self.engine.progress.as_str().to_string(),
                 idle_pause_us: self.engine.idle_pause_us,
                 capture: self.engine.capture.clone(),
+                away_after_us: self.engine.away_after_us,
             },
             faults: self.faults,
         }
@@ -1009,6 +1037,10 @@ fn default_pool() -> u32 {
 fn default_mtu() -> u16 {
     1500
 }
+fn default_away_after_us() -> u32 {
+    DEFAULT_AWAY_AFTER_US
+}
+
 fn default_progress() -> String {
     "core".into()
 }
@@ -1142,6 +1174,8 @@ struct RawEngine {
     idle_pause_us: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     capture: Option<PathBuf>,
+    #[serde(default = "default_away_after_us")]
+    away_after_us: u32,
 }
 
 #[cfg(test)]

@@ -82,6 +82,7 @@ fn base_defaults() {
     assert_eq!(p.engine.progress, Progress::Core);
     assert_eq!(p.engine.idle_pause_us, 0);
     assert_eq!(p.engine.capture, None);
+    assert_eq!(p.engine.away_after_us, DEFAULT_AWAY_AFTER_US);
     assert_eq!(p.roce_pmtu(), Mtu::Mtu1024);
 }
 
@@ -603,9 +604,10 @@ fn eal_field_errors() {
 fn engine_fields_and_errors() {
     let text = BASE.replace(
         "poll_cores = [1]",
-        "poll_cores = [0, 1]\nprogress = \"inline\"\nidle_pause_us = 50\ncapture = \"/tmp/cap.pcap\"",
+        "poll_cores = [0, 1]\nprogress = \"inline\"\nidle_pause_us = 50\ncapture = \"/tmp/cap.pcap\"\naway_after_us = 0",
     );
     let p = ok(&text);
+    assert_eq!(p.engine.away_after_us, 0, "0 turns the helper off");
     assert_eq!(p.engine.poll_cores, vec![0, 1]);
     assert_eq!(p.engine.progress, Progress::Inline);
     assert_eq!(p.engine.idle_pause_us, 50);
@@ -621,6 +623,15 @@ fn engine_fields_and_errors() {
         e,
         ConfigError::OutOfRange {
             field: "engine.idle_pause_us",
+            ..
+        }
+    ));
+    let e = err(&with("engine", "away_after_us = 100001"));
+    assert!(matches!(
+        e,
+        ConfigError::OutOfRange {
+            field: "engine.away_after_us",
+            max: 100_000,
             ..
         }
     ));
@@ -697,6 +708,30 @@ fn env_overrides() {
     assert!(e.to_string().starts_with("DPDK_ROCE_PROGRESS"));
     assert_eq!(ENV_CAPTURE, "DPDK_ROCE_CAPTURE");
     assert_eq!(ENV_PROGRESS, "DPDK_ROCE_PROGRESS");
+    p.apply_overrides(env(&[("DPDK_ROCE_AWAY_AFTER_US", "0")]))
+        .unwrap();
+    assert_eq!(p.engine.away_after_us, 0);
+    p.apply_overrides(env(&[("DPDK_ROCE_AWAY_AFTER_US", " 20 ")]))
+        .unwrap();
+    assert_eq!(p.engine.away_after_us, 20);
+    let e = p
+        .apply_overrides(env(&[("DPDK_ROCE_AWAY_AFTER_US", "soon")]))
+        .unwrap_err();
+    assert!(matches!(
+        &e,
+        ConfigError::BadNumber { field: "DPDK_ROCE_AWAY_AFTER_US", value } if value == "soon"
+    ));
+    let e = p
+        .apply_overrides(env(&[("DPDK_ROCE_AWAY_AFTER_US", "200000")]))
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        ConfigError::OutOfRange {
+            field: "engine.away_after_us",
+            ..
+        }
+    ));
+    assert_eq!(ENV_AWAY_AFTER_US, "DPDK_ROCE_AWAY_AFTER_US");
 }
 
 #[test]

@@ -212,7 +212,10 @@ fn shard(r: &RuntimeStats) -> Dict {
             completions,
             unrouted,
             evd_overflows,
-            suppressed
+            suppressed,
+            away_polls,
+            away_busy_polls,
+            away_rx_frames
         ]
     );
     d.u64("pinned", u64::from(r.pinned));

@@ -25,10 +25,15 @@
 //! - **Capture.** With `EngineConfig::capture` (the profile's `engine.capture` or
 //!   `DPDK_ROCE_CAPTURE`), every shard writes the frames it sends and receives to a pcap file:
 //!   the path itself with one shard, `<stem>.shard<i>.<ext>` each with several ([`capture`]).
+//! - **Away helper.** With inline progress and `away_after_us` > 0, a `roce-progress` thread
+//!   drives a shard no consumer has driven for that long, so a peer's RDMA READ, WRITE or atomic
+//!   is answered while the application computes or sleeps; it leaves alone a shard a consumer
+//!   drives ([`away`]).
 //! - **Idle pause.** A core-mode poll thread that found no work `idle_polls_before_pause` times
 //!   in a row sleeps `idle_pause_us` microseconds (0 = always spin, the default: a wake-up
 //!   costs about 40 us in this VM), so that a shared machine stays usable.
 
+mod away;
 pub mod capture;
 pub mod command;
 pub mod event;
@@ -89,6 +94,11 @@ pub struct EngineConfig {
     pub max_frame: usize,
     /// pcap capture of every frame sent and received: one file per shard, see [`capture`].
     pub capture: Option<PathBuf>,
+    /// Inline progress: the `roce-progress` helper drives a shard no consumer thread drove for
+    /// this many microseconds ([`away`]); 0: no helper. The default is 0 (in-memory engines
+    /// that tests step by hand); a profile's `engine.away_after_us` defaults to
+    /// [`crate::config::DEFAULT_AWAY_AFTER_US`].
+    pub away_after_us: u32,
 }
 
 impl Default for EngineConfig {
@@ -103,13 +113,14 @@ impl Default for EngineConfig {
             forward_buffers: 1024,
             max_frame: 9216,
             capture: None,
+            away_after_us: 0,
         }
     }
 }
 
 impl EngineConfig {
     /// The engine settings of a profile (`engine.progress`, `engine.poll_cores`,
-    /// `engine.idle_pause_us`, `engine.capture` as overridden by the environment if the
+    /// `engine.idle_pause_us`, `engine.capture`, `engine.away_after_us` as overridden by the environment if the
     /// profile was loaded with it; frames up to the port's MTU).
     pub fn from_profile(p: &crate::config::Profile) -> EngineConfig {
         EngineConfig {
@@ -118,6 +129,7 @@ impl EngineConfig {
             idle_pause_us: p.engine.idle_pause_us,
             max_frame: usize::from(p.port.mtu) + 18,
             capture: p.engine.capture.clone(),
+            away_after_us: p.engine.away_after_us,
             ..EngineConfig::default()
         }
     }
@@ -131,6 +143,8 @@ struct Slot<M: Memory, Io: FrameIo> {
     /// poll, and its release is a plain store, where a std mutex's is an atomic swap (a full
     /// barrier behind the poll's stores; the lone completion through DAT polls 5-15 times).
     worker: spin::mutex::SpinMutex<Worker<M, Io>>,
+    /// Consumer drives of this shard, for the away helper.
+    turns: away::Turns,
 }
 
 struct Shared<M: Memory, Io: FrameIo> {
@@ -142,15 +156,24 @@ struct Shared<M: Memory, Io: FrameIo> {
 }
 
 impl<M: Memory, Io: FrameIo> Shared<M, Io> {
-    /// Inline progress: one poll of every shard no other thread is polling right now.
+    /// Inline progress: a consumer's poll of every shard no other thread is polling right now.
     fn drive(&self) -> bool {
         let mut work = false;
+        if self.failed() {
+            return false;
+        }
         for slot in &self.slots {
+            // Before the lock: a consumer that finds the helper polling makes it back off.
+            slot.turns.mark();
             if let Some(mut w) = slot.worker.try_lock() {
                 work |= w.poll_once();
             }
         }
         work
+    }
+
+    fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
     }
 }
 
@@ -231,6 +254,7 @@ where
             slots.push(Slot {
                 commands,
                 worker: spin::mutex::SpinMutex::new(worker),
+                turns: away::Turns::default(),
             });
         }
         let shared = Arc::new(Shared {
@@ -251,6 +275,14 @@ where
                     .map_err(|_| EngineError::Stopped)?;
                 threads.push(t);
             }
+        } else if config.away_after_us > 0 {
+            let shared = shared.clone();
+            let period = Duration::from_micros(config.away_after_us.into());
+            let t = std::thread::Builder::new()
+                .name("roce-progress".into())
+                .spawn(move || away::run(&shared, period))
+                .map_err(|_| EngineError::Stopped)?;
+            threads.push(t);
         }
         Ok(Engine {
             shared,
@@ -308,6 +340,8 @@ impl<M: Memory, Io: FrameIo> Drop for Engine<M, Io> {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {
+            // The away helper parks between its looks.
+            t.thread().unpark();
             let _ = t.join();
         }
         // Flush the capture files (the poll threads are gone).
@@ -374,7 +408,7 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
 
     /// True once a poll thread panicked ([`AsyncEvent::ShardFailed`]): every call fails.
     pub fn failed(&self) -> bool {
-        self.shared.failed.load(Ordering::Acquire)
+        self.shared.failed()
     }
 
     /// Pushes a submission to shard `shard` (RingFull when its ring is full).
@@ -429,14 +463,12 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
     pub fn post_send(&self, qpn: u32, wr: SendWr) -> Result<(), EngineError> {
         let shard = shard_of_qpn(qpn, self.shards());
         if self.shared.progress == Progress::Inline && !self.failed() {
-            if let Some(mut w) = self
-                .shared
-                .slots
-                .get(shard)
-                .and_then(|s| s.worker.try_lock())
-            {
-                w.post_send_now(qpn, wr);
-                return Ok(());
+            if let Some(slot) = self.shared.slots.get(shard) {
+                slot.turns.mark();
+                if let Some(mut w) = slot.worker.try_lock() {
+                    w.post_send_now(qpn, wr);
+                    return Ok(());
+                }
             }
         }
         self.submit(shard, Command::PostSend { qpn, wr })

@@ -50,6 +50,11 @@ pub struct WorkerStats {
     /// CM transitions replayed on this shard / sent to other shards.
     pub transitions_applied: u64,
     pub transitions_sent: u64,
+    /// Polls of the inline progress helper while no consumer drove the shard ([`super::away`]),
+    /// those that found work, and the frames they received.
+    pub away_polls: u64,
+    pub away_busy_polls: u64,
+    pub away_rx_frames: u64,
 }
 
 /// Everything the runtime knows about one shard.
@@ -220,6 +225,16 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             self.sync_stand_ins();
         }
         work | self.drain_host()
+    }
+
+    /// [`poll_once`](Self::poll_once) by the inline progress helper, counted apart.
+    pub fn poll_away(&mut self) -> bool {
+        let rx = self.shard.stats().rx_frames;
+        let work = self.poll_once();
+        self.stats.away_polls += 1;
+        self.stats.away_busy_polls += u64::from(work);
+        self.stats.away_rx_frames += self.shard.stats().rx_frames - rx;
+        work
     }
 
     /// Inline progress, a consumer's send post applied without the submission ring: the
