@@ -118,10 +118,11 @@ fn dtest_cno_mode_passes_over_tap() {
     dtest_cno("tdc", Link::Tap);
 }
 
-/// `-W`: the RDMA write ping-pong spins on memory without DAT calls, so each provider's own
-/// poll thread makes progress (core mode).
-fn dtest_write_ping_pong(tag: &str, link: Link) {
-    let cli = dtest(tag, link, &["-W"], Progress::Core);
+/// `-W`: the RDMA write ping-pong spins on memory without DAT calls. With core progress each
+/// provider's poll thread receives the peer's writes; with inline progress (the shipped
+/// profiles) the away helper does, the program's thread being away from DAT.
+fn dtest_write_ping_pong(tag: &str, link: Link, progress: Progress) {
+    let cli = dtest(tag, link, &["-W"], progress);
     assert!(
         cli.contains("RDMA write ping-pong") || cli.contains("PingPong"),
         "{cli}"
@@ -129,37 +130,42 @@ fn dtest_write_ping_pong(tag: &str, link: Link) {
 }
 
 #[test]
-fn dtest_rdma_write_ping_pong_passes_with_core_progress() {
-    dtest_write_ping_pong("dw", Link::AfPacket);
+fn dtest_rdma_write_ping_pong_passes_with_inline_progress() {
+    dtest_write_ping_pong("prgw", Link::AfPacket, Progress::Inline);
 }
 
 #[test]
-fn dtest_rdma_write_ping_pong_passes_over_tap() {
-    dtest_write_ping_pong("tdw", Link::Tap);
+fn dtest_rdma_write_ping_pong_passes_over_memif_with_inline_progress() {
+    dtest_write_ping_pong("prgmw", Link::Memif, Progress::Inline);
+}
+
+#[test]
+fn dtest_rdma_write_ping_pong_passes_over_tap_with_core_progress() {
+    dtest_write_ping_pong("tdw", Link::Tap, Progress::Core);
 }
 
 /// `-W -D`: the same ping-pong with every received buffer's data checked.
-fn dtest_write_ping_pong_data_check(tag: &str, link: Link) {
-    dtest(tag, link, &["-W", "-D"], Progress::Core);
+fn dtest_write_ping_pong_data_check(tag: &str, link: Link, progress: Progress) {
+    dtest(tag, link, &["-W", "-D"], progress);
 }
 
 #[test]
-fn dtest_rdma_write_ping_pong_with_data_check_passes() {
-    dtest_write_ping_pong_data_check("dv", Link::AfPacket);
+fn dtest_rdma_write_ping_pong_with_data_check_passes_with_inline_progress() {
+    dtest_write_ping_pong_data_check("prgv", Link::AfPacket, Progress::Inline);
 }
 
 #[test]
-fn dtest_rdma_write_ping_pong_with_data_check_passes_over_tap() {
-    dtest_write_ping_pong_data_check("tdv", Link::Tap);
+fn dtest_rdma_write_ping_pong_with_data_check_passes_over_tap_with_core_progress() {
+    dtest_write_ping_pong_data_check("tdv", Link::Tap, Progress::Core);
 }
 
 /// dtestx: RDMA write with immediate, compare-and-swap and fetch-and-add (IB extensions via
 /// `handle_extendedop`). The atomics' target makes no DAT call while the peer works on its
-/// memory: core progress.
-fn dtestx(tag: &str, link: Link) {
+/// memory: its provider's poll thread (core progress) or away helper (inline) answers.
+fn dtestx(tag: &str, link: Link, progress: Progress) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let s = Setup::with_link(tag, link);
-    let (srv, cli) = run_pair_retrying(&s, "dtestx", &[], LOCALHOST, Progress::Core);
+    let (srv, cli) = run_pair_retrying(&s, "dtestx", &[], LOCALHOST, progress);
     for (what, out) in [("dtestx server", &srv), ("dtestx client", &cli)] {
         assert_passed(what, out, "PASSED");
     }
@@ -174,18 +180,18 @@ fn dtestx(tag: &str, link: Link) {
 }
 
 #[test]
-fn dtestx_extensions_pass() {
-    dtestx("dx", Link::AfPacket);
+fn dtestx_extensions_pass_with_inline_progress() {
+    dtestx("prgx", Link::AfPacket, Progress::Inline);
 }
 
 #[test]
-fn dtestx_extensions_pass_over_tap() {
-    dtestx("tdx", Link::Tap);
+fn dtestx_extensions_pass_over_tap_with_core_progress() {
+    dtestx("tdx", Link::Tap, Progress::Core);
 }
 
 #[test]
-fn dtestx_extensions_pass_over_memif() {
-    dtestx("mx", Link::Memif);
+fn dtestx_extensions_pass_over_memif_with_inline_progress() {
+    dtestx("prgmx", Link::Memif, Progress::Inline);
 }
 
 /// dtestcm -c N: N connections set up and torn down, all connected on both sides.

@@ -112,23 +112,6 @@ impl Server {
     }
 }
 
-/// How the provider makes progress (DPDK_ROCE_PROGRESS): a program that makes no DAT call while
-/// its peer works on its memory (the dtestx atomics' target) needs the provider's own thread.
-#[derive(Clone, Copy)]
-enum Progress {
-    Inline,
-    Core,
-}
-
-impl Progress {
-    fn env(self) -> &'static str {
-        match self {
-            Progress::Inline => "inline",
-            Progress::Core => "core",
-        }
-    }
-}
-
 /// The guest (scripts/rxe-guest.sh `up`), with the host side's profile, dat.conf and a copy of
 /// the provider library (the build may replace target/ while the test runs) in a temp dir.
 /// Dropping it runs `down` (QEMU, tap, state) and removes the dir, also when the test failed.
@@ -204,8 +187,6 @@ impl Guest {
                 "hugepages = true",
                 "hugepages = false\nmemory_mb = 512".into(),
             ),
-            // Core progress shares the two vCPUs with QEMU: an idle poll thread sleeps.
-            ("idle_pause_us = 0", "idle_pause_us = 20".into()),
         ] {
             assert!(text.contains(from), "af_packet-a.toml changed: no {from}");
             text = text.replace(from, &to);
@@ -409,12 +390,13 @@ impl Guest {
         text
     }
 
-    /// A host process of `program args` on dpdk-roce, its capture written to `pcap`.
-    fn host(&self, program: &str, args: &[&str], progress: Progress, pcap: &Path) -> HostProc {
+    /// A host process of `program args` on dpdk-roce with inline progress (the shipped
+    /// profiles' mode, its away helper on), its capture written to `pcap`.
+    fn host(&self, program: &str, args: &[&str], pcap: &Path) -> HostProc {
         let child = Command::new(program)
             .args(args)
             .env("DAT_OVERRIDE", &self.conf)
-            .env("DPDK_ROCE_PROGRESS", progress.env())
+            .env("DPDK_ROCE_PROGRESS", "inline")
             .env("DPDK_ROCE_CAPTURE", pcap)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -785,7 +767,6 @@ fn pair(
     program: &str,
     args: &[&str],
     server: Server,
-    progress: Progress,
     guest_limit_s: u32,
 ) -> (String, String, PathBuf) {
     let publishes = matches!(program, "dtest" | "dtestx");
@@ -812,7 +793,7 @@ fn pair(
                 let mut a: Vec<&str> = vec!["-P", ia];
                 a.extend_from_slice(args);
                 a.extend_from_slice(&["-h", host_h]);
-                let ours = g.host(program, &a, progress, &pcap).finish(LIMIT);
+                let ours = g.host(program, &a, &pcap).finish(LIMIT);
                 // A server whose client failed may wait for ever: not long then.
                 let limit = if error_lines(&ours).is_empty() {
                     guest_limit_s
@@ -825,7 +806,7 @@ fn pair(
             Server::DpdkRoce => {
                 let mut a: Vec<&str> = vec!["-P", ia];
                 a.extend_from_slice(args);
-                let mut srv = g.host(program, &a, progress, &pcap);
+                let mut srv = g.host(program, &a, &pcap);
                 // The server is up once it publishes on TCP 15828 (dtest, dtestx), or after
                 // its IA opened (the others publish nothing; a start takes well under 3 s).
                 let t0 = Instant::now();
@@ -869,15 +850,7 @@ fn pair(
 fn dtest_case(g: &mut Guest, cases: &mut Cases, args: &[&str], server: Server) {
     let what = format!("dtest {} ({})", args.join(" "), server.label());
     let t0 = Instant::now();
-    let (ours, theirs, pcap) = pair(
-        g,
-        &what,
-        "dtest",
-        args,
-        server,
-        Progress::Inline,
-        LIMIT.as_secs() as u32,
-    );
+    let (ours, theirs, pcap) = pair(g, &what, "dtest", args, server, LIMIT.as_secs() as u32);
     let pass = ["PASSED"];
     let result = check_passed("dpdk-roce's dtest", &ours, &pass)
         .and_then(|_| check_passed("the guest's dtest", &theirs, &pass))
@@ -992,7 +965,8 @@ fn dtest_interoperates_with_rxe_on_a_vlan_both_ways() {
 }
 
 /// dtestx: RDMA WRITE with immediate, compare-and-swap and fetch-and-add, both ways. The
-/// atomics' target makes no DAT call while its peer works: core progress on dpdk-roce.
+/// atomics' target makes no DAT call while its peer works: with inline progress (the shipped
+/// profile's) dpdk-roce's away helper answers them.
 #[test]
 fn dtestx_extensions_interoperate_with_rxe_both_ways() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
@@ -1001,15 +975,7 @@ fn dtestx_extensions_interoperate_with_rxe_both_ways() {
     for server in [Server::Rxe, Server::DpdkRoce] {
         let what = format!("dtestx ({})", server.label());
         let t0 = Instant::now();
-        let (ours, theirs, pcap) = pair(
-            &g,
-            &what,
-            "dtestx",
-            &[],
-            server,
-            Progress::Core,
-            LIMIT.as_secs() as u32,
-        );
+        let (ours, theirs, pcap) = pair(&g, &what, "dtestx", &[], server, LIMIT.as_secs() as u32);
         let result = check_passed("dpdk-roce's dtestx", &ours, &["PASSED"])
             .and_then(|_| check_passed("the guest's dtestx", &theirs, &["PASSED"]))
             .and_then(|_| {
@@ -1048,7 +1014,7 @@ fn dtestsrq_interoperates_with_rxe_both_ways() {
     for server in [Server::Rxe, Server::DpdkRoce] {
         let what = format!("dtestsrq ({})", server.label());
         let t0 = Instant::now();
-        let (ours, theirs, pcap) = pair(&g, &what, "dtestsrq", &[], server, Progress::Inline, 10);
+        let (ours, theirs, pcap) = pair(&g, &what, "dtestsrq", &[], server, 10);
         let connected = if server == Server::Rxe {
             "ALL 1 CONNECTED on client"
         } else {
@@ -1175,9 +1141,7 @@ fn dapltest_both_ways(g: &mut Guest, cases: &mut Cases, transactions: &[(String,
                     base(guest).split_whitespace().map(String::from).collect();
                 args.extend(ops.iter().cloned());
                 let a: Vec<&str> = args.iter().map(String::as_str).collect();
-                out = g
-                    .host("dapltest", &a, Progress::Inline, &pcap)
-                    .finish(LIMIT);
+                out = g.host("dapltest", &a, &pcap).finish(LIMIT);
                 if !out.contains(FANOUT_COLLISION) || attempt == 3 {
                     break;
                 }
@@ -1190,12 +1154,7 @@ fn dapltest_both_ways(g: &mut Guest, cases: &mut Cases, transactions: &[(String,
         let t0 = Instant::now();
         let pcap = g.pcap("dapltest quit");
         let quit = g
-            .host(
-                "dapltest",
-                &["-T", "Q", "-s", guest, "-D", ia],
-                Progress::Inline,
-                &pcap,
-            )
+            .host("dapltest", &["-T", "Q", "-s", guest, "-D", ia], &pcap)
             .finish(LIMIT);
         let (_, server) = g.collect("dts", 30);
         let result = check_passed("dapltest -T Q", &quit, &["End of Work -- Client Exiting"])
@@ -1208,7 +1167,7 @@ fn dapltest_both_ways(g: &mut Guest, cases: &mut Cases, transactions: &[(String,
         let mut server = None;
         let pcap = g.pcap("dapltest server");
         for attempt in 0..4 {
-            let mut srv = g.host("dapltest", &["-T", "S", "-D", ia], Progress::Inline, &pcap);
+            let mut srv = g.host("dapltest", &["-T", "S", "-D", ia], &pcap);
             std::thread::sleep(Duration::from_secs(3));
             if srv.is_running() {
                 server = Some(srv);
