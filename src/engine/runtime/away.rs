@@ -16,8 +16,11 @@
 //!   (the counter is read again before every poll).
 //!
 //! So a frame that reaches a shard whose application went away is handled between one and two
-//! periods (plus the thread's wake-up) after the application's last call, and an active
-//! consumer costs the helper one look per period. The helper's polls are counted in the
+//! periods (plus the thread's wake-up) after the application's last call. While a consumer
+//! spins in a DAT call (many drives between two looks) the helper looks less and less often, up
+//! to every [`SPINNING_RECHECK`]: a wake-up of the helper costs the spinning consumer whose
+//! core it lands on, and the ping-pong's tail would show it. An application that leaves such a
+//! spin and goes away is covered after at most that long, then every period again. The helper's polls are counted in the
 //! shard's [`WorkerStats`](super::WorkerStats) (`away_polls`, `away_busy_polls`,
 //! `away_rx_frames`).
 
@@ -46,16 +49,35 @@ impl Turns {
     }
 }
 
+/// Consumer drives of a shard between two looks from which the helper concludes that a
+/// consumer is spinning in a DAT call (an EVD wait polls thousands of times in a period; an
+/// application away between posts drives once per post).
+const SPINNING: u64 = 64;
+
+/// The longest the helper sleeps while a consumer spins in a DAT call. Each wake-up of the
+/// helper delays the spinning consumer whose core it lands on by about 20 µs in this VM: one
+/// every `away_after` (50 µs) moved the DAT ping-pong's p99 from 1 to 20 µs over net_memif,
+/// one a millisecond still moved it over net_af_packet (a 9 µs round trip: one iteration in
+/// 110), one in 5 ms leaves it alone. The price: an application that leaves a spinning wait and
+/// goes away is covered after up to this long (then every `away_after` again), well inside a
+/// peer's retry budget.
+pub(super) const SPINNING_RECHECK: Duration = Duration::from_millis(5);
+
 /// The helper thread's loop: until the engine stops, every `period`, drive each shard no
-/// consumer drove since the last look.
+/// consumer drove since the last look; while a consumer spins in a DAT call, look less often
+/// (doubling the sleep up to [`SPINNING_RECHECK`]).
 pub(super) fn run<M: Memory, Io: FrameIo>(shared: &Shared<M, Io>, period: Duration) {
     let mut seen: Vec<u64> = shared.slots.iter().map(|s| s.turns.get()).collect();
+    let mut sleep = period;
+    let long = SPINNING_RECHECK.max(period);
     while !shared.stop.load(Ordering::Relaxed) {
         // Engine::drop unparks the thread to stop it at once.
-        std::thread::park_timeout(period);
+        std::thread::park_timeout(sleep);
+        let mut spinning = false;
         for (i, slot) in shared.slots.iter().enumerate() {
             let turns = slot.turns.get();
             if turns != seen[i] {
+                spinning |= turns.wrapping_sub(seen[i]) >= SPINNING;
                 seen[i] = turns;
                 continue;
             }
@@ -81,5 +103,10 @@ pub(super) fn run<M: Memory, Io: FrameIo>(shared: &Shared<M, Io>, period: Durati
                 }
             }
         }
+        sleep = if spinning {
+            (sleep * 2).min(long)
+        } else {
+            period
+        };
     }
 }
