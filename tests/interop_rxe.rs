@@ -846,6 +846,26 @@ fn pair(
     unreachable!("the loop returns on its last attempt");
 }
 
+/// The last `n` frames of a capture as `roce-tool decode` prints them (or why there are none).
+fn capture_tail(pcap: &Path, n: usize) -> String {
+    let Ok(out) = Command::new(env!("CARGO_BIN_EXE_roce-tool"))
+        .arg("decode")
+        .arg(pcap)
+        .output()
+    else {
+        return "roce-tool decode did not run".into();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines.len().saturating_sub(n);
+    format!(
+        "the last {} frames of {}:\n{}",
+        lines.len() - from,
+        pcap.display(),
+        lines[from..].join("\n")
+    )
+}
+
 /// dtest both ways: the guest's client and server both pass, every phase ran, capture clean.
 fn dtest_case(g: &mut Guest, cases: &mut Cases, args: &[&str], server: Server) {
     let what = format!("dtest {} ({})", args.join(" "), server.label());
@@ -868,6 +888,8 @@ fn dtest_case(g: &mut Guest, cases: &mut Cases, args: &[&str], server: Server) {
             }
         })
         .and_then(|_| Capture::check(&pcap).map(|c| vec![c]));
+    // A failed case shows how its connection ended on the wire (a retry budget spent, a NAK).
+    let result = result.map_err(|e| format!("{e}\n{}", capture_tail(&pcap, 40)));
     for l in ours
         .lines()
         .chain(theirs.lines())
