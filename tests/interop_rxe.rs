@@ -910,10 +910,23 @@ fn check_command_channel(g: &Guest) {
     assert_eq!(rc, 3, "{out}");
     assert!(out.starts_with("a b\n\u{1}"), "{out:?}");
     assert!(out.contains(" end@@END x 0\n"), "{out:?}");
-    let t0 = Instant::now();
-    let (rc, out) = g.exec(2, "sleep 30");
+    // Timed per attempt: like `exec`, one command the channel lost (exit 255) is asked again.
+    let args = ["exec", &g.name, "-t", "2", "--", "sleep 30"];
+    let (mut rc, mut out, mut took) = (255, String::new(), Duration::ZERO);
+    for _ in 0..2 {
+        let t0 = Instant::now();
+        (rc, out) = g.run_script(&args);
+        took = t0.elapsed();
+        if rc != 255 {
+            break;
+        }
+        println!(
+            "guest {}: no answer on the command channel, asking again",
+            g.name
+        );
+    }
     assert_eq!(rc, 137, "{out}");
-    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    assert!(took < Duration::from_secs(20), "{took:?}");
     let (rc, out) = g.exec(30, "cat /sys/class/infiniband/rxe0/ports/1/state; uname -r");
     assert_eq!(rc, 0, "{out}");
     assert!(out.contains("ACTIVE") && out.contains("6.1."), "{out}");
