@@ -735,7 +735,19 @@ impl Cases {
                 );
             }
             Err(e) => {
-                println!("CASE {what}: FAILED in {secs:.1} s; rxe counters: {counters}\n{e}");
+                // The guest kernel's own view (a NIC watchdog, rxe's warnings) for the record.
+                let console = std::fs::read_to_string(format!(
+                    "/run/dpdk-roce/rxe-guest/{}/console.log",
+                    g.name
+                ))
+                .unwrap_or_default();
+                let tail: Vec<&str> = console.lines().rev().take(20).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                println!(
+                    "CASE {what}: FAILED in {secs:.1} s; rxe counters: {counters}\n{e}\n\
+                     the guest's console, last lines:\n{}",
+                    tail.join("\n")
+                );
                 self.failures
                     .push(format!("{what}: {}", e.lines().next().unwrap_or("")));
             }
