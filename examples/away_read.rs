@@ -105,8 +105,8 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
         Ia::open_with(
             IaConfig {
                 mac,
-                ip,
-                prefix_len: 24,
+                address: dpdk_roce::config::PortAddresses::v4(ip, 24)
+                    .expect("a host address on its prefix"),
                 routes: Default::default(),
                 mtu: 1500,
                 dscp: 0,

@@ -292,7 +292,10 @@ fn linux_req_accepted_by_our_cm() {
         panic!("no ConnectRequest")
     };
     assert_eq!(ev_port, 7471);
-    assert_eq!((src_ip, src_port, dst_ip), (ACTIVE_IP, 0xa129, PASSIVE_IP));
+    assert_eq!(
+        (src_ip, src_port, dst_ip),
+        (ACTIVE_IP.into(), 0xa129, PASSIVE_IP.into())
+    );
     assert_eq!(remote_qpn, 0x17);
     assert_eq!(remote_ca_guid, 0x5054_00ff_feda_f92d);
     assert_eq!((responder_resources, initiator_depth), (1, 1));

@@ -116,7 +116,12 @@ fn af_packet_pair() {
     );
     assert_eq!(a.roce.address.to_string(), "10.77.0.1/24");
     assert_eq!(b.roce.address.to_string(), "10.77.0.2/24");
-    assert!(a.roce.address.contains(b.roce.address.addr()));
+    assert!(a
+        .roce
+        .address
+        .v4
+        .unwrap()
+        .contains(b.roce.address.v4.unwrap().addr()));
     assert_eq!(a.roce_pmtu(), Mtu::Mtu1024);
     // Two processes on two vCPUs: one lcore each, disjoint, inline progress.
     assert_eq!(a.engine.progress, Progress::Inline);
@@ -144,8 +149,13 @@ fn tap_pair() {
         ]
     );
     assert!(args(&b).contains(&"--vdev=net_tap0,iface=rocetap0b".to_string()));
-    assert!(a.roce.address.contains(b.roce.address.addr()));
-    assert_ne!(a.roce.address.addr(), b.roce.address.addr());
+    assert!(a
+        .roce
+        .address
+        .v4
+        .unwrap()
+        .contains(b.roce.address.v4.unwrap().addr()));
+    assert_ne!(a.roce.address.primary(), b.roce.address.primary());
 }
 
 #[test]
@@ -190,7 +200,12 @@ fn memif_pair() {
         }
         other => panic!("not a memif server/client pair: {other:?}"),
     }
-    assert!(s.roce.address.contains(c.roce.address.addr()));
+    assert!(s
+        .roce
+        .address
+        .v4
+        .unwrap()
+        .contains(c.roce.address.v4.unwrap().addr()));
 }
 
 #[test]

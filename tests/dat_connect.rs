@@ -144,7 +144,7 @@ fn dat_ep_dup_connect_connects_to_the_same_remote_and_qualifier() {
     connect(&a, &b, &ea, &eb);
     ea2.dup_connect(&ea, b"dup").unwrap();
     assert_eq!(ea2.state(), EpState::ActiveConnectionPending);
-    assert_eq!(ea2.remote(), Some((IP_B, QUAL)));
+    assert_eq!(ea2.remote(), Some((IP_B.into(), QUAL)));
     let cr = cr_of(wait(&b.cr, &a.ia));
     assert_eq!(&cr.private_data()[..3], b"dup");
     cr.accept(&eb2, &[]).unwrap();

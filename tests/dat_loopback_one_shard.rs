@@ -28,8 +28,8 @@ fn a_64_kib_rdma_write_between_two_eps_of_a_one_shard_ia_completes_over_loopback
     let ia = Ia::open_with(
         IaConfig {
             mac: EthernetAddress([2, 0, 0, 0, 2, 1]),
-            ip,
-            prefix_len: 24,
+            address: dpdk_roce::config::PortAddresses::v4(ip, 24)
+                .expect("a host address on its prefix"),
             routes: Default::default(),
             dscp: 0,
             mtu: 1500,

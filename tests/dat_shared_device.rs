@@ -177,8 +177,8 @@ fn an_event_of_the_device_itself_reaches_every_open_ia() {
     let ia1 = Ia::open_with(
         dpdk_roce::dat::IaConfig {
             mac: dpdk_roce::wire::ethernet::EthernetAddress([2, 0, 0, 0, 1, 0xa]),
-            ip: IP_A,
-            prefix_len: 24,
+            address: dpdk_roce::config::PortAddresses::v4(IP_A, 24)
+                .expect("a host address on its prefix"),
             routes: Default::default(),
             dscp: 0,
             mtu: 1500,

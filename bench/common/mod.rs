@@ -121,11 +121,12 @@ pub fn host(
     } else {
         MrTable::new(mr_capacity)
     };
-    let mut net = NetConfig::new(
-        EthernetAddress(mac),
-        profile.roce.address.addr(),
-        profile.roce.address.prefix_len(),
-    );
+    let v4 = profile
+        .roce
+        .address
+        .v4
+        .ok_or("the profile's port has no IPv4 address")?;
+    let mut net = NetConfig::new(EthernetAddress(mac), v4.addr(), v4.prefix_len());
     net.mtu = profile.port.mtu;
     net.routes = profile.roce.route_table();
     net.dscp = profile.roce.dscp;

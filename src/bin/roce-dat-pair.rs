@@ -77,8 +77,8 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
         Ia::open_with(
             IaConfig {
                 mac,
-                ip,
-                prefix_len: 24,
+                address: dpdk_roce::config::PortAddresses::v4(ip, 24)
+                    .expect("a host address on its prefix"),
                 routes: Default::default(),
                 dscp: 0,
                 mtu: 1500,

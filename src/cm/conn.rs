@@ -5,7 +5,7 @@ use crate::time::Instant;
 use crate::transport::types::QpAttr;
 use crate::wire::cm_msg::ReqRepr;
 use crate::wire::mad::MAD_LEN;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// Connection states (§12.9.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub(crate) enum State {
 pub(crate) struct Conn {
     pub state: State,
     pub active: bool,
-    pub remote_ip: Ipv4Addr,
+    pub remote_ip: IpAddr,
     /// The peer's comm ID; 0 until known (active side before REP).
     pub remote_comm_id: u32,
     pub tid: u64,

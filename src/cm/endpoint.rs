@@ -14,9 +14,10 @@
 use super::conn::{Conn, State};
 use super::event::{CmError, CmEvent, CmId, CmStats, CmTransmit};
 use super::ip_cm::{
-    gid_from_ipv4, port_of_service_id, service_id_for_port, IpCmHeader, IP_CM_HEADER_LEN,
-    IP_CM_REQ_USER_LEN, IP_VERSION_4,
+    gid_of, port_of_service_id, service_id_for_port, IpCmHeader, IP_CM_HEADER_LEN,
+    IP_CM_REQ_USER_LEN,
 };
+use super::local_ips::LocalIps;
 use super::params::{peer_ack_timeout, AcceptParams, CmConfig, ConnectParams, PEER_CM_TIMEOUT_MAX};
 use super::qp_control::QpControl;
 use super::timeout::cm_timeout;
@@ -30,11 +31,11 @@ use rand_chacha::ChaCha8Rng;
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
-/// The connection manager of one local IPv4 address.
+/// The connection manager of a port's local addresses (one per family).
 pub struct Cm {
-    local_ip: Ipv4Addr,
+    local: LocalIps,
     ca_guid: u64,
     config: CmConfig,
     rng: ChaCha8Rng,
@@ -46,7 +47,7 @@ pub struct Cm {
     /// `poll_timeout` drops stale ones from the top, `handle_timeout` those that are due.
     deadlines: RefCell<BinaryHeap<Reverse<(Instant, u32)>>>,
     /// (peer IP, peer comm ID) -> local comm ID, for duplicate detection.
-    by_remote: HashMap<(Ipv4Addr, u32), u32>,
+    by_remote: HashMap<(IpAddr, u32), u32>,
     transmits: VecDeque<CmTransmit>,
     events: VecDeque<CmEvent>,
     stats: CmStats,
@@ -56,15 +57,21 @@ pub struct Cm {
 }
 
 impl Cm {
-    /// A CM for `local_ip` whose CA GUID is `ca_guid`; comm IDs and transaction IDs are drawn
-    /// from a generator seeded with `seed`, so runs are reproducible.
-    pub fn new(local_ip: Ipv4Addr, ca_guid: u64, seed: u64) -> Cm {
-        Cm::with_config(local_ip, ca_guid, seed, CmConfig::default())
+    /// A CM for `local` (an address, or both of a dual-stack port) whose CA GUID is `ca_guid`;
+    /// comm IDs and transaction IDs are drawn from a generator seeded with `seed`, so runs are
+    /// reproducible.
+    pub fn new(local: impl Into<LocalIps>, ca_guid: u64, seed: u64) -> Cm {
+        Cm::with_config(local, ca_guid, seed, CmConfig::default())
     }
 
-    pub fn with_config(local_ip: Ipv4Addr, ca_guid: u64, seed: u64, config: CmConfig) -> Cm {
+    pub fn with_config(
+        local: impl Into<LocalIps>,
+        ca_guid: u64,
+        seed: u64,
+        config: CmConfig,
+    ) -> Cm {
         Cm {
-            local_ip,
+            local: local.into(),
             ca_guid,
             config,
             rng: ChaCha8Rng::seed_from_u64(seed),
@@ -80,8 +87,14 @@ impl Cm {
         }
     }
 
-    pub fn local_ip(&self) -> Ipv4Addr {
-        self.local_ip
+    /// The port's first address (IPv4 if it has one).
+    pub fn local_ip(&self) -> IpAddr {
+        self.local.primary()
+    }
+
+    /// The port's addresses.
+    pub fn local_ips(&self) -> LocalIps {
+        self.local
     }
 
     pub fn stats(&self) -> CmStats {
@@ -171,7 +184,7 @@ impl Cm {
         }
     }
 
-    fn send(&mut self, dst: Ipv4Addr, tid: u64, msg: &CmMessage) -> [u8; MAD_LEN] {
+    fn send(&mut self, dst: IpAddr, tid: u64, msg: &CmMessage) -> [u8; MAD_LEN] {
         let mut mad = [0u8; MAD_LEN];
         msg.emit(&MadHeader::cm(msg.attribute_id(), tid), &mut mad);
         self.transmits.push_back(CmTransmit { dst, mad });
@@ -179,7 +192,7 @@ impl Cm {
         mad
     }
 
-    fn resend(&mut self, dst: Ipv4Addr, mad: [u8; MAD_LEN]) {
+    fn resend(&mut self, dst: IpAddr, mad: [u8; MAD_LEN]) {
         self.transmits.push_back(CmTransmit { dst, mad });
     }
 
@@ -266,17 +279,23 @@ impl Cm {
                 max: IP_CM_REQ_USER_LEN,
             });
         }
+        let local_ip = self
+            .local
+            .toward(p.dst_ip)
+            .ok_or(CmError::NoLocalAddress(p.dst_ip))?;
         let id = self.alloc_comm_id();
         let tid = self.rng.next_u64();
         let mut private = [0u8; REQ_PRIVATE_LEN];
-        IpCmHeader::ipv4(self.local_ip, p.src_port, p.dst_ip).emit(&mut private);
+        IpCmHeader::new(local_ip, p.src_port, p.dst_ip)
+            .ok_or(CmError::NoLocalAddress(p.dst_ip))?
+            .emit(&mut private);
         private[IP_CM_HEADER_LEN..IP_CM_HEADER_LEN + p.private_data.len()]
             .copy_from_slice(&p.private_data);
         let path = PathInfo {
             local_lid: 0xffff,
             remote_lid: 0xffff,
-            local_gid: gid_from_ipv4(self.local_ip),
-            remote_gid: gid_from_ipv4(p.dst_ip),
+            local_gid: gid_of(local_ip),
+            remote_gid: gid_of(p.dst_ip),
             flow_label: 0,
             packet_rate: 0,
             traffic_class: 0,
@@ -469,7 +488,7 @@ impl Cm {
     /// connection request to them still waiting for a first answer fails now with
     /// `Unreachable` (its REQ never left; dat_ep_connect(3DAT):
     /// DAT_CONNECTION_EVENT_UNREACHABLE) instead of after the last of the CM's retries.
-    pub fn destinations_unresolvable(&mut self, lost: impl Fn(Ipv4Addr) -> bool) {
+    pub fn destinations_unresolvable(&mut self, lost: impl Fn(IpAddr) -> bool) {
         let ids: Vec<u32> = self
             .conns
             .iter()
@@ -549,7 +568,14 @@ impl Cm {
 
     /// A MAD received on QP1 from `src`. Malformed or unexpected MADs are counted in `stats`
     /// and dropped.
-    pub fn handle_mad(&mut self, now: Instant, src: Ipv4Addr, mad: &[u8], qpc: &mut dyn QpControl) {
+    pub fn handle_mad(
+        &mut self,
+        now: Instant,
+        src: impl Into<IpAddr>,
+        mad: &[u8],
+        qpc: &mut dyn QpControl,
+    ) {
+        let src = src.into();
         let Ok((hdr, msg)) = CmMessage::parse(mad) else {
             self.stats.malformed += 1;
             return;
@@ -567,13 +593,13 @@ impl Cm {
     }
 
     /// The connection `local` if it exists and belongs to `src` (and `remote`, when known).
-    fn lookup(&self, src: Ipv4Addr, local: u32, remote: u32) -> Option<u32> {
+    fn lookup(&self, src: IpAddr, local: u32, remote: u32) -> Option<u32> {
         let c = self.conns.get(&local)?;
         (c.remote_ip == src && (c.remote_comm_id == 0 || c.remote_comm_id == remote))
             .then_some(local)
     }
 
-    fn on_req(&mut self, now: Instant, src: Ipv4Addr, hdr: &MadHeader, req: &ReqRepr) {
+    fn on_req(&mut self, now: Instant, src: IpAddr, hdr: &MadHeader, req: &ReqRepr) {
         if let Some(&id) = self.by_remote.get(&(src, req.local_comm_id)) {
             self.on_dup_req(id);
             return;
@@ -586,8 +612,10 @@ impl Cm {
             Some(p) if self.listeners.contains(&p) => p,
             _ => return reject(self, RejReason::InvalidServiceId),
         };
-        let ip = match IpCmHeader::parse(&req.private_data) {
-            Ok(h) if h.ip_version == IP_VERSION_4 => h,
+        // The header's addresses are of the frame's family (rdma_cm writes its own source).
+        let header = IpCmHeader::parse(&req.private_data).and_then(|h| Ok((h, h.dst_addr()?)));
+        let (ip, dst_ip) = match header {
+            Ok((h, dst)) if dst.is_ipv4() == src.is_ipv4() => (h, dst),
             _ => {
                 self.stats.malformed += 1;
                 return reject(self, RejReason::Unsupported);
@@ -644,7 +672,7 @@ impl Cm {
             // accepted QP takes packets from this address only.
             src_ip: src,
             src_port: ip.src_port,
-            dst_ip: ip.dst_ipv4(),
+            dst_ip,
             remote_qpn: req.local_qpn,
             remote_ca_guid: req.local_ca_guid,
             responder_resources: req.responder_resources,
@@ -692,7 +720,7 @@ impl Cm {
         }
     }
 
-    fn on_rep(&mut self, now: Instant, src: Ipv4Addr, rep: &RepRepr, qpc: &mut dyn QpControl) {
+    fn on_rep(&mut self, now: Instant, src: IpAddr, rep: &RepRepr, qpc: &mut dyn QpControl) {
         let Some(id) = self.lookup(src, rep.remote_comm_id, rep.local_comm_id) else {
             self.stats.unmatched += 1;
             return;
@@ -763,7 +791,7 @@ impl Cm {
         });
     }
 
-    fn on_rtu(&mut self, now: Instant, src: Ipv4Addr, rtu: &RtuRepr, qpc: &mut dyn QpControl) {
+    fn on_rtu(&mut self, now: Instant, src: IpAddr, rtu: &RtuRepr, qpc: &mut dyn QpControl) {
         let Some(id) = self.lookup(src, rtu.remote_comm_id, rtu.local_comm_id) else {
             self.stats.unmatched += 1;
             return;
@@ -795,7 +823,7 @@ impl Cm {
         });
     }
 
-    fn on_rej(&mut self, src: Ipv4Addr, rej: &RejRepr, qpc: &mut dyn QpControl, now: Instant) {
+    fn on_rej(&mut self, src: IpAddr, rej: &RejRepr, qpc: &mut dyn QpControl, now: Instant) {
         let Some(id) = self.lookup(src, rej.remote_comm_id, rej.local_comm_id) else {
             self.stats.unmatched += 1;
             return;
@@ -824,7 +852,7 @@ impl Cm {
         }
     }
 
-    fn on_mra(&mut self, now: Instant, src: Ipv4Addr, mra: &MraRepr) {
+    fn on_mra(&mut self, now: Instant, src: IpAddr, mra: &MraRepr) {
         let Some(id) = self.lookup(src, mra.remote_comm_id, mra.local_comm_id) else {
             self.stats.unmatched += 1;
             return;
@@ -852,7 +880,7 @@ impl Cm {
     fn on_dreq(
         &mut self,
         now: Instant,
-        src: Ipv4Addr,
+        src: IpAddr,
         hdr: &MadHeader,
         dreq: &DreqRepr,
         qpc: &mut dyn QpControl,
@@ -899,7 +927,7 @@ impl Cm {
         }
     }
 
-    fn on_drep(&mut self, now: Instant, src: Ipv4Addr, drep: &DrepRepr) {
+    fn on_drep(&mut self, now: Instant, src: IpAddr, drep: &DrepRepr) {
         let Some(id) = self.lookup(src, drep.remote_comm_id, drep.local_comm_id) else {
             self.stats.unmatched += 1;
             return;

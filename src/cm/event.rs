@@ -4,7 +4,7 @@
 use crate::transport::types::{Mtu, QpError};
 use crate::wire::cm_msg::RejReason;
 use crate::wire::mad::MAD_LEN;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use thiserror::Error;
 
 /// A connection, named by its local communication ID (§12.6.2).
@@ -18,7 +18,7 @@ pub const CM_QPN: u32 = 1;
 /// Q_Key `wire::deth::GSI_QKEY` (0x80010000), source QP 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmTransmit {
-    pub dst: Ipv4Addr,
+    pub dst: IpAddr,
     pub mad: [u8; MAD_LEN],
 }
 
@@ -29,9 +29,9 @@ pub enum CmEvent {
     ConnectRequest {
         id: CmId,
         port: u16,
-        src_ip: Ipv4Addr,
+        src_ip: IpAddr,
         src_port: u16,
-        dst_ip: Ipv4Addr,
+        dst_ip: IpAddr,
         remote_qpn: u32,
         remote_ca_guid: u64,
         /// The REQ's responder resources / initiator depth.
@@ -74,6 +74,8 @@ pub enum CmError {
     PrivateDataTooLong { len: usize, max: usize },
     #[error("port {0} already has a listener")]
     PortInUse(u16),
+    #[error("no local address of {0}'s family on this port")]
+    NoLocalAddress(IpAddr),
     #[error("QP transition failed: {0}")]
     Qp(#[from] QpError),
 }

@@ -1,8 +1,9 @@
 //! rdma_cm's IP addressing on top of IB CM (IBTA vol. 1 annex A11, "RDMA IP CM Service"):
 //! the service ID of a TCP-port-space listener and the 36-byte header at the start of the REQ
-//! private data that carries the IP addresses and the source port.
+//! private data that carries the IP addresses and the source port, and the GIDs of RoCEv2
+//! (annex A17.4.3: an IPv6 address is its own GID, an IPv4 address is IPv4-mapped).
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use thiserror::Error;
 
 /// Service ID prefix of the rdma_cm TCP port space (`RDMA_PS_TCP` = 0x0106, annex A11.2).
@@ -14,6 +15,8 @@ pub const IP_CM_HEADER_LEN: usize = 36;
 pub const IP_CM_REQ_USER_LEN: usize = 56;
 /// IP version nibble for IPv4.
 pub const IP_VERSION_4: u8 = 4;
+/// IP version nibble for IPv6.
+pub const IP_VERSION_6: u8 = 6;
 
 /// The service ID a listener on TCP `port` answers.
 pub const fn service_id_for_port(port: u16) -> u64 {
@@ -43,12 +46,31 @@ pub fn ipv4_of(addr16: &[u8; 16]) -> Ipv4Addr {
     Ipv4Addr::new(addr16[12], addr16[13], addr16[14], addr16[15])
 }
 
+/// The GID of a RoCEv2 address: the IPv6 address itself, or the IPv4-mapped one.
+pub fn gid_of(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(v4) => gid_from_ipv4(v4),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+/// The address a RoCEv2 GID names: an IPv4-mapped GID is the IPv4 address.
+pub fn ip_of_gid(gid: &[u8; 16]) -> IpAddr {
+    let v6 = Ipv6Addr::from(*gid);
+    match v6.to_ipv4_mapped() {
+        Some(v4) => IpAddr::V4(v4),
+        None => IpAddr::V6(v6),
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
 pub enum IpCmError {
     #[error("private data shorter than the 36-byte IP CM header")]
     Truncated,
     #[error("unsupported IP CM header version {0}.{1}")]
     Version(u8, u8),
+    #[error("IP CM header names IP version {0}")]
+    IpVersion(u8),
 }
 
 /// Header field offsets (annex A11.6, Table 300).
@@ -81,7 +103,7 @@ pub struct IpCmHeader {
     /// 4 for IPv4, 6 for IPv6.
     pub ip_version: u8,
     pub src_port: u16,
-    /// IPv4: in the last four bytes, the rest zero.
+    /// IPv4: in the last four bytes, the rest zero (Linux `union cma_ip_addr`); IPv6: all 16.
     pub src_ip: [u8; 16],
     pub dst_ip: [u8; 16],
 }
@@ -100,6 +122,27 @@ impl IpCmHeader {
             src_port,
             src_ip: s,
             dst_ip: d,
+        }
+    }
+
+    /// An IPv6 header, version 0.0.
+    pub fn ipv6(src_ip: Ipv6Addr, src_port: u16, dst_ip: Ipv6Addr) -> IpCmHeader {
+        IpCmHeader {
+            major_version: 0,
+            minor_version: 0,
+            ip_version: IP_VERSION_6,
+            src_port,
+            src_ip: src_ip.octets(),
+            dst_ip: dst_ip.octets(),
+        }
+    }
+
+    /// The header of a REQ from `src_ip` to `dst_ip`; `None` when their families differ.
+    pub fn new(src_ip: IpAddr, src_port: u16, dst_ip: IpAddr) -> Option<IpCmHeader> {
+        match (src_ip, dst_ip) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => Some(Self::ipv4(s, src_port, d)),
+            (IpAddr::V6(s), IpAddr::V6(d)) => Some(Self::ipv6(s, src_port, d)),
+            _ => None,
         }
     }
 
@@ -142,6 +185,24 @@ impl IpCmHeader {
     pub fn dst_ipv4(&self) -> Ipv4Addr {
         ipv4_of(&self.dst_ip)
     }
+
+    /// The source address in the header's IP version.
+    pub fn src_addr(&self) -> Result<IpAddr, IpCmError> {
+        self.addr(&self.src_ip)
+    }
+
+    /// The destination address in the header's IP version.
+    pub fn dst_addr(&self) -> Result<IpAddr, IpCmError> {
+        self.addr(&self.dst_ip)
+    }
+
+    fn addr(&self, field: &[u8; 16]) -> Result<IpAddr, IpCmError> {
+        match self.ip_version {
+            IP_VERSION_4 => Ok(IpAddr::V4(ipv4_of(field))),
+            IP_VERSION_6 => Ok(IpAddr::V6(Ipv6Addr::from(*field))),
+            v => Err(IpCmError::IpVersion(v)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -171,6 +232,39 @@ mod tests {
         assert_eq!(IpCmHeader::parse(&b[..35]), Err(IpCmError::Truncated));
         b[0] = 0x10;
         assert_eq!(IpCmHeader::parse(&b), Err(IpCmError::Version(1, 0)));
+    }
+
+    #[test]
+    fn ipv6_header_carries_whole_addresses() {
+        let (a, b): (Ipv6Addr, Ipv6Addr) =
+            ("fd00:77::1".parse().unwrap(), "fd00:77::2".parse().unwrap());
+        let h = IpCmHeader::new(a.into(), 40000, b.into()).unwrap();
+        let mut p = [0u8; 92];
+        h.emit(&mut p);
+        assert_eq!(&p[..4], &[0x00, 0x60, 0x9c, 0x40]);
+        assert_eq!(&p[4..20], &a.octets());
+        assert_eq!(&p[20..36], &b.octets());
+        let back = IpCmHeader::parse(&p).unwrap();
+        assert_eq!(back.src_addr(), Ok(IpAddr::V6(a)));
+        assert_eq!(back.dst_addr(), Ok(IpAddr::V6(b)));
+        assert_eq!(
+            IpCmHeader::new(a.into(), 1, Ipv4Addr::LOCALHOST.into()),
+            None
+        );
+        p[1] = 0x50;
+        assert_eq!(
+            IpCmHeader::parse(&p).unwrap().src_addr(),
+            Err(IpCmError::IpVersion(5))
+        );
+    }
+
+    #[test]
+    fn gids_of_both_families() {
+        let v6: Ipv6Addr = "fd00:77::1".parse().unwrap();
+        assert_eq!(gid_of(v6.into()), v6.octets());
+        assert_eq!(ip_of_gid(&v6.octets()), IpAddr::V6(v6));
+        let v4 = Ipv4Addr::new(10, 0, 0, 1);
+        assert_eq!(ip_of_gid(&gid_of(v4.into())), IpAddr::V4(v4));
     }
 
     #[test]

@@ -6,12 +6,14 @@ mod conn;
 pub mod endpoint;
 pub mod event;
 pub mod ip_cm;
+mod local_ips;
 pub mod params;
 pub mod qp_control;
 pub mod timeout;
 
 pub use endpoint::Cm;
 pub use event::{CmError, CmEvent, CmId, CmStats, CmTransmit, MadCounts, CM_QPN};
+pub use local_ips::LocalIps;
 pub use params::{
     peer_ack_timeout, AcceptParams, CmConfig, ConnectParams, PEER_ACK_TIMEOUT,
     PEER_ACK_TIMEOUT_FOR_INFINITE, PEER_CM_TIMEOUT_MAX,

@@ -4,7 +4,7 @@
 use crate::transport::memory::Access;
 use crate::transport::types::Mtu;
 use crate::wire::psn::Psn;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// Settings of one `Cm` instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,7 +69,7 @@ pub fn peer_ack_timeout(t: u8) -> u8 {
 /// Active side: what `Cm::connect` puts in the REQ.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConnectParams {
-    pub dst_ip: Ipv4Addr,
+    pub dst_ip: IpAddr,
     /// Destination port: service ID `0x0000000001060000 | port`.
     pub port: u16,
     /// Source port in the IP CM header (rdma_cm's local port; informative).
@@ -107,9 +107,9 @@ pub struct ConnectParams {
 impl ConnectParams {
     /// Linux-like defaults: MTU 1024, retry and RNR retry 7, local ACK timeout 19, 1 read/atomic
     /// each way, no private data.
-    pub fn new(dst_ip: Ipv4Addr, port: u16, local_qpn: u32, starting_psn: Psn) -> Self {
+    pub fn new(dst_ip: impl Into<IpAddr>, port: u16, local_qpn: u32, starting_psn: Psn) -> Self {
         ConnectParams {
-            dst_ip,
+            dst_ip: dst_ip.into(),
             port,
             src_port: 0,
             local_qpn,

@@ -46,7 +46,7 @@ pub enum ConfigError {
     #[error("eal.multi_process needs eal.hugepages: a secondary process maps the primary's hugepage files")]
     MultiProcessWithoutHugepages,
     #[error(
-        "{field}: `{value}` is not an IPv4 address with prefix such as 10.77.0.1/24: {reason}"
+        "{field}: `{value}` is not an address with prefix such as 10.77.0.1/24 or fd00:77::1/64: {reason}"
     )]
     BadCidr {
         field: &'static str,

@@ -26,9 +26,11 @@
 
 mod cidr;
 mod error;
+mod port_addresses;
 
 pub use cidr::{IpCidr, Ipv4Cidr, Ipv6Cidr};
 pub use error::ConfigError;
+pub use port_addresses::PortAddresses;
 
 use crate::transport::types::Mtu;
 use serde::{Deserialize, Serialize};
@@ -172,7 +174,8 @@ pub enum MemifRole {
 /// default route, and `routes`, `"10.9.0.0/16 via 10.77.20.254"` each; `net::routes`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Roce {
-    pub address: Ipv4Cidr,
+    /// `roce.address`: one address per family, at least one (`port_addresses.rs`).
+    pub address: PortAddresses,
     pub gateway: Option<std::net::Ipv4Addr>,
     pub routes: Vec<crate::net::IpRoute>,
     /// DSCP of the port's RoCEv2 packets (`roce.dscp`, 0..=63; 0 by default). An EP's DAT QoS
@@ -201,13 +204,25 @@ impl Roce {
             .iter()
             .enumerate()
             .map(|(i, r)| (format!("roce.routes[{i}]"), *r));
+        let mut routes = gateway.into_iter().chain(routes).peekable();
+        let Some(v4) = self.address.v4 else {
+            return match routes.peek() {
+                // Routes and gateways are IPv4: their next hops are on the IPv4 subnet.
+                Some((field, r)) => Err(ConfigError::BadRoute {
+                    field: field.clone(),
+                    value: r.to_string(),
+                    reason: "IPv4 routes need an IPv4 roce.address".into(),
+                }),
+                None => Ok(table),
+            };
+        };
         // The port's own rules (next hop on the subnet, no route into it), with any MAC.
         let mut port = NetConfig::new(
             crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 0, 1]),
-            self.address.addr(),
-            self.address.prefix_len(),
+            v4.addr(),
+            v4.prefix_len(),
         );
-        for (field, r) in gateway.into_iter().chain(routes) {
+        for (field, r) in routes {
             let bad = |reason: String| ConfigError::BadRoute {
                 field: field.clone(),
                 value: r.to_string(),
@@ -701,12 +716,7 @@ impl Profile {
                 address: pci_address.ok_or_else(|| missing("port.pci_address"))?,
             },
         };
-        let address =
-            Ipv4Cidr::parse(&raw.roce.address).map_err(|reason| ConfigError::BadCidr {
-                field: "roce.address",
-                value: raw.roce.address.clone(),
-                reason,
-            })?;
+        let address = PortAddresses::parse(&raw.roce.address)?;
         let gateway = match &raw.roce.gateway {
             None => None,
             Some(g) => Some(g.parse().map_err(|_| ConfigError::BadRoute {
@@ -824,7 +834,7 @@ impl Profile {
             },
             port,
             roce: RawRoce {
-                address: self.roce.address.to_string(),
+                address: self.roce.address.to_raw(),
                 gateway: self.roce.gateway.map(|g| g.to_string()),
                 routes: self.roce.routes.iter().map(|r| r.to_string()).collect(),
                 dscp: (self.roce.dscp != 0).then_some(self.roce.dscp),
@@ -1113,7 +1123,7 @@ struct RawPort {
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRoce {
-    address: String,
+    address: port_addresses::RawAddresses,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gateway: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

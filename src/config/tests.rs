@@ -76,8 +76,10 @@ fn base_defaults() {
     assert_eq!(p.port.mbuf_pool_size, 8191);
     assert_eq!(p.port.mtu, 1500);
     assert!(p.port.vdev_extra.is_empty());
-    assert_eq!(p.roce.address.addr(), Ipv4Addr::new(10, 77, 0, 1));
-    assert_eq!(p.roce.address.prefix_len(), 24);
+    let v4 = p.roce.address.v4.expect("an IPv4 address");
+    assert_eq!(v4.addr(), Ipv4Addr::new(10, 77, 0, 1));
+    assert_eq!(v4.prefix_len(), 24);
+    assert_eq!(p.roce.address.v6, None);
     assert_eq!(p.engine.poll_cores, vec![1]);
     assert_eq!(p.engine.progress, Progress::Core);
     assert_eq!(p.engine.idle_pause_us, 0);

@@ -60,7 +60,7 @@ impl CnoInner {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CnoParam {
     /// The IA's address (the CNO's IA).
-    pub ia_address: std::net::Ipv4Addr,
+    pub ia_address: std::net::IpAddr,
     /// EVDs attached now.
     pub attached: usize,
 }
@@ -128,7 +128,7 @@ impl Cno {
     /// dat_cno_query.
     pub fn query(&self) -> CnoParam {
         CnoParam {
-            ia_address: self.inner.ia.ip,
+            ia_address: self.inner.ia.ips.primary(),
             attached: self.inner.lock().len(),
         }
     }

@@ -13,7 +13,7 @@ use crate::cm::{AcceptParams, CmId};
 use crate::engine::runtime::{ConnRequest, Event};
 use crate::transport::memory::Access;
 use crate::wire::psn::Psn;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// A pending connection request.
@@ -21,7 +21,7 @@ pub struct Cr {
     ia: Arc<IaInner>,
     id: CmId,
     conn_qual: ConnQual,
-    remote_ip: Ipv4Addr,
+    remote_ip: IpAddr,
     remote_port: u16,
     remote_qpn: u32,
     private_data: Vec<u8>,
@@ -39,7 +39,7 @@ pub struct Cr {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CrParam {
     /// DAT_CR_PARAM.remote_ia_address_ptr: the IPv4 address of the requesting IA.
-    pub remote_address: Ipv4Addr,
+    pub remote_address: IpAddr,
     /// DAT_CR_PARAM.remote_port_qual: the requester's port (the IP CM header's source port,
     /// what [`Ep::remote`](super::Ep::remote) reports once the request is accepted).
     pub remote_port: u16,
@@ -158,7 +158,7 @@ impl Cr {
     }
 
     /// The requester's IA address.
-    pub fn remote_address(&self) -> Ipv4Addr {
+    pub fn remote_address(&self) -> IpAddr {
         self.remote_ip
     }
 

@@ -19,7 +19,6 @@ use crate::transport::types::Mtu;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
@@ -28,7 +27,8 @@ pub(crate) struct Device {
     // Declared first: dropped (threads joined) before the port below.
     pub engine: Engine<SharedMemory, PortIo>,
     pub mem: Arc<MrTable>,
-    pub ip: Ipv4Addr,
+    /// The port's addresses, one per family.
+    pub ips: crate::cm::LocalIps,
     pub pmtu: Mtu,
     /// Live EPs of every IA of the device by QPN, to attach events to their EP and move its
     /// state (QPNs are unique per device).
@@ -52,7 +52,7 @@ impl Device {
     pub(crate) fn new(
         engine: Engine<SharedMemory, PortIo>,
         mem: Arc<MrTable>,
-        ip: Ipv4Addr,
+        ips: crate::cm::LocalIps,
         pmtu: Mtu,
         seed: u64,
         port: Option<crate::dpdk::ProfilePort>,
@@ -60,7 +60,7 @@ impl Device {
         Device {
             engine,
             mem,
-            ip,
+            ips,
             pmtu,
             eps: Mutex::new(HashMap::new()),
             random: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
@@ -131,7 +131,7 @@ pub(crate) fn open_devices() -> Vec<(String, Arc<Device>)> {
 }
 
 /// The device of `profile`: the one an IA of this process already has open on the same DPDK
-/// device (it must have the same IPv4 address), else a new one from `open`.
+/// device (it must have the same IP addresses), else a new one from `open`.
 pub(crate) fn shared(
     profile: &Profile,
     open: impl FnOnce() -> Result<Device, DatError>,
@@ -139,10 +139,9 @@ pub(crate) fn shared(
     let key = profile.port.device_name();
     let mut devices = devices().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(dev) = devices.get(&key).and_then(Weak::upgrade) {
-        let ip = profile.roce.address.addr();
-        if dev.ip != ip {
+        if dev.ips != profile.roce.address.ips() {
             return Err(DatError::InvalidParameter(
-                "the device is open with another IPv4 address",
+                "the device is open with other IP addresses",
             ));
         }
         return Ok(dev);
@@ -167,8 +166,11 @@ mod tests {
         Ia::open_with(
             IaConfig {
                 mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 9, host]),
-                ip: std::net::Ipv4Addr::new(10, 35, 0, host),
-                prefix_len: 24,
+                address: crate::config::PortAddresses::v4(
+                    std::net::Ipv4Addr::new(10, 35, 0, host),
+                    24,
+                )
+                .expect("a host address on its prefix"),
                 routes: Default::default(),
                 dscp: 0,
                 mtu: 1500,

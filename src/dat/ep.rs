@@ -28,7 +28,7 @@ use crate::transport::qp::{Qp, QpStats};
 use crate::transport::snapshot::QpSnapshot;
 use crate::transport::types::{RecvWr, SendOp, SendWr, Sge, MAX_SGE};
 use crate::wire::psn::Psn;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -81,7 +81,7 @@ pub(crate) struct EpCore {
     /// A receive was ever posted (Recv Completion Flags are then fixed, dat_ep_modify(3DAT)).
     pub recvs_posted: bool,
     /// Remote address and connection qualifier once connecting.
-    pub remote: Option<(Ipv4Addr, u16)>,
+    pub remote: Option<(IpAddr, u16)>,
     /// Posts and connections counted here; receives are counted in `counters`.
     pub posts: EpCounters,
     /// The reading of the counters at the last reset (dat_query_counters).
@@ -478,7 +478,7 @@ impl Ep {
     }
 
     /// The remote IA address and connection qualifier (once connecting).
-    pub fn remote(&self) -> Option<(Ipv4Addr, u16)> {
+    pub fn remote(&self) -> Option<(IpAddr, u16)> {
         self.inner.lock().remote
     }
 
@@ -504,7 +504,7 @@ impl Ep {
     /// on the connection EVD (Established, PeerRejected, Unreachable).
     pub fn connect(
         &self,
-        remote: Ipv4Addr,
+        remote: impl Into<IpAddr>,
         conn_qual: impl Into<ConnQual>,
         private_data: &[u8],
     ) -> Result<(), DatError> {
@@ -518,11 +518,12 @@ impl Ep {
     /// request carries the qualifier's CM port ([`ConnQual::port`]).
     pub fn connect_with_timeout(
         &self,
-        remote: Ipv4Addr,
+        remote: impl Into<IpAddr>,
         conn_qual: impl Into<ConnQual>,
         private_data: &[u8],
         timeout: Option<std::time::Duration>,
     ) -> Result<(), DatError> {
+        let remote = remote.into();
         let conn_qual = conn_qual.into().port();
         let mut c = self.inner.lock();
         if c.connect_evd.is_none() {

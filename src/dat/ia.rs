@@ -16,7 +16,7 @@ use crate::mem::MrTable;
 use crate::net::NetConfig;
 use crate::wire::ethernet::EthernetAddress;
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Events the async EVD holds.
@@ -29,11 +29,10 @@ pub struct IaConfig {
     /// The port's Ethernet address: the source of every frame, and the base of the CA GUID the
     /// CM sends (EUI-64 from the MAC).
     pub mac: EthernetAddress,
-    /// The IA address ([`Ia::address`]): the port's IPv4 address, what peers connect to.
-    pub ip: Ipv4Addr,
-    /// Length of the subnet prefix of `ip`, in bits (1..=31).
-    pub prefix_len: u8,
-    /// Static routes to peers outside the subnet (`net::NetConfig::routes`).
+    /// The port's addresses, one per family: what peers connect to. The IA address
+    /// ([`Ia::address`]) is the first (IPv4 if the port has one).
+    pub address: crate::config::PortAddresses,
+    /// Static routes to peers outside the IPv4 subnet (`net::NetConfig::routes`).
     pub routes: crate::net::RouteTable,
     /// DSCP of the port's RoCEv2 packets (`net::NetConfig::dscp`).
     pub dscp: u8,
@@ -251,8 +250,7 @@ impl Ia {
         let engine = EngineConfig::from_profile(profile);
         let config = IaConfig {
             mac: EthernetAddress(mac),
-            ip: profile.roce.address.addr(),
-            prefix_len: profile.roce.address.prefix_len(),
+            address: profile.roce.address,
             routes: profile.roce.route_table(),
             dscp: profile.roce.dscp,
             mtu: profile.port.mtu,
@@ -280,7 +278,10 @@ impl Ia {
         };
         let mut hosts = Vec::new();
         for _ in 0..config.shards.max(1) {
-            let mut net = NetConfig::new(config.mac, config.ip, config.prefix_len);
+            let v4 = config.address.v4.ok_or(DatError::InvalidParameter(
+                "the port has no IPv4 address (IPv6-only ports are not supported yet)",
+            ))?;
+            let mut net = NetConfig::new(config.mac, v4.addr(), v4.prefix_len());
             net.routes = config.routes;
             net.dscp = config.dscp;
             net.mtu = config.mtu;
@@ -304,12 +305,24 @@ impl Ia {
             ports,
             EventSink::new(DEVICE_SINK_SIZE),
         )?;
-        Ok(Device::new(engine, mem, config.ip, pmtu, random()?, port))
+        Ok(Device::new(
+            engine,
+            mem,
+            config.address.ips(),
+            pmtu,
+            random()?,
+            port,
+        ))
     }
 
-    /// The IA address (the port's IPv4 address).
-    pub fn address(&self) -> Ipv4Addr {
-        self.inner.ip
+    /// The IA address: the port's first address (IPv4 if it has one).
+    pub fn address(&self) -> IpAddr {
+        self.inner.ips.primary()
+    }
+
+    /// The port's addresses, one per family.
+    pub fn addresses(&self) -> crate::cm::LocalIps {
+        self.inner.ips
     }
 
     /// The consumer context (dat_set_consumer_context / dat_get_consumer_context).

@@ -5,7 +5,7 @@
 use super::error::DatError;
 use super::ia::Ia;
 use crate::transport::types::MAX_SGE;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// The limits and identity `dat_ia_query` reports (DAT_IA_ATTR of udat.h; the C layer copies
 /// each field into the field of the same name). Counts are objects or work requests, sizes
@@ -17,7 +17,7 @@ pub struct IaAttr {
     /// DAT_IA_ATTR.vendor_name: "dpdk-roce".
     pub vendor_name: &'static str,
     /// DAT_IA_ATTR.ia_address_ptr: the port's IPv4 address, what peers connect to.
-    pub address: Ipv4Addr,
+    pub address: IpAddr,
     /// DAT_IA_ATTR.max_eps: EPs open at once on this IA ([`MAX_EPS`]); one more is
     /// DAT_INSUFFICIENT_RESOURCES (dat_ep_create(3DAT)).
     pub max_eps: u32,

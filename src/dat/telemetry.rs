@@ -33,7 +33,7 @@ use crate::engine::runtime::{shard_of_qpn, RuntimeStats};
 use crate::net::{DropReason, NetStats};
 use crate::transport::qp::{Qp, QpStats};
 use crate::transport::snapshot::QpSnapshot;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// How long a command waits for each shard's counters.
@@ -137,7 +137,7 @@ fn answered<R>(d: &mut Dict, answers: Vec<Result<R, String>>) -> Vec<R> {
 fn port(_: Option<&str>) -> Option<Value> {
     Some(per_device(|dev| {
         let mut d = Dict::new();
-        d.str("ip", dev.ip.to_string())
+        d.str("ip", dev.ips.primary().to_string())
             .u64("shards", dev.engine.shards() as u64)
             .str("progress", dev.engine.progress_mode().as_str());
         if let Some(pp) = &dev.port {
@@ -372,14 +372,14 @@ fn parse_qpn(p: &str) -> Option<u32> {
 struct QpView {
     state: String,
     dest_qpn: u32,
-    peer: Option<Ipv4Addr>,
+    peer: Option<IpAddr>,
     pmtu: u64,
     stats: QpStats,
     snapshot: QpSnapshot,
 }
 
 impl QpView {
-    fn of(qp: &Qp, peer: Option<Ipv4Addr>) -> QpView {
+    fn of(qp: &Qp, peer: Option<IpAddr>) -> QpView {
         QpView {
             state: format!("{:?}", qp.state()).to_uppercase(),
             dest_qpn: qp.attr().dest_qpn,
@@ -495,8 +495,11 @@ mod tests {
         let ia = Ia::open_with(
             IaConfig {
                 mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 9, 7]),
-                ip: Ipv4Addr::new(10, 36, 0, 7),
-                prefix_len: 24,
+                address: crate::config::PortAddresses::v4(
+                    std::net::Ipv4Addr::new(10, 36, 0, 7),
+                    24,
+                )
+                .expect("a host address on its prefix"),
                 routes: Default::default(),
                 dscp: 0,
                 mtu: 1500,

@@ -36,8 +36,8 @@ pub fn ias_capturing(a_capture: Option<std::path::PathBuf>) -> (Ia, Ia) {
         Ia::open_with(
             IaConfig {
                 mac: EthernetAddress([2, 0, 0, 0, 1, mac]),
-                ip,
-                prefix_len: 24,
+                address: dpdk_roce::config::PortAddresses::v4(ip, 24)
+                    .expect("a host address on its prefix"),
                 routes: Default::default(),
                 dscp: 0,
                 mtu: 1500,

@@ -5,7 +5,7 @@ use super::codes::{arg, err, guard, map, nonnull, put, R};
 use super::ep::ep_of;
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, CrObj, SpObj};
-use super::state::{lock, SockAddrIn};
+use super::state::{lock, SockAddr};
 use crate::dat::{ConnQual, DatError, Psp, PspFlag, RejectError, Rsp};
 use dat_sys as d;
 use std::sync::{Arc, Mutex};
@@ -288,7 +288,7 @@ pub(super) unsafe extern "C" fn cr_query(
         let mut slot = lock(&c.cr);
         let cr = slot.as_mut().ok_or(Kind::Cr.invalid())?;
         let mut remote = lock(&c.query_remote);
-        *remote = SockAddrIn::new(cr.remote_address());
+        *remote = SockAddr::new(cr.remote_address());
         let remote_port_qual = u64::from(cr.remote_port());
         let pd = cr.private_data_mut();
         let p = d::DAT_CR_PARAM {

@@ -4,11 +4,10 @@
 use super::codes::{arg, boolean, err, guard, handle_arg, map, nonnull, put, R};
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, EpObj, EpView};
-use super::state::{lock, IaState, SockAddrIn, AF_INET};
+use super::state::{lock, IaState, SockAddr};
 use crate::dat::{CompletionFlags, LmrTriplet, RmrTriplet};
 use crate::dat::{Ep, EpAttr, EpParam, EpParamMask, EpState, Multipath};
 use dat_sys as d;
-use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 
 pub(super) fn ep_of(o: &Object) -> Result<&EpObj, u32> {
@@ -182,7 +181,7 @@ unsafe fn create(
                 connect_evd: h(&conn),
             }),
             srq: h(&srqo),
-            query_remote: Mutex::new(SockAddrIn::default()),
+            query_remote: Mutex::new(SockAddr::default()),
             pdata: Mutex::new(Vec::new()),
         })
     });
@@ -201,7 +200,7 @@ pub(super) fn provider_ep_handle(ia: &Arc<IaState>, ep: Ep) -> Arc<Object> {
             ep,
             view: Mutex::new(EpView::default()),
             srq: 0,
-            query_remote: Mutex::new(SockAddrIn::default()),
+            query_remote: Mutex::new(SockAddr::default()),
             pdata: Mutex::new(Vec::new()),
         })
     });
@@ -286,9 +285,9 @@ pub(super) unsafe extern "C" fn ep_query(
         p.ep_state = state_code(e.ep.state());
         p.local_ia_address_ptr = o.ia.addr.as_dat();
         p.local_port_qual = 0;
-        let (remote, qual) = e.ep.remote().map_or((SockAddrIn::default(), 0), |(ip, q)| {
-            (SockAddrIn::new(ip), q)
-        });
+        let (remote, qual) =
+            e.ep.remote()
+                .map_or((SockAddr::default(), 0), |(ip, q)| (SockAddr::new(ip), q));
         let mut slot = lock(&e.query_remote);
         *slot = remote;
         p.remote_ia_address_ptr = slot.as_dat();
@@ -443,23 +442,19 @@ pub(super) unsafe fn private_data(
     Ok(unsafe { core::slice::from_raw_parts(p as *const u8, size as usize) }.to_vec())
 }
 
-/// The IPv4 address of a consumer's `sockaddr` (NULL: argument `n`; a family other than
-/// AF_INET: DAT_INVALID_ADDRESS).
+/// A consumer's `sockaddr` (NULL: argument `n`; a family other than AF_INET and AF_INET6, or
+/// a scoped IPv6 address: DAT_INVALID_ADDRESS).
 ///
 /// # Safety
-/// `addr` is NULL or valid for reads of a `struct sockaddr` (16 bytes, as large as a
-/// `sockaddr_in`; no alignment needed) for the duration of the call.
-unsafe fn ipv4_of(addr: d::DAT_IA_ADDRESS_PTR, n: u32) -> Result<Ipv4Addr, u32> {
+/// `addr` is NULL or a readable `sockaddr_in` / `sockaddr_in6` as its family says, for the
+/// duration of the call.
+unsafe fn sockaddr_of(addr: d::DAT_IA_ADDRESS_PTR, n: u32) -> Result<SockAddr, u32> {
     if addr.is_null() {
         return Err(arg(n));
     }
-    // SAFETY: `addr` is a readable sockaddr (this fn's contract), non-NULL (checked above); it
-    // is read unaligned, and only as a sockaddr_in once its family says AF_INET.
-    let sa = unsafe { (addr as *const SockAddrIn).read_unaligned() };
-    if sa.family != AF_INET {
-        return Err(err(d::DAT_INVALID_ADDRESS, 0));
-    }
-    Ok(Ipv4Addr::from(sa.addr))
+    // SAFETY: a readable sockaddr of its family's size (this fn's contract), non-NULL (checked
+    // above).
+    unsafe { SockAddr::read(addr) }.ok_or(err(d::DAT_INVALID_ADDRESS, 0))
 }
 
 /// dat_ep_connect's `timeout` in microseconds; DAT_TIMEOUT_INFINITE waits for the CM.
@@ -484,7 +479,7 @@ pub(super) unsafe extern "C" fn ep_connect(
         let e = ep_of(&o)?;
         // SAFETY: `remote_ia_address`, dat_ep_connect(3DAT): NULL or a readable sockaddr (the
         // entry's contract).
-        let ip = unsafe { ipv4_of(remote, 2) }?;
+        let ip = unsafe { sockaddr_of(remote, 2) }?.ip();
         // SAFETY: `private_data`, dat_ep_connect(3DAT): readable for `private_data_size` bytes
         // (the entry's contract).
         let data = unsafe { private_data(pdata_size, pdata, 5) }?;
@@ -516,11 +511,8 @@ pub(super) unsafe extern "C" fn ep_common_connect(
         let e = ep_of(&o)?;
         // SAFETY: `remote_ia_address`, dat_ep_common_connect(3DAT): NULL or a readable sockaddr
         // (the entry's contract).
-        let ip = unsafe { ipv4_of(remote, 2) }?;
-        // SAFETY: `remote_ia_address` as above: a readable sockaddr, non-NULL (ipv4_of checked
-        // it); read unaligned.
-        let sa = unsafe { (remote as *const SockAddrIn).read_unaligned() };
-        let qual = crate::dat::ConnQual::new(u64::from(u16::from_be(sa.port_be)));
+        let sa = unsafe { sockaddr_of(remote, 2) }?;
+        let (ip, qual) = (sa.ip(), crate::dat::ConnQual::new(u64::from(sa.port())));
         // SAFETY: `private_data`, dat_ep_common_connect(3DAT): readable for `private_data_size`
         // bytes (the entry's contract).
         let data = unsafe { private_data(pdata_size, pdata, 4) }?;

@@ -5,7 +5,7 @@
 
 use super::handles::{self, Kind, Object};
 use super::objects::{Body, CrObj};
-use super::state::{lock, SockAddrIn};
+use super::state::{lock, SockAddr};
 use crate::dat::{AsyncError, AsyncObject, AsyncReason, ConnectionEventKind, DatAsync};
 use crate::dat::{DatEvent, DtoEvent};
 use crate::engine::runtime::AsyncEvent;
@@ -164,7 +164,7 @@ pub(crate) fn convert(evd: &Object, e: DatEvent, ev: &mut d::DAT_EVENT) {
             let o = handles::insert(evd.ia.provider(), Kind::Cr, evd.ia.clone(), |_| {
                 Body::Cr(CrObj {
                     cr: Mutex::new(Some(cr)),
-                    query_remote: Mutex::new(SockAddrIn::default()),
+                    query_remote: Mutex::new(SockAddr::default()),
                     ep,
                     provider_ep,
                 })

@@ -34,6 +34,7 @@ pub(crate) mod handles;
 mod ia;
 mod mem;
 mod objects;
+mod sockaddr;
 mod srq;
 mod state;
 mod table;

@@ -1,7 +1,7 @@
 //! What each handle holds: the Rust object plus the DAT-level facts the Rust API does not
 //! keep (handles of related objects, query parameters, event buffers).
 
-use super::state::{lock, SockAddrIn};
+use super::state::{lock, SockAddr};
 use crate::dat::{Cno, Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp, Srq};
 use std::sync::Mutex;
 
@@ -46,7 +46,7 @@ pub(crate) struct EpObj {
     pub srq: usize,
     /// What dat_ep_query's `remote_ia_address_ptr` points at: [`Ep::remote`] as a
     /// `sockaddr_in`, written by each query (the pointer stays valid while the handle lives).
-    pub query_remote: Mutex<SockAddrIn>,
+    pub query_remote: Mutex<SockAddr>,
     /// Private data of the last connection event (the event points into it).
     pub pdata: Mutex<Vec<u8>>,
 }
@@ -107,7 +107,7 @@ pub(crate) struct CrObj {
     pub cr: Mutex<Option<Cr>>,
     /// What dat_cr_query's `remote_ia_address_ptr` points at: [`Cr::remote_address`] as a
     /// `sockaddr_in`, written by each query (the pointer stays valid while the handle lives).
-    pub query_remote: Mutex<SockAddrIn>,
+    pub query_remote: Mutex<SockAddr>,
     /// For an RSP: the EP reserved for it; for a PSP with DAT_PSP_PROVIDER_FLAG: the EP the
     /// provider created for the request.
     pub ep: usize,

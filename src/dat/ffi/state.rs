@@ -1,44 +1,15 @@
-//! The provider-side state of one open IA: the Rust [`Ia`], its IPv4 address as a
-//! `sockaddr_in` the consumer can point at, the provider attributes the test programs read,
+//! The provider-side state of one open IA: the Rust [`Ia`], its address as a `sockaddr_in`
+//! or `sockaddr_in6` the consumer can point at, the provider attributes the test programs read,
 //! and the maps from engine identities (QPN, connection qualifier) back to handles.
 
+pub(crate) use super::sockaddr::SockAddr;
 use crate::dat::Ia;
 use dat_sys as d;
 use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, Weak};
-
-/// `struct sockaddr_in` (netinet/in.h): AF_INET, port and address in network order.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct SockAddrIn {
-    pub family: u16,
-    pub port_be: u16,
-    pub addr: [u8; 4],
-    pub zero: [u8; 8],
-}
-
-/// AF_INET.
-pub(crate) const AF_INET: u16 = 2;
-
-impl SockAddrIn {
-    pub fn new(ip: Ipv4Addr) -> SockAddrIn {
-        SockAddrIn {
-            family: AF_INET,
-            port_be: 0,
-            addr: ip.octets(),
-            zero: [0; 8],
-        }
-    }
-
-    /// The address as the DAT_IA_ADDRESS_PTR the consumer reads (it must not write it).
-    pub fn as_dat(&self) -> d::DAT_IA_ADDRESS_PTR {
-        self as *const SockAddrIn as *mut d::DAT_SOCK_ADDR
-    }
-}
 
 /// Named attributes (DAT_NAMED_ATTR) over owned strings.
 pub(crate) struct NamedAttrs {
@@ -88,7 +59,7 @@ pub(crate) struct IaState {
     pub name: String,
     pub profile_name: String,
     ia: RwLock<Option<Ia>>,
-    pub addr: SockAddrIn,
+    pub addr: SockAddr,
     pub handle: AtomicUsize,
     pub async_evd: AtomicUsize,
     /// EP handles by QPN (events name their EP by QPN).
@@ -128,7 +99,7 @@ impl IaState {
             provider,
             name: name.to_string(),
             profile_name: profile_name.to_string(),
-            addr: SockAddrIn::new(ia.address()),
+            addr: SockAddr::new(ia.address()),
             ia: RwLock::new(Some(ia)),
             handle: AtomicUsize::new(0),
             async_evd: AtomicUsize::new(0),

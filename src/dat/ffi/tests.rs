@@ -188,8 +188,8 @@ fn in_memory_ia_on(
     let ia = crate::dat::Ia::open_with(
         crate::dat::IaConfig {
             mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 0, 0x10 + host]),
-            ip: std::net::Ipv4Addr::new(10, 34, 0, host),
-            prefix_len: 24,
+            address: crate::config::PortAddresses::v4(std::net::Ipv4Addr::new(10, 34, 0, host), 24)
+                .expect("a host address on its prefix"),
             routes: Default::default(),
             dscp: 0,
             mtu: 1500,
@@ -581,7 +581,7 @@ fn ep_modify_and_rmr_bind_through_the_c_table_on_an_in_memory_ia() {
         ok(p.lmr_free_func.unwrap()(lmr));
 
         // Wrong state: connecting (no peer answers) makes the EP ACTIVE CONNECTION PENDING.
-        let peer = super::state::SockAddrIn::new(std::net::Ipv4Addr::new(10, 34, 0, 2));
+        let peer = super::state::SockAddr::new(std::net::Ipv4Addr::new(10, 34, 0, 2));
         ok(p.ep_connect_func.unwrap()(
             ep,
             peer.as_dat(),
@@ -977,7 +977,7 @@ fn a_psp_with_the_provider_flag_creates_the_ep_of_each_request() {
         // A connects twice: the first request is accepted, the second rejected.
         let (pz_a, conn_a) = (pz(ia_a), evd(ia_a, d::DAT_EVD_CONNECTION_FLAG));
         let dto_a = evd(ia_a, d::DAT_EVD_DTO_FLAG);
-        let peer = super::state::SockAddrIn::new(std::net::Ipv4Addr::new(10, 34, 0, 2));
+        let peer = super::state::SockAddr::new(std::net::Ipv4Addr::new(10, 34, 0, 2));
         let mut eps_a = [null, null];
         for ep in eps_a.iter_mut() {
             ok(p.ep_create_func.unwrap()(
@@ -1256,7 +1256,7 @@ fn cr_query_reports_the_remote_end_of_the_rust_cr_through_the_c_table() {
         let req = crate::engine::runtime::ConnRequest {
             id: crate::cm::CmId(77),
             port: 45250,
-            src_ip: requester,
+            src_ip: requester.into(),
             src_port: 40123,
             remote_qpn: 0x123,
             private_data: b"hello".to_vec(),
@@ -1274,8 +1274,8 @@ fn cr_query_reports_the_remote_end_of_the_rust_cr_through_the_c_table() {
         let mut param = d::DAT_CR_PARAM::default();
         ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
         let remote =
-            (param.remote_ia_address_ptr as *const super::state::SockAddrIn).read_unaligned();
-        assert_eq!(remote, super::state::SockAddrIn::new(requester));
+            (param.remote_ia_address_ptr as *const super::state::SockAddr).read_unaligned();
+        assert_eq!(remote, super::state::SockAddr::new(requester));
         assert_eq!(param.remote_port_qual, 40123);
         assert_eq!(param.private_data_size, 5);
         // The CM never saw this request: the reject reaches no one, the handle goes anyway.

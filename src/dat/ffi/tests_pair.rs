@@ -4,7 +4,7 @@
 //! dat_ep_post_rdma_read_to_rmr, dat_rmr_create_for_ep.
 
 use super::codes::{arg, err};
-use super::state::{IaState, SockAddrIn};
+use super::state::{IaState, SockAddr};
 use super::table;
 use dat_sys as d;
 use std::net::Ipv4Addr;
@@ -76,8 +76,8 @@ fn ias() -> Ias {
         let ia = crate::dat::Ia::open_with(
             crate::dat::IaConfig {
                 mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 2, mac]),
-                ip,
-                prefix_len: 24,
+                address: crate::config::PortAddresses::v4(ip, 24)
+                    .expect("a host address on its prefix"),
                 routes: Default::default(),
                 dscp: 0,
                 mtu: 1500,
@@ -223,7 +223,7 @@ fn connected_via_handoff(t: &Ias) -> (Side, Side) {
         ok(p.psp_create_func.unwrap()(
             t.b.0, OTHER_QUAL, cr2, flags, &mut psp2,
         ));
-        let peer = SockAddrIn::new(IP_B);
+        let peer = SockAddr::new(IP_B);
         let pdata = *b"handoff";
         ok(p.ep_connect_func.unwrap()(
             a.ep,
@@ -808,7 +808,7 @@ fn an_rsp_holds_its_ep_reserved_where_modify_follows_the_page_through_the_c_tabl
         );
         // A request on the RSP names the reserved EP, which waits for the answer in
         // PASSIVE_CONNECTION_PENDING; accepting with a NULL EP connects it.
-        let peer = SockAddrIn::new(IP_B);
+        let peer = SockAddr::new(IP_B);
         ok(p.ep_connect_func.unwrap()(
             a.ep,
             peer.as_dat(),
@@ -1139,7 +1139,7 @@ fn two_eps_of_one_ia_connect_over_loopback_through_the_c_table() {
         ok(p.psp_create_func.unwrap()(
             t.a.0, QUAL, b.cr, flags, &mut psp,
         ));
-        let own = SockAddrIn::new(IP_A);
+        let own = SockAddr::new(IP_A);
         ok(p.ep_connect_func.unwrap()(
             a.ep,
             own.as_dat(),
@@ -1155,7 +1155,7 @@ fn two_eps_of_one_ia_connect_over_loopback_through_the_c_table() {
         let cr = ev.event_data.cr_arrival_event_data.cr_handle;
         let mut param = d::DAT_CR_PARAM::default();
         ok(p.cr_query_func.unwrap()(cr, 0, &mut param));
-        let remote = (param.remote_ia_address_ptr as *const SockAddrIn).read_unaligned();
+        let remote = (param.remote_ia_address_ptr as *const SockAddr).read_unaligned();
         assert_eq!(remote, own, "the request comes from our own address");
         ok(p.cr_accept_func.unwrap()(cr, b.ep, 0, null));
         for evd in [a.conn, b.conn] {
@@ -1461,7 +1461,7 @@ unsafe fn connected_over_loopback(t: &Ias) -> (Side, Side, d::DAT_PSP_HANDLE) {
             d::DAT_PSP_CONSUMER_FLAG,
             &mut psp,
         ));
-        let own = SockAddrIn::new(IP_A);
+        let own = SockAddr::new(IP_A);
         ok(p.ep_connect_func.unwrap()(
             a.ep,
             own.as_dat(),
@@ -1575,7 +1575,7 @@ fn dup_connect_copies_the_remote_end_the_rust_ep_knows_through_the_c_table() {
         let second = err(d::DAT_INVALID_HANDLE, d::DAT_INVALID_HANDLE2);
         assert_eq!(dup(ep2, b.ep, inf, 0, null, d::DAT_QOS_BEST_EFFORT), second);
         assert_eq!(dup(ep2, a.pz, inf, 0, null, d::DAT_QOS_BEST_EFFORT), second);
-        let peer = SockAddrIn::new(IP_B);
+        let peer = SockAddr::new(IP_B);
         ok(p.ep_connect_func.unwrap()(
             a.ep,
             peer.as_dat(),
@@ -1591,7 +1591,7 @@ fn dup_connect_copies_the_remote_end_the_rust_ep_knows_through_the_c_table() {
         assert_eq!(state_of(p, ep2), d::DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
         let mut q = d::DAT_EP_PARAM::default();
         ok(p.ep_query_func.unwrap()(ep2, 0, &mut q));
-        let remote = (q.remote_ia_address_ptr as *const SockAddrIn).read_unaligned();
+        let remote = (q.remote_ia_address_ptr as *const SockAddr).read_unaligned();
         assert_eq!((remote, q.remote_port_qual), (peer, QUAL));
     }
 }
@@ -1608,7 +1608,7 @@ fn a_refused_accept_leaves_the_request_pending_through_the_c_table() {
     // SAFETY (all calls): this provider's entries with live handles and local storage.
     unsafe {
         let (a, b, psp) = b_listening(&t);
-        let peer = SockAddrIn::new(IP_B);
+        let peer = SockAddr::new(IP_B);
         ok(p.ep_connect_func.unwrap()(
             a.ep,
             peer.as_dat(),
@@ -1655,14 +1655,14 @@ fn a_refused_accept_leaves_the_request_pending_through_the_c_table() {
 ///
 /// # Safety
 /// `ep` is a live EP handle of `p`.
-unsafe fn remote_of(p: &d::DAT_PROVIDER, ep: d::DAT_EP_HANDLE) -> (SockAddrIn, u64) {
+unsafe fn remote_of(p: &d::DAT_PROVIDER, ep: d::DAT_EP_HANDLE) -> (SockAddr, u64) {
     let mut q = d::DAT_EP_PARAM::default();
     // SAFETY: as the caller promises, with local storage; the address is read while the EP
     // handle lives.
     unsafe {
         ok(p.ep_query_func.unwrap()(ep, 0, &mut q));
         (
-            (q.remote_ia_address_ptr as *const SockAddrIn).read_unaligned(),
+            (q.remote_ia_address_ptr as *const SockAddr).read_unaligned(),
             q.remote_port_qual,
         )
     }
@@ -1679,13 +1679,13 @@ fn ep_query_reports_the_remote_end_of_the_rust_ep_through_the_c_table() {
     // SAFETY (all calls): this provider's entries with live handles and local storage.
     unsafe {
         let (a, b) = (side(p, t.a.0), side(p, t.b.0));
-        let none = (SockAddrIn::default(), 0);
+        let none = (SockAddr::default(), 0);
         assert_eq!(remote_of(p, b.ep), none);
         let mut rsp = null;
         ok(p.rsp_create_func.unwrap()(
             t.b.0, QUAL, b.ep, b.cr, &mut rsp,
         ));
-        let peer = SockAddrIn::new(IP_B);
+        let peer = SockAddr::new(IP_B);
         ok(p.ep_connect_func.unwrap()(
             a.ep,
             peer.as_dat(),
@@ -1703,7 +1703,7 @@ fn ep_query_reports_the_remote_end_of_the_rust_ep_through_the_c_table() {
             state_of(p, b.ep),
             d::DAT_EP_STATE_PASSIVE_CONNECTION_PENDING
         );
-        let requester = SockAddrIn::new(IP_A);
+        let requester = SockAddr::new(IP_A);
         assert_eq!(remote_of(p, b.ep).0, requester);
         ok(p.cr_accept_func.unwrap()(
             ev.event_data.cr_arrival_event_data.cr_handle,
@@ -1852,7 +1852,7 @@ fn private_data_at_the_limit_passes_and_one_byte_more_is_refused_through_the_c_t
             core::ptr::null(),
             &mut ep2,
         ));
-        let peer = SockAddrIn::new(IP_B);
+        let peer = SockAddr::new(IP_B);
         let connect = |ep, size| {
             p.ep_connect_func.unwrap()(
                 ep,
@@ -1989,7 +1989,7 @@ fn argument_numbers_of_the_extension_ops_common_connect_and_cno_trigger() {
         assert_eq!(fetch_add(lp, r, 0x8000_0000), arg(6), "flags");
 
         let common = p.ep_common_connect_func.unwrap();
-        let peer = SockAddrIn::new(IP_B);
+        let peer = SockAddr::new(IP_B);
         let long = [0u8; 64];
         let pd = long.as_ptr() as d::DAT_PVOID;
         assert_eq!(common(a.ep, core::ptr::null_mut(), 0, 0, null), arg(2));
@@ -2026,7 +2026,7 @@ fn connect_flags_refuse_a_required_multipath_and_unknown_values_through_the_c_ta
     // SAFETY (all calls): this provider's entries with live handles and local storage.
     unsafe {
         let (a, b, _psp) = b_listening(&t);
-        let peer = SockAddrIn::new(IP_B);
+        let peer = SockAddr::new(IP_B);
         let connect = |flags| {
             p.ep_connect_func.unwrap()(
                 a.ep,

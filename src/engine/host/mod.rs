@@ -78,7 +78,7 @@ use crate::wire::reth::RETH_LEN;
 use crate::wire::roce::RoceHeaders;
 use crate::wire::write_only::WriteOnlyFrame;
 use std::collections::{BTreeMap, VecDeque};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 /// Identity of a port.
@@ -214,7 +214,7 @@ pub struct Host<M: Memory> {
     net: Net,
     cm: Cm,
     /// MADs waiting for their destination's MAC.
-    held_mads: VecDeque<(Ipv4Addr, [u8; MAD_LEN])>,
+    held_mads: VecDeque<(IpAddr, [u8; MAD_LEN])>,
     /// REQs waiting for their source to answer ARP (`req_gate`).
     request_gate: req_gate::RequestGate,
     qps: BTreeMap<u32, QpEntry>,
@@ -233,7 +233,7 @@ pub struct Host<M: Memory> {
     /// and ignored).
     qp_of_conn: BTreeMap<CmId, u32>,
     /// Remote IP of each pending connection request.
-    request_src: BTreeMap<CmId, Ipv4Addr>,
+    request_src: BTreeMap<CmId, IpAddr>,
     qpns: qpn::QpnAllocator,
     next_srqn: u32,
     gsi_psn: Psn,
@@ -307,10 +307,10 @@ impl<M: Memory> Host<M> {
     /// Adds a static neighbour entry (never expires, never changed by ARP).
     pub fn add_neighbour(
         &mut self,
-        ip: Ipv4Addr,
+        ip: impl Into<IpAddr>,
         mac: EthernetAddress,
     ) -> Result<(), crate::net::NetError> {
-        let r = self.net.add_static(ip, mac);
+        let r = v4(ip.into()).and_then(|ip| self.net.add_static(ip, mac));
         self.work.neighbours_changed();
         r
     }
@@ -368,6 +368,14 @@ impl<M: Memory> Host<M> {
             self.work.qp_deadline = next;
         }
         self.collect();
+    }
+}
+
+/// The IPv4 address the neighbour layer takes for `ip`; IPv6 peers are not reachable yet.
+pub(super) fn v4(ip: IpAddr) -> Result<Ipv4Addr, crate::net::NetError> {
+    match ip {
+        IpAddr::V4(v4) => Ok(v4),
+        IpAddr::V6(_) => Err(crate::net::NetError::NotUnicast(Ipv4Addr::UNSPECIFIED)),
     }
 }
 

@@ -50,7 +50,7 @@ pub(super) struct QpEntry {
     /// The path of its packets, while `Net::route_valid` says it holds.
     pub(super) route: Option<Route>,
     /// Peer IP once connected (or connecting).
-    pub(super) peer: Option<Ipv4Addr>,
+    pub(super) peer: Option<IpAddr>,
 }
 
 /// Which QPs did something since they were last looked at (see the module documentation).
@@ -250,7 +250,7 @@ impl<M: Memory> Host<M> {
     }
 
     /// Sets the peer address of a QP whose connection another shard's CM made.
-    pub fn set_peer(&mut self, qpn: u32, ip: Ipv4Addr) -> Result<(), HostError> {
+    pub fn set_peer(&mut self, qpn: u32, ip: IpAddr) -> Result<(), HostError> {
         let e = self.qps.get_mut(&qpn).ok_or(HostError::UnknownQp)?;
         e.peer = Some(ip);
         Ok(())
@@ -292,7 +292,7 @@ impl<M: Memory> Host<M> {
 
     /// Every QP of this host in QPN order (in an engine, shard 0's also include the CM's
     /// stand-ins of other shards' QPs), with its peer's address once it has one.
-    pub fn qps(&self) -> impl Iterator<Item = (&Qp, Option<Ipv4Addr>)> + '_ {
+    pub fn qps(&self) -> impl Iterator<Item = (&Qp, Option<IpAddr>)> + '_ {
         self.qps.values().map(|e| (&e.qp, e.peer))
     }
 
@@ -486,17 +486,19 @@ impl<M: Memory> Host<M> {
         while let Some(ev) = self.net.poll_event() {
             super::event_log::net_event(&ev);
             if let NetEvent::IcmpUnreachable { ip } = ev {
-                self.cm.destinations_unresolvable(|dst| dst == ip);
+                self.cm
+                    .destinations_unresolvable(|dst| dst == IpAddr::V4(ip));
                 self.cm_ran = true;
             }
             if let NetEvent::Unresolvable { ip } = ev {
-                if self.request_gate.forget(ip) {
+                if self.request_gate.forget(IpAddr::V4(ip)) {
                     self.stats.rx_requests_unverified += 1;
                 }
                 // `ip` is a next hop: the peer itself, or the router before the peers behind it.
                 let net = &self.net;
-                self.cm
-                    .destinations_unresolvable(|dst| net.next_hop(dst) == Ok(ip));
+                self.cm.destinations_unresolvable(|dst| {
+                    v4(dst).and_then(|d| net.next_hop(d)) == Ok(ip)
+                });
                 self.cm_ran = true;
             }
             self.events.push_back(HostEvent::Net(ev));

@@ -54,7 +54,7 @@ impl<M: Memory> Host<M> {
         let Some(e) = self.qps.get_mut(&dest) else {
             return false;
         };
-        if e.peer != Some(w.src_ip) {
+        if e.peer != Some(IpAddr::V4(w.src_ip)) {
             // Not from the QP's peer: the general path counts and drops it.
             return false;
         }
@@ -77,7 +77,10 @@ impl<M: Memory> Host<M> {
             return;
         }
         let net = &self.net;
-        for (ip, mad) in self.request_gate.take_known(|ip| net.lookup(ip).is_some()) {
+        for (ip, mad) in self
+            .request_gate
+            .take_known(|ip| v4(ip).is_ok_and(|ip| net.lookup(ip).is_some()))
+        {
             self.cm.handle_mad(
                 now,
                 ip,
@@ -102,6 +105,7 @@ impl<M: Memory> Host<M> {
                 self.stats.rx_bad_gsi += 1;
                 return;
             }
+            let src_ip = IpAddr::V4(f.src_ip);
             if is_req(f.packet.payload)
                 && f.src_ip != self.config.net.ip
                 && self.net.lookup(f.src_ip).is_none()
@@ -111,7 +115,7 @@ impl<M: Memory> Host<M> {
                     crate::net::Resolve::Ready(_) => {}
                     crate::net::Resolve::Pending => {
                         self.stats.rx_requests_held += 1;
-                        if self.request_gate.hold(f.src_ip, f.packet.payload) {
+                        if self.request_gate.hold(src_ip, f.packet.payload) {
                             self.stats.rx_requests_unverified += 1;
                         }
                         return;
@@ -125,7 +129,7 @@ impl<M: Memory> Host<M> {
             }
             self.cm.handle_mad(
                 now,
-                f.src_ip,
+                src_ip,
                 f.packet.payload,
                 &mut QpTable {
                     qps: &mut self.qps,
@@ -141,7 +145,7 @@ impl<M: Memory> Host<M> {
         };
         // Origin: a QP with a peer takes packets from that address only (its path); a QP
         // without one (RESET, INIT) takes none anyway.
-        if e.peer.is_some_and(|peer| peer != f.src_ip) {
+        if e.peer.is_some_and(|peer| peer != IpAddr::V4(f.src_ip)) {
             self.stats.rx_wrong_origin += 1;
             return;
         }

@@ -7,20 +7,20 @@
 //! own in the table: RFC 826's merge).
 
 use std::collections::VecDeque;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// REQs held at once; a new one beyond takes the oldest's place.
 pub(super) const HELD_REQUESTS: usize = 256;
 
 #[derive(Debug, Default)]
 pub(super) struct RequestGate {
-    held: VecDeque<(Ipv4Addr, Vec<u8>)>,
+    held: VecDeque<(IpAddr, Vec<u8>)>,
 }
 
 impl RequestGate {
     /// Holds `mad` from `ip` (replacing an earlier one from `ip`); whether an older request
     /// was dropped to make room.
-    pub fn hold(&mut self, ip: Ipv4Addr, mad: &[u8]) -> bool {
+    pub fn hold(&mut self, ip: IpAddr, mad: &[u8]) -> bool {
         if let Some(slot) = self.held.iter_mut().find(|(i, _)| *i == ip) {
             slot.1 = mad.to_vec();
             return false;
@@ -31,7 +31,7 @@ impl RequestGate {
     }
 
     /// The held requests whose source is now `known`, removed.
-    pub fn take_known(&mut self, known: impl Fn(Ipv4Addr) -> bool) -> Vec<(Ipv4Addr, Vec<u8>)> {
+    pub fn take_known(&mut self, known: impl Fn(IpAddr) -> bool) -> Vec<(IpAddr, Vec<u8>)> {
         let mut out = Vec::new();
         self.held.retain_mut(|(ip, mad)| {
             if known(*ip) {
@@ -45,7 +45,7 @@ impl RequestGate {
     }
 
     /// Drops the request of `ip` (ARP gave up on it); whether there was one.
-    pub fn forget(&mut self, ip: Ipv4Addr) -> bool {
+    pub fn forget(&mut self, ip: IpAddr) -> bool {
         let before = self.held.len();
         self.held.retain(|(i, _)| *i != ip);
         self.held.len() != before
@@ -67,7 +67,7 @@ mod tests {
     #[test]
     fn one_request_per_source_and_the_oldest_gives_way() {
         let mut g = RequestGate::default();
-        let ip = |k: u32| Ipv4Addr::from(0x0a00_0000 + k);
+        let ip = |k: u32| IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + k));
         assert!(!g.hold(ip(1), b"a"));
         assert!(!g.hold(ip(1), b"b"));
         assert_eq!(g.len(), 1);

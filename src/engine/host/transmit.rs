@@ -64,7 +64,7 @@ impl<M: Memory> Host<M> {
             let Some((dst, mad)) = self.held_mads.pop_front() else {
                 break;
             };
-            match self.net.resolve(now, dst) {
+            match v4(dst).map_or_else(Resolve::Failed, |d| self.net.resolve(now, d)) {
                 Resolve::Ready(_) => {
                     if self.mad_frame(now, dst, &mad, out) {
                         return Some(TxOut::Whole);
@@ -81,7 +81,7 @@ impl<M: Memory> Host<M> {
             self.work.before_cm.pop();
         }
         while let Some(t) = self.cm.poll_transmit(now) {
-            match self.net.resolve(now, t.dst) {
+            match v4(t.dst).map_or_else(Resolve::Failed, |d| self.net.resolve(now, d)) {
                 Resolve::Ready(_) => {
                     if self.mad_frame(now, t.dst, &t.mad, out) {
                         return Some(TxOut::Whole);
@@ -109,6 +109,10 @@ impl<M: Memory> Host<M> {
             };
             let Some(dst) = e.peer else {
                 // Not connected: nothing can be sent; `connect`/`accept` touch it again.
+                e.tx_queued = false;
+                continue;
+            };
+            let Ok(dst) = v4(dst) else {
                 e.tx_queued = false;
                 continue;
             };
@@ -233,7 +237,7 @@ impl<M: Memory> Host<M> {
     /// The next packet of QP `qpn` (moved to ERROR by the CM: only its last acknowledgements
     /// remain) as a whole frame in `out`; false when it has none (or cannot send any).
     pub(super) fn qp_frame_before_cm(&mut self, now: Instant, qpn: u32, out: &mut Vec<u8>) -> bool {
-        let Some(dst) = self.qps.get(&qpn).and_then(|e| e.peer) else {
+        let Some(Ok(dst)) = self.qps.get(&qpn).and_then(|e| e.peer).map(v4) else {
             return false;
         };
         if self.net.lookup(dst).is_none() {
@@ -263,10 +267,14 @@ impl<M: Memory> Host<M> {
     pub(super) fn mad_frame(
         &mut self,
         now: Instant,
-        dst: Ipv4Addr,
+        dst: IpAddr,
         mad: &[u8],
         out: &mut Vec<u8>,
     ) -> bool {
+        let Ok(dst) = v4(dst) else {
+            self.stats.tx_no_peer += 1;
+            return false;
+        };
         let bth = BthRepr::new(Opcode::UD_SEND_ONLY, CM_QPN, self.gsi_psn);
         debug_assert_eq!(bth.pkey, DEFAULT_PKEY);
         self.gsi_psn = self.gsi_psn.next();

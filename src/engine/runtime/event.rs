@@ -7,7 +7,7 @@ use crate::engine::event_queue::EventQueue;
 use crate::net::NetEvent;
 use crate::transport::types::{QpError, WorkCompletion};
 use crate::wire::cm_msg::RejReason;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -37,7 +37,7 @@ pub struct ConnRequest {
     pub id: CmId,
     /// The listened port (DAT connection qualifier).
     pub port: u16,
-    pub src_ip: Ipv4Addr,
+    pub src_ip: IpAddr,
     pub src_port: u16,
     pub remote_qpn: u32,
     pub private_data: Vec<u8>,

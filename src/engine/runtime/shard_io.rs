@@ -21,7 +21,7 @@ use crate::engine::io::FrameIo;
 use crate::transport::types::{QpAttr, QpState};
 use crossbeam_queue::ArrayQueue;
 use std::collections::VecDeque;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// Frames handled per burst from the inbox or the relay.
@@ -40,7 +40,7 @@ pub enum CrossShard {
         qpn: u32,
         state: QpState,
         attr: QpAttr,
-        peer: Ipv4Addr,
+        peer: IpAddr,
     },
     /// An event for one of the destination shard's QPs (after the transitions it depends on).
     Event(Event),

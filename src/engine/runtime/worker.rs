@@ -24,7 +24,7 @@ use crate::transport::types::{QpState, SendWr, WcOpcode, WcStatus, WorkCompletio
 use crossbeam_queue::ArrayQueue;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// Submissions applied per poll at most (bounds the loop's latency).
@@ -71,7 +71,7 @@ pub struct RuntimeStats {
 struct StandIn {
     shard: usize,
     forwarded: QpState,
-    peer: Ipv4Addr,
+    peer: IpAddr,
 }
 
 /// The states an RC QP passes through from `from` to `to` (IBTA vol. 1 §10.3.1: no skipping
@@ -136,7 +136,7 @@ pub struct Worker<M: Memory, Io: FrameIo> {
     // Shard 0: the CM's tables.
     stand_ins: BTreeMap<u32, StandIn>,
     conn_qpn: FxHashMap<CmId, u32>,
-    requests: FxHashMap<CmId, Ipv4Addr>,
+    requests: FxHashMap<CmId, IpAddr>,
     listeners: FxHashMap<u16, Arc<EventSink>>,
     /// Per QP routed with `suppress_unsignaled`: the `signaled` flag of each send WR applied
     /// and not yet completed, in SQ order (RC completes sends in order).
@@ -478,7 +478,7 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         &mut self,
         now: Instant,
         qpn: u32,
-        peer: Ipv4Addr,
+        peer: IpAddr,
         access: crate::transport::memory::Access,
     ) -> Result<(), EngineError> {
         let owner = shard_of_qpn(qpn, self.shards);
