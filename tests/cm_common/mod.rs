@@ -8,7 +8,7 @@ use dpdk_roce::transport::types::{QpAttr, QpError, QpState};
 use dpdk_roce::wire::cm_msg::{CmMessage, ReqRepr};
 use dpdk_roce::wire::mad::MadHeader;
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// Records every transition; panics on an illegal one (RESET→INIT→RTR→RTS, any→ERROR).
 #[derive(Default)]
@@ -88,6 +88,9 @@ pub enum Side {
 /// Two CMs back to back.
 pub struct Pair {
     pub now: Instant,
+    /// The addresses of A and B (the source each side's MADs arrive from).
+    pub ip_a: IpAddr,
+    pub ip_b: IpAddr,
     pub a: Cm,
     pub b: Cm,
     pub qa: QpRecorder,
@@ -102,10 +105,17 @@ pub struct Pair {
 
 impl Pair {
     pub fn new() -> Pair {
+        Pair::with_ips(IP_A.into(), IP_B.into())
+    }
+
+    /// A pair on these addresses (of one family).
+    pub fn with_ips(ip_a: IpAddr, ip_b: IpAddr) -> Pair {
         Pair {
             now: Instant::from_nanos(1_000_000),
-            a: Cm::new(IP_A, 0x0002_c903_0000_000a, 1),
-            b: Cm::new(IP_B, 0x0002_c903_0000_000b, 2),
+            ip_a,
+            ip_b,
+            a: Cm::new(ip_a, 0x0002_c903_0000_000a, 1),
+            b: Cm::new(ip_b, 0x0002_c903_0000_000b, 2),
             qa: QpRecorder::default(),
             qb: QpRecorder::default(),
             ev_a: Vec::new(),
@@ -142,12 +152,12 @@ impl Pair {
             let mut moved = false;
             while let Some(t) = self.a.poll_transmit(self.now) {
                 moved = true;
-                assert_eq!(t.dst, IP_B);
+                assert_eq!(t.dst, self.ip_b);
                 self.deliver(Side::A, t.mad);
             }
             while let Some(t) = self.b.poll_transmit(self.now) {
                 moved = true;
-                assert_eq!(t.dst, IP_A);
+                assert_eq!(t.dst, self.ip_a);
                 self.deliver(Side::B, t.mad);
             }
             self.collect_events();
@@ -173,8 +183,8 @@ impl Pair {
             return;
         }
         match from {
-            Side::A => self.b.handle_mad(self.now, IP_A, &mad, &mut self.qb),
-            Side::B => self.a.handle_mad(self.now, IP_B, &mad, &mut self.qa),
+            Side::A => self.b.handle_mad(self.now, self.ip_a, &mad, &mut self.qb),
+            Side::B => self.a.handle_mad(self.now, self.ip_b, &mad, &mut self.qa),
         }
     }
 
@@ -210,7 +220,7 @@ impl Pair {
 pub fn a_req(p: &mut Pair) -> (MadHeader, ReqRepr) {
     p.a.connect(
         p.now,
-        dpdk_roce::cm::ConnectParams::new(IP_B, 1, 0x20, dpdk_roce::wire::psn::Psn::new(5)),
+        dpdk_roce::cm::ConnectParams::new(p.ip_b, 1, 0x20, dpdk_roce::wire::psn::Psn::new(5)),
     )
     .unwrap();
     let req = p.a.poll_transmit(p.now).unwrap().mad;
