@@ -237,9 +237,9 @@ pub fn poll_until<T>(
 /// perftest's positional server address (`ib_write_lat 10.0.0.1`): given, this side is the
 /// client of that server; it must agree with `--server-ip` and not come with `--server`.
 pub fn positional_server(
-    addr: Option<std::net::Ipv4Addr>,
+    addr: Option<std::net::IpAddr>,
     server: bool,
-    server_ip: &mut Option<std::net::Ipv4Addr>,
+    server_ip: &mut Option<std::net::IpAddr>,
     client: &mut bool,
 ) -> Result<(), String> {
     let Some(a) = addr else {

@@ -42,7 +42,7 @@ use dpdk_roce::transport::types::{
 use dpdk_roce::wire::psn::Psn;
 use std::collections::VecDeque;
 use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -119,10 +119,10 @@ struct Args {
     client: bool,
     /// The server's RoCE address (client only).
     #[arg(long)]
-    server_ip: Option<Ipv4Addr>,
+    server_ip: Option<IpAddr>,
     /// The server's address as perftest takes it: given, this side is the client.
     #[arg(value_name = "SERVER")]
-    server_addr: Option<Ipv4Addr>,
+    server_addr: Option<IpAddr>,
     /// rdma_cm port to listen on / connect to.
     #[arg(short = 'p', long, default_value_t = 18515)]
     port: u16,

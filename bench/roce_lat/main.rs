@@ -40,7 +40,7 @@ use dpdk_roce::transport::memory::{Access, KeyKind, MemRef};
 use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus, WorkCompletion};
 use dpdk_roce::wire::psn::Psn;
 use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -114,10 +114,10 @@ struct Args {
     client: bool,
     /// The server's RoCE address (client only).
     #[arg(long)]
-    server_ip: Option<Ipv4Addr>,
+    server_ip: Option<IpAddr>,
     /// The server's address as perftest takes it: given, this side is the client.
     #[arg(value_name = "SERVER")]
-    server_addr: Option<Ipv4Addr>,
+    server_addr: Option<IpAddr>,
     /// rdma_cm port to listen on / connect to.
     #[arg(short = 'p', long, default_value_t = 18515)]
     port: u16,

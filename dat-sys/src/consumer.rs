@@ -16,7 +16,7 @@
 
 use crate as d;
 use std::ffi::{c_void, CStr, CString};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// DAT_TIMEOUT_INFINITE.
 pub const INFINITE: u32 = u32::MAX;
@@ -527,28 +527,53 @@ pub fn ep_free(ep: Handle) -> u32 {
     unsafe { d::dat_ep_free(ep.raw()) }
 }
 
-/// `struct sockaddr_in`.
-#[repr(C)]
-struct SockAddrIn {
+/// `struct sockaddr_in` and `struct sockaddr_in6` (netinet/in.h) in one buffer: family and
+/// port, then the IPv4 address and zeros, or the flow information, the IPv6 address and the
+/// scope ID.
+#[repr(C, align(4))]
+struct SockAddr {
     family: u16,
     port_be: u16,
-    addr: [u8; 4],
-    zero: [u8; 8],
+    rest: [u8; 24],
 }
 
-/// dat_ep_connect to `ip` (AF_INET), `conn_qual`, `timeout_us` ([`INFINITE`] or µs).
-pub fn ep_connect(ep: Handle, ip: Ipv4Addr, conn_qual: u64, timeout_us: u32, pdata: &[u8]) -> u32 {
-    let mut sa = SockAddrIn {
-        family: 2,
-        port_be: 0,
-        addr: ip.octets(),
-        zero: [0; 8],
-    };
-    // SAFETY: see the module doc on handles; `sa` is a sockaddr_in, `pdata` readable.
+impl SockAddr {
+    fn new(ip: IpAddr) -> SockAddr {
+        let mut rest = [0u8; 24];
+        let family = match ip {
+            IpAddr::V4(v4) => {
+                rest[..4].copy_from_slice(&v4.octets());
+                2 // AF_INET
+            }
+            IpAddr::V6(v6) => {
+                rest[4..20].copy_from_slice(&v6.octets());
+                10 // AF_INET6
+            }
+        };
+        SockAddr {
+            family,
+            port_be: 0,
+            rest,
+        }
+    }
+}
+
+/// dat_ep_connect to `ip` (a `sockaddr_in` or `sockaddr_in6`), `conn_qual`, `timeout_us`
+/// ([`INFINITE`] or µs).
+pub fn ep_connect(
+    ep: Handle,
+    ip: impl Into<IpAddr>,
+    conn_qual: u64,
+    timeout_us: u32,
+    pdata: &[u8],
+) -> u32 {
+    let mut sa = SockAddr::new(ip.into());
+    // SAFETY: see the module doc on handles; `sa` is a sockaddr_in or sockaddr_in6 as its
+    // family says, `pdata` readable.
     unsafe {
         d::dat_ep_connect(
             ep.raw(),
-            &mut sa as *mut SockAddrIn as d::DAT_IA_ADDRESS_PTR,
+            &mut sa as *mut SockAddr as d::DAT_IA_ADDRESS_PTR,
             conn_qual,
             timeout_us,
             pdata.len() as i32,

@@ -12,7 +12,7 @@ pub(crate) const FLUSHED: u32 = d::DAT_DTO_ERR_FLUSHED;
 /// A new EP connected to the server, and what the server's private data advertises.
 pub(crate) fn connect(
     x: &Ctx,
-    server: Ipv4Addr,
+    server: IpAddr,
     qual: u64,
     attr: Option<c::EpAttr>,
 ) -> Result<(Handle, Info), String> {
@@ -150,12 +150,7 @@ pub(crate) fn breaking_case(
     close(x, ep)
 }
 
-pub(crate) fn client(
-    name: &str,
-    server: Ipv4Addr,
-    qual: u64,
-    r: &mut Report,
-) -> Result<(), String> {
+pub(crate) fn client(name: &str, server: IpAddr, qual: u64, r: &mut Report) -> Result<(), String> {
     let x = Ctx::open(name)?;
     let local = x.lmr(local_region())?;
     let mut pz2 = Handle::NULL;

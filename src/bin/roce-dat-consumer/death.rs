@@ -209,7 +209,7 @@ pub(crate) fn hold(name: &str, qual: u64, r: &mut Report) -> Result<(), String> 
 
 pub(crate) fn verify(
     name: &str,
-    server: Ipv4Addr,
+    server: IpAddr,
     qual: u64,
     timeout: Duration,
     r: &mut Report,

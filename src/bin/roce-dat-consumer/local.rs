@@ -2,7 +2,7 @@
 
 use super::*;
 
-pub(crate) fn local(name: &str, nobody: Ipv4Addr, r: &mut Report) -> Result<(), String> {
+pub(crate) fn local(name: &str, nobody: IpAddr, r: &mut Report) -> Result<(), String> {
     let x = Ctx::open(name)?;
     let inv = |sub| err(d::DAT_INVALID_HANDLE, sub);
     let lmr = x.lmr(Region::new(MSG, 0))?;

@@ -6,7 +6,7 @@ use super::*;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-pub(crate) fn loopback(name: &str, own: Ipv4Addr, qual: u64, r: &mut Report) -> Result<(), String> {
+pub(crate) fn loopback(name: &str, own: IpAddr, qual: u64, r: &mut Report) -> Result<(), String> {
     let x = Ctx::open(name)?;
     let mut psp = Handle::NULL;
     must(

@@ -34,7 +34,7 @@ use dat_sys::consumer::{
     self as c, ep_state, strerror, Event, Forged, Handle, Region, Remote, Segment, INFINITE,
 };
 use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -54,7 +54,7 @@ enum Role {
     Local {
         /// An address of the subnet nobody answers (ARP fails).
         #[arg(long)]
-        nobody: Ipv4Addr,
+        nobody: IpAddr,
     },
     /// Serves connections on --qual until killed.
     Server {
@@ -67,21 +67,21 @@ enum Role {
     /// The connected cases against a server.
     Client {
         #[arg(long)]
-        server: Ipv4Addr,
+        server: IpAddr,
         #[arg(long)]
         qual: u64,
     },
     /// Two EPs of this process connected through the IA's own address (`--own`).
     Loopback {
         #[arg(long)]
-        own: Ipv4Addr,
+        own: IpAddr,
         #[arg(long)]
         qual: u64,
     },
     /// A long stream the test interrupts by killing the server.
     Stream {
         #[arg(long)]
-        server: Ipv4Addr,
+        server: IpAddr,
         #[arg(long)]
         qual: u64,
     },
@@ -101,7 +101,7 @@ enum Role {
     /// Connects (with a timeout) and moves verified data; reconnects after a dead server.
     Verify {
         #[arg(long)]
-        server: Ipv4Addr,
+        server: IpAddr,
         #[arg(long)]
         qual: u64,
         #[arg(long, default_value_t = 10_000)]

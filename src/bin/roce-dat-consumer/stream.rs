@@ -6,12 +6,7 @@ pub(crate) const STREAM_RECVS: u64 = 32;
 pub(crate) const STREAM_WINDOW: u64 = 48;
 pub(crate) const RECV_BIT: u64 = 1 << 63;
 
-pub(crate) fn stream(
-    name: &str,
-    server: Ipv4Addr,
-    qual: u64,
-    r: &mut Report,
-) -> Result<(), String> {
+pub(crate) fn stream(name: &str, server: IpAddr, qual: u64, r: &mut Report) -> Result<(), String> {
     let x = Ctx::open(name)?;
     let local = x.lmr(local_region())?;
     let rbufs = x.lmr(Region::new(MSG * STREAM_RECVS as usize, 0))?;
