@@ -191,7 +191,8 @@ pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
         .fold(QpStats::default(), |sum, qp| sum + *qp.stats());
     eprintln!(
         "summary: {} QP(s): packets_sent: {}  packets_received: {}  retransmits: {}  \
-         timeouts: {}  tail_probes: {}  spurious: {}  duplicates: {}  duplicate_responses: {}",
+         timeouts: {}  tail_probes: {}  spurious: {}  duplicates: {}  duplicate_responses: {}  \
+         timers_deferred: {}",
         qpns.len(),
         q.packets_sent,
         q.packets_received,
@@ -200,7 +201,8 @@ pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
         q.tail_probes,
         q.spurious_retransmits,
         q.duplicates,
-        q.duplicate_responses
+        q.duplicate_responses,
+        s.timers_deferred
     );
     eprintln!(
         "summary: NAKs sent/received: psn_sequence {}/{}  rnr {}/{}  fatal {}/{}",

@@ -184,7 +184,8 @@ fn shard(r: &RuntimeStats) -> Dict {
             rx_frames,
             tx_frames,
             tx_dropped,
-            rx_other_vlan
+            rx_other_vlan,
+            timers_deferred
         ]
     );
     fields!(

@@ -23,6 +23,8 @@ pub struct ShardStats {
     pub tx_dropped: u64,
     /// Frames the port dropped as another VLAN's (`net::vlan`).
     pub rx_other_vlan: u64,
+    /// Turns whose due timers waited for the receive ring to drain (see [`Shard::poll`]).
+    pub timers_deferred: u64,
 }
 
 /// Where a shard's busy time went, stage by stage, in nanoseconds of the shard clock (the TSC
@@ -82,6 +84,14 @@ impl StageTimes {
 /// Idle turns of [`Shard::poll`] between two clock reads (for the timers).
 pub const CLOCK_EVERY_IDLE: u64 = 16;
 
+/// A receive burst this long may have left frames in the ring (every port queue and channel
+/// hands at most this many per burst).
+const FULL_BURST: usize = 32;
+
+/// Full receive bursts in a row after which due timers fire anyway: a stream that keeps the
+/// ring full still has its timers run.
+const MAX_TIMER_DEFERRALS: u32 = 4;
+
 /// A host bound to a frame I/O queue.
 pub struct Shard<M: Memory, Io: FrameIo> {
     pub host: Host<M>,
@@ -99,6 +109,8 @@ pub struct Shard<M: Memory, Io: FrameIo> {
     stages: Option<StageTimes>,
     /// Frames of one EtherType kept out of the host (`set_raw_channel`).
     raw: Option<RawChannel>,
+    /// Full bursts in a row that deferred due timers.
+    timer_deferrals: u32,
 }
 
 impl<M: Memory, Io: FrameIo> Shard<M, Io> {
@@ -116,6 +128,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             stats: ShardStats::default(),
             stages: None,
             raw: None,
+            timer_deferrals: 0,
         }
     }
 
@@ -295,8 +308,17 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             }
             None => return false,
         };
+        // Frames before timers: after this process was descheduled, the ACKs that arrived
+        // meanwhile wait in the ring, and a timer handled before them would send again what
+        // they acknowledge. A full burst may have left some: the timers wait for a short one.
         if self.host.poll_timeout().is_some_and(|t| t <= now) {
-            self.host.handle_timeout(now);
+            if rx >= FULL_BURST && self.timer_deferrals < MAX_TIMER_DEFERRALS {
+                self.timer_deferrals += 1;
+                self.stats.timers_deferred += 1;
+            } else {
+                self.timer_deferrals = 0;
+                self.host.handle_timeout(now);
+            }
         }
         let tx = self.transmit(now);
         let busy = rx > 0 || tx > 0;
@@ -572,6 +594,85 @@ mod tests {
         wire.rx_burst(&mut |f| got.push(f.to_vec()));
         assert_eq!(got, vec![raw_frame(3)]);
         assert_eq!(shard.raw_channel().unwrap().stats().sent, 1);
+    }
+
+    /// Frames before timers: due timers wait while receive bursts come back full (the answer
+    /// that would stop them may be in the ring), at most `MAX_TIMER_DEFERRALS` turns. Here the
+    /// timer is a connect deadline of 10 ms (its expiry sends a REJ) and the ring holds frames
+    /// of another EtherType.
+    #[test]
+    fn due_timers_wait_for_a_full_ring_to_drain_up_to_a_bound() {
+        let (io, mut wire) = ChannelIo::pair(512);
+        let mut shard = Shard::new(host_at_10_9_0_1(net_at_10_9_0_1()), io);
+        let roce_frames = |wire: &mut ChannelIo| {
+            let mut n = 0;
+            wire.rx_burst(&mut |f| {
+                n += usize::from(f.len() > 38 && f[12..14] == [8, 0] && f[36..38] == [0x12, 0xb7])
+            });
+            n
+        };
+        let junk = |n: usize, wire: &mut ChannelIo| {
+            for i in 0..n {
+                let mut f = vec![0u8; 60];
+                f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes()); // local experimental
+                f[14] = i as u8;
+                assert!(wire.tx(&f));
+            }
+        };
+        let connect = |shard: &mut Shard<Arc<MrTable>, ChannelIo>, peer: Ipv4Addr| {
+            let now = shard.clock().now();
+            let pd = shard.host.mr_table().create_pz().id();
+            let qpn = shard
+                .host
+                .create_qp(
+                    now,
+                    QpOptions {
+                        pd,
+                        ..QpOptions::default()
+                    },
+                )
+                .unwrap();
+            let mut cp = ConnectParams::new(peer, 1, qpn, Psn::new(0));
+            cp.timeout = Some(Duration::from_millis(10));
+            shard.host.connect(now, cp).unwrap();
+            shard.send_now();
+        };
+        for (i, peer) in [2u8, 3].into_iter().enumerate() {
+            let peer = Ipv4Addr::new(10, 9, 0, peer);
+            shard
+                .host
+                .add_neighbour(peer, EthernetAddress([2, 0, 0, 0, 0, 2 + i as u8]))
+                .unwrap();
+        }
+        connect(&mut shard, Ipv4Addr::new(10, 9, 0, 2));
+        assert_eq!(roce_frames(&mut wire), 1, "the REQ");
+        // 40 frames wait and the deadline passed (a sleep longer than it).
+        junk(40, &mut wire);
+        std::thread::sleep(Duration::from_millis(20));
+        shard.poll(); // 32 frames: a full burst, the deadline waits
+        assert_eq!(roce_frames(&mut wire), 0, "no REJ behind a full burst");
+        assert_eq!(shard.stats().timers_deferred, 1);
+        shard.poll(); // the last 8: the ring is drained, the deadline's REJ goes
+        assert_eq!(roce_frames(&mut wire), 1, "the REJ after the ring drained");
+        // A ring that stays full: the deadline fires after MAX_TIMER_DEFERRALS full bursts.
+        connect(&mut shard, Ipv4Addr::new(10, 9, 0, 3));
+        assert_eq!(roce_frames(&mut wire), 1, "the second REQ");
+        junk(32 * (MAX_TIMER_DEFERRALS as usize + 2), &mut wire);
+        std::thread::sleep(Duration::from_millis(20));
+        for turn in 1..=MAX_TIMER_DEFERRALS {
+            shard.poll();
+            assert_eq!(roce_frames(&mut wire), 0, "turn {turn}: deferred");
+        }
+        shard.poll();
+        assert_eq!(
+            roce_frames(&mut wire),
+            1,
+            "the REJ with the ring still full"
+        );
+        assert_eq!(
+            shard.stats().timers_deferred,
+            1 + u64::from(MAX_TIMER_DEFERRALS)
+        );
     }
 
     /// A new QP of the shard's host connects to `peer` (CM port 1).
