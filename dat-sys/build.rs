@@ -5,7 +5,7 @@
 //! which every build of the workspace compiles first).
 
 use std::env;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 const DAT_MISSING: &str = "DAT 2.0 headers not found (/usr/include/dat2/udat.h): install \
                            libdapl-dev (apt-get install libdapl-dev libdapl2)";
@@ -25,7 +25,10 @@ fn main() {
         panic!("{DAT_MISSING}");
     }
     let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
-    let csrc = Path::new(env!("CARGO_MANIFEST_DIR")).join("csrc");
+    // Read when the script runs, not when it was compiled: cargo reuses a build script's
+    // binary for a copy of the crate elsewhere.
+    let csrc =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("csrc");
 
     cc::Build::new()
         .file(csrc.join("shim.c"))

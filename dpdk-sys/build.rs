@@ -42,7 +42,10 @@ fn main() {
     }
 
     let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
-    let csrc = Path::new(env!("CARGO_MANIFEST_DIR")).join("csrc");
+    // Read when the script runs, not when it was compiled: cargo reuses a build script's
+    // binary for a copy of the crate elsewhere.
+    let csrc =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("csrc");
 
     // The shim: DPDK's static inline functions as real symbols.
     let mut build = cc::Build::new();
