@@ -27,6 +27,9 @@
 #       waits until rxe0's port is ACTIVE. NAME (letters, digits, - _) names the guest's state
 #       directory /run/dpdk-roce/rxe-guest/NAME (console.log, the command channel). On failure
 #       everything is torn down again and the console log is shown.
+#       With RXE_GUEST_EXTRA set to programs of this machine (space-separated paths), those
+#       programs, stripped, are in the guest's /usr/local/bin (an initramfs appended to the
+#       cached one: the kernel unpacks both); they may need only libraries the guest has.
 #   rxe-guest.sh exec NAME [-t SECONDS] -- COMMAND...
 #       Runs COMMAND (a /bin/sh command line, the words joined by spaces) in the guest, prints its
 #       stdout+stderr and exits with its status; it is killed after SECONDS (default 60, exit
@@ -372,6 +375,18 @@ up() {
   initrd=$(find "$cache" -maxdepth 1 -name 'initramfs-*.cpio.gz' | head -n 1)
   rm -rf "$d"
   mkdir -p "$d"
+  if [[ -n ${RXE_GUEST_EXTRA:-} ]]; then
+    local extra=$d/extra f
+    mkdir -p "$extra/usr/local/bin"
+    for f in $RXE_GUEST_EXTRA; do
+      [[ -x $f ]] || die "RXE_GUEST_EXTRA: $f is not a program"
+      strip -o "$extra/usr/local/bin/$(basename "$f")" "$f" || die "strip $f"
+    done
+    cp "$initrd" "$d/initrd"
+    (cd "$extra" && find . | cpio -o -H newc --quiet | gzip -1) >>"$d/initrd"
+    rm -rf "$extra"
+    initrd=$d/initrd
+  fi
   # From here on a failure tears everything down.
   trap 'rc=$?; if ((rc)); then log "up failed; console:"; tail -n 40 "'"$d"'/console.log" >&2 2>/dev/null; down "'"$name"'"; fi' EXIT
   ip tuntap add dev "$tap" mode tap
