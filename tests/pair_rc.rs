@@ -528,7 +528,7 @@ fn endpoints_find_each_other_with_arp_then_move_data() {
     assert!(a.tx_arp_requests >= 1, "A asked for B's MAC");
     assert!(b.tx_arp_replies >= 1, "B answered");
     assert_eq!(
-        pair.a.net().lookup(dpdk_roce::sim::pair::IP_B),
+        pair.a.net().lookup(dpdk_roce::sim::pair::IP_B.into()),
         Some(dpdk_roce::sim::pair::MAC_B)
     );
     assert_eq!(
@@ -550,7 +550,7 @@ fn connecting_to_an_address_nobody_answers_fails_with_unresolvable() {
     let mut unresolvable = false;
     pair.run_until(Duration::from_secs(30), |p| {
         while let Some(ev) = p.a.poll_host_event() {
-            if ev == HostEvent::Net(NetEvent::Unresolvable { ip: ghost }) {
+            if ev == HostEvent::Net(NetEvent::Unresolvable { ip: ghost.into() }) {
                 unresolvable = true;
             }
         }
@@ -584,7 +584,7 @@ fn a_connect_to_an_unresolvable_address_is_unreachable_when_arp_fails() {
     .unwrap();
     let net = events
         .iter()
-        .position(|e| *e == HostEvent::Net(NetEvent::Unresolvable { ip: ghost }))
+        .position(|e| *e == HostEvent::Net(NetEvent::Unresolvable { ip: ghost.into() }))
         .expect("the neighbour layer reported the failure");
     let cm = events
         .iter()

@@ -161,8 +161,8 @@ fn parse_everything(data: &[u8]) {
 /// addresses and transport packet of the same frame.
 fn received_agrees(data: &[u8]) -> Result<(), TestCaseError> {
     let full = RoceFrame::parse(data).map(|f| ReceivedPacket {
-        src_ip: f.ipv4.src_addr,
-        dst_ip: f.ipv4.dst_addr,
+        src_ip: f.ipv4.src_addr.into(),
+        dst_ip: f.ipv4.dst_addr.into(),
         packet: f.packet(),
     });
     prop_assert_eq!(ReceivedPacket::parse_on_port(data, udp::ROCEV2_PORT), full);

@@ -380,7 +380,7 @@ impl Lab {
             return Err(format!(
                 "not established (victim {up_v}, peer {up_p}); victim's neighbour {PEER_IP}: {:?} \
                  (peer {}), victim net {:?}, host {:?}, cm {:?}; peer cm {:?}, peer net {:?}",
-                self.victim.host.net().lookup(PEER_IP),
+                self.victim.host.net().lookup(PEER_IP.into()),
                 self.peer_mac,
                 self.victim.host.net_stats(),
                 self.victim.host.stats(),

@@ -16,14 +16,15 @@ pub const ARP_FRAME_MIN_LEN: usize = 60;
 /// An ARP request or reply ready to transmit.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct ArpFrame {
-    bytes: [u8; ARP_FRAME_LEN],
+    /// The frame and its zero padding to the Ethernet minimum.
+    bytes: [u8; ARP_FRAME_MIN_LEN],
 }
 
 impl ArpFrame {
     /// Writes `eth` and `arp` into a new frame.
     pub fn new(eth: EthernetRepr, repr: ArpRepr) -> ArpFrame {
-        let mut bytes = [0u8; ARP_FRAME_LEN];
-        let (e, a) = bytes.split_at_mut(ethernet::HEADER_LEN);
+        let mut bytes = [0u8; ARP_FRAME_MIN_LEN];
+        let (e, a) = bytes[..ARP_FRAME_LEN].split_at_mut(ethernet::HEADER_LEN);
         // Both buffers have exactly the lengths the headers need, so emit cannot fail.
         let _ = eth.emit(&mut ethernet::Packet::new_unchecked(e));
         let _ = repr.emit(&mut arp::Packet::new_unchecked(a));
@@ -74,14 +75,18 @@ impl ArpFrame {
 
     /// The 42 bytes.
     pub fn as_bytes(&self) -> &[u8; ARP_FRAME_LEN] {
-        &self.bytes
+        // The array is longer than the frame: the fallback is never taken.
+        self.bytes.first_chunk().unwrap_or(&[0; ARP_FRAME_LEN])
     }
 
     /// The frame zero-padded to the 60-byte Ethernet minimum.
     pub fn padded(&self) -> [u8; ARP_FRAME_MIN_LEN] {
-        let mut out = [0u8; ARP_FRAME_MIN_LEN];
-        out[..ARP_FRAME_LEN].copy_from_slice(&self.bytes);
-        out
+        self.bytes
+    }
+
+    /// [`padded`](Self::padded) by reference.
+    pub(super) fn padded_bytes(&self) -> &[u8; ARP_FRAME_MIN_LEN] {
+        &self.bytes
     }
 
     /// The Ethernet header.
@@ -109,7 +114,7 @@ impl ArpFrame {
 
 impl AsRef<[u8]> for ArpFrame {
     fn as_ref(&self) -> &[u8] {
-        &self.bytes
+        self.as_bytes()
     }
 }
 

@@ -1,12 +1,15 @@
-//! Configuration of the neighbour layer: our identity (MAC, IPv4 address and prefix), the IP
-//! header fields we send (RFC 791 TTL, DSCP and ECN in the former TOS byte) and the ARP timers
-//! (RFC 826 leaves retransmission and cache lifetime to the implementation; the defaults follow
-//! Linux: 1 s between requests, 3 retries, entries confirmed within 30 s are fresh).
+//! Configuration of the neighbour layer: our identity (MAC, IPv4 address and prefix, and an
+//! optional IPv6 address and prefix), the IP header fields we send (RFC 791 TTL, DSCP and ECN
+//! in the former TOS byte; the same values in IPv6's hop limit and traffic class, RFC 8200 §3)
+//! and the ARP timers, which Neighbor Discovery uses too (RFC 826 leaves retransmission and
+//! cache lifetime to the implementation; the defaults follow Linux: 1 s between requests, 3
+//! retries, entries confirmed within 30 s are fresh, close to RFC 4861 §10's).
 
+use super::ndp::{NdpConfig, NdpConfigError};
 use super::routes::{IpRoute, RouteTable};
 use crate::wire::ethernet::EthernetAddress;
 use core::time::Duration;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Smallest IP MTU accepted: every IPv4 host must accept 576-byte datagrams (RFC 791), and a
 /// RoCEv2 packet with a 256-byte IB MTU needs 320.
@@ -15,9 +18,26 @@ pub const MIN_MTU: u16 = 576;
 /// Largest IP MTU accepted (jumbo frames).
 pub const MAX_MTU: u16 = 9216;
 
+/// Smallest IP MTU of a port with an IPv6 address: every IPv6 link carries 1280-byte packets
+/// (RFC 8200 §5).
+pub const MIN_MTU_IPV6: u16 = 1280;
+
 /// Bytes of a RoCEv2 packet around a full-MTU payload: IPv4 20, UDP 8, BTH 12, the largest
 /// extension headers that come with a payload (RETH 16 + ImmDt 4) and the ICRC 4.
 const ROCE_OVERHEAD: u32 = 20 + 8 + 12 + 20 + 4;
+
+/// What an IPv6 header (40 bytes, RFC 8200 §3) adds to [`ROCE_OVERHEAD`] over IPv4's 20.
+const IPV6_EXTRA: u32 = 20;
+
+/// A port's IPv6 address and on-link prefix (`[roce] address = "fd00:77::1/64"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv6Identity {
+    /// A global or unique-local unicast address (`ndp::check_host_address`).
+    pub ip: Ipv6Addr,
+    /// The on-link prefix length, 1..=127. IPv6 has no routes yet: destinations off the prefix
+    /// are `NetError::NoRoute`.
+    pub prefix_len: u8,
+}
 
 /// Configuration of a [`Net`](super::Net). Build it with [`NetConfig::new`] and adjust fields;
 /// [`NetConfig::validate`] (called by `Net::new`) rejects values that cannot work.
@@ -30,6 +50,10 @@ pub struct NetConfig {
     /// Subnet prefix length, 1..=31 (/31 is a point-to-point link, RFC 3021). Destinations
     /// outside the subnet go to the next hop of [`routes`](Self::routes), or are unreachable.
     pub prefix_len: u8,
+    /// Our IPv6 address, if the port has one ([`with_ipv6`](Self::with_ipv6)): Neighbor
+    /// Discovery answers for it and RoCEv2/IPv6 to it is delivered. The ARP timers and limits
+    /// below serve Neighbor Discovery too.
+    pub ipv6: Option<Ipv6Identity>,
     /// Static routes (a gateway is the default route): next hops on the subnet for
     /// destinations outside it.
     pub routes: RouteTable,
@@ -40,7 +64,7 @@ pub struct NetConfig {
     /// Default ECN codepoint of RoCEv2 packets: 0 (not ECT), 1 (ECT(1)) or 2 (ECT(0)); 3 (CE)
     /// is set by switches, never by a sender.
     pub ecn: u8,
-    /// IP time to live, >= 1.
+    /// IP time to live, >= 1; the IPv6 hop limit too.
     pub ttl: u8,
     /// Time between ARP requests for an unanswered address.
     pub arp_retry_interval: Duration,
@@ -65,6 +89,7 @@ impl NetConfig {
             mac,
             ip,
             prefix_len,
+            ipv6: None,
             routes: RouteTable::default(),
             mtu: 1500,
             dscp: 0,
@@ -77,6 +102,29 @@ impl NetConfig {
             arp_cache_capacity: 1024,
             tx_queue_capacity: 64,
         }
+    }
+
+    /// This configuration with the IPv6 address `ip` on a `/prefix_len` prefix as well.
+    pub fn with_ipv6(self, ip: Ipv6Addr, prefix_len: u8) -> NetConfig {
+        NetConfig {
+            ipv6: Some(Ipv6Identity { ip, prefix_len }),
+            ..self
+        }
+    }
+
+    /// The Neighbor Discovery configuration of the port's IPv6 address: its MAC and address,
+    /// with the ARP timers and limits.
+    pub fn ndp(&self) -> Option<NdpConfig> {
+        let v6 = self.ipv6?;
+        Some(NdpConfig {
+            retry_interval: self.arp_retry_interval,
+            max_retries: self.arp_max_retries,
+            reachable_time: self.arp_cache_ttl,
+            failed_hold: self.arp_failed_hold,
+            cache_capacity: self.arp_cache_capacity,
+            tx_queue_capacity: self.tx_queue_capacity,
+            ..NdpConfig::new(self.mac, v6.ip, v6.prefix_len)
+        })
     }
 
     /// Checks every field; the first bad one is reported.
@@ -137,6 +185,12 @@ impl NetConfig {
         if self.tx_queue_capacity == 0 {
             return Err(ConfigError::ZeroCapacity("tx_queue_capacity"));
         }
+        if let Some(ndp) = self.ndp() {
+            ndp.validate().map_err(ConfigError::Ipv6)?;
+            if self.mtu < MIN_MTU_IPV6 {
+                return Err(ConfigError::Ipv6Mtu(self.mtu));
+            }
+        }
         Ok(())
     }
 
@@ -165,9 +219,11 @@ impl NetConfig {
     }
 
     /// The largest IB path MTU (256, 512, 1024, 2048 or 4096) whose packets fit in the IP MTU:
-    /// 1024 on a 1500-byte link, 4096 on 4200 and above.
+    /// 1024 on a 1500-byte link, 4096 on 4200 and above. With an IPv6 address, packets must
+    /// fit behind IPv6's 40-byte header (the QPs of a port share one path MTU).
     pub fn path_mtu(&self) -> u32 {
-        let room = u32::from(self.mtu).saturating_sub(ROCE_OVERHEAD);
+        let overhead = ROCE_OVERHEAD + if self.ipv6.is_some() { IPV6_EXTRA } else { 0 };
+        let room = u32::from(self.mtu).saturating_sub(overhead);
         [4096, 2048, 1024, 512]
             .into_iter()
             .find(|&m| m <= room)
@@ -204,4 +260,11 @@ pub enum ConfigError {
     ZeroDuration(&'static str),
     #[error("{0} must not be zero")]
     ZeroCapacity(&'static str),
+    /// The `ipv6` field: the address or its prefix length (`NdpConfig::validate`).
+    #[error("ipv6: {0}")]
+    Ipv6(NdpConfigError),
+    #[error(
+        "MTU {0} too small for IPv6: every IPv6 link carries {MIN_MTU_IPV6} bytes (RFC 8200 §5)"
+    )]
+    Ipv6Mtu(u16),
 }

@@ -28,6 +28,7 @@
 
 mod arp_frame;
 mod config;
+mod control_frame;
 mod encap;
 mod error;
 mod icmp;
@@ -46,8 +47,9 @@ mod vlan;
 mod tests;
 
 pub use arp_frame::{ArpFrame, ARP_FRAME_LEN, ARP_FRAME_MIN_LEN};
-pub use config::{ConfigError, NetConfig, MAX_MTU, MIN_MTU};
-pub use encap::{Encap, HeaderTemplate, TrafficClass, HEADERS_LEN};
+pub use config::{ConfigError, Ipv6Identity, NetConfig, MAX_MTU, MIN_MTU, MIN_MTU_IPV6};
+pub use control_frame::ControlFrame;
+pub use encap::{Encap, HeaderTemplate, TrafficClass, HEADERS_LEN, HEADERS_LEN_V6};
 pub use error::NetError;
 pub use iface::{Inbound, Net};
 pub use nd_frame::{NdFrame, ND_FRAME_LEN};

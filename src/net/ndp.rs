@@ -522,6 +522,16 @@ impl Ndp {
         self.neighbours.len()
     }
 
+    /// Changes to the cache so far (a route built from it is valid while this stays).
+    pub(super) fn changes(&self) -> u64 {
+        self.neighbours.changes()
+    }
+
+    /// How long `resolve(ip)` keeps answering `Ready` (`Neighbours::ready_until`).
+    pub(super) fn ready_until(&self, ip: Ipv6Addr) -> Option<Option<Instant>> {
+        self.neighbours.ready_until(ip)
+    }
+
     /// Adds a static neighbour on the link: never expires, never changed by advertisements.
     pub fn add_static(
         &mut self,
@@ -566,6 +576,17 @@ impl Ndp {
     /// True when a frame waits to be sent (timers aside: see [`poll_timeout`](Self::poll_timeout)).
     pub fn has_transmit(&self) -> bool {
         !self.replies.is_empty() || self.neighbours.has_request()
+    }
+
+    /// True when [`poll_transmit`](Self::poll_transmit) may have a frame at `now` (one waits, or
+    /// a timer is due).
+    pub(super) fn due(&self, now: Instant) -> bool {
+        self.has_transmit() || self.neighbours.poll_timeout().is_some_and(|t| t <= now)
+    }
+
+    /// True when [`poll_event`](Self::poll_event) has an event.
+    pub fn has_event(&self) -> bool {
+        self.neighbours.has_event()
     }
 
     /// The next resolution outcome or address conflict.

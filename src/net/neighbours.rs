@@ -27,26 +27,64 @@ use crate::wire::ethernet::EthernetAddress;
 use core::time::Duration;
 use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// An address the neighbour cache resolves to a MAC: IPv4 (ARP) or IPv6 (Neighbor Discovery).
+/// An address the neighbour cache resolves to a MAC: IPv4 (ARP) or IPv6 (Neighbor Discovery),
+/// or either ([`IpAddr`], what [`Net`](super::Net) reports).
 pub trait NeighbourAddr:
     Copy + Ord + Eq + core::hash::Hash + core::fmt::Debug + core::fmt::Display + 'static
 {
-    /// The resolution protocol, for messages ("ARP").
-    const PROTOCOL: &'static str;
+    /// The resolution protocol of this address, for messages ("ARP").
+    fn protocol(&self) -> &'static str;
     /// Its answer, for messages ("ARP reply").
-    const ANSWER: &'static str;
+    fn answer(&self) -> &'static str;
+    /// The family, for messages ("IPv4").
+    fn family(&self) -> &'static str;
 }
 
 impl NeighbourAddr for Ipv4Addr {
-    const PROTOCOL: &'static str = "ARP";
-    const ANSWER: &'static str = "ARP reply";
+    fn protocol(&self) -> &'static str {
+        "ARP"
+    }
+    fn answer(&self) -> &'static str {
+        "ARP reply"
+    }
+    fn family(&self) -> &'static str {
+        "IPv4"
+    }
 }
 
 impl NeighbourAddr for Ipv6Addr {
-    const PROTOCOL: &'static str = "Neighbor Discovery";
-    const ANSWER: &'static str = "Neighbor Advertisement";
+    fn protocol(&self) -> &'static str {
+        "Neighbor Discovery"
+    }
+    fn answer(&self) -> &'static str {
+        "Neighbor Advertisement"
+    }
+    fn family(&self) -> &'static str {
+        "IPv6"
+    }
+}
+
+impl NeighbourAddr for IpAddr {
+    fn protocol(&self) -> &'static str {
+        match self {
+            IpAddr::V4(a) => a.protocol(),
+            IpAddr::V6(a) => a.protocol(),
+        }
+    }
+    fn answer(&self) -> &'static str {
+        match self {
+            IpAddr::V4(a) => a.answer(),
+            IpAddr::V6(a) => a.answer(),
+        }
+    }
+    fn family(&self) -> &'static str {
+        match self {
+            IpAddr::V4(a) => a.family(),
+            IpAddr::V6(a) => a.family(),
+        }
+    }
 }
 
 /// The counters a neighbour cache keeps in its owner's statistics.
@@ -71,23 +109,24 @@ impl CacheStats for NetStats {
     }
 }
 
-/// Outcome of [`Net::resolve`](super::Net::resolve) (IPv4) and
-/// [`Ndp::resolve`](super::Ndp::resolve) (IPv6).
+/// Outcome of [`Net::resolve`](super::Net::resolve) (either family, `A` = [`IpAddr`]) and of
+/// the neighbour caches beneath it ([`Ndp::resolve`](super::Ndp::resolve): `Ipv6Addr`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Resolve<A: NeighbourAddr = Ipv4Addr> {
+pub enum Resolve<A: NeighbourAddr = IpAddr> {
     /// The peer's MAC (possibly stale and being refreshed).
     Ready(EthernetAddress),
-    /// An ARP request is out; [`NetEvent::Resolved`] or [`NetEvent::Unresolvable`] follows.
+    /// An ARP request or Neighbor Solicitation is out; [`NetEvent::Resolved`] or
+    /// [`NetEvent::Unresolvable`] follows.
     Pending,
     /// The peer cannot be reached: [`NetError::Unreachable`] after unanswered requests, or an
     /// address error ([`NetError::NoRoute`], [`NetError::Loopback`], ...).
     Failed(NetError<A>),
 }
 
-/// What the neighbour layer reports, from [`Net::poll_event`](super::Net::poll_event) (IPv4)
-/// and [`Ndp::poll_event`](super::Ndp::poll_event) (IPv6).
+/// What the neighbour layer reports, from [`Net::poll_event`](super::Net::poll_event) (either
+/// family, `A` = [`IpAddr`]) and [`Ndp::poll_event`](super::Ndp::poll_event) (`Ipv6Addr`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NetEvent<A: NeighbourAddr = Ipv4Addr> {
+pub enum NetEvent<A: NeighbourAddr = IpAddr> {
     /// A pending resolution got its answer, or a known neighbour's MAC changed.
     Resolved { ip: A, mac: EthernetAddress },
     /// All requests for `ip` went unanswered: connection attempts to it should fail with
@@ -99,6 +138,31 @@ pub enum NetEvent<A: NeighbourAddr = Ipv4Addr> {
     /// Another station (`mac`) claims our own address `ip` (in its ARP packets, or its
     /// Neighbor Advertisements).
     AddressConflict { ip: A, mac: EthernetAddress },
+}
+
+impl<A: NeighbourAddr + Into<IpAddr>> Resolve<A> {
+    /// The same outcome with the address as an [`IpAddr`].
+    pub fn into_ip(self) -> Resolve {
+        match self {
+            Resolve::Ready(mac) => Resolve::Ready(mac),
+            Resolve::Pending => Resolve::Pending,
+            Resolve::Failed(e) => Resolve::Failed(e.into_ip()),
+        }
+    }
+}
+
+impl<A: NeighbourAddr + Into<IpAddr>> NetEvent<A> {
+    /// The same event with the address as an [`IpAddr`].
+    pub fn into_ip(self) -> NetEvent {
+        match self {
+            NetEvent::Resolved { ip, mac } => NetEvent::Resolved { ip: ip.into(), mac },
+            NetEvent::Unresolvable { ip } => NetEvent::Unresolvable { ip: ip.into() },
+            NetEvent::IcmpUnreachable { ip } => NetEvent::IcmpUnreachable { ip: ip.into() },
+            NetEvent::AddressConflict { ip, mac } => {
+                NetEvent::AddressConflict { ip: ip.into(), mac }
+            }
+        }
+    }
 }
 
 /// Requests sent so far for an entry and when the next one (or the failure) is due.

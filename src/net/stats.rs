@@ -1,4 +1,4 @@
-//! Receive and ARP counters. Every frame [`Net::handle_frame`](super::Net::handle_frame) does not
+//! Receive, ARP and Neighbor Discovery counters (the latter in detail: `NdpStats`). Every frame [`Net::handle_frame`](super::Net::handle_frame) does not
 //! deliver or consume is counted under exactly one [`DropReason`].
 
 use crate::wire::frame::FrameError;
@@ -8,24 +8,27 @@ use crate::wire::frame::FrameError;
 pub enum DropReason {
     /// Shorter than an Ethernet header.
     Runt,
-    /// EtherType neither IPv4 nor ARP (IPv6, VLAN-tagged, LLDP, ...).
+    /// EtherType neither IPv4 nor ARP, nor IPv6 on a port with an IPv6 address (VLAN-tagged,
+    /// LLDP, ...).
     EtherType,
-    /// Unicast to another MAC, or IPv4 to a broadcast/multicast MAC.
+    /// Unicast to another MAC, IPv4 or RoCEv2/IPv6 to a broadcast/multicast MAC, Neighbor
+    /// Discovery to a group that is not ours.
     NotOurMac,
     /// ARP packet too short, not Ethernet/IPv4, an unknown operation or a sender hardware
     /// address that is not unicast.
     MalformedArp,
-    /// IPv4 header too short, version not 4, IHL < 5, total length beyond the frame.
+    /// IPv4 header too short, version not 4, IHL < 5, total length beyond the frame; IPv6
+    /// header too short, version not 6, payload length beyond the frame (RFC 8200 §3).
     MalformedIp,
     /// IPv4 header checksum wrong (RFC 791).
     BadIpChecksum,
-    /// A valid IPv4 header for another address.
+    /// A valid IP header for another address (a Neighbor Solicitation for another target).
     NotOurIp,
     /// An IPv4 fragment (RoCEv2 is never fragmented).
     IpFragment,
     /// ICMP (echo included): out of scope, never answered.
     Icmp,
-    /// Another IP protocol than UDP and ICMP.
+    /// Another IP protocol than UDP and ICMP (ICMPv6 over IPv6).
     NotUdp,
     /// UDP header truncated, UDP length not matching the IP payload, or a wrong non-zero UDP
     /// checksum.
@@ -39,11 +42,20 @@ pub enum DropReason {
     RoceLength,
     /// RoCEv2 with a bad BTH: transport version not 0, unknown opcode, inconsistent headers.
     RoceHeader,
+    /// An IPv6 extension header after the fixed header (RFC 8200 §4): RoCEv2 carries none, and
+    /// Neighbor Discovery is never behind one here.
+    Ipv6ExtensionHeader,
+    /// ICMPv6 other than Neighbor Solicitation and Advertisement (echo included): out of
+    /// scope, never answered.
+    Icmpv6,
+    /// A Neighbor Solicitation or Advertisement that fails RFC 4861 §7.1's checks (hop limit
+    /// not 255, ICMPv6 checksum, code, options, ...).
+    MalformedNd,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 15] = [
+    pub const ALL: [DropReason; 18] = [
         DropReason::Runt,
         DropReason::EtherType,
         DropReason::NotOurMac,
@@ -59,6 +71,9 @@ impl DropReason {
         DropReason::BadIcrc,
         DropReason::RoceLength,
         DropReason::RoceHeader,
+        DropReason::Ipv6ExtensionHeader,
+        DropReason::Icmpv6,
+        DropReason::MalformedNd,
     ];
 
     /// A short stable name, for logs and metrics.
@@ -79,6 +94,9 @@ impl DropReason {
             DropReason::BadIcrc => "bad_icrc",
             DropReason::RoceLength => "roce_length",
             DropReason::RoceHeader => "roce_header",
+            DropReason::Ipv6ExtensionHeader => "ipv6_extension_header",
+            DropReason::Icmpv6 => "icmpv6",
+            DropReason::MalformedNd => "malformed_nd",
         }
     }
 
@@ -86,7 +104,7 @@ impl DropReason {
         self as usize
     }
 
-    /// The reason for a RoCEv2 parse error found after the IPv4 header, address and protocol
+    /// The reason for a RoCEv2 parse error found after the IP header, address and protocol
     /// were checked (so only UDP and InfiniBand-level errors are expected here).
     pub(crate) fn of_roce_error(e: &FrameError) -> DropReason {
         match e {
@@ -103,7 +121,8 @@ impl DropReason {
             | FrameError::BadIpTotalLen(_)
             | FrameError::BadIpv6PayloadLen(_) => DropReason::MalformedIp,
             FrameError::IpFragment => DropReason::IpFragment,
-            FrameError::NotUdp(_) | FrameError::Ipv6ExtensionHeader(_) => DropReason::NotUdp,
+            FrameError::NotUdp(_) => DropReason::NotUdp,
+            FrameError::Ipv6ExtensionHeader(_) => DropReason::Ipv6ExtensionHeader,
             FrameError::BadTver(_)
             | FrameError::UnknownOpcode(_)
             | FrameError::Header(_)

@@ -10,7 +10,7 @@ use super::opcode::{OpFlags, Opcode, OpcodeInfo};
 use super::roce::{RoceHeaders, RocePacket};
 use super::udp::{self, UdpRepr, ROCEV2_PORT};
 use super::{bth, WireError};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 const ETH_LEN: usize = ethernet::HEADER_LEN;
 const IP_LEN: usize = ipv4::HEADER_LEN;
@@ -157,32 +157,51 @@ pub struct RoceFrame<'a> {
     pub bth_resv: u8,
 }
 
-/// What a port acts on of a received RoCEv2 frame: its IPv4 addresses and the transport packet.
-/// [`parse_on_port`](Self::parse_on_port) checks exactly as [`RoceFrame::parse_on_port`] does
-/// (same errors) but reads no Ethernet or UDP fields: the receive path's form.
+/// What a port acts on of a received RoCEv2 frame, over IPv4 or IPv6: its IP addresses and the
+/// transport packet. [`parse_on_port`](Self::parse_on_port) checks exactly as
+/// [`RoceFrame::parse_on_port`] (IPv4) or [`RoceFrame6::parse_on_port`](super::frame6::RoceFrame6::parse_on_port)
+/// (IPv6) does (same errors) but reads no Ethernet or UDP fields: the receive path's form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReceivedPacket<'a> {
-    pub src_ip: Ipv4Addr,
-    pub dst_ip: Ipv4Addr,
+    pub src_ip: IpAddr,
+    pub dst_ip: IpAddr,
     /// Headers and payload (without pad and ICRC).
     pub packet: RocePacket<'a>,
 }
 
 impl<'a> ReceivedPacket<'a> {
-    /// Parses and validates a complete frame as [`RoceFrame::parse_on_port`] does. The payload
-    /// borrows from `frame`.
+    /// Parses and validates a complete frame of either family, by its EtherType (IPv6's, else
+    /// IPv4's checks and errors). The payload borrows from `frame`.
     #[inline(always)]
     pub fn parse_on_port(frame: &'a [u8], port: u16) -> Result<Self, FrameError> {
+        if frame.get(12..ETH_LEN) == Some(&EtherType::IPV6.0.to_be_bytes()[..]) {
+            return Self::parse_v6_on_port(frame, port);
+        }
+        Self::parse_v4_on_port(frame, port)
+    }
+
+    /// [`parse_on_port`](Self::parse_on_port) of an IPv4 frame (`FrameError::NotIpv4`
+    /// otherwise): the receive path's fast path, the addresses read from the header as they
+    /// are.
+    #[inline(always)]
+    pub fn parse_v4_on_port(frame: &'a [u8], port: u16) -> Result<Self, FrameError> {
         let c = Checked::of(frame, port)?;
         let ip = c.ip_h;
         Ok(ReceivedPacket {
-            src_ip: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
-            dst_ip: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+            src_ip: IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15])),
+            dst_ip: IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19])),
             packet: RocePacket {
                 headers: c.transport.headers()?,
                 payload: c.transport.payload,
             },
         })
+    }
+
+    /// [`parse_on_port`](Self::parse_on_port) of an IPv6 frame (`FrameError::NotIpv6`
+    /// otherwise), with the checks of `RoceFrame6::parse_on_port`.
+    #[inline(never)]
+    pub fn parse_v6_on_port(frame: &'a [u8], port: u16) -> Result<Self, FrameError> {
+        super::frame6::received(frame, port)
     }
 }
 

@@ -10,13 +10,13 @@
 
 use super::bth;
 use super::ethernet::{self, EtherType, EthernetRepr};
-use super::frame::{pad_for, FrameError, Transport};
+use super::frame::{pad_for, FrameError, ReceivedPacket, Transport};
 use super::icrc::{icrc6_parts, IcrcHasher, ICRC_LEN};
 use super::ipv4::IPPROTO_UDP;
 use super::ipv6::{self, Ipv6Repr};
 use super::roce::{RoceHeaders, RocePacket};
 use super::udp::{self, UdpRepr, ROCEV2_PORT};
-use std::net::Ipv6Addr;
+use std::net::{IpAddr, Ipv6Addr};
 
 const ETH_LEN: usize = ethernet::HEADER_LEN;
 const IP_LEN: usize = ipv6::HEADER_LEN;
@@ -41,29 +41,18 @@ pub struct RoceFrame6<'a> {
     pub bth_resv: u8,
 }
 
-/// What a port acts on of a received RoCEv2/IPv6 frame: its addresses and the transport packet
-/// (the IPv6 form of [`ReceivedPacket`](super::frame::ReceivedPacket)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReceivedPacket6<'a> {
-    pub src_ip: Ipv6Addr,
-    pub dst_ip: Ipv6Addr,
-    /// Headers and payload (without pad and ICRC).
-    pub packet: RocePacket<'a>,
-}
-
-impl<'a> ReceivedPacket6<'a> {
-    /// Parses and validates a complete frame as [`RoceFrame6::parse_on_port`] does.
-    pub fn parse_on_port(frame: &'a [u8], port: u16) -> Result<Self, FrameError> {
-        let c = Checked6::of(frame, port)?;
-        Ok(ReceivedPacket6 {
-            src_ip: addr(&c.ip_h[ipv6::field::SRC_ADDR]),
-            dst_ip: addr(&c.ip_h[ipv6::field::DST_ADDR]),
-            packet: RocePacket {
-                headers: c.transport.headers()?,
-                payload: c.transport.payload,
-            },
-        })
-    }
+/// [`ReceivedPacket::parse_v6_on_port`]: the checks of [`RoceFrame6::parse_on_port`], the
+/// addresses and the transport packet.
+pub(super) fn received(frame: &[u8], port: u16) -> Result<ReceivedPacket<'_>, FrameError> {
+    let c = Checked6::of(frame, port)?;
+    Ok(ReceivedPacket {
+        src_ip: IpAddr::V6(addr(&c.ip_h[ipv6::field::SRC_ADDR])),
+        dst_ip: IpAddr::V6(addr(&c.ip_h[ipv6::field::DST_ADDR])),
+        packet: RocePacket {
+            headers: c.transport.headers()?,
+            payload: c.transport.payload,
+        },
+    })
 }
 
 fn addr(b: &[u8]) -> Ipv6Addr {
@@ -383,8 +372,11 @@ mod tests {
         assert_eq!(built.emit(&mut out), Ok(86));
         assert_eq!(out, SEND6, "our frame is scapy's");
         assert_eq!(icrc6_frame_of(&SEND6), (0x6691_1da3, 0x6691_1da3));
-        let r = ReceivedPacket6::parse_on_port(&SEND6, ROCEV2_PORT).unwrap();
-        assert_eq!((r.src_ip, r.dst_ip), (a("fd00:77::1"), a("fd00:77::2")));
+        let r = ReceivedPacket::parse_on_port(&SEND6, ROCEV2_PORT).unwrap();
+        assert_eq!(
+            (r.src_ip, r.dst_ip),
+            (a("fd00:77::1").into(), a("fd00:77::2").into())
+        );
         assert_eq!(r.packet, f.packet());
     }
 
@@ -532,7 +524,7 @@ mod tests {
         for frame in [&SEND6[..], &ACK6[..]] {
             for n in 0..frame.len() {
                 assert!(RoceFrame6::parse(&frame[..n]).is_err(), "{n} bytes");
-                assert!(ReceivedPacket6::parse_on_port(&frame[..n], ROCEV2_PORT).is_err());
+                assert!(ReceivedPacket::parse_on_port(&frame[..n], ROCEV2_PORT).is_err());
             }
             // Ethernet padding after the packet is ignored.
             let mut padded = frame.to_vec();

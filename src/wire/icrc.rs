@@ -73,11 +73,17 @@ impl IcrcHasher {
         IcrcHasher { crc: seeded_crc() }
     }
 
-    /// Feeds `bytes`, which must start with the IPv4 header (IHL taken from byte 0), the UDP
-    /// header and the BTH, with the variant fields masked; bytes after the BTH are fed as they
-    /// are. Fails if the IHL is below 5 or `bytes` is shorter than the three headers.
+    /// Feeds `bytes`, which must start with an IP header, the UDP header and the BTH, with the
+    /// variant fields masked; bytes after the BTH are fed as they are. The version nibble
+    /// chooses the family: 6 is [`update_headers_v6`](Self::update_headers_v6), anything else
+    /// an IPv4 header (IHL taken from byte 0). Fails if the IHL is below 5 or `bytes` is
+    /// shorter than the three headers.
+    #[inline]
     pub fn update_headers(&mut self, bytes: &[u8]) -> Result<()> {
         check_len("IPv4 header", bytes, ipv4::HEADER_LEN)?;
+        if bytes[0] >> 4 == 6 {
+            return self.update_headers_v6(bytes);
+        }
         let ihl = usize::from(bytes[0] & 0x0f) * 4;
         self.update_masked(bytes, ihl)
     }
@@ -206,12 +212,16 @@ fn copy_ends<'d, const N: usize>(dst: &'d mut [u8], src: &[u8]) -> &'d mut [u8] 
     dst
 }
 
-/// ICRC of a packet being built in `ip_to_pad` (the IPv4 header through the pad, as
+/// ICRC of a packet being built in `ip_to_pad` (the IP header through the pad, as
 /// [`icrc_parts`] takes it), hashed in place with one call: the variant fields are set to all
 /// ones, hashed, and put back as they were. Same result as `icrc_parts(ip_to_pad, &[])`, without
-/// its stack copy.
+/// its stack copy. The version nibble chooses the family, as in
+/// [`IcrcHasher::update_headers`].
 pub fn icrc_in_place(ip_to_pad: &mut [u8]) -> Result<u32> {
     check_len("IPv4 header", ip_to_pad, ipv4::HEADER_LEN)?;
+    if ip_to_pad[0] >> 4 == 6 {
+        return icrc6_in_place(ip_to_pad);
+    }
     let ihl = usize::from(ip_to_pad[0] & 0x0f) * 4;
     if ihl < ipv4::HEADER_LEN {
         return Err(WireError::BadValue("IPv4 header length"));
@@ -256,8 +266,9 @@ pub fn icrc_in_place(ip_to_pad: &mut [u8]) -> Result<u32> {
     Ok(crc.finalize())
 }
 
-/// ICRC over `ip_udp_bth_and_ext` (IPv4 header through the extension headers, or further) and
-/// then each of `payload_parts` in order (payload segments and pad).
+/// ICRC over `ip_udp_bth_and_ext` (IP header through the extension headers, or further; IPv4
+/// or IPv6 by the version nibble) and then each of `payload_parts` in order (payload segments
+/// and pad).
 pub fn icrc_parts(ip_udp_bth_and_ext: &[u8], payload_parts: &[&[u8]]) -> Result<u32> {
     let mut h = IcrcHasher::new();
     h.update_headers(ip_udp_bth_and_ext)?;
@@ -268,10 +279,14 @@ pub fn icrc_parts(ip_udp_bth_and_ext: &[u8], payload_parts: &[&[u8]]) -> Result<
 }
 
 /// ICRC of a complete Ethernet/IPv4 RoCEv2 frame: over the IP packet as its total length gives
-/// it, minus the trailing 4 ICRC bytes. Returns `(computed, stored)`.
+/// it, minus the trailing 4 ICRC bytes. Returns `(computed, stored)`. An IPv6 packet (version
+/// 6) is [`icrc6_frame`]'s.
 pub fn icrc_frame(frame: &[u8]) -> Result<(u32, u32)> {
     const ETH: usize = super::ethernet::HEADER_LEN;
     check_len("IPv4 header", frame, ETH + ipv4::HEADER_LEN)?;
+    if frame[ETH] >> 4 == 6 {
+        return icrc6_frame(frame);
+    }
     let total = usize::from(u16::from_be_bytes([frame[ETH + 2], frame[ETH + 3]]));
     check_len("IPv4 packet", frame, ETH + total)?;
     let ip = &frame[ETH..ETH + total];
@@ -297,6 +312,28 @@ fn mask_v6(m: &mut [u8; V6_HEAD]) {
     let u = ipv6::HEADER_LEN + udp::field::CHECKSUM;
     m[u..u + 2].fill(0xff);
     m[ipv6::HEADER_LEN + udp::HEADER_LEN + super::bth::field::FECN_BECN] = 0xff;
+}
+
+/// [`icrc_in_place`] over IPv6: the masked prefix (IPv6, UDP and BTH headers at fixed offsets,
+/// RoCEv2 carries no extension header) is saved, masked as [`mask_v6`] does, hashed with the
+/// rest in one call, and put back.
+fn icrc6_in_place(ip_to_pad: &mut [u8]) -> Result<u32> {
+    let have = ip_to_pad.len();
+    let Some(head) = ip_to_pad.first_chunk_mut::<V6_HEAD>() else {
+        return Err(WireError::Truncated {
+            what: "IPv6/UDP/BTH headers",
+            need: V6_HEAD,
+            have,
+        });
+    };
+    let saved = *head;
+    mask_v6(head);
+    let mut crc = seeded_crc();
+    crc.update(ip_to_pad);
+    if let Some(head) = ip_to_pad.first_chunk_mut::<V6_HEAD>() {
+        *head = saved;
+    }
+    Ok(crc.finalize())
 }
 
 /// ICRC over `ip6_udp_bth_and_ext` (IPv6 header through the extension headers, or further) and

@@ -39,7 +39,7 @@ pub use bth::BthRepr;
 pub use deth::DethRepr;
 pub use ethernet::{EtherType, EthernetAddress, EthernetRepr};
 pub use frame::{classify, udp_dst_port, FrameError, FrameKind, ReceivedPacket, RoceFrame};
-pub use frame6::{ReceivedPacket6, RoceFrame6};
+pub use frame6::RoceFrame6;
 pub use icmpv6::{NaFlags, NdiscRepr};
 pub use icrc::{icrc6_frame, icrc6_parts, icrc_frame, icrc_parts, IcrcHasher};
 pub use ieth::IethRepr;

@@ -1,5 +1,7 @@
-//! The frame builder: Ethernet, IPv4, UDP and RoCE headers, the payload read from registered
-//! memory or pinned for zero-copy transmit, and the ICRC.
+//! The frame builder: Ethernet, IP (v4 or v6), UDP and RoCE headers, the payload read from
+//! registered memory or pinned for zero-copy transmit, and the ICRC. The BTH follows the IP
+//! family's headers: at 42 bytes over IPv4, at 62 over IPv6 (`Route::headers_len`,
+//! `Net::headers_len`).
 
 use super::*;
 
@@ -18,7 +20,7 @@ impl<M: Memory> FrameBuilder<'_, M> {
     pub(super) fn build_pinned(
         &mut self,
         now: Instant,
-        dst: Ipv4Addr,
+        dst: IpAddr,
         src_qpn: u32,
         dst_qpn: u32,
         tx: &Transmit,
@@ -48,37 +50,33 @@ impl<M: Memory> FrameBuilder<'_, M> {
                 table.unpin(t);
             }
         };
-        let Ok((eth, ipv4, udp)) = self.net.frame_for(now, dst, src_qpn, dst_qpn) else {
-            unpin(pinned);
-            self.stats.tx_no_peer += 1;
-            return Some(false);
-        };
         let len = tx.payload.len();
         let pad = usize::from(pad_for(len));
         let mut headers = tx.headers;
         headers.bth.pad_count = pad as u8;
-        // `emit_headers` needs only the payload's length: a zero slice of that length stands in.
-        let frame = RoceFrame {
-            eth,
-            ipv4,
-            udp,
-            headers,
-            payload: &ZERO_PAYLOAD[..len],
-            pad: pad as u8,
-            icrc: 0,
-            bth_resv: 0,
-        };
+        // The Ethernet/IP/UDP headers from the destination's template, then the RoCE headers.
+        let at_bth = Net::headers_len(dst);
+        let at_payload = at_bth + headers.header_len();
         out.clear();
-        out.resize(ETH_LEN + 20 + 8 + 64, 0);
-        let n = match frame.emit_headers(out) {
-            Ok(n) => n,
-            Err(_) => {
-                unpin(pinned);
-                self.stats.tx_build_errors += 1;
-                return Some(false);
-            }
-        };
-        out.truncate(n);
+        out.resize(at_payload, 0);
+        let roce_len = at_payload - at_bth + len + pad + ICRC_LEN;
+        let written = self.net.write_headers_any_len(
+            now,
+            dst,
+            src_qpn,
+            dst_qpn,
+            roce_len,
+            &mut out[..at_bth],
+        );
+        if !self.headers_written(written) {
+            unpin(pinned);
+            return Some(false);
+        }
+        if headers.emit_inlined(&mut out[at_bth..]).is_err() {
+            unpin(pinned);
+            self.stats.tx_build_errors += 1;
+            return Some(false);
+        }
         let mut h = IcrcHasher::new();
         if h.update_headers(&out[ETH_LEN..]).is_err() {
             unpin(pinned);
@@ -108,12 +106,11 @@ impl<M: Memory> FrameBuilder<'_, M> {
         w: &WriteOnlyRequest,
         out: &mut Vec<u8>,
     ) -> bool {
-        const AT_BTH: usize = HEADERS_LEN;
-        const AT_RETH: usize = AT_BTH + BTH_LEN;
-        const AT_PAYLOAD: usize = AT_RETH + RETH_LEN;
+        let at_bth = route.headers_len();
+        let at_payload = at_bth + BTH_LEN + RETH_LEN;
         let plen = w.payload.len as usize;
         let pad = pad_for(plen);
-        let pay_end = AT_PAYLOAD + plen;
+        let pay_end = at_payload + plen;
         let body_end = pay_end + usize::from(pad);
         let len = body_end + ICRC_LEN;
         // Sized, not cleared: every byte is written below.
@@ -121,20 +118,20 @@ impl<M: Memory> FrameBuilder<'_, M> {
         out[pay_end..pay_end + ICRC_LEN].copy_from_slice(&[0; ICRC_LEN]);
         if self
             .mem
-            .read(&w.payload, Access::empty(), &mut out[AT_PAYLOAD..pay_end])
+            .read(&w.payload, Access::empty(), &mut out[at_payload..pay_end])
             .is_err()
         {
             self.stats.tx_payload_errors += 1;
             return false;
         }
-        let written =
-            self.net
-                .write_route_headers(route, len - HEADERS_LEN, &mut out[..HEADERS_LEN]);
+        let written = self
+            .net
+            .write_route_headers(route, len - at_bth, &mut out[..at_bth]);
         if !self.headers_written(written) {
             return false;
         }
         // `out` is `len` bytes long: both chunks are there (a failure would be counted).
-        let Some((bth, rest)) = out[AT_BTH..].split_first_chunk_mut::<BTH_LEN>() else {
+        let Some((bth, rest)) = out[at_bth..].split_first_chunk_mut::<BTH_LEN>() else {
             self.stats.tx_build_errors += 1;
             return false;
         };
@@ -155,7 +152,7 @@ impl<M: Memory> FrameBuilder<'_, M> {
         true
     }
 
-    /// Counts a failed Ethernet/IPv4/UDP header write: a packet too long for IPv4 is a build
+    /// Counts a failed Ethernet/IP/UDP header write: a packet too long for IPv4 is a build
     /// error, anything else has no peer. True when the headers were written.
     #[inline(always)]
     pub(super) fn headers_written(&mut self, written: Result<usize, crate::net::NetError>) -> bool {
@@ -172,8 +169,9 @@ impl<M: Memory> FrameBuilder<'_, M> {
         }
     }
 
-    /// Writes the ICRC over `out[ETH_LEN..body_end]` into `out[body_end..]` and counts the
-    /// frame; false (a build error, counted) when the headers do not hash.
+    /// Writes the ICRC over `out[ETH_LEN..body_end]` (an IPv4 or IPv6 packet: the ICRC reads
+    /// the version) into `out[body_end..]` and counts the frame; false (a build error, counted)
+    /// when the headers do not hash.
     #[inline(always)]
     pub(super) fn seal(&mut self, out: &mut [u8], body_end: usize) -> bool {
         let Ok(icrc) = icrc_in_place(&mut out[ETH_LEN..body_end]) else {
@@ -186,9 +184,9 @@ impl<M: Memory> FrameBuilder<'_, M> {
     }
 
     /// Builds the complete frame into `out`, in place: the payload read (or copied) into its
-    /// place, the Ethernet/IPv4/UDP headers from the destination's template, the RoCE headers,
+    /// place, the Ethernet/IP/UDP headers from the destination's template, the RoCE headers,
     /// the zero pad and the ICRC over the emitted bytes. The bytes are those of
-    /// `RoceFrame::new(frame_for(..), ..).emit(..)`. False (and counted) when it cannot be
+    /// `RoceFrame::new(..).emit(..)` (`RoceFrame6` over IPv6) from the template's reprs. False (and counted) when it cannot be
     /// built: payload unreadable, no peer MAC, or headers that do not emit.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
@@ -207,7 +205,11 @@ impl<M: Memory> FrameBuilder<'_, M> {
             Body::Gather(p) => p.len(),
         };
         let pad = pad_for(payload_len);
-        let at_payload = HEADERS_LEN + headers.header_len();
+        let at_bth = match to {
+            To::Route(_, Some(route)) => route.headers_len(),
+            To::Route(dst, None) | To::Ip(dst) => Net::headers_len(dst),
+        };
+        let at_payload = at_bth + headers.header_len();
         let body_end = at_payload + payload_len + usize::from(pad);
         let len = body_end + ICRC_LEN;
         // Sized, not cleared: every byte is written below (the template's headers, the RoCE
@@ -227,11 +229,11 @@ impl<M: Memory> FrameBuilder<'_, M> {
                 }
             }
         }
-        let roce_len = len - HEADERS_LEN;
+        let roce_len = len - at_bth;
         let written = match to {
             To::Route(_, Some(route)) => {
                 self.net
-                    .write_route_headers(route, roce_len, &mut out[..HEADERS_LEN])
+                    .write_route_headers(route, roce_len, &mut out[..at_bth])
             }
             To::Route(dst, None) | To::Ip(dst) => self.net.write_headers_any_len(
                 now,
@@ -239,21 +241,18 @@ impl<M: Memory> FrameBuilder<'_, M> {
                 src_qpn,
                 dst_qpn,
                 roce_len,
-                &mut out[..HEADERS_LEN],
+                &mut out[..at_bth],
             ),
         };
         if !self.headers_written(written) {
             return false;
         }
         // Emitted as the QP made them, then the pad count set in the BTH (no header copy).
-        if headers
-            .emit_inlined(&mut out[HEADERS_LEN..at_payload])
-            .is_err()
-        {
+        if headers.emit_inlined(&mut out[at_bth..at_payload]).is_err() {
             self.stats.tx_build_errors += 1;
             return false;
         }
-        crate::wire::bth::Packet::new_unchecked(&mut out[HEADERS_LEN..]).set_pad_count(pad);
+        crate::wire::bth::Packet::new_unchecked(&mut out[at_bth..]).set_pad_count(pad);
         self.seal(out, body_end)
     }
 }
@@ -262,10 +261,10 @@ impl<M: Memory> FrameBuilder<'_, M> {
 #[derive(Clone, Copy)]
 pub(super) enum To<'a> {
     /// To this address, looked up in the neighbour layer for this frame.
-    Ip(Ipv4Addr),
+    Ip(IpAddr),
     /// To this address along the sending QP's route, checked fresh by the caller (`None`: no
     /// route could be built; the lookup then reports why).
-    Route(Ipv4Addr, Option<&'a Route>),
+    Route(IpAddr, Option<&'a Route>),
 }
 
 /// Where the payload of a frame being built comes from.

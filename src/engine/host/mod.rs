@@ -52,7 +52,6 @@ use qps::{QpEntry, QpTable, RecvAcct, Work};
 
 use crate::cm::{AcceptParams, Cm, CmError, CmEvent, CmId, ConnectParams, QpControl, CM_QPN};
 use crate::mem::{MrTable, PinToken, Pz};
-use crate::net::HEADERS_LEN;
 use crate::net::{Inbound, Net, NetConfig, NetEvent, NetStats, Resolve, Route};
 use crate::srq::{EpRecvAccount, EpRecvHandle, RecvSource, SharedSrq, SrqPort, WatermarkEvents};
 use crate::time::Instant;
@@ -69,7 +68,7 @@ use crate::wire::bth::{BthRepr, BTH_LEN, DEFAULT_PKEY};
 use crate::wire::deth::{DethRepr, GSI_QKEY};
 use crate::wire::ethernet::EthernetAddress;
 use crate::wire::frame::pad_for;
-use crate::wire::frame::{ReceivedPacket, RoceFrame};
+use crate::wire::frame::ReceivedPacket;
 use crate::wire::icrc::{icrc_in_place, IcrcHasher, ICRC_LEN};
 use crate::wire::mad::MAD_LEN;
 use crate::wire::opcode::Opcode;
@@ -78,7 +77,7 @@ use crate::wire::reth::RETH_LEN;
 use crate::wire::roce::RoceHeaders;
 use crate::wire::write_only::WriteOnlyFrame;
 use std::collections::{BTreeMap, VecDeque};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// Identity of a port.
@@ -250,7 +249,14 @@ impl<M: Memory> Host<M> {
         let qpns = qpn::QpnAllocator::new(config.qpns, config.seed);
         Ok(Host {
             net: Net::new(config.net)?,
-            cm: Cm::new(config.net.ip, config.ca_guid, config.seed),
+            cm: Cm::new(
+                crate::cm::LocalIps {
+                    v4: Some(config.net.ip),
+                    v6: config.net.ipv6.map(|v6| v6.ip),
+                },
+                config.ca_guid,
+                config.seed,
+            ),
             held_mads: VecDeque::new(),
             request_gate: req_gate::RequestGate::default(),
             config,
@@ -310,7 +316,7 @@ impl<M: Memory> Host<M> {
         ip: impl Into<IpAddr>,
         mac: EthernetAddress,
     ) -> Result<(), crate::net::NetError> {
-        let r = v4(ip.into()).and_then(|ip| self.net.add_static(ip, mac));
+        let r = self.net.add_static(ip.into(), mac);
         self.work.neighbours_changed();
         r
     }
@@ -368,14 +374,6 @@ impl<M: Memory> Host<M> {
             self.work.qp_deadline = next;
         }
         self.collect();
-    }
-}
-
-/// The IPv4 address the neighbour layer takes for `ip`; IPv6 peers are not reachable yet.
-pub(super) fn v4(ip: IpAddr) -> Result<Ipv4Addr, crate::net::NetError> {
-    match ip {
-        IpAddr::V4(v4) => Ok(v4),
-        IpAddr::V6(_) => Err(crate::net::NetError::NotUnicast(Ipv4Addr::UNSPECIFIED)),
     }
 }
 

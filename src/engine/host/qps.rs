@@ -486,19 +486,17 @@ impl<M: Memory> Host<M> {
         while let Some(ev) = self.net.poll_event() {
             super::event_log::net_event(&ev);
             if let NetEvent::IcmpUnreachable { ip } = ev {
-                self.cm
-                    .destinations_unresolvable(|dst| dst == IpAddr::V4(ip));
+                self.cm.destinations_unresolvable(|dst| dst == ip);
                 self.cm_ran = true;
             }
             if let NetEvent::Unresolvable { ip } = ev {
-                if self.request_gate.forget(IpAddr::V4(ip)) {
+                if self.request_gate.forget(ip) {
                     self.stats.rx_requests_unverified += 1;
                 }
                 // `ip` is a next hop: the peer itself, or the router before the peers behind it.
                 let net = &self.net;
-                self.cm.destinations_unresolvable(|dst| {
-                    v4(dst).and_then(|d| net.next_hop(d)) == Ok(ip)
-                });
+                self.cm
+                    .destinations_unresolvable(|dst| net.next_hop(dst) == Ok(ip));
                 self.cm_ran = true;
             }
             self.events.push_back(HostEvent::Net(ev));

@@ -77,10 +77,7 @@ impl<M: Memory> Host<M> {
             return;
         }
         let net = &self.net;
-        for (ip, mad) in self
-            .request_gate
-            .take_known(|ip| v4(ip).is_ok_and(|ip| net.lookup(ip).is_some()))
-        {
+        for (ip, mad) in self.request_gate.take_known(|ip| net.lookup(ip).is_some()) {
             self.cm.handle_mad(
                 now,
                 ip,
@@ -105,13 +102,13 @@ impl<M: Memory> Host<M> {
                 self.stats.rx_bad_gsi += 1;
                 return;
             }
-            let src_ip = IpAddr::V4(f.src_ip);
+            let src_ip = f.src_ip;
             if is_req(f.packet.payload)
-                && f.src_ip != self.config.net.ip
-                && self.net.lookup(f.src_ip).is_none()
+                && src_ip != IpAddr::V4(self.config.net.ip)
+                && self.net.lookup(src_ip).is_none()
             {
                 // The source must answer ARP first (`req_gate`).
-                match self.net.resolve(now, f.src_ip) {
+                match self.net.resolve(now, src_ip) {
                     crate::net::Resolve::Ready(_) => {}
                     crate::net::Resolve::Pending => {
                         self.stats.rx_requests_held += 1;
@@ -145,7 +142,7 @@ impl<M: Memory> Host<M> {
         };
         // Origin: a QP with a peer takes packets from that address only (its path); a QP
         // without one (RESET, INIT) takes none anyway.
-        if e.peer.is_some_and(|peer| peer != IpAddr::V4(f.src_ip)) {
+        if e.peer.is_some_and(|peer| peer != f.src_ip) {
             self.stats.rx_wrong_origin += 1;
             return;
         }

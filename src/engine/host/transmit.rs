@@ -55,7 +55,7 @@ impl<M: Memory> Host<M> {
         if let Some(arp) = self.net.poll_transmit(now) {
             self.stats.tx_frames += 1;
             out.clear();
-            out.extend_from_slice(&arp.padded());
+            out.extend_from_slice(arp.padded());
             return Some(TxOut::Whole);
         }
         // Held MADs whose destination got resolved (or failed: then they are dropped; the CM
@@ -64,7 +64,7 @@ impl<M: Memory> Host<M> {
             let Some((dst, mad)) = self.held_mads.pop_front() else {
                 break;
             };
-            match v4(dst).map_or_else(Resolve::Failed, |d| self.net.resolve(now, d)) {
+            match self.net.resolve(now, dst) {
                 Resolve::Ready(_) => {
                     if self.mad_frame(now, dst, &mad, out) {
                         return Some(TxOut::Whole);
@@ -81,7 +81,7 @@ impl<M: Memory> Host<M> {
             self.work.before_cm.pop();
         }
         while let Some(t) = self.cm.poll_transmit(now) {
-            match v4(t.dst).map_or_else(Resolve::Failed, |d| self.net.resolve(now, d)) {
+            match self.net.resolve(now, t.dst) {
                 Resolve::Ready(_) => {
                     if self.mad_frame(now, t.dst, &t.mad, out) {
                         return Some(TxOut::Whole);
@@ -92,7 +92,7 @@ impl<M: Memory> Host<M> {
                     if let Some(arp) = self.net.poll_transmit(now) {
                         self.stats.tx_frames += 1;
                         out.clear();
-                        out.extend_from_slice(&arp.padded());
+                        out.extend_from_slice(arp.padded());
                         return Some(TxOut::Whole);
                     }
                 }
@@ -112,10 +112,6 @@ impl<M: Memory> Host<M> {
                 e.tx_queued = false;
                 continue;
             };
-            let Ok(dst) = v4(dst) else {
-                e.tx_queued = false;
-                continue;
-            };
             let routed = e.route.as_ref().is_some_and(|r| {
                 r.leads_to(dst, e.qp.attr().dest_qpn) && self.net.route_valid(r, now)
             });
@@ -126,7 +122,7 @@ impl<M: Memory> Host<M> {
                 if let Some(arp) = self.net.poll_transmit(now) {
                     self.stats.tx_frames += 1;
                     out.clear();
-                    out.extend_from_slice(&arp.padded());
+                    out.extend_from_slice(arp.padded());
                     return Some(TxOut::Whole);
                 }
                 continue;
@@ -237,7 +233,7 @@ impl<M: Memory> Host<M> {
     /// The next packet of QP `qpn` (moved to ERROR by the CM: only its last acknowledgements
     /// remain) as a whole frame in `out`; false when it has none (or cannot send any).
     pub(super) fn qp_frame_before_cm(&mut self, now: Instant, qpn: u32, out: &mut Vec<u8>) -> bool {
-        let Some(Ok(dst)) = self.qps.get(&qpn).and_then(|e| e.peer).map(v4) else {
+        let Some(dst) = self.qps.get(&qpn).and_then(|e| e.peer) else {
             return false;
         };
         if self.net.lookup(dst).is_none() {
@@ -271,10 +267,6 @@ impl<M: Memory> Host<M> {
         mad: &[u8],
         out: &mut Vec<u8>,
     ) -> bool {
-        let Ok(dst) = v4(dst) else {
-            self.stats.tx_no_peer += 1;
-            return false;
-        };
         let bth = BthRepr::new(Opcode::UD_SEND_ONLY, CM_QPN, self.gsi_psn);
         debug_assert_eq!(bth.pkey, DEFAULT_PKEY);
         self.gsi_psn = self.gsi_psn.next();

@@ -31,7 +31,7 @@ fn linux_request_for_our_ip_gets_reply() {
         assert_eq!(&padded_reply[..42], &EXPECTED_REPLY);
         assert_eq!(&padded_reply[42..], &[0u8; 18]);
         // The requester was learnt (the request was addressed to us).
-        assert_eq!(net.lookup(LINUX_IP), Some(LINUX_MAC));
+        assert_eq!(net.lookup(LINUX_IP.into()), Some(LINUX_MAC));
         let s = net.stats();
         assert_eq!((s.rx_arp_requests, s.tx_arp_replies), (1, 1));
         assert_eq!(s.dropped_total(), 0);
@@ -42,7 +42,11 @@ fn linux_request_for_our_ip_gets_reply() {
 fn reply_fields_decode() {
     let mut net = net();
     net.handle_frame(ms(0), &linux_request(LINUX_MAC, LINUX_IP, OUR_IP, false));
-    let reply = net.poll_transmit(ms(0)).unwrap();
+    let reply = *net
+        .poll_transmit(ms(0))
+        .unwrap()
+        .arp()
+        .expect("an ARP reply");
     let eth = reply.ethernet();
     assert_eq!(eth.dst_addr, LINUX_MAC);
     assert_eq!(eth.src_addr, OUR_MAC);
@@ -72,28 +76,32 @@ fn request_for_other_ip_is_ignored_and_teaches_nothing_new() {
         drain(&mut net, ms(0)).is_empty(),
         "no reply for someone else"
     );
-    assert_eq!(net.lookup(LINUX_IP), None, "sender not cached: not added");
+    assert_eq!(
+        net.lookup(LINUX_IP.into()),
+        None,
+        "sender not cached: not added"
+    );
     assert_eq!(net.stats().rx_arp_requests, 1);
 }
 
 #[test]
 fn request_for_other_ip_updates_a_cached_sender() {
     let mut net = net();
-    net.add_static(Ipv4Addr::new(192, 168, 2, 99), OTHER_MAC)
+    net.add_static(Ipv4Addr::new(192, 168, 2, 99).into(), OTHER_MAC)
         .unwrap();
-    assert_eq!(net.resolve(ms(0), LINUX_IP), Resolve::Pending);
+    assert_eq!(net.resolve(ms(0), LINUX_IP.into()), Resolve::Pending);
     drain(&mut net, ms(0));
     net.handle_frame(ms(1), &linux_reply());
-    assert_eq!(net.lookup(LINUX_IP), Some(LINUX_MAC));
+    assert_eq!(net.lookup(LINUX_IP.into()), Some(LINUX_MAC));
     events(&mut net);
     // Linux moved to a new NIC and asks for someone else: RFC 826 merges the new MAC.
     let req = linux_request(OTHER_MAC, LINUX_IP, Ipv4Addr::new(192, 168, 2, 30), false);
     assert_eq!(net.handle_frame(ms(2), &req), Inbound::Consumed);
-    assert_eq!(net.lookup(LINUX_IP), Some(OTHER_MAC));
+    assert_eq!(net.lookup(LINUX_IP.into()), Some(OTHER_MAC));
     assert_eq!(
         events(&mut net),
         vec![NetEvent::Resolved {
-            ip: LINUX_IP,
+            ip: LINUX_IP.into(),
             mac: OTHER_MAC
         }]
     );
@@ -106,7 +114,10 @@ fn request_for_other_ip_updates_a_cached_sender() {
         false,
     );
     net.handle_frame(ms(3), &req);
-    assert_eq!(net.lookup(Ipv4Addr::new(192, 168, 2, 99)), Some(OTHER_MAC));
+    assert_eq!(
+        net.lookup(Ipv4Addr::new(192, 168, 2, 99).into()),
+        Some(OTHER_MAC)
+    );
 }
 
 #[test]
@@ -116,15 +127,15 @@ fn gratuitous_arp_updates_only_known_entries() {
     // Gratuitous reply (broadcast, sender = target = 192.168.2.30): unknown, so not added.
     let garp = arp_reply(EthernetAddress::BROADCAST, OTHER_MAC, ip30, OTHER_MAC, ip30);
     assert_eq!(net.handle_frame(ms(0), &garp), Inbound::Consumed);
-    assert_eq!(net.lookup(ip30), None);
+    assert_eq!(net.lookup(ip30.into()), None);
     assert_eq!(net.stats().rx_arp_replies, 1);
     // Known now: a gratuitous request with a new MAC moves it.
-    net.resolve(ms(0), ip30);
+    net.resolve(ms(0), ip30.into());
     net.handle_frame(ms(1), &arp_reply(OUR_MAC, LINUX_MAC, ip30, OUR_MAC, OUR_IP));
-    assert_eq!(net.lookup(ip30), Some(LINUX_MAC));
+    assert_eq!(net.lookup(ip30.into()), Some(LINUX_MAC));
     let gratuitous_request = linux_request(OTHER_MAC, ip30, ip30, true);
     net.handle_frame(ms(2), &gratuitous_request);
-    assert_eq!(net.lookup(ip30), Some(OTHER_MAC));
+    assert_eq!(net.lookup(ip30.into()), Some(OTHER_MAC));
     assert!(drain(&mut net, ms(2))
         .iter()
         .all(|f| f.arp().operation == crate::wire::arp::ArpOperation::Request));
@@ -168,7 +179,7 @@ fn malformed_arp_is_dropped() {
     }
     assert_eq!(net.stats().dropped(DropReason::MalformedArp), 4);
     assert!(drain(&mut net, ms(0)).is_empty());
-    assert_eq!(net.lookup(LINUX_IP), None);
+    assert_eq!(net.lookup(LINUX_IP.into()), None);
 }
 
 #[test]
@@ -179,7 +190,7 @@ fn someone_else_claiming_our_ip_is_reported() {
     assert_eq!(
         events(&mut net),
         vec![NetEvent::AddressConflict {
-            ip: OUR_IP,
+            ip: OUR_IP.into(),
             mac: OTHER_MAC
         }]
     );

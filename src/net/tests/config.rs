@@ -84,7 +84,7 @@ fn point_to_point_subnet() {
     c.ip = Ipv4Addr::new(10, 0, 0, 1);
     let mut net = Net::new(c).unwrap();
     assert_eq!(
-        net.resolve(ms(0), Ipv4Addr::new(10, 0, 0, 0)),
+        net.resolve(ms(0), Ipv4Addr::new(10, 0, 0, 0).into()),
         Resolve::Pending
     );
 }

@@ -1,6 +1,9 @@
 //! The receive filter: one counter per drop reason, checked with crafted frames.
 
+use super::ndp::{linux_ns, LINUX_IP6, OUR_IP6};
 use super::*;
+use crate::wire::ipv6;
+use std::net::Ipv6Addr;
 
 /// A UDP datagram from Linux to us on `port` with a zero checksum.
 fn udp_frame(port: u16, payload: &[u8]) -> Vec<u8> {
@@ -133,23 +136,79 @@ fn every_drop_reason_has_its_counter() {
     tver[14 + 20 + 8 + 1] |= 0x01;
     cases.push(("BTH TVer 1", tver, DropReason::RoceHeader));
 
-    let mut net = net();
+    // The IPv6 ones, to a port with an IPv6 address (above, the port has none).
+    let good6 = roce_frame6(OUR_MAC, OUR_IP6);
+    let edit6 = |at: usize, v: &[u8]| {
+        let mut f = good6.clone();
+        f[at..at + v.len()].copy_from_slice(v);
+        f
+    };
+    let mut cases6: Vec<(&str, Vec<u8>, DropReason)> = vec![
+        (
+            "RoCEv2/IPv6 to a group MAC",
+            roce_frame6(ipv6::multicast_mac(ipv6::ALL_NODES), OUR_IP6),
+            DropReason::NotOurMac,
+        ),
+        (
+            "IPv6 header truncated",
+            good6[..14 + 39].to_vec(),
+            DropReason::MalformedIp,
+        ),
+        (
+            "IPv6 version 4",
+            edit6(14, &[0x46]),
+            DropReason::MalformedIp,
+        ),
+        (
+            "IPv6 payload beyond the frame",
+            good6[..good6.len() - 1].to_vec(),
+            DropReason::MalformedIp,
+        ),
+        (
+            "another IPv6 address",
+            roce_frame6(OUR_MAC, LINUX_IP6),
+            DropReason::NotOurIp,
+        ),
+        (
+            "hop-by-hop options",
+            edit6(20, &[0]),
+            DropReason::Ipv6ExtensionHeader,
+        ),
+        ("TCP over IPv6", edit6(20, &[6]), DropReason::NotUdp),
+        (
+            "IPv6 to UDP 53",
+            edit6(56, &[0, 53]),
+            DropReason::NotRocePort,
+        ),
+        (
+            "IPv6 bad ICRC",
+            edit6(good6.len() - 1, &[0]),
+            DropReason::BadIcrc,
+        ),
+    ];
+    let mut echo = linux_ns(LINUX_MAC, LINUX_IP6, OUR_IP6, 255);
+    echo[54] = 128; // ICMPv6 echo request
+    cases6.push(("ICMPv6 echo", echo, DropReason::Icmpv6));
+    cases6.push((
+        "solicitation that crossed a router",
+        linux_ns(LINUX_MAC, LINUX_IP6, OUR_IP6, 64),
+        DropReason::MalformedNd,
+    ));
+    cases6.push((
+        "solicitation for another target",
+        linux_ns(
+            LINUX_MAC,
+            LINUX_IP6,
+            Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 0x26),
+            255,
+        ),
+        DropReason::NotOurMac,
+    ));
+
     let mut seen = std::collections::BTreeSet::new();
-    for (i, (name, frame, reason)) in cases.iter().enumerate() {
-        let before = net.stats().dropped(*reason);
-        assert_eq!(
-            net.handle_frame(ms(0), frame),
-            Inbound::Dropped(*reason),
-            "{name}"
-        );
-        assert_eq!(net.stats().dropped(*reason), before + 1, "{name}");
-        assert_eq!(
-            net.stats().dropped_total(),
-            i as u64 + 1,
-            "{name}: one counter"
-        );
-        seen.insert(*reason);
-    }
+    let mut net = net();
+    run_cases(&mut net, &cases, &mut seen);
+    run_cases(&mut dual_net(), &cases6, &mut seen);
     assert_eq!(
         seen.len(),
         DropReason::ALL.len(),
@@ -165,6 +224,32 @@ fn every_drop_reason_has_its_counter() {
         "drops() lists non-zero counters in order"
     );
     assert!(drain(&mut net, ms(0)).is_empty(), "nothing is answered");
+}
+
+/// Gives each frame to `net`, which must drop it for its reason and count it once.
+#[track_caller]
+fn run_cases(
+    net: &mut Net,
+    cases: &[(&str, Vec<u8>, DropReason)],
+    seen: &mut std::collections::BTreeSet<DropReason>,
+) {
+    let total = net.stats().dropped_total();
+    for (i, (name, frame, reason)) in cases.iter().enumerate() {
+        let before = net.stats().dropped(*reason);
+        assert_eq!(
+            net.handle_frame(ms(0), frame),
+            Inbound::Dropped(*reason),
+            "{name}"
+        );
+        assert_eq!(net.stats().dropped(*reason), before + 1, "{name}");
+        assert_eq!(
+            net.stats().dropped_total(),
+            total + i as u64 + 1,
+            "{name}: one counter"
+        );
+        seen.insert(*reason);
+    }
+    assert!(drain_all(net, ms(0)).is_empty(), "nothing is answered");
 }
 
 #[test]

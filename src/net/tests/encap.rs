@@ -54,10 +54,10 @@ fn traffic_class_per_qp_then_destination_then_default() {
     c.dscp = 26;
     c.ecn = 2;
     let mut net = Net::new(c).unwrap();
-    net.add_static(LINUX_IP, LINUX_MAC).unwrap();
+    net.add_static(LINUX_IP.into(), LINUX_MAC).unwrap();
     let ip30 = Ipv4Addr::new(192, 168, 2, 30);
-    net.add_static(ip30, OTHER_MAC).unwrap();
-    net.set_dest_traffic_class(LINUX_IP, TrafficClass::new(46, 1).unwrap());
+    net.add_static(ip30.into(), OTHER_MAC).unwrap();
+    net.set_dest_traffic_class(LINUX_IP.into(), TrafficClass::new(46, 1).unwrap());
     net.set_qp_traffic_class(0x20, TrafficClass::new(10, 0).unwrap());
     let tc = |net: &mut Net, dst, qp| {
         let (_, ip, _) = net.frame_for(ms(0), dst, qp, 1).unwrap();
@@ -92,7 +92,7 @@ fn write_headers_matches_full_emit() {
         fast[..HEADERS_LEN].fill(0);
         let roce_len = full.len() - HEADERS_LEN;
         let n = net
-            .write_headers(ms(0), LINUX_IP, 0x11, 0x12, roce_len, &mut fast)
+            .write_headers(ms(0), LINUX_IP.into(), 0x11, 0x12, roce_len, &mut fast)
             .unwrap();
         assert_eq!(n, HEADERS_LEN);
         let p = ipv4::Packet::new_unchecked(&fast[14..]);
@@ -112,20 +112,27 @@ fn write_headers_checks_mtu_and_buffer() {
     let mut buf = [0u8; 64];
     // 1500 - 20 - 8 = 1472 bytes fit after the UDP header.
     assert_eq!(
-        net.write_headers(ms(0), LINUX_IP, 1, 2, 1472, &mut buf),
+        net.write_headers(ms(0), LINUX_IP.into(), 1, 2, 1472, &mut buf),
         Ok(HEADERS_LEN)
     );
     assert_eq!(
-        net.write_headers(ms(0), LINUX_IP, 1, 2, 1473, &mut buf),
+        net.write_headers(ms(0), LINUX_IP.into(), 1, 2, 1473, &mut buf),
         Err(NetError::TooLong { len: 1473 })
     );
     assert_eq!(
-        net.write_headers(ms(0), LINUX_IP, 1, 2, 16, &mut buf[..41]),
+        net.write_headers(ms(0), LINUX_IP.into(), 1, 2, 16, &mut buf[..41]),
         Err(NetError::BufferTooSmall { need: 42, have: 41 })
     );
     assert_eq!(
-        net.write_headers(ms(0), Ipv4Addr::new(192, 168, 2, 77), 1, 2, 16, &mut buf),
-        Err(NetError::Pending(Ipv4Addr::new(192, 168, 2, 77)))
+        net.write_headers(
+            ms(0),
+            Ipv4Addr::new(192, 168, 2, 77).into(),
+            1,
+            2,
+            16,
+            &mut buf
+        ),
+        Err(NetError::Pending(Ipv4Addr::new(192, 168, 2, 77).into()))
     );
 }
 
@@ -133,7 +140,7 @@ fn write_headers_checks_mtu_and_buffer() {
 fn template_follows_a_mac_change() {
     let mut net = resolved_net();
     let mut buf = [0u8; 42];
-    net.write_headers(ms(0), LINUX_IP, 1, 2, 16, &mut buf)
+    net.write_headers(ms(0), LINUX_IP.into(), 1, 2, 16, &mut buf)
         .unwrap();
     assert_eq!(&buf[..6], &LINUX_MAC.0);
     // Linux's address moves to another NIC and it tells us.
@@ -144,11 +151,11 @@ fn template_follows_a_mac_change() {
     assert_eq!(
         events(&mut net),
         vec![NetEvent::Resolved {
-            ip: LINUX_IP,
+            ip: LINUX_IP.into(),
             mac: OTHER_MAC
         }]
     );
-    net.write_headers(ms(2), LINUX_IP, 1, 2, 16, &mut buf)
+    net.write_headers(ms(2), LINUX_IP.into(), 1, 2, 16, &mut buf)
         .unwrap();
     assert_eq!(&buf[..6], &OTHER_MAC.0);
     assert_eq!(&buf[6..12], &OUR_MAC.0);
@@ -156,7 +163,7 @@ fn template_follows_a_mac_change() {
 
 #[test]
 fn template_bytes_leave_variable_fields_zero() {
-    let t = HeaderTemplate::new(OUR_MAC, LINUX_MAC, OUR_IP, LINUX_IP, 64);
+    let t = HeaderTemplate::ipv4(OUR_MAC, LINUX_MAC, OUR_IP, LINUX_IP, 64);
     let b = t.as_bytes();
     assert_eq!(t.dst_mac(), LINUX_MAC);
     assert_eq!(&b[12..14], &[0x08, 0x00]);

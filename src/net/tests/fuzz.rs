@@ -42,7 +42,7 @@ proptest! {
         ip_fix in any::<bool>(),
     ) {
         let mut net = net();
-        net.resolve(ms(0), LINUX_IP);
+        net.resolve(ms(0), LINUX_IP.into());
         let mut f = seeds().swap_remove(seed);
         for (at, v) in &edits {
             let i = at.index(f.len());

@@ -6,6 +6,7 @@ mod config;
 mod drops;
 mod encap;
 mod fuzz;
+mod ipv6;
 mod ndp;
 mod resolve;
 mod route;
@@ -23,7 +24,7 @@ use crate::wire::psn::Psn;
 use crate::wire::roce::RoceHeaders;
 use crate::wire::udp::UdpRepr;
 use core::time::Duration;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 pub(super) const OUR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
 pub(super) const OUR_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 2, 25);
@@ -120,13 +121,49 @@ pub(super) fn roce_frame(dst_mac: EthernetAddress, dst_ip: Ipv4Addr) -> Vec<u8> 
     buf
 }
 
+/// Our configuration with fd00:77::25/64 as well (dual stack).
+pub(super) fn dual_config() -> NetConfig {
+    config().with_ipv6(ndp::OUR_IP6, 64)
+}
+
+pub(super) fn dual_net() -> Net {
+    Net::new(dual_config()).expect("valid config")
+}
+
+/// [`roce_frame`] over IPv6: from Linux (fd00:77::24) to `dst_mac`/`dst_ip`, hop limit 64.
+pub(super) fn roce_frame6(dst_mac: EthernetAddress, dst_ip: std::net::Ipv6Addr) -> Vec<u8> {
+    let eth = EthernetRepr {
+        src_addr: LINUX_MAC,
+        dst_addr: dst_mac,
+        ethertype: EtherType::IPV6,
+    };
+    let ip = crate::wire::ipv6::Ipv6Repr::rocev2(ndp::LINUX_IP6, dst_ip, 64);
+    let headers = RoceHeaders::new(BthRepr::new(Opcode::RC_SEND_ONLY, 0x11, Psn::new(5)));
+    let f =
+        crate::wire::frame6::RoceFrame6::new(eth, ip, UdpRepr::rocev2(0xc001), headers, b"hello")
+            .unwrap();
+    let mut buf = vec![0u8; f.buffer_len()];
+    let n = f.emit(&mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
 /// Recomputes the IPv4 header checksum of an Ethernet frame after an edit.
 pub(super) fn fix_ip_checksum(frame: &mut [u8]) {
     ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
 }
 
-/// Drains every frame `poll_transmit` has at `now`.
+/// Drains every frame `poll_transmit` has at `now`: ARP frames only (an IPv4 port's).
+#[track_caller]
 pub(super) fn drain(net: &mut Net, now: Instant) -> Vec<ArpFrame> {
+    drain_all(net, now)
+        .iter()
+        .map(|f| *f.arp().expect("an ARP frame"))
+        .collect()
+}
+
+/// Drains every frame `poll_transmit` has at `now`, ARP and Neighbor Discovery.
+pub(super) fn drain_all(net: &mut Net, now: Instant) -> Vec<ControlFrame> {
     core::iter::from_fn(|| net.poll_transmit(now)).collect()
 }
 
@@ -138,7 +175,7 @@ pub(super) fn events(net: &mut Net) -> Vec<NetEvent> {
 /// A net that learnt LINUX_IP from an ARP reply at `ms(0)` (reachable for the configured TTL).
 pub(super) fn resolved_net() -> Net {
     let mut net = net();
-    net.resolve(ms(0), LINUX_IP);
+    net.resolve(ms(0), LINUX_IP.into());
     net.handle_frame(ms(0), &linux_reply());
     drain(&mut net, ms(0));
     events(&mut net);

@@ -7,8 +7,8 @@ use crate::wire::icmpv6;
 use crate::wire::ipv6;
 use std::net::Ipv6Addr;
 
-const OUR_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 0x25);
-const LINUX_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 0x24);
+pub(super) const OUR_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 0x25);
+pub(super) const LINUX_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 0x24);
 
 /// Our advertisement answering Linux's solicitation for fd00:77::25.
 #[rustfmt::skip]
@@ -46,7 +46,7 @@ fn ndp() -> Ndp {
 /// with `hop_limit`, ICMPv6 type `ty` with `flags`, `target`, and a link-layer option of
 /// type `opt` for `lladdr` if given; the checksum filled in.
 #[allow(clippy::too_many_arguments)]
-fn nd_frame(
+pub(super) fn nd_frame(
     eth_src: EthernetAddress,
     eth_dst: EthernetAddress,
     src: Ipv6Addr,
@@ -74,7 +74,12 @@ fn nd_frame(
 }
 
 /// Linux's "who has `target`?" from `src` at `mac`, to the target's solicited-node group.
-fn linux_ns(mac: EthernetAddress, src: Ipv6Addr, target: Ipv6Addr, hop_limit: u8) -> Vec<u8> {
+pub(super) fn linux_ns(
+    mac: EthernetAddress,
+    src: Ipv6Addr,
+    target: Ipv6Addr,
+    hop_limit: u8,
+) -> Vec<u8> {
     let group = ipv6::solicited_node(target);
     let lladdr = (!src.is_unspecified()).then_some(mac);
     nd_frame(
@@ -91,7 +96,7 @@ fn linux_ns(mac: EthernetAddress, src: Ipv6Addr, target: Ipv6Addr, hop_limit: u8
 }
 
 /// "`target` is at `lladdr`" from `mac` to `dst` (unicast to us, or all nodes), flags byte.
-fn linux_na(
+pub(super) fn linux_na(
     mac: EthernetAddress,
     target: Ipv6Addr,
     lladdr: EthernetAddress,
@@ -116,7 +121,7 @@ fn linux_na(
     )
 }
 
-const SOLICITED_OVERRIDE: u8 = 0x60;
+pub(super) const SOLICITED_OVERRIDE: u8 = 0x60;
 const OVERRIDE: u8 = 0x20;
 
 fn drain6(ndp: &mut Ndp, now: Instant) -> Vec<NdFrame> {

@@ -22,11 +22,11 @@ fn a_route_writes_what_the_per_packet_path_writes() {
         net.set_qp_traffic_class(0x11, TrafficClass::new(26, 2).unwrap());
     }
     let mut per_packet = vec![0u8; HEADERS_LEN];
-    a.write_headers_any_len(ms(1), LINUX_IP, 0x11, 0x12, 100, &mut per_packet)
+    a.write_headers_any_len(ms(1), LINUX_IP.into(), 0x11, 0x12, 100, &mut per_packet)
         .unwrap();
-    let route = b.route(ms(1), LINUX_IP, 0x11, 0x12).unwrap();
-    assert!(route.leads_to(LINUX_IP, 0x12));
-    assert!(!route.leads_to(LINUX_IP, 0x13));
+    let route = b.route(ms(1), LINUX_IP.into(), 0x11, 0x12).unwrap();
+    assert!(route.leads_to(LINUX_IP.into(), 0x12));
+    assert!(!route.leads_to(LINUX_IP.into(), 0x13));
     assert_eq!(route_headers(&mut b, &route), per_packet);
     // Each packet along the route takes a new identification (and so a new IPv4 checksum).
     let again = route_headers(&mut b, &route);
@@ -37,7 +37,7 @@ fn a_route_writes_what_the_per_packet_path_writes() {
 #[test]
 fn a_new_mac_from_arp_makes_the_route_stale() {
     let mut net = resolved_net();
-    let route = net.route(ms(1), LINUX_IP, 0x11, 0x12).unwrap();
+    let route = net.route(ms(1), LINUX_IP.into(), 0x11, 0x12).unwrap();
     assert!(net.route_valid(&route, ms(2)));
     assert_eq!(route_headers(&mut net, &route)[..6], LINUX_MAC.0);
     // The peer answers from another MAC (a replaced NIC): the cached route no longer holds.
@@ -46,14 +46,14 @@ fn a_new_mac_from_arp_makes_the_route_stale() {
         &arp_reply(OUR_MAC, OTHER_MAC, LINUX_IP, OUR_MAC, OUR_IP),
     );
     assert!(!net.route_valid(&route, ms(3)));
-    let route = net.route(ms(3), LINUX_IP, 0x11, 0x12).unwrap();
+    let route = net.route(ms(3), LINUX_IP.into(), 0x11, 0x12).unwrap();
     assert_eq!(route_headers(&mut net, &route)[..6], OTHER_MAC.0);
 }
 
 #[test]
 fn a_route_ends_when_its_neighbour_needs_a_refresh() {
     let mut net = resolved_net();
-    let route = net.route(ms(1), LINUX_IP, 0x11, 0x12).unwrap();
+    let route = net.route(ms(1), LINUX_IP.into(), 0x11, 0x12).unwrap();
     let ttl = config().arp_cache_ttl.as_millis() as u64;
     assert!(net.route_valid(&route, ms(ttl - 1)));
     assert!(
@@ -62,7 +62,7 @@ fn a_route_ends_when_its_neighbour_needs_a_refresh() {
     );
     assert!(drain(&mut net, ms(ttl)).is_empty());
     // Rebuilding it starts the refresh, as the per-packet lookup would, and keeps the MAC.
-    let route = net.route(ms(ttl), LINUX_IP, 0x11, 0x12).unwrap();
+    let route = net.route(ms(ttl), LINUX_IP.into(), 0x11, 0x12).unwrap();
     let requests = drain(&mut net, ms(ttl));
     assert_eq!(requests.len(), 1, "one ARP request refreshes the entry");
     assert!(net.route_valid(&route, ms(ttl + 1)));
@@ -72,10 +72,10 @@ fn a_route_ends_when_its_neighbour_needs_a_refresh() {
 #[test]
 fn traffic_class_changes_and_removals_make_routes_stale() {
     let mut net = resolved_net();
-    let route = net.route(ms(1), LINUX_IP, 0x11, 0x12).unwrap();
+    let route = net.route(ms(1), LINUX_IP.into(), 0x11, 0x12).unwrap();
     net.set_qp_traffic_class(0x11, TrafficClass::new(46, 1).unwrap());
     assert!(!net.route_valid(&route, ms(1)));
-    let route = net.route(ms(1), LINUX_IP, 0x11, 0x12).unwrap();
+    let route = net.route(ms(1), LINUX_IP.into(), 0x11, 0x12).unwrap();
     assert_eq!(
         route_headers(&mut net, &route)[15],
         (46 << 2) | 1,
@@ -84,12 +84,12 @@ fn traffic_class_changes_and_removals_make_routes_stale() {
     // Lending the encapsulator out may change anything: stale too.
     net.encap_mut();
     assert!(!net.route_valid(&route, ms(1)));
-    let route = net.route(ms(1), LINUX_IP, 0x11, 0x12).unwrap();
+    let route = net.route(ms(1), LINUX_IP.into(), 0x11, 0x12).unwrap();
     // A forgotten neighbour has no route until it is resolved again.
-    assert!(net.remove_neighbour(LINUX_IP));
+    assert!(net.remove_neighbour(LINUX_IP.into()));
     assert!(!net.route_valid(&route, ms(1)));
     assert!(matches!(
-        net.route(ms(1), LINUX_IP, 0x11, 0x12),
+        net.route(ms(1), LINUX_IP.into(), 0x11, 0x12),
         Err(NetError::Pending(_))
     ));
 }

@@ -18,22 +18,22 @@ const PEER: Ipv4Addr = Ipv4Addr::new(10, 9, 3, 7);
 #[test]
 fn a_routed_peer_is_reached_through_the_router_s_mac() {
     let mut net = routed_net();
-    assert_eq!(net.next_hop(PEER), Ok(LINUX_IP));
-    assert_eq!(net.resolve(ms(0), PEER), Resolve::Pending);
+    assert_eq!(net.next_hop(PEER.into()), Ok(LINUX_IP.into()));
+    assert_eq!(net.resolve(ms(0), PEER.into()), Resolve::Pending);
     // Who has 192.168.2.24 (the router), not 10.9.3.7.
     let out = drain(&mut net, ms(0));
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].arp().target_protocol_addr, LINUX_IP);
     assert_eq!(net.handle_frame(ms(1), &linux_reply()), Inbound::Consumed);
-    assert_eq!(net.resolve(ms(1), PEER), Resolve::Ready(LINUX_MAC));
+    assert_eq!(net.resolve(ms(1), PEER.into()), Resolve::Ready(LINUX_MAC));
     let (eth, ip, _) = net.frame_for(ms(1), PEER, 0x11, 0x12).unwrap();
     assert_eq!((eth.dst_addr, ip.dst_addr), (LINUX_MAC, PEER));
     assert_eq!(ip.ttl, 64, "the TTL a router decrements");
-    let route = net.route(ms(1), PEER, 0x11, 0x12).unwrap();
-    assert!(route.leads_to(PEER, 0x12));
+    let route = net.route(ms(1), PEER.into(), 0x11, 0x12).unwrap();
+    assert!(route.leads_to(PEER.into(), 0x12));
     assert!(net.route_valid(&route, ms(2)));
     // The router's own address, and our subnet, are still on the link.
-    assert_eq!(net.next_hop(LINUX_IP), Ok(LINUX_IP));
+    assert_eq!(net.next_hop(LINUX_IP.into()), Ok(LINUX_IP.into()));
 }
 
 #[test]
@@ -41,20 +41,22 @@ fn without_a_covering_route_a_peer_is_no_route_and_a_dead_router_unreachable() {
     let mut net = routed_net();
     let far = Ipv4Addr::new(10, 10, 0, 1);
     assert!(matches!(
-        net.resolve(ms(0), far),
+        net.resolve(ms(0), far.into()),
         Resolve::Failed(NetError::NoRoute { .. })
     ));
-    assert_eq!(net.resolve(ms(0), PEER), Resolve::Pending);
+    assert_eq!(net.resolve(ms(0), PEER.into()), Resolve::Pending);
     for t in (0..=4000).step_by(500) {
         drain(&mut net, ms(t));
     }
     // The router never answered: its outcome names it, and the peer behind it fails.
     assert_eq!(
         events(&mut net),
-        vec![NetEvent::Unresolvable { ip: LINUX_IP }]
+        vec![NetEvent::Unresolvable {
+            ip: LINUX_IP.into()
+        }]
     );
     assert!(matches!(
-        net.resolve(ms(4500), PEER),
+        net.resolve(ms(4500), PEER.into()),
         Resolve::Failed(NetError::Unreachable { ip, .. }) if ip == LINUX_IP
     ));
 }
@@ -121,7 +123,7 @@ fn an_icmp_unreachable_about_our_roce_datagram_names_the_peer() {
     assert_eq!(net.handle_frame(ms(0), &f), Inbound::Consumed);
     assert_eq!(
         events(&mut net),
-        vec![NetEvent::IcmpUnreachable { ip: PEER }]
+        vec![NetEvent::IcmpUnreachable { ip: PEER.into() }]
     );
     assert_eq!(net.stats().rx_icmp_unreachable, 1);
     // Not about RoCEv2, or damaged: counted and dropped as any ICMP.

@@ -8,7 +8,7 @@ use std::process::Command;
 fn tshark_decodes_our_arp_frames() {
     let mut net = net();
     net.handle_frame(ms(0), &linux_request(LINUX_MAC, LINUX_IP, OUR_IP, false));
-    net.resolve(ms(0), Ipv4Addr::new(192, 168, 2, 30));
+    net.resolve(ms(0), Ipv4Addr::new(192, 168, 2, 30).into());
     let frames = drain(&mut net, ms(0));
     assert_eq!(frames.len(), 2, "a reply and a request");
 

@@ -39,7 +39,10 @@ fn full(frame: &[u8]) -> Option<WriteOnlyFrame<'_>> {
     let only_reth = RoceHeaders { reth: None, ..h } == plain;
     (frame[..6] == MAC.0 && p.dst_ip == IP && h.bth.opcode == Opcode::RC_WRITE_ONLY && only_reth)
         .then_some(WriteOnlyFrame {
-            src_ip: p.src_ip,
+            src_ip: match p.src_ip {
+                std::net::IpAddr::V4(a) => a,
+                std::net::IpAddr::V6(_) => return None,
+            },
             bth: h.bth,
             reth: h.reth?,
             payload: p.packet.payload,
@@ -99,6 +102,32 @@ fn other_frames_are_left_to_the_full_parse() {
             "{len} bytes"
         );
     }
+}
+
+/// A RoCEv2/IPv6 WRITE Only to our MAC is never predicted, even with our IPv4 address where
+/// the IPv4 destination would be (bytes 8..12 of the IPv6 source address): the general path
+/// takes it.
+#[test]
+fn ipv6_frames_are_never_predicted() {
+    use crate::wire::frame6::RoceFrame6;
+    use crate::wire::ipv6::Ipv6Repr;
+    let (mut eth, _) = fixtures::eth_ip();
+    eth.ethertype = EtherType::IPV6;
+    let src: std::net::Ipv6Addr = "fd00:77::a00:2:0:1".parse().unwrap();
+    let ip = Ipv6Repr::rocev2(src, "fd00:77::2".parse().unwrap(), 64);
+    let mut bth = BthRepr::new(Opcode::RC_WRITE_ONLY, 0x11, Psn::new(7));
+    bth.ack_req = true;
+    let headers = RoceHeaders::new(bth).with_reth(RethRepr {
+        va: 0x5555_0000_1000,
+        rkey: 0x1234,
+        dma_len: 8,
+    });
+    let f = RoceFrame6::new(eth, ip, UdpRepr::rocev2(0xc000), headers, b"12345678").unwrap();
+    let mut buf = vec![0u8; f.buffer_len()];
+    f.emit(&mut buf).unwrap();
+    assert_eq!(&buf[30..34], &IP.octets(), "our IPv4 address at its offset");
+    assert!(ReceivedPacket::parse_on_port(&buf, ROCEV2_PORT).is_ok());
+    assert_eq!(WriteOnlyFrame::predict(&buf, MAC, IP), None);
 }
 
 /// Recomputes the IPv4 header checksum and the ICRC of a (possibly mutated) frame where its
