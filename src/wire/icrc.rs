@@ -602,4 +602,26 @@ mod tests {
             Err(WireError::BadValue("IPv6 version"))
         );
     }
+
+    /// The family-neutral helpers the transmit path calls (`update_headers`, `icrc_in_place`,
+    /// `icrc_parts`, `icrc_frame`) read the version nibble: an IPv6 packet gets the IPv6 ICRC,
+    /// scapy's, and `icrc_in_place` leaves the packet as it found it.
+    #[test]
+    fn the_version_nibble_chooses_the_family() {
+        use crate::wire::frame6::fixtures::{ACK6, SEND6};
+        for (frame, want) in [(&SEND6[..], 0x6691_1da3u32), (&ACK6[..], 0x26d8_d81a)] {
+            let ip = &frame[14..frame.len() - 4];
+            assert_eq!(icrc_parts(ip, &[]), Ok(want));
+            assert_eq!(icrc_frame(frame), Ok((want, want)));
+            let mut h = IcrcHasher::new();
+            h.update_headers(ip).unwrap();
+            assert_eq!(h.finalize(), want);
+            let mut copy = ip.to_vec();
+            assert_eq!(icrc_in_place(&mut copy), Ok(want));
+            assert_eq!(copy, ip, "put back");
+            assert!(icrc_in_place(&mut copy[..V6_HEAD - 1]).is_err());
+        }
+        // And IPv4 stays IPv4's.
+        assert_eq!(icrc_frame(&FRAME16), Ok((0x16c2_9c25, 0x16c2_9c25)));
+    }
 }

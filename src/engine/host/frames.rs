@@ -320,3 +320,224 @@ impl PinnedTx {
         (self.trailer, usize::from(self.trailer_len))
     }
 }
+
+/// The builders over IPv6 (and IPv4 beside it): two dual-stack ports resolve each other by
+/// Neighbor Discovery, then every builder's frame from one is RoCEv2 to the other, the ICRC
+/// included, with the BTH after the family's headers.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mem::MrTable;
+    use crate::transport::memory::MemRef;
+    use crate::transport::transmit::Payload;
+    use crate::wire::frame6::RoceFrame6;
+    use crate::wire::reth::RethRepr;
+    use crate::wire::udp::ROCEV2_PORT;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    use std::sync::Arc;
+
+    const A_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
+    const B_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
+    const A6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 1);
+    const B6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 2);
+    const B4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+    const PAYLOAD: &[u8] = b"RoCEv2 over IPv6, 33 bytes long!!";
+
+    fn net(mac: EthernetAddress, v4: Ipv4Addr, v6: Ipv6Addr) -> Net {
+        Net::new(NetConfig::new(mac, v4, 24).with_ipv6(v6, 64)).unwrap()
+    }
+
+    /// A (fd00:77::1) after resolving B (fd00:77::2) by ND, and B; both know each other's
+    /// IPv4 address statically.
+    fn pair() -> (Net, Net) {
+        let mut a = net(A_MAC, Ipv4Addr::new(10, 0, 0, 1), A6);
+        let mut b = net(B_MAC, B4, B6);
+        assert_eq!(a.resolve(Instant::ZERO, B6.into()), Resolve::Pending);
+        let ns = a.poll_transmit(Instant::ZERO).unwrap();
+        assert_eq!(
+            b.handle_frame(Instant::ZERO, ns.padded()),
+            Inbound::Consumed
+        );
+        let na = b.poll_transmit(Instant::ZERO).unwrap();
+        assert_eq!(
+            a.handle_frame(Instant::ZERO, na.padded()),
+            Inbound::Consumed
+        );
+        assert_eq!(a.lookup(B6.into()), Some(B_MAC));
+        a.add_static(B4.into(), B_MAC).unwrap();
+        b.add_static(Ipv4Addr::new(10, 0, 0, 1).into(), A_MAC)
+            .unwrap();
+        (a, b)
+    }
+
+    /// `frame` as B receives it: RoCEv2 from A with these headers and payload.
+    #[track_caller]
+    fn accepted(b: &mut Net, frame: &[u8], src: IpAddr, headers: &RoceHeaders, payload: &[u8]) {
+        match b.handle_frame(Instant::ZERO, frame) {
+            Inbound::Roce(p) => {
+                assert_eq!(p.src_ip, src);
+                assert_eq!(p.packet.headers.bth.opcode, headers.bth.opcode);
+                assert_eq!(p.packet.headers.reth, headers.reth);
+                assert_eq!(p.packet.payload, payload);
+            }
+            other => panic!("B dropped the frame: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_builder_writes_roce_over_ipv6_the_peer_accepts() {
+        let (mut a, mut b) = pair();
+        let table = Arc::new(MrTable::new(16));
+        let pz = table.create_pz();
+        let region = table
+            .register_bytes(pz, PAYLOAD, Access::LOCAL_WRITE)
+            .unwrap();
+        let seg = MemRef {
+            kind: KeyKind::Local,
+            pd: pz.id(),
+            key: region.lkey,
+            addr: region.addr,
+            len: PAYLOAD.len() as u32,
+        };
+        let mut stats = HostStats::default();
+        let mut out = Vec::new();
+        let route = a.route(Instant::ZERO, B6.into(), 0x11, 0x22).unwrap();
+        let route4 = a.route(Instant::ZERO, B4.into(), 0x11, 0x22).unwrap();
+        let send = RoceHeaders::new(BthRepr::new(Opcode::RC_SEND_ONLY, 0x22, Psn::new(3)));
+        let reth = RethRepr {
+            va: 0x1000,
+            rkey: 0x77,
+            dma_len: PAYLOAD.len() as u32,
+        };
+        let write = RoceHeaders::new(BthRepr::new(Opcode::RC_WRITE_ONLY, 0x22, Psn::new(4)))
+            .with_reth(reth);
+        let mut b_ = FrameBuilder {
+            mem: &table,
+            net: &mut a,
+            stats: &mut stats,
+        };
+
+        // build_frame along the route and by address: the same bytes (IPv6 has no
+        // identification), the BTH at 62, RoceFrame6's bytes for these reprs.
+        let to_route = To::Route(B6.into(), Some(&route));
+        let body = Body::Bytes(PAYLOAD);
+        assert!(b_.build_frame(Instant::ZERO, to_route, 0x11, 0x22, &send, body, &mut out));
+        let by_route = out.clone();
+        assert!(b_.build_frame(
+            Instant::ZERO,
+            To::Ip(B6.into()),
+            0x11,
+            0x22,
+            &send,
+            body,
+            &mut out
+        ));
+        assert_eq!(out, by_route);
+        assert_eq!(out[62], Opcode::RC_SEND_ONLY.0, "BTH after 62 header bytes");
+        let f = RoceFrame6::parse(&out).unwrap();
+        assert_eq!(
+            (f.ipv6.src_addr, f.ipv6.dst_addr, f.ipv6.hop_limit),
+            (A6, B6, 64)
+        );
+        let mut want = vec![0u8; f.buffer_len()];
+        RoceFrame6::new(f.eth, f.ipv6, f.udp, send, PAYLOAD)
+            .unwrap()
+            .emit(&mut want)
+            .unwrap();
+        assert_eq!(out, want);
+        accepted(&mut b, &out, A6.into(), &send, PAYLOAD);
+
+        // From registered memory (gather), and the WRITE Only of header prediction on send.
+        let payload = Payload::one(seg);
+        assert!(b_.build_frame(
+            Instant::ZERO,
+            To::Route(B6.into(), Some(&route)),
+            0x11,
+            0x22,
+            &write,
+            Body::Gather(&payload),
+            &mut out
+        ));
+        let gathered = out.clone();
+        accepted(&mut b, &out, A6.into(), &write, PAYLOAD);
+        let w = WriteOnlyRequest {
+            bth: write.bth,
+            reth,
+            payload: seg,
+        };
+        assert!(b_.build_write_only(&route, &w, &mut out));
+        assert_eq!(
+            out, gathered,
+            "prediction on send writes the general path's bytes"
+        );
+        // Never predicted on receive: IPv6 takes the general path.
+        assert_eq!(
+            WriteOnlyFrame::predict(&out, B_MAC, B4),
+            None,
+            "header prediction is IPv4's"
+        );
+
+        // Pinned: headers in `out`, the payload from the pins, the pad and ICRC trailer.
+        let mut pinned = PinnedTx::new();
+        let tx = Transmit {
+            headers: write,
+            payload,
+        };
+        assert_eq!(
+            b_.build_pinned(
+                Instant::ZERO,
+                B6.into(),
+                0x11,
+                0x22,
+                &tx,
+                &mut out,
+                &mut pinned
+            ),
+            Some(true)
+        );
+        assert_eq!(out.len(), 62 + 12 + 16, "headers only");
+        let mut whole = out.clone();
+        for t in pinned.segments.drain(..) {
+            table.for_each_pinned_chunk(&t, &mut |c| whole.extend_from_slice(c));
+            table.unpin(t);
+        }
+        whole.extend_from_slice(pinned.trailer());
+        assert_eq!(whole, gathered, "the pinned frame is the gathered one");
+
+        // IPv4 beside it: the BTH at 42, accepted too.
+        let to4 = To::Route(B4.into(), Some(&route4));
+        assert!(b_.build_frame(Instant::ZERO, to4, 0x11, 0x22, &send, body, &mut out));
+        assert_eq!(out[42], Opcode::RC_SEND_ONLY.0);
+        assert!(ReceivedPacket::parse_on_port(&out, ROCEV2_PORT).is_ok());
+        accepted(
+            &mut b,
+            &out,
+            Ipv4Addr::new(10, 0, 0, 1).into(),
+            &send,
+            PAYLOAD,
+        );
+        assert_eq!(
+            (stats.tx_frames, stats.tx_pinned, stats.tx_predicted),
+            (6, 1, 1)
+        );
+        assert_eq!(b.stats().rx_roce, 3);
+    }
+
+    /// A port without IPv6 counts a frame to an IPv6 peer as one it has no peer for.
+    #[test]
+    fn an_ipv6_destination_of_an_ipv4_port_has_no_peer() {
+        let mut net = Net::new(NetConfig::new(A_MAC, Ipv4Addr::new(10, 0, 0, 1), 24)).unwrap();
+        let table = Arc::new(MrTable::new(4));
+        let mut stats = HostStats::default();
+        let mut b = FrameBuilder {
+            mem: &table,
+            net: &mut net,
+            stats: &mut stats,
+        };
+        let send = RoceHeaders::new(BthRepr::new(Opcode::RC_SEND_ONLY, 0x22, Psn::new(3)));
+        let mut out = Vec::new();
+        let to = To::Ip(B6.into());
+        assert!(!b.build_frame(Instant::ZERO, to, 1, 2, &send, Body::Bytes(b"x"), &mut out));
+        assert_eq!((stats.tx_no_peer, stats.tx_frames), (1, 0));
+    }
+}
