@@ -1,12 +1,14 @@
 //! One-line, human-readable summaries of Ethernet frames, for the `roce-tool decode` command and
-//! the simulator's trace: RoCEv2 frames with every header field that matters for debugging, CM
-//! MADs on QP1 with their IDs, and a `!!` marker on RoCEv2 frames that fail validation. Nothing
-//! here panics, whatever the bytes.
+//! the simulator's trace: RoCEv2 frames over IPv4 or IPv6 with every header field that matters
+//! for debugging, CM MADs on QP1 with their IDs, ARP and Neighbor Discovery, and a `!!` marker
+//! on RoCEv2 frames that fail validation. Nothing here panics, whatever the bytes.
 //!
 //! ```text
 //! 192.168.2.25:49153 > 192.168.2.24 RC RDMA WRITE only QP=0x000011 PSN=12 A RETH(va=0x1000, rkey=0x220, len=18) payload=18
 //! 192.168.2.24:49153 > 192.168.2.25 RC Acknowledge QP=0x000017 PSN=12 AETH(ACK credits=31 MSN=1)
 //! 192.168.2.25:49153 > 192.168.2.24 RC SEND only QP=0x000011 PSN=13 payload=8 !! BAD ICRC (expected 0x1234abcd, found 0x1234abce)
+//! [fd00:77::1]:49153 > fd00:77::2 RC SEND only QP=0x000011 PSN=5 A pad=3 payload=5
+//! ND who-has fd00:77::2 tell fd00:77::1 at 02:00:00:00:00:01
 //! ```
 
 use crate::cm::ip_cm::port_of_service_id;
@@ -17,14 +19,18 @@ use crate::wire::bth::{self, DEFAULT_PKEY};
 use crate::wire::cm_msg::CmMessage;
 use crate::wire::ethernet::{self, EtherType};
 use crate::wire::frame::{udp_dst_port, FrameError, RoceFrame};
+use crate::wire::frame6::RoceFrame6;
+use crate::wire::icmpv6::{self, NdiscRepr};
 use crate::wire::icrc::ICRC_LEN;
 use crate::wire::ipv4::{self, IPPROTO_UDP};
+use crate::wire::ipv6::{self, Ipv6Repr, IPPROTO_ICMPV6};
 use crate::wire::mad::{self, MadHeader, MAD_LEN};
 use crate::wire::opcode::{OpFlags, Opcode};
 use crate::wire::roce::RoceHeaders;
 use crate::wire::udp::{self, ROCEV2_PORT};
 use crate::wire::{rnr_timer_ns, AtomicEthRepr};
 use core::fmt::{self, Write};
+use std::net::IpAddr;
 
 /// The GSI queue pair that carries CM MADs.
 const GSI_QP: u32 = 1;
@@ -32,7 +38,8 @@ const GSI_QP: u32 = 1;
 /// What a frame turned out to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Verdict {
-    /// A RoCEv2 frame that passed every check of [`RoceFrame::parse`].
+    /// A RoCEv2 frame that passed every check of [`RoceFrame::parse`] (or
+    /// [`RoceFrame6::parse`]).
     Valid,
     /// A RoCEv2 frame whose ICRC does not match.
     BadIcrc,
@@ -40,7 +47,8 @@ pub enum Verdict {
     BadLength,
     /// A RoCEv2 frame with another bad header field (checksum, version, opcode, fragment).
     BadHeader,
-    /// Not addressed to a RoCEv2 UDP port (ARP, other IPv4, other EtherTypes, runts).
+    /// Not addressed to a RoCEv2 UDP port (ARP, Neighbor Discovery, other IP, other
+    /// EtherTypes, runts).
     NotRoce,
 }
 
@@ -120,12 +128,31 @@ pub fn describe_roce(f: &RoceFrame<'_>) -> String {
     s
 }
 
+/// [`describe_roce`] of a RoCEv2/IPv6 frame.
+pub fn describe_roce6(f: &RoceFrame6<'_>) -> String {
+    let mut s = String::new();
+    let _ = write_packet(
+        &mut s,
+        (f.ipv6.src_addr.into(), f.udp.src_port),
+        (f.ipv6.dst_addr.into(), f.udp.dst_port),
+        &f.headers,
+        f.payload,
+    );
+    s
+}
+
 fn summarize_roce(frame: &[u8], port: u16) -> FrameSummary {
-    match RoceFrame::parse_on_port(frame, port) {
-        Ok(f) => FrameSummary {
+    let is_v6 = frame.get(12..14) == Some(&EtherType::IPV6.0.to_be_bytes()[..]);
+    let parsed = if is_v6 {
+        RoceFrame6::parse_on_port(frame, port).map(|f| describe_roce6(&f))
+    } else {
+        RoceFrame::parse_on_port(frame, port).map(|f| describe_roce(&f))
+    };
+    match parsed {
+        Ok(text) => FrameSummary {
             verdict: Verdict::Valid,
             error: None,
-            text: describe_roce(&f),
+            text,
         },
         Err(e) => {
             let mut text = String::new();
@@ -141,6 +168,7 @@ fn summarize_roce(frame: &[u8], port: u16) -> FrameSummary {
                 FrameError::Truncated { .. }
                 | FrameError::BadIpHeaderLen(_)
                 | FrameError::BadIpTotalLen(_)
+                | FrameError::BadIpv6PayloadLen(_)
                 | FrameError::BadUdpLength(_)
                 | FrameError::BadPadCnt { .. }
                 | FrameError::UnexpectedPayload { .. } => {
@@ -161,63 +189,102 @@ fn summarize_roce(frame: &[u8], port: u16) -> FrameSummary {
     }
 }
 
+/// `ip` with a port as a socket address is written (`[v6]:port`), or alone.
+fn write_addr(out: &mut String, ip: IpAddr, port: Option<u16>) -> fmt::Result {
+    match (ip, port) {
+        (IpAddr::V4(a), Some(p)) => write!(out, "{a}:{p}"),
+        (IpAddr::V6(a), Some(p)) => write!(out, "[{a}]:{p}"),
+        (a, None) => write!(out, "{a}"),
+    }
+}
+
 fn write_endpoints(
     out: &mut String,
-    src: impl fmt::Display,
+    src: IpAddr,
     src_port: Option<u16>,
-    dst: impl fmt::Display,
+    dst: IpAddr,
     dst_port: u16,
 ) -> fmt::Result {
-    write!(out, "{src}")?;
-    if let Some(p) = src_port {
-        write!(out, ":{p}")?;
+    write_addr(out, src, src_port)?;
+    out.push_str(" > ");
+    write_addr(out, dst, (dst_port != ROCEV2_PORT).then_some(dst_port))
+}
+
+fn write_roce(out: &mut String, f: &RoceFrame<'_>) -> fmt::Result {
+    write_packet(
+        out,
+        (f.ipv4.src_addr.into(), f.udp.src_port),
+        (f.ipv4.dst_addr.into(), f.udp.dst_port),
+        &f.headers,
+        f.payload,
+    )
+}
+
+/// A valid RoCEv2 packet from `src` (address, UDP port) to `dst`, of either family.
+fn write_packet(
+    out: &mut String,
+    src: (IpAddr, u16),
+    dst: (IpAddr, u16),
+    headers: &RoceHeaders,
+    payload: &[u8],
+) -> fmt::Result {
+    write_endpoints(out, src.0, Some(src.1), dst.0, dst.1)?;
+    out.push(' ');
+    write_headers(out, headers)?;
+    let op = headers.bth.opcode;
+    if op.flags().contains(OpFlags::PAYLOAD) {
+        write!(out, " payload={}", payload.len())?;
     }
-    write!(out, " > {dst}")?;
-    if dst_port != ROCEV2_PORT {
-        write!(out, ":{dst_port}")?;
+    if headers.deth.is_some() && headers.bth.dest_qp == GSI_QP {
+        out.push(' ');
+        write_mad(out, payload)?;
     }
     Ok(())
 }
 
-fn write_roce(out: &mut String, f: &RoceFrame<'_>) -> fmt::Result {
-    write_endpoints(
-        out,
-        f.ipv4.src_addr,
-        Some(f.udp.src_port),
-        f.ipv4.dst_addr,
-        f.udp.dst_port,
-    )?;
-    out.push(' ');
-    write_headers(out, &f.headers)?;
-    let op = f.headers.bth.opcode;
-    if op.flags().contains(OpFlags::PAYLOAD) {
-        write!(out, " payload={}", f.payload.len())?;
+/// The addresses of an IPv4 or IPv6 packet `l3`, its header length and where its packet ends
+/// by its length field (`None` when the header does not parse).
+fn ip_of(l3: &[u8], ethertype: EtherType) -> Option<(IpAddr, IpAddr, usize, usize)> {
+    if ethertype == EtherType::IPV6 {
+        let ip = ipv6::Packet::new_checked(l3).ok()?;
+        let end = ipv6::HEADER_LEN + usize::from(ip.payload_len());
+        return Some((
+            ip.src_addr().into(),
+            ip.dst_addr().into(),
+            ipv6::HEADER_LEN,
+            end,
+        ));
     }
-    if f.headers.deth.is_some() && f.headers.bth.dest_qp == GSI_QP {
-        out.push(' ');
-        write_mad(out, f.payload)?;
-    }
-    Ok(())
+    let ip = ipv4::Packet::new_checked(l3).ok()?;
+    let hl = ip.header_len();
+    Some((
+        ip.src_addr().into(),
+        ip.dst_addr().into(),
+        hl,
+        usize::from(ip.total_len()),
+    ))
 }
 
 /// Whatever can be read from a RoCEv2-port frame that failed validation: addresses, ports, the
 /// BTH (and the extension headers when they parse).
 fn write_best_effort(out: &mut String, frame: &[u8]) -> fmt::Result {
-    let Some(l3) = frame.get(ethernet::HEADER_LEN..) else {
+    let (Some(l3), Ok(eth)) = (
+        frame.get(ethernet::HEADER_LEN..),
+        ethernet::Packet::new_checked(frame),
+    ) else {
         return out.write_str("?");
     };
-    let Ok(ip) = ipv4::Packet::new_checked(l3) else {
+    let Some((src, dst, hl, end)) = ip_of(l3, eth.ethertype()) else {
         return out.write_str("?");
     };
-    let hl = ip.header_len();
     let l4 = l3.get(hl..).unwrap_or_default();
     let (src_port, dst_port) = match udp::Packet::new_checked(l4) {
         Ok(u) => (Some(u.src_port()), u.dst_port()),
         Err(_) => (None, ROCEV2_PORT),
     };
-    write_endpoints(out, ip.src_addr(), src_port, ip.dst_addr(), dst_port)?;
+    write_endpoints(out, src, src_port, dst, dst_port)?;
     // The transport bytes end where the IP packet says, or at the end of the frame.
-    let ip_end = usize::from(ip.total_len()).clamp(hl, l3.len());
+    let ip_end = end.clamp(hl, l3.len());
     let ib = l3
         .get(hl + udp::HEADER_LEN..ip_end)
         .or_else(|| l3.get(hl + udp::HEADER_LEN..))
@@ -404,7 +471,7 @@ fn describe_other(frame: &[u8]) -> String {
     match eth.ethertype() {
         EtherType::ARP => describe_arp(payload),
         EtherType::IPV4 => describe_ipv4(payload),
-        EtherType::IPV6 => format!("IPv6 ({} bytes)", frame.len()),
+        EtherType::IPV6 => describe_ipv6(payload),
         EtherType(0x8915) => format!("RoCE v1 (not decoded, {} bytes)", frame.len()),
         EtherType(0x8100) => format!("802.1Q tag cut short ({} bytes)", frame.len()),
         EtherType(t) => format!("EtherType {t:#06x} ({} bytes)", frame.len()),
@@ -428,6 +495,71 @@ fn describe_arp(b: &[u8]) -> String {
             ArpOperation::Unknown(op) => format!("ARP operation {op}"),
         },
         None => format!("ARP (malformed, {} bytes)", b.len()),
+    }
+}
+
+/// An IPv6 packet that is not RoCEv2: Neighbor Discovery (checked as RFC 4861 §7.1 says, or
+/// marked malformed), other ICMPv6, UDP, TCP, or its next header.
+fn describe_ipv6(b: &[u8]) -> String {
+    let Ok(ip) = ipv6::Packet::new_checked(b).and_then(|p| Ipv6Repr::parse(&p)) else {
+        return format!("IPv6 (malformed, {} bytes)", b.len());
+    };
+    let (src, dst, nh) = (ip.src_addr, ip.dst_addr, ip.next_header);
+    let end = ipv6::HEADER_LEN + usize::from(ipv6::Packet::new_unchecked(b).payload_len());
+    let l4 = b.get(ipv6::HEADER_LEN..end).unwrap_or_default();
+    let ports = l4.get(..4).map(|p| {
+        (
+            u16::from_be_bytes([p[0], p[1]]),
+            u16::from_be_bytes([p[2], p[3]]),
+        )
+    });
+    match (nh, ports) {
+        (IPPROTO_ICMPV6, _) => describe_icmpv6(&ip, l4),
+        (IPPROTO_UDP, Some((s, d))) => format!("UDP [{src}]:{s} > [{dst}]:{d}"),
+        (6, Some((s, d))) => format!("TCP [{src}]:{s} > [{dst}]:{d}"),
+        _ => format!("IPv6 {src} > {dst} next-header={nh}"),
+    }
+}
+
+/// An ICMPv6 message: Neighbor Solicitation and Advertisement in full, others by type.
+fn describe_icmpv6(ip: &Ipv6Repr, message: &[u8]) -> String {
+    let (src, dst) = (ip.src_addr, ip.dst_addr);
+    let Some(&ty) = message.first() else {
+        return format!("ICMPv6 {src} > {dst} (truncated)");
+    };
+    if !matches!(
+        ty,
+        icmpv6::msg_type::NEIGHBOR_SOLICIT | icmpv6::msg_type::NEIGHBOR_ADVERT
+    ) {
+        return format!("ICMPv6 type {ty} {src} > {dst}");
+    }
+    match NdiscRepr::parse(ip, &icmpv6::Packet::new_unchecked(message)) {
+        Ok(NdiscRepr::NeighborSolicit {
+            target_addr,
+            source_lladdr,
+        }) => match source_lladdr {
+            Some(m) => format!("ND who-has {target_addr} tell {src} at {m}"),
+            None => format!("ND who-has {target_addr} tell {src}"),
+        },
+        Ok(NdiscRepr::NeighborAdvert {
+            flags,
+            target_addr,
+            target_lladdr,
+        }) => {
+            let mut f = String::new();
+            for (set, name) in [
+                (flags.router, " R"),
+                (flags.solicited, " S"),
+                (flags.override_, " O"),
+            ] {
+                if set {
+                    f.push_str(name);
+                }
+            }
+            let at = target_lladdr.map_or_else(|| "?".to_string(), |m| m.to_string());
+            format!("ND {target_addr} is-at {at} to {dst}{f}")
+        }
+        Err(e) => format!("ND type {ty} {src} > {dst} !! MALFORMED ({e})"),
     }
 }
 
@@ -673,7 +805,10 @@ mod tests {
         assert_eq!(summarize(&[1, 2, 3]).text(), "runt frame (3 bytes)");
         let mut v6 = f.clone();
         v6[12..14].copy_from_slice(&[0x86, 0xdd]);
-        assert_eq!(summarize(&v6).text(), format!("IPv6 ({} bytes)", f.len()));
+        assert_eq!(
+            summarize(&v6).text(),
+            format!("IPv6 (malformed, {} bytes)", f.len() - 14)
+        );
         assert!(!summarize(&v6).is_roce());
         let roce = frame_with(RoceHeaders::new(bth(Opcode::RC_SEND_ONLY)), b"abcd", 4791);
         let mut tagged = vec![0u8; roce.len() + 4];
@@ -716,6 +851,63 @@ mod tests {
             summarize(&buf).text(),
             "ARP 10.0.0.1 is-at 02:00:00:00:00:01"
         );
+    }
+
+    /// RoCEv2/IPv6 (scapy's frames), Neighbor Discovery as `Ndp` sends it, other ICMPv6.
+    #[test]
+    fn ipv6_frames() {
+        use crate::net::NdFrame;
+        use crate::wire::frame6::fixtures::{ACK6, SEND6};
+        let s = summarize(&SEND6);
+        assert!(s.is_valid(), "{s}");
+        assert_eq!(
+            s.text(),
+            "[fd00:77::1]:49153 > fd00:77::2 RC SEND only QP=0x000011 PSN=5 A pad=3 payload=5"
+        );
+        assert!(summarize(&ACK6)
+            .text()
+            .starts_with("[fd00:77::2]:49154 > fd00:77::1 RC Acknowledge QP=0x000022 PSN=5 AETH("));
+        let mut bad = SEND6;
+        bad[70] ^= 1;
+        let s = summarize(&bad);
+        assert_eq!(s.verdict, Verdict::BadIcrc);
+        assert!(
+            s.text()
+                .starts_with("[fd00:77::1]:49153 > fd00:77::2 RC SEND only QP=0x000011")
+                && s.text().contains("!! BAD ICRC"),
+            "{s}"
+        );
+        let s = summarize(&SEND6[..SEND6.len() - 1]);
+        assert_eq!(s.verdict, Verdict::BadLength, "{s}");
+
+        let (mac, a, b) = (
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            "fd00:77::1".parse().unwrap(),
+            "fd00:77::2".parse().unwrap(),
+        );
+        let ns = NdFrame::solicitation(mac, a, b, None);
+        assert_eq!(
+            summarize(ns.as_bytes()).text(),
+            "ND who-has fd00:77::2 tell fd00:77::1 at 02:00:00:00:00:01"
+        );
+        let na = NdFrame::advertisement(EthernetAddress([2, 0, 0, 0, 0, 2]), b, mac, a);
+        assert_eq!(
+            summarize(na.as_bytes()).text(),
+            "ND fd00:77::2 is-at 02:00:00:00:00:02 to fd00:77::1 S O"
+        );
+        let mut routed = *ns.as_bytes();
+        routed[21] = 64; // hop limit: it crossed a router
+        assert_eq!(
+            summarize(&routed).text(),
+            "ND type 135 fd00:77::1 > ff02::1:ff00:2 !! MALFORMED (bad value in NDP hop limit)"
+        );
+        let mut echo = *ns.as_bytes();
+        echo[54] = 128;
+        assert_eq!(
+            summarize(&echo).text(),
+            "ICMPv6 type 128 fd00:77::1 > ff02::1:ff00:2"
+        );
+        assert!(!summarize(&echo).is_roce());
     }
 
     proptest! {

@@ -88,7 +88,7 @@ pub enum FrameError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FrameKind {
     Arp,
-    /// IPv4/UDP to port 4791.
+    /// IPv4/UDP or IPv6/UDP (no extension header) to port 4791.
     RoceV2,
     OtherIpv4,
     Other,
@@ -101,24 +101,37 @@ pub fn classify(frame: &[u8]) -> FrameKind {
     };
     match eth.ethertype() {
         EtherType::ARP => FrameKind::Arp,
-        EtherType::IPV4 if udp_dst_port(frame) == Some(ROCEV2_PORT) => FrameKind::RoceV2,
+        EtherType::IPV4 | EtherType::IPV6 if udp_dst_port(frame) == Some(ROCEV2_PORT) => {
+            FrameKind::RoceV2
+        }
         EtherType::IPV4 => FrameKind::OtherIpv4,
         _ => FrameKind::Other,
     }
 }
 
-/// The UDP destination port of an Ethernet/IPv4/UDP frame, or `None` when the frame is not
-/// IPv4/UDP or ends before the port. No length or checksum is verified.
+/// The UDP destination port of an Ethernet/IPv4/UDP frame or an Ethernet/IPv6/UDP frame (UDP
+/// right behind the fixed header, as RoCEv2 sends it), or `None` when the frame is neither or
+/// ends before the port. No length or checksum is verified.
 pub fn udp_dst_port(frame: &[u8]) -> Option<u16> {
     let eth = ethernet::Packet::new_checked(frame).ok()?;
-    if eth.ethertype() != EtherType::IPV4 {
-        return None;
-    }
-    let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
-    if ip.version() != 4 || ip.header_len() < IP_LEN || ip.protocol() != IPPROTO_UDP {
-        return None;
-    }
-    let at = ETH_LEN + ip.header_len() + udp::field::DST_PORT;
+    let ip_len = match eth.ethertype() {
+        EtherType::IPV4 => {
+            let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
+            if ip.version() != 4 || ip.header_len() < IP_LEN || ip.protocol() != IPPROTO_UDP {
+                return None;
+            }
+            ip.header_len()
+        }
+        EtherType::IPV6 => {
+            let ip = super::ipv6::Packet::new_checked(eth.payload()).ok()?;
+            if ip.version() != 6 || ip.next_header() != IPPROTO_UDP {
+                return None;
+            }
+            super::ipv6::HEADER_LEN
+        }
+        _ => return None,
+    };
+    let at = ETH_LEN + ip_len + udp::field::DST_PORT;
     let b = frame.get(at..at + 2)?;
     Some(u16::from_be_bytes([b[0], b[1]]))
 }
@@ -712,6 +725,13 @@ mod tests {
         b[12..14].copy_from_slice(&[0x08, 0x06]);
         assert_eq!(classify(&b), FrameKind::Arp);
         b[12..14].copy_from_slice(&[0x86, 0xdd]);
-        assert_eq!(classify(&b), FrameKind::Other);
+        assert_eq!(
+            classify(&b),
+            FrameKind::Other,
+            "IPv4 bytes behind IPv6's EtherType"
+        );
+        let send6 = crate::wire::frame6::fixtures::SEND6;
+        assert_eq!(udp_dst_port(&send6), Some(ROCEV2_PORT));
+        assert_eq!(classify(&send6), FrameKind::RoceV2);
     }
 }
