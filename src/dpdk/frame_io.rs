@@ -554,6 +554,9 @@ impl ProfilePort {
             tx_desc: profile.port.tx_descriptors,
             mbufs_per_rx_queue: profile.port.mbuf_pool_size,
             vlan: profile.roce.vlan,
+            // Profiles carry IPv4 addresses only so far; one with an IPv6 address needs
+            // `allmulticast` (Neighbor Discovery's solicited-node groups).
+            allmulticast: false,
             ..PortConfig::default()
         };
         let name = profile.port.device_name();

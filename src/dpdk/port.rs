@@ -31,6 +31,12 @@ pub struct PortConfig {
     pub mtu: Option<u16>,
     /// Receive every frame, whatever its destination MAC.
     pub promiscuous: bool,
+    /// Receive every multicast frame: a port with an IPv6 address needs the Neighbor
+    /// Solicitations to its solicited-node group (33:33:ff:xx:xx:xx, RFC 4861 §7.2.2), which a
+    /// port filtering multicast by address drops. PMDs without the setting (net_af_packet,
+    /// net_memif: no multicast filter of their own; af_packet gets what its kernel interface
+    /// accepts) are left as they are.
+    pub allmulticast: bool,
     /// The port's 802.1Q identity: its queues tag what they send and accept only its VLAN
     /// (`net::vlan`); `None`: untagged.
     pub vlan: Option<crate::net::Vlan>,
@@ -48,6 +54,7 @@ impl Default for PortConfig {
             data_room: Mempool::DEFAULT_DATA_ROOM,
             mtu: None,
             promiscuous: false,
+            allmulticast: false,
             vlan: None,
         }
     }
@@ -234,6 +241,12 @@ impl Port {
         };
         if cfg.promiscuous {
             port.set_promiscuous(true)?;
+        }
+        if cfg.allmulticast {
+            match port.set_allmulticast(true) {
+                Err(DpdkError::Rte { errno, .. }) if errno == libc::ENOTSUP => {}
+                r => r?,
+            }
         }
         Ok(port)
     }
