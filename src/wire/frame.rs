@@ -402,6 +402,51 @@ pub(super) fn truncated(what: &'static str) -> FrameError {
     FrameError::Truncated { what }
 }
 
+/// Length of a RoCEv2 frame whose IP header is `ip_len` bytes (20 or 40), with these RoCE
+/// headers and a payload of `payload_len` bytes: Ethernet, IP, UDP, RoCE headers, payload, pad,
+/// ICRC (no Ethernet padding, no FCS). Both families' `frame_len`.
+pub(super) fn frame_len_over(ip_len: usize, headers: &RoceHeaders, payload_len: usize) -> usize {
+    ETH_LEN
+        + ip_len
+        + UDP_LEN
+        + headers.header_len()
+        + payload_len
+        + usize::from(pad_for(payload_len))
+        + ICRC_LEN
+}
+
+/// The rest of a frame whose `hdr_len` header bytes (Ethernet through the RoCE headers) are
+/// in `frame`, exactly the frame's length: the payload, the zero pad and the ICRC over the IP
+/// packet (the ICRC reads the IP version). Both families' `emit`; returns the length.
+pub(super) fn emit_after_headers(
+    frame: &mut [u8],
+    hdr_len: usize,
+    payload: &[u8],
+) -> Result<usize, FrameError> {
+    let len = frame.len();
+    let body_end = len - ICRC_LEN;
+    let pay_end = hdr_len + payload.len();
+    frame[hdr_len..pay_end].copy_from_slice(payload);
+    frame[pay_end..body_end].fill(0);
+    let icrc = super::icrc::icrc_parts(&frame[ETH_LEN..body_end], &[])?;
+    frame[body_end..].copy_from_slice(&icrc.to_le_bytes());
+    Ok(len)
+}
+
+/// The ICRC of a frame whose headers `emit_headers` wrote into `headers` (Ethernet through the
+/// RoCE headers), then `payload` and its zero pad: both families' `compute_icrc`.
+pub(super) fn icrc_after_headers(headers: &[u8], payload: &[u8]) -> Result<u32, FrameError> {
+    let mut h = IcrcHasher::new();
+    h.update_headers(headers.get(ETH_LEN..).unwrap_or_default())?;
+    h.update(payload);
+    h.update(&[0u8; 3][..usize::from(pad_for(payload.len()))]);
+    Ok(h.finalize())
+}
+
+/// Room for the headers of a frame of either family with the longest RoCE headers, for
+/// `compute_icrc`'s stack copy.
+pub(super) const MAX_HEADERS: usize = ETH_LEN + super::ipv6::HEADER_LEN + UDP_LEN + 64;
+
 impl<'a> RoceFrame<'a> {
     /// A frame ready to emit: `pad` and `headers.bth.pad_count` set from the payload length and
     /// `icrc` computed, so `RoceFrame::parse` of its emitted bytes returns it unchanged.
@@ -484,13 +529,7 @@ impl<'a> RoceFrame<'a> {
     /// Length of a frame with these headers and a payload of `payload_len` bytes (no Ethernet
     /// padding, no FCS).
     pub fn frame_len(headers: &RoceHeaders, payload_len: usize) -> usize {
-        ETH_LEN
-            + IP_LEN
-            + UDP_LEN
-            + headers.header_len()
-            + payload_len
-            + usize::from(pad_for(payload_len))
-            + ICRC_LEN
+        frame_len_over(IP_LEN, headers, payload_len)
     }
 
     /// Length `emit` writes.
@@ -553,27 +592,15 @@ impl<'a> RoceFrame<'a> {
             });
         }
         let hdr_len = self.emit_headers(buf)?;
-        let buf = &mut buf[..len];
-        let body_end = len - ICRC_LEN;
-        let pay_end = hdr_len + self.payload.len();
-        buf[hdr_len..pay_end].copy_from_slice(self.payload);
-        buf[pay_end..body_end].fill(0);
-        let icrc = super::icrc::icrc_parts(&buf[ETH_LEN..body_end], &[])?;
-        buf[body_end..].copy_from_slice(&icrc.to_le_bytes());
-        Ok(len)
+        emit_after_headers(&mut buf[..len], hdr_len, self.payload)
     }
 
     /// The ICRC `emit` will write, computed from the reprs and the payload without a frame
     /// buffer (headers go through a stack array).
     pub fn compute_icrc(&self) -> Result<u32, FrameError> {
-        const MAX: usize = ETH_LEN + IP_LEN + UDP_LEN + 64;
-        let mut scratch = [0u8; MAX];
+        let mut scratch = [0u8; MAX_HEADERS];
         let n = self.emit_headers(&mut scratch)?;
-        let mut h = IcrcHasher::new();
-        h.update_headers(&scratch[ETH_LEN..n])?;
-        h.update(self.payload);
-        h.update(&[0u8; 3][..usize::from(pad_for(self.payload.len()))]);
-        Ok(h.finalize())
+        icrc_after_headers(&scratch[..n], self.payload)
     }
 }
 

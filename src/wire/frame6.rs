@@ -4,14 +4,19 @@
 //! packet is tolerated and ignored.
 //!
 //! The IPv6 form of [`RoceFrame`](super::frame::RoceFrame): the same transport checks (shared,
-//! `frame::Transport`), the IPv6 checks in front of them, the ICRC over IPv6
-//! ([`icrc6_parts`]), and the UDP checksum rule of RoCEv2 over IPv6 (zero accepted, a non-zero
-//! one verified: `udp` module documentation).
+//! `frame::Transport`), lengths, tail (payload, pad, ICRC) and ICRC computation (shared helpers
+//! of `frame`, the ICRC choosing the family by the IP version), the IPv6 checks in front of
+//! them, the ICRC over IPv6 ([`icrc6_parts`]), and the UDP checksum rule of RoCEv2 over IPv6
+//! (zero accepted, a non-zero one verified: `udp` module documentation). A received frame of
+//! either family is a [`ReceivedPacket`].
 
 use super::bth;
 use super::ethernet::{self, EtherType, EthernetRepr};
-use super::frame::{pad_for, FrameError, ReceivedPacket, Transport};
-use super::icrc::{icrc6_parts, IcrcHasher, ICRC_LEN};
+use super::frame::{
+    emit_after_headers, frame_len_over, icrc_after_headers, pad_for, FrameError, ReceivedPacket,
+    Transport, MAX_HEADERS,
+};
+use super::icrc::{icrc6_parts, ICRC_LEN};
 use super::ipv4::IPPROTO_UDP;
 use super::ipv6::{self, Ipv6Repr};
 use super::roce::{RoceHeaders, RocePacket};
@@ -191,13 +196,7 @@ impl<'a> RoceFrame6<'a> {
     /// Length of a frame with these headers and a payload of `payload_len` bytes (no Ethernet
     /// padding, no FCS).
     pub fn frame_len(headers: &RoceHeaders, payload_len: usize) -> usize {
-        ETH_LEN
-            + IP_LEN
-            + UDP_LEN
-            + headers.header_len()
-            + payload_len
-            + usize::from(pad_for(payload_len))
-            + ICRC_LEN
+        frame_len_over(IP_LEN, headers, payload_len)
     }
 
     /// Length `emit` writes.
@@ -257,27 +256,15 @@ impl<'a> RoceFrame6<'a> {
             });
         }
         let hdr_len = self.emit_headers(buf)?;
-        let buf = &mut buf[..len];
-        let body_end = len - ICRC_LEN;
-        let pay_end = hdr_len + self.payload.len();
-        buf[hdr_len..pay_end].copy_from_slice(self.payload);
-        buf[pay_end..body_end].fill(0);
-        let icrc = icrc6_parts(&buf[ETH_LEN..body_end], &[])?;
-        buf[body_end..].copy_from_slice(&icrc.to_le_bytes());
-        Ok(len)
+        emit_after_headers(&mut buf[..len], hdr_len, self.payload)
     }
 
     /// The ICRC `emit` will write, computed from the reprs and the payload without a frame
     /// buffer (headers go through a stack array).
     pub fn compute_icrc(&self) -> Result<u32, FrameError> {
-        const MAX: usize = ETH_LEN + IP_LEN + UDP_LEN + 64;
-        let mut scratch = [0u8; MAX];
+        let mut scratch = [0u8; MAX_HEADERS];
         let n = self.emit_headers(&mut scratch)?;
-        let mut h = IcrcHasher::new();
-        h.update_headers_v6(&scratch[ETH_LEN..n])?;
-        h.update(self.payload);
-        h.update(&[0u8; 3][..usize::from(pad_for(self.payload.len()))]);
-        Ok(h.finalize())
+        icrc_after_headers(&scratch[..n], self.payload)
     }
 }
 
