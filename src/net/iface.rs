@@ -107,8 +107,9 @@ impl Net {
             + self.encap_lent
     }
 
-    /// True when `ip` is one of the port's own addresses.
-    fn is_ours(&self, ip: IpAddr) -> bool {
+    /// True when `ip` is one of the port's own addresses (its IPv4 address, or its IPv6
+    /// address if it has one).
+    pub fn is_own_address(&self, ip: IpAddr) -> bool {
         match ip {
             IpAddr::V4(a) => a == self.config.ip,
             IpAddr::V6(a) => self.config.ipv6.is_some_and(|v6| v6.ip == a),
@@ -128,7 +129,7 @@ impl Net {
         let mac = self.resolved(now, dst_ip)?;
         // Our own address needs no neighbour entry (loopback): it never goes stale.
         let hop = self.next_hop(dst_ip)?;
-        let ready_until = if self.is_ours(hop) {
+        let ready_until = if self.is_own_address(hop) {
             None
         } else {
             let until = match hop {
@@ -384,7 +385,7 @@ impl Net {
             Ok(hop) => hop,
             Err(e) => return Resolve::Failed(e),
         };
-        if self.is_ours(hop) {
+        if self.is_own_address(hop) {
             return Resolve::Ready(self.config.mac);
         }
         match hop {
@@ -400,7 +401,7 @@ impl Net {
     /// effects.
     pub fn lookup(&self, ip: IpAddr) -> Option<EthernetAddress> {
         let hop = self.next_hop(ip).ok()?;
-        if self.is_ours(hop) {
+        if self.is_own_address(hop) {
             return Some(self.config.mac);
         }
         match hop {

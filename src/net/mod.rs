@@ -1,30 +1,37 @@
-//! The IPv4/ARP neighbour layer of a RoCEv2 port: our own MAC and IPv4 address, ARP requests,
-//! replies and cache (RFC 826), the receive filter in front of the transport, and the
-//! Ethernet/IPv4/UDP encapsulation of outgoing RoCEv2 packets (IBTA vol. 1 annex A17).
+//! The neighbour layer of a RoCEv2 port: our own MAC and IP addresses (IPv4, and IPv6 if the
+//! port has one), ARP requests, replies and cache (RFC 826), IPv6 Neighbor Discovery (RFC 4861,
+//! [`Ndp`]), the receive filter in front of the transport, and the Ethernet/IP/UDP
+//! encapsulation of outgoing RoCEv2 packets (IBTA vol. 1 annex A17.4; IPv6 per RFC 8200).
 //!
 //! Everything here is sans-IO in the manner of quinn-proto: no clock reads, no I/O, no threads.
 //! The caller passes time in and moves bytes:
 //!
 //! - in: [`Net::handle_frame`] for every received frame, [`Net::handle_timeout`] when
 //!   [`Net::poll_timeout`] says so, [`Net::resolve`] when a connection needs a peer's MAC;
-//! - out: [`Net::poll_transmit`] (ARP requests and replies to send), [`Net::poll_event`]
-//!   (resolution outcomes), [`Net::frame_for`] / [`Net::write_headers`] (headers of RoCEv2
-//!   packets to a resolved peer).
+//! - out: [`Net::poll_transmit`] (ARP and Neighbor Discovery frames to send, a
+//!   [`ControlFrame`]), [`Net::poll_event`] (resolution outcomes), [`Net::route`] /
+//!   [`Net::write_route_headers`] / [`Net::write_headers`] (headers of RoCEv2 packets to a
+//!   resolved peer: 42 bytes over IPv4, 62 over IPv6).
+//!
+//! Every peer address is an [`IpAddr`](std::net::IpAddr); one of a family the port has no
+//! address of is [`NetError::NoAddressOfFamily`].
 //!
 //! Scope: one IPv4 subnet, directly attached, and static routes through neighbours on it
 //! (`NetConfig::routes`, a gateway being the default route): a destination outside
 //! `ip/prefix_len` goes to the next hop of the longest matching route (ARP resolves the next
-//! hop, the IP header names the destination), and without one is [`NetError::NoRoute`]. Our own address resolves to our own MAC
-//! (the engine loops such frames back); 127.0.0.0/8 is [`NetError::Loopback`]. An ICMP
-//! Destination Unreachable about a RoCEv2 datagram we sent becomes [`NetEvent::IcmpUnreachable`]
-//! (`icmp.rs`); other ICMP (echo included), IPv6 and IP fragments are counted and dropped, never
-//! answered. 802.1Q tags are added and removed at the port (`vlan.rs`): a tagged frame that
-//! reaches this layer is another VLAN's.
+//! hop, the IP header names the destination), and without one is [`NetError::NoRoute`]. IPv6 is
+//! on-link only (no routes, no router discovery): an IPv6 destination off the port's prefix is
+//! [`NetError::NoRoute`] with the prefix. Our own address resolves to our own MAC (the engine
+//! loops such frames back); 127.0.0.0/8 and ::1 are [`NetError::Loopback`]. An ICMP Destination
+//! Unreachable about a RoCEv2 datagram we sent becomes [`NetEvent::IcmpUnreachable`]
+//! (`icmp.rs`); other ICMP (echo included), ICMPv6 other than Neighbor Discovery, IPv6
+//! extension headers and IP fragments are counted and dropped, never answered. 802.1Q tags are
+//! added and removed at the port (`vlan.rs`): a tagged frame that reaches this layer is another
+//! VLAN's.
 //!
-//! IPv6: [`Ndp`] resolves neighbours with Neighbor Discovery (RFC 4861) over the same cache as
-//! ARP (`neighbours.rs`, generic over the address family) and answers solicitations for the
-//! port's IPv6 address ([`NdFrame`]). It stands beside `Net`, not yet inside it: `Net`'s
-//! receive filter still drops IPv6, and RoCEv2/IPv6 encapsulation is `wire::frame6` only.
+//! Neighbor Discovery ([`Ndp`]) resolves over the same cache as ARP (`neighbours.rs`, generic
+//! over the address family) and answers solicitations for the port's IPv6 address
+//! ([`NdFrame`]); `Net` holds one when the port has an IPv6 address ([`NetConfig::ipv6`]).
 
 mod arp_frame;
 mod config;
