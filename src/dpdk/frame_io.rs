@@ -554,9 +554,8 @@ impl ProfilePort {
             tx_desc: profile.port.tx_descriptors,
             mbufs_per_rx_queue: profile.port.mbuf_pool_size,
             vlan: profile.roce.vlan,
-            // Profiles carry IPv4 addresses only so far; one with an IPv6 address needs
-            // `allmulticast` (Neighbor Discovery's solicited-node groups).
-            allmulticast: false,
+            // Neighbor Discovery solicits an IPv6 address at its solicited-node group.
+            allmulticast: profile.roce.address.v6.is_some(),
             ..PortConfig::default()
         };
         let name = profile.port.device_name();

@@ -104,7 +104,7 @@ impl<M: Memory> Host<M> {
             }
             let src_ip = f.src_ip;
             if is_req(f.packet.payload)
-                && src_ip != IpAddr::V4(self.config.net.ip)
+                && !self.net.is_own_address(src_ip)
                 && self.net.lookup(src_ip).is_none()
             {
                 // The source must answer ARP first (`req_gate`).
