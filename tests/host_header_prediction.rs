@@ -233,7 +233,7 @@ fn end(h: &mut MrHost) -> End {
         .unwrap();
     let mut fill = vec![0u8; REGION];
     for (i, b) in fill.iter_mut().enumerate() {
-        *b = (i as u8).wrapping_mul(h.config().net.ip.octets()[3]);
+        *b = (i as u8).wrapping_mul(h.config().net.ipv4_addr().unwrap().octets()[3]);
     }
     table.write_local(src.lkey, src.addr, &fill).unwrap();
     End { qpn, src, dst }

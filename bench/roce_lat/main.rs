@@ -504,7 +504,7 @@ fn server(
     println!(
         "READY listening on port {} ({} {})",
         args.port,
-        shard.host.config().net.ip,
+        shard.host.config().net.primary_address(),
         shard.host.config().net.mac
     );
     let _ = std::io::stdout().flush();

@@ -706,7 +706,7 @@ mod tests {
         use crate::wire::ipv4::ones_complement_sum;
         let (io, mut wire) = ChannelIo::pair(64);
         let mut net = net_at_10_9_0_1();
-        let (our_mac, our_ip) = (net.mac, net.ip);
+        let (our_mac, our_ip) = (net.mac, net.ipv4_addr().unwrap());
         net.routes
             .add(IpRoute::parse("10.20.0.0/16 via 10.9.0.254").unwrap())
             .unwrap();

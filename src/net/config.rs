@@ -9,7 +9,7 @@ use super::ndp::{NdpConfig, NdpConfigError};
 use super::routes::{IpRoute, RouteTable};
 use crate::wire::ethernet::EthernetAddress;
 use core::time::Duration;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Smallest IP MTU accepted: every IPv4 host must accept 576-byte datagrams (RFC 791), and a
 /// RoCEv2 packet with a 256-byte IB MTU needs 320.
@@ -29,6 +29,54 @@ const ROCE_OVERHEAD: u32 = 20 + 8 + 12 + 20 + 4;
 /// What an IPv6 header (40 bytes, RFC 8200 §3) adds to [`ROCE_OVERHEAD`] over IPv4's 20.
 const IPV6_EXTRA: u32 = 20;
 
+/// A port's IPv4 address and subnet (`[roce] address = "10.0.0.1/24"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Identity {
+    /// A unicast host address of its subnet.
+    pub ip: Ipv4Addr,
+    /// Subnet prefix length, 1..=31 (/31 is a point-to-point link, RFC 3021). Destinations
+    /// outside the subnet go to the next hop of `NetConfig::routes`, or are unreachable.
+    pub prefix_len: u8,
+}
+
+impl Ipv4Identity {
+    fn netmask_bits(&self) -> u32 {
+        match self.prefix_len {
+            0 => 0,
+            n if n >= 32 => u32::MAX,
+            n => u32::MAX << (32 - u32::from(n)),
+        }
+    }
+
+    /// The subnet mask, e.g. 255.255.255.0 for /24.
+    pub fn netmask(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.netmask_bits())
+    }
+
+    /// The subnet's network address.
+    pub fn subnet(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.ip) & self.netmask_bits())
+    }
+
+    /// True when `ip` is in the subnet (the address itself and the broadcast address included).
+    pub fn on_link(&self, ip: Ipv4Addr) -> bool {
+        let m = self.netmask_bits();
+        u32::from(ip) & m == u32::from(self.ip) & m
+    }
+
+    /// The directed broadcast address of the subnet (none on a /31).
+    pub fn subnet_broadcast(&self) -> Option<Ipv4Addr> {
+        (self.prefix_len < 31).then(|| Ipv4Addr::from(u32::from(self.ip) | !self.netmask_bits()))
+    }
+
+    /// True for the subnet's network and directed-broadcast addresses (none on /31 links, RFC
+    /// 3021).
+    fn is_network_or_broadcast(&self, ip: Ipv4Addr) -> bool {
+        let host = u32::from(ip) & !self.netmask_bits();
+        self.prefix_len < 31 && (host == 0 || host == !self.netmask_bits())
+    }
+}
+
 /// A port's IPv6 address and on-link prefix (`[roce] address = "fd00:77::1/64"`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ipv6Identity {
@@ -45,17 +93,15 @@ pub struct Ipv6Identity {
 pub struct NetConfig {
     /// Our MAC address: unicast.
     pub mac: EthernetAddress,
-    /// Our IPv4 address: a unicast host address of its subnet.
-    pub ip: Ipv4Addr,
-    /// Subnet prefix length, 1..=31 (/31 is a point-to-point link, RFC 3021). Destinations
-    /// outside the subnet go to the next hop of [`routes`](Self::routes), or are unreachable.
-    pub prefix_len: u8,
+    /// Our IPv4 address, if the port has one (ARP answers for it and RoCEv2/IPv4 to it is
+    /// delivered). A port has an IPv4 address, an IPv6 address or both.
+    pub ipv4: Option<Ipv4Identity>,
     /// Our IPv6 address, if the port has one ([`with_ipv6`](Self::with_ipv6)): Neighbor
     /// Discovery answers for it and RoCEv2/IPv6 to it is delivered. The ARP timers and limits
     /// below serve Neighbor Discovery too.
     pub ipv6: Option<Ipv6Identity>,
-    /// Static routes (a gateway is the default route): next hops on the subnet for
-    /// destinations outside it.
+    /// Static IPv4 routes (a gateway is the default route): next hops on the IPv4 subnet for
+    /// destinations outside it. None without an IPv4 address.
     pub routes: RouteTable,
     /// IP MTU of the link (Ethernet payload size), [`MIN_MTU`]..=[`MAX_MTU`].
     pub mtu: u16,
@@ -82,14 +128,24 @@ pub struct NetConfig {
 }
 
 impl NetConfig {
-    /// A configuration with the defaults: MTU 1500, DSCP 0, ECN 0, TTL 64, ARP retry every
-    /// second up to 3 times, 30 s cache lifetime, 1 s hold after a failure, 1024 entries.
+    /// An IPv4 port's configuration with the defaults: MTU 1500, DSCP 0, ECN 0, TTL 64, ARP
+    /// retry every second up to 3 times, 30 s cache lifetime, 1 s hold after a failure, 1024
+    /// entries. [`with_ipv6`](Self::with_ipv6) adds an IPv6 address.
     pub fn new(mac: EthernetAddress, ip: Ipv4Addr, prefix_len: u8) -> NetConfig {
         NetConfig {
-            mac,
-            ip,
-            prefix_len,
+            ipv4: Some(Ipv4Identity { ip, prefix_len }),
             ipv6: None,
+            ..NetConfig::ipv6_only(mac, Ipv6Addr::UNSPECIFIED, 0)
+        }
+    }
+
+    /// An IPv6-only port's configuration: `ip` on a `/prefix_len` prefix, no IPv4 address (so
+    /// no ARP and no routes), the defaults of [`new`](Self::new).
+    pub fn ipv6_only(mac: EthernetAddress, ip: Ipv6Addr, prefix_len: u8) -> NetConfig {
+        NetConfig {
+            mac,
+            ipv4: None,
+            ipv6: Some(Ipv6Identity { ip, prefix_len }),
             routes: RouteTable::default(),
             mtu: 1500,
             dscp: 0,
@@ -127,37 +183,41 @@ impl NetConfig {
         })
     }
 
+    /// The port's IPv4 address, if it has one.
+    pub fn ipv4_addr(&self) -> Option<Ipv4Addr> {
+        self.ipv4.map(|v4| v4.ip)
+    }
+
+    /// The port's first address, to name it: IPv4 if it has one, else IPv6 (unspecified only
+    /// for a configuration that does not validate).
+    pub fn primary_address(&self) -> IpAddr {
+        match (self.ipv4, self.ipv6) {
+            (Some(v4), _) => IpAddr::V4(v4.ip),
+            (None, Some(v6)) => IpAddr::V6(v6.ip),
+            (None, None) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        }
+    }
+
     /// Checks every field; the first bad one is reported.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !self.mac.is_unicast() {
             return Err(ConfigError::MacNotUnicast(self.mac));
         }
-        if !(1..=31).contains(&self.prefix_len) {
-            return Err(ConfigError::PrefixLen(self.prefix_len));
+        if self.ipv4.is_none() && self.ipv6.is_none() {
+            return Err(ConfigError::NoAddress);
         }
-        let ip = self.ip;
-        if ip.is_unspecified() || ip.is_loopback() || ip.is_multicast() || ip.is_broadcast() {
-            return Err(ConfigError::IpNotUnicast(ip));
-        }
-        // Network and directed-broadcast addresses, except on /31 links (RFC 3021).
-        if self.prefix_len < 31 {
-            let host = u32::from(ip) & !self.netmask_bits();
-            if host == 0 || host == !self.netmask_bits() {
-                return Err(ConfigError::IpNotHost {
-                    ip,
-                    prefix_len: self.prefix_len,
-                });
-            }
+        if let Some(v4) = self.ipv4 {
+            Self::validate_ipv4(v4)?;
         }
         for r in self.routes.iter() {
+            let Some(v4) = self.ipv4 else {
+                return Err(ConfigError::NextHop(r));
+            };
             let via = r.via;
-            let host_bits = u32::from(via) & !self.netmask_bits();
-            let not_host =
-                self.prefix_len < 31 && (host_bits == 0 || host_bits == !self.netmask_bits());
-            if !self.on_link(via) || via == self.ip || not_host {
+            if !v4.on_link(via) || via == v4.ip || v4.is_network_or_broadcast(via) {
                 return Err(ConfigError::NextHop(r));
             }
-            if !r.is_default() && r.overlaps(self.ip, self.prefix_len) {
+            if !r.is_default() && r.overlaps(v4.ip, v4.prefix_len) {
                 return Err(ConfigError::RouteIntoSubnet(r));
             }
         }
@@ -194,28 +254,29 @@ impl NetConfig {
         Ok(())
     }
 
-    fn netmask_bits(&self) -> u32 {
-        match self.prefix_len {
-            0 => 0,
-            n if n >= 32 => u32::MAX,
-            n => u32::MAX << (32 - u32::from(n)),
+    /// The IPv4 address's own rules: prefix 1..=31, a unicast host address of its subnet (the
+    /// network and directed-broadcast addresses excepted, but on /31 links, RFC 3021).
+    fn validate_ipv4(v4: Ipv4Identity) -> Result<(), ConfigError> {
+        if !(1..=31).contains(&v4.prefix_len) {
+            return Err(ConfigError::PrefixLen(v4.prefix_len));
         }
+        let ip = v4.ip;
+        if ip.is_unspecified() || ip.is_loopback() || ip.is_multicast() || ip.is_broadcast() {
+            return Err(ConfigError::IpNotUnicast(ip));
+        }
+        if v4.is_network_or_broadcast(ip) {
+            return Err(ConfigError::IpNotHost {
+                ip,
+                prefix_len: v4.prefix_len,
+            });
+        }
+        Ok(())
     }
 
-    /// The subnet mask, e.g. 255.255.255.0 for /24.
-    pub fn netmask(&self) -> Ipv4Addr {
-        Ipv4Addr::from(self.netmask_bits())
-    }
-
-    /// True when `ip` is in our subnet (our own address and the broadcast address included).
+    /// True when `ip` is in our IPv4 subnet (our own address and the broadcast address
+    /// included); false without an IPv4 address.
     pub fn on_link(&self, ip: Ipv4Addr) -> bool {
-        let m = self.netmask_bits();
-        u32::from(ip) & m == u32::from(self.ip) & m
-    }
-
-    /// The directed broadcast address of our subnet (none on a /31).
-    pub fn subnet_broadcast(&self) -> Option<Ipv4Addr> {
-        (self.prefix_len < 31).then(|| Ipv4Addr::from(u32::from(self.ip) | !self.netmask_bits()))
+        self.ipv4.is_some_and(|v4| v4.on_link(ip))
     }
 
     /// The largest IB path MTU (256, 512, 1024, 2048 or 4096) whose packets fit in the IP MTU:
@@ -236,6 +297,8 @@ impl NetConfig {
 pub enum ConfigError {
     #[error("MAC address {0} is not unicast (group bit set or all zeros)")]
     MacNotUnicast(EthernetAddress),
+    #[error("no address: a port needs an IPv4 address, an IPv6 address or both")]
+    NoAddress,
     #[error("prefix length /{0} not supported: need 1..=31 (a /32 has no neighbour on the link, not even a gateway)")]
     PrefixLen(u8),
     #[error(
@@ -244,7 +307,7 @@ pub enum ConfigError {
     IpNotUnicast(Ipv4Addr),
     #[error("IPv4 address {ip} is the network or broadcast address of its /{prefix_len} subnet")]
     IpNotHost { ip: Ipv4Addr, prefix_len: u8 },
-    #[error("route {0}: the next hop must be another host of the port's subnet")]
+    #[error("route {0}: the next hop must be another host of the port's IPv4 subnet")]
     NextHop(IpRoute),
     #[error("route {0}: its destination overlaps the port's own subnet, which is on the link")]
     RouteIntoSubnet(IpRoute),

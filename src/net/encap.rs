@@ -267,7 +267,8 @@ fn write_v6(
 #[derive(Clone, Debug)]
 pub struct Encap {
     src_mac: EthernetAddress,
-    src_ip: Ipv4Addr,
+    /// The port's IPv4 address, if it has one.
+    src_ip: Option<Ipv4Addr>,
     /// The port's IPv6 address, if it has one.
     src_ip6: Option<Ipv6Addr>,
     ttl: u8,
@@ -288,7 +289,7 @@ impl Encap {
     pub fn new(config: &NetConfig) -> Encap {
         Encap {
             src_mac: config.mac,
-            src_ip: config.ip,
+            src_ip: config.ipv4_addr(),
             src_ip6: config.ipv6.map(|v6| v6.ip),
             ttl: config.ttl,
             mtu: config.mtu,
@@ -358,7 +359,10 @@ impl Encap {
     ) -> Result<&HeaderTemplate, NetError> {
         let (src_mac, src_ip, src_ip6, ttl) = (self.src_mac, self.src_ip, self.src_ip6, self.ttl);
         let build = move || match dst_ip {
-            IpAddr::V4(dst) => Ok(HeaderTemplate::ipv4(src_mac, dst_mac, src_ip, dst, ttl)),
+            IpAddr::V4(dst) => match src_ip {
+                Some(src) => Ok(HeaderTemplate::ipv4(src_mac, dst_mac, src, dst, ttl)),
+                None => Err(NetError::NoAddressOfFamily(dst_ip)),
+            },
             IpAddr::V6(dst) => match src_ip6 {
                 Some(src) => Ok(HeaderTemplate::ipv6(src_mac, dst_mac, src, dst, ttl)),
                 None => Err(NetError::NoAddressOfFamily(dst_ip)),
@@ -383,8 +387,10 @@ impl Encap {
     }
 
     /// Header reprs for an IPv4 packet from local QP `src_qpn` to QP `dst_qpn` at
-    /// `dst_ip`/`dst_mac`, for `RoceFrame::new`. Each call takes a new IP identification.
-    pub fn frame_for(
+    /// `dst_ip`/`dst_mac`, for `RoceFrame::new`: the tests' oracle for the templates. Each call
+    /// takes a new IP identification.
+    #[cfg(test)]
+    pub(crate) fn frame_for(
         &mut self,
         dst_ip: Ipv4Addr,
         dst_mac: EthernetAddress,
@@ -400,7 +406,7 @@ impl Encap {
                 ethertype: EtherType::IPV4,
             },
             Ipv4Repr {
-                src_addr: self.src_ip,
+                src_addr: self.src_ip.unwrap_or(Ipv4Addr::UNSPECIFIED),
                 dst_addr: dst_ip,
                 protocol: IPPROTO_UDP,
                 dscp: tc.dscp,

@@ -1,4 +1,5 @@
-//! [`Net`]: the neighbour layer of one port. It filters received frames (RoCEv2 for our
+//! [`Net`]: the neighbour layer of one port, with an IPv4 address, an IPv6 address or both. It
+//! filters received frames (RoCEv2 for our
 //! address goes up, over IPv4 or IPv6; ARP is answered and learnt from per RFC 826, Neighbor
 //! Solicitations and Advertisements per RFC 4861 through the port's [`Ndp`]; everything else is
 //! counted and dropped), resolves peers' MACs with ARP requests or Neighbor Solicitations and
@@ -37,8 +38,8 @@ pub enum Inbound<'a> {
     Dropped(DropReason),
 }
 
-/// The neighbour layer of one port (sans-IO): ARP for its IPv4 address, Neighbor Discovery for
-/// its IPv6 address if it has one.
+/// The neighbour layer of one port (sans-IO): ARP for its IPv4 address and Neighbor Discovery
+/// for its IPv6 address, whichever it has.
 #[derive(Debug)]
 pub struct Net {
     config: NetConfig,
@@ -111,7 +112,7 @@ impl Net {
     /// address if it has one).
     pub fn is_own_address(&self, ip: IpAddr) -> bool {
         match ip {
-            IpAddr::V4(a) => a == self.config.ip,
+            IpAddr::V4(a) => self.config.ipv4_addr() == Some(a),
             IpAddr::V6(a) => self.config.ipv6.is_some_and(|v6| v6.ip == a),
         }
     }
@@ -206,7 +207,10 @@ impl Net {
     /// [`next_hop`](Self::next_hop) of an IPv4 address.
     fn next_hop_v4(&self, ip: Ipv4Addr) -> Result<Ipv4Addr, NetError<Ipv4Addr>> {
         let c = &self.config;
-        if ip == c.ip {
+        let Some(v4) = c.ipv4 else {
+            return Err(NetError::NoAddressOfFamily(ip));
+        };
+        if ip == v4.ip {
             return Ok(ip);
         }
         if ip.is_loopback() {
@@ -215,18 +219,18 @@ impl Net {
         if ip.is_unspecified()
             || ip.is_multicast()
             || ip.is_broadcast()
-            || Some(ip) == c.subnet_broadcast()
+            || Some(ip) == v4.subnet_broadcast()
         {
             return Err(NetError::NotUnicast(ip));
         }
-        if !c.on_link(ip) {
+        if !v4.on_link(ip) {
             return c.routes.next_hop(ip).ok_or(NetError::NoRoute {
                 ip,
-                subnet: Ipv4Addr::from(u32::from(c.ip) & u32::from(c.netmask())),
-                prefix_len: c.prefix_len,
+                subnet: v4.subnet(),
+                prefix_len: v4.prefix_len,
             });
         }
-        if c.prefix_len < 31 && u32::from(ip) & !u32::from(c.netmask()) == 0 {
+        if v4.prefix_len < 31 && ip == v4.subnet() {
             return Err(NetError::NotUnicast(ip));
         }
         Ok(ip)
@@ -261,15 +265,22 @@ impl Net {
         let dst = eth.dst_addr();
         match eth.ethertype() {
             EtherType::IPV4 if dst != self.config.mac => Inbound::Dropped(DropReason::NotOurMac),
-            EtherType::IPV4 => match receive_ipv4(frame, self.config.ip) {
-                Ok(f) => Inbound::Roce(f),
-                Err(DropReason::Icmp) => self.handle_icmp(frame),
-                Err(reason) => Inbound::Dropped(reason),
+            EtherType::IPV4 => match self.config.ipv4 {
+                Some(v4) => match receive_ipv4(frame, v4.ip) {
+                    Ok(f) => Inbound::Roce(f),
+                    Err(DropReason::Icmp) => self.handle_icmp(frame, v4.ip),
+                    Err(reason) => Inbound::Dropped(reason),
+                },
+                // A port without IPv4 speaks neither it nor ARP.
+                None => Inbound::Dropped(DropReason::EtherType),
             },
             EtherType::ARP if dst != self.config.mac && !dst.is_multicast() => {
                 Inbound::Dropped(DropReason::NotOurMac)
             }
-            EtherType::ARP => self.handle_arp(now, &frame[ethernet::HEADER_LEN..]),
+            EtherType::ARP => match self.config.ipv4 {
+                Some(v4) => self.handle_arp(now, &frame[ethernet::HEADER_LEN..], v4.ip),
+                None => Inbound::Dropped(DropReason::EtherType),
+            },
             EtherType::IPV6 => self.receive_ipv6(now, frame, dst),
             _ => Inbound::Dropped(DropReason::EtherType),
         }
@@ -314,12 +325,12 @@ impl Net {
 
     /// An ICMP message for us (its IPv4 header checked by the receive filter): a Destination
     /// Unreachable about one of our RoCEv2 datagrams is an event; anything else is dropped.
-    fn handle_icmp(&mut self, frame: &[u8]) -> Inbound<'static> {
+    fn handle_icmp(&mut self, frame: &[u8], our_ip: Ipv4Addr) -> Inbound<'static> {
         let l3 = &frame[ethernet::HEADER_LEN..];
         let ip = crate::wire::ipv4::Packet::new_unchecked(l3);
         let (hl, total) = (ip.header_len(), usize::from(ip.total_len()));
         let icmp = l3.get(hl..total).unwrap_or(&[]);
-        match super::icmp::unreachable_destination(icmp, self.config.ip) {
+        match super::icmp::unreachable_destination(icmp, our_ip) {
             Some(dst) => {
                 self.stats.rx_icmp_unreachable += 1;
                 self.neighbours
@@ -330,8 +341,9 @@ impl Net {
         }
     }
 
-    /// RFC 826 "Packet Reception", for Ethernet/IPv4 ARP.
-    fn handle_arp(&mut self, now: Instant, payload: &[u8]) -> Inbound<'static> {
+    /// RFC 826 "Packet Reception", for Ethernet/IPv4 ARP to a port whose IPv4 address is
+    /// `our_ip`.
+    fn handle_arp(&mut self, now: Instant, payload: &[u8], our_ip: Ipv4Addr) -> Inbound<'static> {
         let Ok(repr) = arp::Packet::new_checked(payload).and_then(|p| ArpRepr::parse(&p)) else {
             return Inbound::Dropped(DropReason::MalformedArp);
         };
@@ -344,20 +356,20 @@ impl Net {
         if !sha.is_unicast() {
             return Inbound::Dropped(DropReason::MalformedArp);
         }
-        if sha == self.config.mac && spa == self.config.ip {
+        if sha == self.config.mac && spa == our_ip {
             // Our own frame reflected back (a bridge or tap echoing): nothing to learn.
             return Inbound::Consumed;
         }
         // A sender with our MAC but another address is not a reflection: on net_tap the
         // kernel side of the tap and the DPDK port share one MAC, and the kernel must still be
         // answered.
-        if spa == self.config.ip {
+        if spa == our_ip {
             self.stats.arp_conflicts += 1;
             self.neighbours
                 .push_event(NetEvent::AddressConflict { ip: spa, mac: sha });
             return Inbound::Consumed;
         }
-        let for_us = repr.target_protocol_addr == self.config.ip;
+        let for_us = repr.target_protocol_addr == our_ip;
         // Merge: only neighbours on the link go into the table (not 0.0.0.0 probes, not other
         // subnets). Header templates follow a changed MAC on their next use.
         if self.config.on_link(spa) && self.next_hop_v4(spa).is_ok() {
@@ -369,7 +381,7 @@ impl Net {
                 self.stats.tx_queue_full += 1;
             } else {
                 self.replies
-                    .push_back(ArpFrame::reply(self.config.mac, self.config.ip, sha, spa));
+                    .push_back(ArpFrame::reply(self.config.mac, our_ip, sha, spa));
             }
         }
         Inbound::Consumed
@@ -475,11 +487,12 @@ impl Net {
             self.stats.tx_arp_replies += 1;
             return Some(ControlFrame::Arp(f));
         }
-        if let Some(ip) = self.neighbours.poll_request() {
+        // Requests exist only for a port with an IPv4 address (`next_hop_v4`).
+        if let (Some(v4), Some(ip)) = (self.config.ipv4, self.neighbours.poll_request()) {
             self.stats.tx_arp_requests += 1;
             return Some(ControlFrame::Arp(ArpFrame::request(
                 self.config.mac,
-                self.config.ip,
+                v4.ip,
                 ip,
             )));
         }

@@ -54,7 +54,9 @@ mod vlan;
 mod tests;
 
 pub use arp_frame::{ArpFrame, ARP_FRAME_LEN, ARP_FRAME_MIN_LEN};
-pub use config::{ConfigError, Ipv6Identity, NetConfig, MAX_MTU, MIN_MTU, MIN_MTU_IPV6};
+pub use config::{
+    ConfigError, Ipv4Identity, Ipv6Identity, NetConfig, MAX_MTU, MIN_MTU, MIN_MTU_IPV6,
+};
 pub use control_frame::ControlFrame;
 pub use encap::{Encap, HeaderTemplate, TrafficClass, HEADERS_LEN, HEADERS_LEN_V6};
 pub use error::NetError;

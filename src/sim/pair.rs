@@ -387,7 +387,13 @@ impl Pair {
     ) -> Result<Conn, SimError> {
         // A second connection on the same port reuses the listener.
         let _ = self.b.listen(spec.port);
-        let mut cp = ConnectParams::new(self.b.config().net.ip, spec.port, qpn_a, spec.psn_b);
+        let b_ip = self
+            .b
+            .config()
+            .net
+            .ipv4_addr()
+            .expect("simulated hosts have IPv4");
+        let mut cp = ConnectParams::new(b_ip, spec.port, qpn_a, spec.psn_b);
         cp.pmtu = spec.pmtu;
         cp.responder_resources = spec.rd_atomic;
         cp.initiator_depth = spec.rd_atomic;

@@ -175,7 +175,7 @@ fn simulate(a: &SimulateArgs) -> Result<(), String> {
             .collect();
         println!(
             "  port {name} {}: rx {} tx {} dropped [{}] unknown-qp {} cm {:?}",
-            ep.config().net.ip,
+            ep.config().net.primary_address(),
             n.rx_frames,
             ep.stats().tx_frames,
             dropped.join(" "),

@@ -251,7 +251,7 @@ impl<M: Memory> Host<M> {
             net: Net::new(config.net)?,
             cm: Cm::new(
                 crate::cm::LocalIps {
-                    v4: Some(config.net.ip),
+                    v4: config.net.ipv4_addr(),
                     v6: config.net.ipv6.map(|v6| v6.ip),
                 },
                 config.ca_guid,

@@ -44,7 +44,10 @@ impl<M: Memory> Host<M> {
     #[inline(always)]
     pub(super) fn handle_predicted(&mut self, now: Instant, frame: &[u8]) -> bool {
         let c = self.net.config();
-        let Some(w) = WriteOnlyFrame::predict(frame, c.mac, c.ip) else {
+        let Some(w) = c
+            .ipv4_addr()
+            .and_then(|ip| WriteOnlyFrame::predict(frame, c.mac, ip))
+        else {
             return false;
         };
         let dest = w.bth.dest_qp;

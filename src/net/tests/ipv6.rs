@@ -358,3 +358,40 @@ fn ipv6_configuration_is_checked_field_by_field() {
         (Duration::from_secs(1), 3, 1024)
     );
 }
+
+#[test]
+fn an_ipv6_only_port_speaks_neither_ipv4_nor_arp() {
+    let mut c = NetConfig::ipv6_only(OUR_MAC, OUR_IP6, 64);
+    let mut net = Net::new(c).expect("valid config");
+    assert_eq!(net.config().primary_address(), A6);
+    assert!(net.is_own_address(A6) && !net.is_own_address(OUR_IP.into()));
+    // ARP and IPv4 are EtherTypes it does not speak: nothing is answered.
+    let ask4 = linux_request(LINUX_MAC, LINUX_IP, OUR_IP, true);
+    let roce4 = roce_frame(OUR_MAC, OUR_IP);
+    for f in [&ask4, &roce4] {
+        assert_eq!(
+            net.handle_frame(ms(0), f),
+            Inbound::Dropped(DropReason::EtherType)
+        );
+    }
+    let v4 = IpAddr::V4(LINUX_IP);
+    let no = NetError::NoAddressOfFamily(v4);
+    assert_eq!(net.resolve(ms(0), v4), Resolve::Failed(no));
+    assert_eq!(net.route(ms(0), v4, 1, 2).unwrap_err(), no);
+    assert!(drain_all(&mut net, ms(0)).is_empty());
+    // IPv6 as on a dual-stack port: asked, answered; RoCEv2/IPv6 delivered; routes of 62.
+    let ask6 = linux_ns(LINUX_MAC, LINUX_IP6, OUR_IP6, 255);
+    assert_eq!(net.handle_frame(ms(1), &ask6), Inbound::Consumed);
+    let answer = only_frame(&mut net, ms(1));
+    assert_eq!(answer.nd().map(|f| f.ipv6().dst_addr), Some(LINUX_IP6));
+    match net.handle_frame(ms(1), &roce_frame6(OUR_MAC, OUR_IP6)) {
+        Inbound::Roce(p) => assert_eq!(p.src_ip, IpAddr::V6(LINUX_IP6)),
+        other => panic!("{other:?}"),
+    }
+    let route = net.route(ms(1), LINUX_IP6.into(), 1, 2).unwrap();
+    assert_eq!(route.headers_len(), 62);
+    // IPv4 routes need an IPv4 subnet for their next hops.
+    let r = IpRoute::default_via(Ipv4Addr::new(192, 168, 2, 1));
+    c.routes.add(r).unwrap();
+    assert_eq!(Net::new(c).unwrap_err(), ConfigError::NextHop(r));
+}
