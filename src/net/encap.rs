@@ -444,9 +444,8 @@ impl Encap {
 
     /// [`write_headers`](Self::write_headers) without the MTU check: only the 16-bit IPv4
     /// total length (IPv6 payload length) bounds the packet (`NetError::TooLong` beyond it),
-    /// as for a frame built from [`frame_for`](Self::frame_for)'s reprs, whose bytes these are
-    /// over IPv4 (same identification sequence). The transmit path's QPs bound their packets by
-    /// the path MTU themselves.
+    /// as for a frame `RoceFrame` (`RoceFrame6`) builds from the same reprs, whose bytes these
+    /// are. The transmit path's QPs bound their packets by the path MTU themselves.
     pub fn write_headers_any_len(
         &mut self,
         dst_ip: IpAddr,

@@ -1,5 +1,5 @@
-//! The neighbour layer of a RoCEv2 port: our own MAC and IP addresses (IPv4, and IPv6 if the
-//! port has one), ARP requests, replies and cache (RFC 826), IPv6 Neighbor Discovery (RFC 4861,
+//! The neighbour layer of a RoCEv2 port: our own MAC and IP addresses (IPv4, IPv6 or one of
+//! each), ARP requests, replies and cache (RFC 826), IPv6 Neighbor Discovery (RFC 4861,
 //! [`Ndp`]), the receive filter in front of the transport, and the Ethernet/IP/UDP
 //! encapsulation of outgoing RoCEv2 packets (IBTA vol. 1 annex A17.4; IPv6 per RFC 8200).
 //!
@@ -31,7 +31,8 @@
 //!
 //! Neighbor Discovery ([`Ndp`]) resolves over the same cache as ARP (`neighbours.rs`, generic
 //! over the address family) and answers solicitations for the port's IPv6 address
-//! ([`NdFrame`]); `Net` holds one when the port has an IPv6 address ([`NetConfig::ipv6`]).
+//! ([`NdFrame`]); `Net` holds one when the port has an IPv6 address ([`NetConfig::ipv6`]). A
+//! port without an IPv4 address ([`NetConfig::ipv6_only`]) drops IPv4 and ARP.
 
 mod arp_frame;
 mod config;

@@ -1,4 +1,5 @@
-//! `handle_frame` never panics, and every frame is accounted for exactly once.
+//! `handle_frame` never panics, and every frame is accounted for exactly once: IPv4, ARP, IPv6
+//! and Neighbor Discovery, on ports with and without an IPv6 address.
 
 use super::*;
 use proptest::prelude::*;
@@ -19,13 +20,22 @@ fn seeds() -> Vec<Vec<u8>> {
         roce_frame(OUR_MAC, OUR_IP),
         linux_request(LINUX_MAC, LINUX_IP, OUR_IP, true),
         linux_reply(),
+        roce_frame6(OUR_MAC, super::ndp::OUR_IP6),
+        super::ndp::linux_ns(LINUX_MAC, super::ndp::LINUX_IP6, super::ndp::OUR_IP6, 255),
+        super::ndp::linux_na(
+            LINUX_MAC,
+            super::ndp::LINUX_IP6,
+            LINUX_MAC,
+            super::ndp::OUR_IP6,
+            super::ndp::SOLICITED_OVERRIDE,
+        ),
     ]
 }
 
 proptest! {
     #[test]
-    fn random_bytes_never_panic(frames in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..200), 1..20)) {
-        let mut net = net();
+    fn random_bytes_never_panic(frames in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..200), 1..20), ipv6 in any::<bool>()) {
+        let mut net = if ipv6 { dual_net() } else { net() };
         let mut consumed = 0;
         for (i, f) in frames.iter().enumerate() {
             feed(&mut net, &mut consumed, ms(i as u64 * 300), f);
@@ -35,14 +45,17 @@ proptest! {
 
     #[test]
     fn mutated_valid_frames_never_panic(
-        seed in 0usize..3,
+        seed in 0usize..6,
+        ipv6 in any::<bool>(),
         edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
         cut in any::<prop::sample::Index>(),
         truncate in any::<bool>(),
         ip_fix in any::<bool>(),
     ) {
-        let mut net = net();
+        // IPv6 frames to a port without IPv6, too (EtherType drops).
+        let mut net = if ipv6 { dual_net() } else { net() };
         net.resolve(ms(0), LINUX_IP.into());
+        net.resolve(ms(0), super::ndp::LINUX_IP6.into());
         let mut f = seeds().swap_remove(seed);
         for (at, v) in &edits {
             let i = at.index(f.len());
