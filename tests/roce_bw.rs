@@ -160,6 +160,11 @@ fn run(link: &Link, args: &[&str]) -> String {
 
 /// `run` with `env` set for both processes.
 fn run_with(link: &Link, args: &[&str], env: &[(&str, &Path)]) -> String {
+    run_to(link, link.server_ip, args, env)
+}
+
+/// `run_with` to the server's address `server_ip` (one of a dual-stack port's).
+fn run_to(link: &Link, server_ip: &str, args: &[&str], env: &[(&str, &Path)]) -> String {
     let out = retry_fanout_collision(|| {
         Command::new("bash")
             .envs(env.iter().copied())
@@ -167,7 +172,7 @@ fn run_with(link: &Link, args: &[&str], env: &[(&str, &Path)]) -> String {
             .arg(BW)
             .arg(&link.server)
             .arg(&link.client)
-            .args(["--server-ip", link.server_ip, "--timeout-ms", "20000"])
+            .args(["--server-ip", server_ip, "--timeout-ms", "20000"])
             .args(args)
             .env("RUN_PAIR_TIMEOUT", "240")
             .output()
@@ -491,6 +496,13 @@ fn the_dat_api_client_runs_every_op_verified_over_memif() {
 #[test]
 fn the_dat_api_client_runs_every_op_verified_over_af_packet() {
     dat_client_every_op(&af_packet("e"));
+}
+
+/// The DAT client connects to the server's IPv6 address: dat_ep_connect with a
+/// `sockaddr_in6`, through libdat2 and the C provider, on dual-stack ports.
+#[test]
+fn the_dat_api_client_runs_every_op_verified_over_ipv6() {
+    dat_client_every_op(&dual_stack("e6"));
 }
 
 /// An IA opens while its link is down (a net_memif server with no client), and a connection
@@ -861,5 +873,162 @@ fn a_peer_missing_behind_the_router_and_a_dead_gateway_fail_the_connection() {
             profile.display()
         );
     }
+    assert_no_runtime_dirs(&link.prefix);
+}
+
+/// Provider A on 10.77.0.1/24 and fd00:77::1/64, provider B on 10.77.0.2/24 and fd00:77::2/64
+/// (`[roce] address` with one address of each family), over a veth pair; the server's IPv6
+/// address is the link's.
+fn dual_stack(tag: &str) -> Link {
+    let veth = Veth::up(tag);
+    let (a, b) = (veth.end('a'), veth.end('b'));
+    let mut link = af_packet_between(tag, &a, &b, vec![veth]);
+    for (profile, v4, v6) in [
+        (&link.server, "10.77.0.1/24", "fd00:77::1/64"),
+        (&link.client, "10.77.0.2/24", "fd00:77::2/64"),
+    ] {
+        let text = std::fs::read_to_string(profile).unwrap();
+        let line = format!("address = \"{v4}\"");
+        assert!(text.contains(&line), "{}", profile.display());
+        let both = text.replace(&line, &format!("address = [\"{v4}\", \"{v6}\"]"));
+        std::fs::write(profile, both).unwrap();
+    }
+    link.server_ip = "fd00:77::1";
+    link
+}
+
+/// Ports with only an IPv6 address (`address = "fd00:77::1/64"`): no ARP, no IPv4; RDMA
+/// WRITE and READ verified.
+#[test]
+fn an_ipv6_only_port_pair_moves_verified_data() {
+    let veth = Veth::up("6o");
+    let (a, b) = (veth.end('a'), veth.end('b'));
+    let mut link = af_packet_between("6o", &a, &b, vec![veth]);
+    for (profile, v4, v6) in [
+        (&link.server, "10.77.0.1/24", "fd00:77::1/64"),
+        (&link.client, "10.77.0.2/24", "fd00:77::2/64"),
+    ] {
+        let text = std::fs::read_to_string(profile).unwrap();
+        let line = format!("address = \"{v4}\"");
+        assert!(text.contains(&line), "{}", profile.display());
+        std::fs::write(profile, text.replace(&line, &format!("address = \"{v6}\""))).unwrap();
+    }
+    link.server_ip = "fd00:77::1";
+    for op in ["write", "read"] {
+        let text = run(
+            &link,
+            &["--op", op, "-s", "65536", "-n", "64", "-t", "8", "--verify"],
+        );
+        assert_one_row(&text, 65536, 64);
+        assert!(
+            text.lines()
+                .any(|l| l.contains("arp_requests") && l.contains("arp_requests: 0"))
+                || !text.contains("arp_requests"),
+            "{op}: ARP on an IPv6-only port:\n{text}"
+        );
+    }
+    assert_no_runtime_dirs(&link.prefix);
+}
+
+/// RoCEv2 over IPv6 between two dpdk-roce processes whose ports have both families: every
+/// operation verified to the server's IPv6 address (its MAC found by Neighbor Discovery), then
+/// one to its IPv4 address over the same ports. On the wire (dumpcap on both ends):
+/// every RoCEv2 frame of the IPv6 runs is IPv6 (UDP checksum 0, hop limit 64), the client
+/// solicited the server's address and was answered, tshark flags nothing and every ICRC is
+/// valid.
+#[test]
+fn every_operation_verified_over_ipv6_on_a_dual_stack_port() {
+    let link = dual_stack("6");
+    // Both ends: net_af_packet sends past the kernel's packet taps (PACKET_QDISC_BYPASS), so
+    // each end's capture holds only what it received.
+    let end = |e: char| format!("{}{e}", link._veths[0].prefix);
+    let pcap = link.dir.join("wire.pcapng");
+    let mut capture = Command::new("dumpcap")
+        .args(["-i", &end('a'), "-i", &end('b'), "-w"])
+        .arg(&pcap)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("dumpcap (scripts/setup.sh installs tshark)");
+    // Capturing once it says so (the first run's Neighbor Discovery must be on the file).
+    let mut err = std::io::BufReader::new(capture.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("Capturing on") {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+        assert!(n > 0, "dumpcap ended before capturing");
+    }
+    let drain = std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let runs = every_op_verified_briefly(&link, &[]);
+    let v4 = run_to(
+        &link,
+        "10.77.0.1",
+        &["--op", "write", "-s", "4096", "-n", "100", "--verify"],
+        &[],
+    );
+    assert_one_row(&v4, 4096, 100);
+    let _ = Command::new("kill")
+        .args(["-INT", &capture.id().to_string()])
+        .status();
+    let _ = capture.wait();
+    let _ = drain.join();
+    for (op, text) in &runs {
+        assert!(text.contains("Verify         : true"), "{op}:\n{text}");
+    }
+    let count = |filter: &str| -> u64 {
+        let out = Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .args(["-Y", filter])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "tshark -Y {filter}: {}",
+            output_text(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).lines().count() as u64
+    };
+    let over6 = count("ipv6 && udp.dstport == 4791");
+    let over4 = count("ip && udp.dstport == 4791");
+    assert!(over6 > 4 * 200, "{over6} RoCEv2/IPv6 frames captured");
+    assert!(over4 > 100, "{over4} RoCEv2/IPv4 frames captured");
+    assert_eq!(
+        count("ipv6 && udp.dstport == 4791 && udp.checksum == 0 && ipv6.hlim == 64"),
+        over6,
+        "RoCEv2/IPv6 frames with a UDP checksum or another hop limit"
+    );
+    let icmpv6 = || {
+        let out = Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .args(["-Y", "icmpv6", "-c", "20"])
+            .output()
+            .unwrap();
+        output_text(&out)
+    };
+    assert!(
+        count("icmpv6.type == 135 && icmpv6.nd.ns.target_address == fd00:77::1") > 0,
+        "the client never solicited the server's address; ICMPv6 frames:\n{}",
+        icmpv6()
+    );
+    assert!(
+        count("icmpv6.type == 136 && icmpv6.nd.na.target_address == fd00:77::1") > 0,
+        "the server never advertised its address"
+    );
+    tshark_clean(&pcap);
+    // roce-tool decode reads pcap: the two interfaces' frames in one file.
+    let flat = link.dir.join("wire.pcap");
+    let out = Command::new("editcap")
+        .args(["-F", "pcap"])
+        .arg(&pcap)
+        .arg(&flat)
+        .output()
+        .expect("editcap (scripts/setup.sh installs tshark)");
+    assert!(out.status.success(), "editcap: {}", output_text(&out));
+    assert_eq!(
+        decode_all_valid(&flat),
+        over6 + over4,
+        "roce-tool decode reads IPv6"
+    );
     assert_no_runtime_dirs(&link.prefix);
 }

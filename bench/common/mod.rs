@@ -13,7 +13,6 @@ use dpdk_roce::engine::host::{Host, HostConfig};
 use dpdk_roce::engine::io::{FrameIo, IoStats, PinnedFrame};
 use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::mem::MrTable;
-use dpdk_roce::net::NetConfig;
 use dpdk_roce::transport::qp::QpStats;
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use std::sync::Arc;
@@ -121,12 +120,7 @@ pub fn host(
     } else {
         MrTable::new(mr_capacity)
     };
-    let v4 = profile
-        .roce
-        .address
-        .v4
-        .ok_or("the profile's port has no IPv4 address")?;
-    let mut net = NetConfig::new(EthernetAddress(mac), v4.addr(), v4.prefix_len());
+    let mut net = profile.roce.address.net_config(EthernetAddress(mac));
     net.mtu = profile.port.mtu;
     net.routes = profile.roce.route_table();
     net.dscp = profile.roce.dscp;

@@ -6,6 +6,8 @@
 use super::cidr::{IpCidr, Ipv4Cidr, Ipv6Cidr};
 use super::error::ConfigError;
 use crate::cm::LocalIps;
+use crate::net::NetConfig;
+use crate::wire::ethernet::EthernetAddress;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -101,6 +103,23 @@ impl PortAddresses {
         }
     }
 
+    /// The neighbour layer's configuration of a port with these addresses and MAC `mac` (the
+    /// defaults of `NetConfig::new` otherwise).
+    pub fn net_config(&self, mac: EthernetAddress) -> NetConfig {
+        match (self.v4, self.v6) {
+            (Some(v4), v6) => {
+                let net = NetConfig::new(mac, v4.addr(), v4.prefix_len());
+                match v6 {
+                    Some(v6) => net.with_ipv6(v6.addr(), v6.prefix_len()),
+                    None => net,
+                }
+            }
+            (None, Some(v6)) => NetConfig::ipv6_only(mac, v6.addr(), v6.prefix_len()),
+            // `parse` and the constructors never leave both out.
+            (None, None) => NetConfig::ipv6_only(mac, Ipv6Addr::UNSPECIFIED, 0),
+        }
+    }
+
     /// The first address (IPv4 if there is one): the DAT IA address.
     pub fn primary(&self) -> IpAddr {
         self.ips().primary()
@@ -157,6 +176,31 @@ mod tests {
         assert_eq!(both.primary(), "10.77.0.1".parse::<IpAddr>().unwrap());
         assert!(matches!(both.to_raw(), RawAddresses::Many(v) if v.len() == 2));
         assert!(matches!(v6.to_raw(), RawAddresses::One(s) if s == "fd00:77::1/64"));
+    }
+
+    #[test]
+    fn the_port_gets_each_family_it_names() {
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let one = |s: &str| parse(RawAddresses::One(s.into())).unwrap().net_config(mac);
+        let v4 = one("10.77.0.1/24");
+        assert_eq!(
+            (v4.ipv4.map(|i| i.ip.to_string()), v4.ipv6),
+            (Some("10.77.0.1".into()), None)
+        );
+        let v6 = one("fd00:77::1/64");
+        assert_eq!(v6.ipv4, None);
+        assert_eq!(
+            v6.ipv6.map(|i| (i.ip.to_string(), i.prefix_len)),
+            Some(("fd00:77::1".into(), 64))
+        );
+        let both = parse(RawAddresses::Many(vec![
+            "10.77.0.1/24".into(),
+            "fd00:77::1/64".into(),
+        ]))
+        .unwrap()
+        .net_config(mac);
+        assert!(both.ipv4.is_some() && both.ipv6.is_some());
+        assert!(both.validate().is_ok() && v6.validate().is_ok() && v4.validate().is_ok());
     }
 
     #[test]

@@ -13,7 +13,6 @@ use crate::engine::faults::{FaultConfig, FaultyIo};
 use crate::engine::host::{Host, HostConfig};
 use crate::engine::runtime::{Engine, EngineConfig, EventSink};
 use crate::mem::MrTable;
-use crate::net::NetConfig;
 use crate::wire::ethernet::EthernetAddress;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -278,10 +277,7 @@ impl Ia {
         };
         let mut hosts = Vec::new();
         for _ in 0..config.shards.max(1) {
-            let v4 = config.address.v4.ok_or(DatError::InvalidParameter(
-                "the port has no IPv4 address (IPv6-only ports are not supported yet)",
-            ))?;
-            let mut net = NetConfig::new(config.mac, v4.addr(), v4.prefix_len());
+            let mut net = config.address.net_config(config.mac);
             net.routes = config.routes;
             net.dscp = config.dscp;
             net.mtu = config.mtu;
