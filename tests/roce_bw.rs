@@ -897,8 +897,8 @@ fn dual_stack(tag: &str) -> Link {
     link
 }
 
-/// Ports with only an IPv6 address (`address = "fd00:77::1/64"`): no ARP, no IPv4; RDMA
-/// WRITE and READ verified.
+/// Ports with only an IPv6 address (`address = "fd00:77::1/64"`): RDMA WRITE and READ of
+/// 64 KiB (64 packets each) verified.
 #[test]
 fn an_ipv6_only_port_pair_moves_verified_data() {
     let veth = Veth::up("6o");
@@ -920,12 +920,6 @@ fn an_ipv6_only_port_pair_moves_verified_data() {
             &["--op", op, "-s", "65536", "-n", "64", "-t", "8", "--verify"],
         );
         assert_one_row(&text, 65536, 64);
-        assert!(
-            text.lines()
-                .any(|l| l.contains("arp_requests") && l.contains("arp_requests: 0"))
-                || !text.contains("arp_requests"),
-            "{op}: ARP on an IPv6-only port:\n{text}"
-        );
     }
     assert_no_runtime_dirs(&link.prefix);
 }
