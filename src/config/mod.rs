@@ -1,5 +1,5 @@
 //! Process profiles: how one dpdk-roce process sets up DPDK (EAL arguments, the port and its
-//! queues), which IPv4 address its RoCE port has, and how its engine polls.
+//! queues), which IP addresses its RoCE port has, and how its engine polls.
 //!
 //! A profile is a TOML file (the shipped ones are in `dpdk-config/`, documented key by key):
 //!
@@ -13,7 +13,7 @@
 //! iface = "rocev0a"
 //! mtu = 1500
 //! [roce]
-//! address = "10.77.0.1/24"
+//! address = "10.77.0.1/24"                       # or "fd00:77::1/64", or a list of both
 //! # gateway = "10.77.0.254"                        # optional: the default route
 //! # routes = ["10.9.0.0/16 via 10.77.0.253"]       # optional: static routes
 //! [engine]
