@@ -973,3 +973,60 @@ fn bad_vlans_priorities_and_dscps_name_their_key() {
         assert_eq!(err(&with("roce", keys)).to_string(), want, "{keys}");
     }
 }
+
+#[test]
+fn ipv6_and_dual_stack_addresses_reach_the_port_and_survive_a_round_trip() {
+    for line in [
+        "address = \"fd00:77::1/64\"",
+        "address = [\"10.77.0.1/24\", \"fd00:77::1/64\"]",
+    ] {
+        let p = ok(&with("roce", line));
+        assert_eq!(
+            p.roce.address.v6.map(|c| c.to_string()),
+            Some("fd00:77::1/64".into()),
+            "{line}"
+        );
+        assert_eq!(
+            p.roce.address.v4.is_some(),
+            line.contains("10.77"),
+            "{line}"
+        );
+        let again = ok(&p.to_toml());
+        assert_eq!(again.roce, p.roce, "{}", p.to_toml());
+    }
+}
+
+#[test]
+fn routes_without_an_ipv4_address_and_bad_ipv6_addresses_name_their_key() {
+    let e = err(&with(
+        "roce",
+        "address = \"fd00:77::1/64\"\ngateway = \"10.77.0.254\"",
+    ));
+    assert!(
+        matches!(&e, ConfigError::BadRoute { field, .. } if field == "roce.gateway")
+            && e.to_string().contains("need an IPv4 roce.address"),
+        "{e}"
+    );
+    for (line, reason) in [
+        ("address = \"fe80::1/64\"", "link-local"),
+        ("address = \"fd00:77::1/129\"", "prefix length"),
+        (
+            "address = [\"fd00:77::1/64\", \"fd00:78::1/64\"]",
+            "one address of each family",
+        ),
+        ("address = []", "no address"),
+    ] {
+        let e = err(&with("roce", line));
+        let text = e.to_string();
+        assert!(
+            matches!(
+                &e,
+                ConfigError::BadCidr {
+                    field: "roce.address",
+                    ..
+                }
+            ) && text.contains(reason),
+            "{line}: {text}"
+        );
+    }
+}
