@@ -137,8 +137,12 @@ fn answered<R>(d: &mut Dict, answers: Vec<Result<R, String>>) -> Vec<R> {
 fn port(_: Option<&str>) -> Option<Value> {
     Some(per_device(|dev| {
         let mut d = Dict::new();
-        d.str("ip", dev.ips.primary().to_string())
-            .u64("shards", dev.engine.shards() as u64)
+        d.str("ip", dev.ips.primary().to_string());
+        if let (Some(_), Some(v6)) = (dev.ips.v4, dev.ips.v6) {
+            // A dual-stack port: `ip` is the IPv4 address.
+            d.str("ipv6", v6.to_string());
+        }
+        d.u64("shards", dev.engine.shards() as u64)
             .str("progress", dev.engine.progress_mode().as_str());
         if let Some(pp) = &dev.port {
             if let Ok(l) = pp.port.link(false) {
