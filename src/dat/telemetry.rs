@@ -473,6 +473,7 @@ fn qp_dict(qpn: u32, shard: usize, v: &QpView) -> Dict {
         .u64("rnr_wait", u64::from(q.rnr_wait))
         .u64("ack_timer_armed", u64::from(q.ack_timer.is_some()))
         .u64("turnaround_us", q.turnaround.as_micros() as u64)
+        .u64("lossy", u64::from(q.lossy))
         .u64("expected_psn", u64::from(q.epsn.value()))
         .u64("responses_queued", q.responses_queued as u64)
         .u64("receives_posted", q.receives_posted as u64);
@@ -555,7 +556,8 @@ mod tests {
         };
         assert_eq!(seq.get("send_wqes"), Some(&Value::U64(0)));
         assert_eq!(seq.get("ack_timer_armed"), Some(&Value::U64(0)));
-        assert_eq!(seq.len(), 14);
+        assert_eq!(seq.get("lossy"), Some(&Value::U64(0)), "a new QP's path is calm");
+        assert_eq!(seq.len(), 15);
         // Every key is one DPDK accepts as it is.
         for (k, _) in d.entries() {
             assert_eq!(&tel::key(k), k);

@@ -30,6 +30,13 @@
 //! that end without a retransmission teach nothing: each is shorter than the timer, and
 //! learning them would let the timer ratchet itself up.
 //!
+//! Early probes are for paths that lose packets. A path that has shown no loss lately is calm:
+//! there no probe and no timeout fires sooner than [`CALM_WAIT`], so a live peer's stall
+//! shorter than that (this VM's scheduling, a guest's slow turn) costs nothing, and a first
+//! loss costs that wait once. Loss shows as a sequence NAK ([`Rto::on_loss`]), a probe whose
+//! answer came without the duplicate that would prove it spurious, or a full timeout that
+//! recovered; after it the path probes early for [`LOSS_MEMORY`].
+//!
 //! The negotiated timeout keeps its meaning for failure: a retry of `retry_cnt` is spent only
 //! when a whole negotiated timeout passed without progress ([`Rto::spend_retry`]); the earlier
 //! probes are free. A peer that stalls for longer than the adaptive timer, but less than the
@@ -55,6 +62,11 @@ pub const TURNAROUND_MEMORY: Duration = Duration::from_secs(10);
 /// The longest turn-around the timer learns (a descheduled process or a slow guest; a peer
 /// silent for longer is treated as lost until the full timer).
 pub const MAX_TURNAROUND: Duration = Duration::from_millis(25);
+/// On a calm path (no loss for [`LOSS_MEMORY`]), the shortest wait before a probe or a
+/// timeout: longer than the stalls of a live peer this VM shows in 10^7 messages.
+pub const CALM_WAIT: Duration = Duration::from_millis(25);
+/// How long a path probes early after its last loss.
+pub const LOSS_MEMORY: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Rto {
@@ -78,12 +90,17 @@ pub(crate) struct Rto {
     /// raised or halved.
     turnaround: Duration,
     turnaround_at: Option<Instant>,
+    /// A loss named without a time (a NAK), stamped at the next progress.
+    loss_pending: bool,
+    /// The path's last loss, while it is remembered ([`LOSS_MEMORY`]).
+    lossy_at: Option<Instant>,
 }
 
 impl Rto {
     /// A new packet (not a retransmission) ending before `end` left at `now`.
     #[inline(always)]
     pub fn on_new_packet(&mut self, end: Psn, now: Instant) {
+        self.settle_probe(now);
         if self.timing.is_none() {
             self.timing = Some((end, now));
         }
@@ -93,6 +110,17 @@ impl Rto {
     /// Every PSN before `una` is acknowledged, at `now`; `idle`: nothing is outstanding.
     #[inline(always)]
     pub fn on_progress(&mut self, una: Psn, now: Instant, idle: bool) {
+        self.settle_probe(now);
+        if core::mem::take(&mut self.loss_pending) || (self.retransmitted && self.backoff > 0) {
+            // A NAK named a loss, or the full timer recovered one.
+            self.lossy_at = Some(now);
+        }
+        if self
+            .lossy_at
+            .is_some_and(|t| now.saturating_duration_since(t) >= LOSS_MEMORY)
+        {
+            self.lossy_at = None;
+        }
         if let Some((end, sent)) = self.timing {
             if !una.before(end) {
                 self.sample(now.saturating_duration_since(sent));
@@ -173,6 +201,34 @@ impl Rto {
     pub fn on_loss(&mut self) {
         self.turnaround = Duration::ZERO;
         self.recovered_silence = None;
+        self.loss_pending = true;
+    }
+
+    /// A probe's recovery that drew no duplicate answer within its window was a real loss
+    /// (the copy reached a responder that had not seen the original, or the original's ACK
+    /// was lost).
+    fn settle_probe(&mut self, now: Instant) {
+        let window = self.srtt.unwrap_or_default().max(PROBE_FLOOR);
+        if let Some((_, at)) = self.recovered_silence {
+            if now.saturating_duration_since(at) > window {
+                self.recovered_silence = None;
+                self.lossy_at = Some(now);
+            }
+        }
+    }
+
+    /// Whether the path lost a packet lately (it probes early then).
+    pub fn lossy(&self) -> bool {
+        self.loss_pending || self.lossy_at.is_some()
+    }
+
+    /// The shortest wait of this path's timers: [`CALM_WAIT`] while it is calm.
+    fn calm_floor(&self) -> Duration {
+        if self.lossy() {
+            Duration::ZERO
+        } else {
+            CALM_WAIT
+        }
     }
 
     /// The longest proven turn-around of the peer, remembered for [`TURNAROUND_MEMORY`]
@@ -214,11 +270,13 @@ impl Rto {
     /// (`None`: infinite, no retransmission).
     pub fn timeout(&self, negotiated: Option<Duration>) -> Option<Duration> {
         let ceiling = negotiated?;
+        let calm = self.calm_floor();
         let base = match self.srtt {
             // Never sooner than the peer's proven turn-around, plus a round trip.
             Some(s) => (s + self.rttvar * 4)
                 .max(RTO_FLOOR)
-                .max(self.turnaround + s),
+                .max(self.turnaround + s)
+                .max(calm),
             None => ceiling,
         };
         let full = base.saturating_mul(1 << self.backoff).min(ceiling);
@@ -226,6 +284,7 @@ impl Rto {
             Some(s) if self.probe_due() => (s * 2)
                 .max(PROBE_FLOOR)
                 .max(self.turnaround + s)
+                .max(calm)
                 .saturating_mul(1 << self.probes)
                 .min(full),
             _ => full,
@@ -262,10 +321,46 @@ mod tests {
         Instant(us * 1000)
     }
 
+    /// A calm path holds its probes and timeouts at `CALM_WAIT`; a NAK makes it probe early,
+    /// and `LOSS_MEMORY` without loss makes it calm again.
+    #[test]
+    fn a_calm_path_waits_the_calm_wait_and_a_loss_makes_it_probe_early_for_a_while() {
+        let ceiling = Some(Duration::from_millis(2100));
+        let mut r = Rto::default();
+        r.on_new_packet(Psn::new(1), at(0));
+        r.on_progress(Psn::new(1), at(40), true);
+        assert!(!r.lossy());
+        assert_eq!(
+            r.timeout(ceiling),
+            Some(CALM_WAIT),
+            "the probe waits the calm wait"
+        );
+        assert_eq!(
+            r.timeout(Some(Duration::from_millis(5))),
+            Some(Duration::from_millis(5))
+        );
+        r.on_loss();
+        assert!(r.lossy());
+        r.on_new_packet(Psn::new(2), at(1_000));
+        r.on_progress(Psn::new(2), at(1_040), false);
+        assert_eq!(
+            r.timeout(ceiling),
+            Some(PROBE_FLOOR),
+            "lossy: the early probe"
+        );
+        let later = 1_040 + LOSS_MEMORY.as_micros() as u64;
+        r.on_new_packet(Psn::new(3), at(later));
+        r.on_progress(Psn::new(3), at(later + 40), false);
+        assert!(!r.lossy(), "calm again after LOSS_MEMORY");
+        assert_eq!(r.timeout(ceiling), Some(CALM_WAIT));
+    }
+
     #[test]
     fn the_timer_follows_the_round_trip_within_floor_and_ceiling() {
         let ceiling = Some(Duration::from_millis(2100));
         let mut r = Rto::default();
+        // A path that lost a packet: its timers are not held at the calm wait.
+        r.on_loss();
         assert_eq!(
             r.timeout(ceiling),
             ceiling,
@@ -304,6 +399,7 @@ mod tests {
     fn the_probe_waits_two_round_trips_and_comes_back_after_progress() {
         let ceiling = Some(Duration::from_millis(2100));
         let mut r = Rto::default();
+        r.on_loss();
         assert!(!r.probe_due(), "no round trip measured: no probe");
         r.on_new_packet(Psn::new(1), at(0));
         r.on_progress(Psn::new(1), at(300), false);

@@ -30,6 +30,9 @@ pub struct QpSnapshot {
     /// The peer's longest proven turn-around, which the retransmission timer covers
     /// (`rto.rs`).
     pub turnaround: core::time::Duration,
+    /// The path lost a packet lately: tail probes go out early (`rto.rs`; a calm path waits
+    /// `CALM_WAIT`).
+    pub lossy: bool,
     /// The responder's expected PSN, responses queued to leave, receives posted.
     pub epsn: Psn,
     pub responses_queued: usize,
@@ -52,6 +55,7 @@ impl Qp {
             rnr_wait: self.req.rnr_wait,
             ack_timer: self.timers.get(Timer::Ack),
             turnaround: self.req.rto.turnaround(),
+            lossy: self.req.rto.lossy(),
             epsn: self.resp.epsn,
             responses_queued: self.resp.queue.len(),
             receives_posted: self.rq.len(),
@@ -66,7 +70,7 @@ impl core::fmt::Display for QpSnapshot {
         write!(
             f,
             "{:?} sq={} (reads {}) una={} sent={} next={} window={} retry={} rnr={}{} \
-             ack timer {} turnaround={:?} epsn={} responses={} receives={}",
+             ack timer {} turnaround={:?}{} epsn={} responses={} receives={}",
             self.state,
             self.send_wqes,
             self.reads_outstanding,
@@ -83,6 +87,7 @@ impl core::fmt::Display for QpSnapshot {
                 "off"
             },
             self.turnaround,
+            if self.lossy { " lossy" } else { "" },
             self.epsn.value(),
             self.responses_queued,
             self.receives_posted,

@@ -674,34 +674,95 @@ fn pair_with_round_trip(len: usize) -> (Pair, Region, Region) {
     (p, src, dst)
 }
 
-/// A lost lone WRITE (its only packet, nothing after it to reveal the gap) is resent by the
-/// tail probe (two round trips, at least `PROBE_FLOOR`), not after the negotiated local ACK
-/// timeout of 2.1 s; and the retry budget is not spent by the early resend.
-#[test]
-fn a_lost_lone_write_is_resent_after_the_round_trip_not_the_negotiated_timeout() {
-    let (mut p, src, dst) = pair_with_round_trip(64);
-    let t0 = p.now;
-    p.filter(drop_once(|x| x.from == A));
-    p.post_send(A, write64(2, &src, &dst));
+/// `pair_with_round_trip` on a path that has lost a packet (`rto.rs`: it probes early for
+/// `LOSS_MEMORY`): a WRITE (PSN 98) measures the round trip, the next (PSN 99) is lost once
+/// and recovered by the calm path's first probe, and the answer to a third (PSN 100) shows that
+/// probe drew no duplicate. The next packet is PSN 101, as in `pair_with_round_trip`; the QP's
+/// counters hold that one probe.
+fn lossy_pair_with_round_trip(len: usize) -> (Pair, Region, Region) {
+    let mut p = Pair::with(|_, a| a.timeout = 19, 98, 500);
+    let src = p.region(A, len, 1);
+    let dst = p.zeroed(B, len);
+    p.post_send(A, write64(1, &src, &dst));
     p.run();
-    let done = p.now.saturating_duration_since(t0);
-    assert_eq!(statuses(&p.completions(A)), vec![(2, WcStatus::Success)]);
-    assert!(
-        done >= crate::transport::rto::PROBE_FLOOR && done < crate::transport::rto::RTO_FLOOR,
-        "resent after {done:?}"
-    );
+    p.filter(drop_once(|x| x.from == A));
+    p.post_send(A, write64(0, &src, &dst));
+    p.run();
+    assert_eq!(p.completions(A).len(), 2);
+    p.filter(|_| Fate::Pass);
+    // The next answer, a while later, shows the probe drew no duplicate: a real loss.
+    p.now = p.now + core::time::Duration::from_millis(1);
+    p.post_send(A, write64(1, &src, &dst));
+    p.run();
+    assert_eq!(p.completions(A).len(), 1);
+    assert!(p.s[A].qp.snapshot().lossy, "the path lost a packet");
+    (p, src, dst)
+}
+
+/// A lost lone WRITE (its only packet, nothing after it to reveal the gap): on a calm path
+/// (`rto.rs`: no loss lately) it is resent after `CALM_WAIT`, which a live peer's stall does
+/// not reach; the path is lossy from then on, and the next lost lone WRITE is resent by the
+/// tail probe (two round trips, at least `PROBE_FLOOR`). Neither waits for the negotiated local
+/// ACK timeout of 2.1 s, and the early resends spend no retry.
+#[test]
+fn a_lost_lone_write_is_resent_after_the_calm_wait_then_after_the_round_trip() {
+    use crate::transport::rto::{CALM_WAIT, PROBE_FLOOR, RTO_FLOOR};
+    let (mut p, src, dst) = pair_with_round_trip(64);
+    for (id, after) in [(2, CALM_WAIT..CALM_WAIT * 2), (3, PROBE_FLOOR..RTO_FLOOR)] {
+        let t0 = p.now;
+        p.filter(drop_once(|x| x.from == A));
+        p.post_send(A, write64(id, &src, &dst));
+        p.run();
+        let done = p.now.saturating_duration_since(t0);
+        assert_eq!(statuses(&p.completions(A)), vec![(id, WcStatus::Success)]);
+        assert!(after.contains(&done), "WRITE {id} resent after {done:?}");
+        // The next WRITE's answer, a while later, settles the probe: no duplicate came, a
+        // real loss.
+        p.now = p.now + core::time::Duration::from_millis(1);
+        p.post_send(A, write64(9, &src, &dst));
+        p.run();
+        assert_eq!(p.completions(A).len(), 1);
+    }
     let st = p.s[A].qp.stats();
-    assert_eq!((st.timeouts, st.tail_probes, st.retransmits), (1, 1, 1));
+    assert_eq!((st.timeouts, st.tail_probes, st.retransmits), (2, 2, 2));
+    assert_eq!(st.spurious_retransmits, 0);
     assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
 }
 
-/// A responder sends one PSN sequence error NAK per gap and drops what follows it (IBTA vol. 1
+/// A live peer that stalls on a calm path: shorter than `CALM_WAIT` (300 µs, 20 ms), nothing
+/// is sent twice.
+#[test]
+fn a_stalled_peer_on_a_calm_path_costs_no_retransmission() {
+    let (mut p, src, dst) = pair_with_round_trip(64);
+    for (id, stall_us) in [(2, 300), (3, 20_000)] {
+        p.post_send(A, write64(id, &src, &dst));
+        let held = p.drain_one(A);
+        let until = p.now + core::time::Duration::from_micros(stall_us);
+        while let Some(t) = p.s[A].qp.poll_timeout().filter(|&t| t <= until) {
+            p.now = t;
+            p.s[A].qp.handle_timeout(p.now);
+            assert!(
+                p.drain(A).is_empty(),
+                "sent again during a {stall_us} us stall"
+            );
+        }
+        p.now = until;
+        p.deliver(&held);
+        p.run();
+        assert_eq!(statuses(&p.completions(A)), vec![(id, WcStatus::Success)]);
+    }
+    let st = p.s[A].qp.stats();
+    assert_eq!((st.timeouts, st.retransmits), (0, 0));
+    assert_eq!(p.s[B].qp.stats().duplicates, 0);
+}
+
+/// On a lossy path: a responder sends one PSN sequence error NAK per gap and drops what follows it (IBTA vol. 1
 /// §9.7.5.1.2). When that NAK is lost, the tail probe's first packet, the oldest
 /// unacknowledged one, is what it waits for: each probe moves it on, its last packet reveals
 /// the next gap, and the message completes after probe waits, not after the full timer.
 #[test]
 fn a_lost_nak_is_recovered_by_the_probes_not_the_full_timer() {
-    let (mut p, src, dst) = pair_with_round_trip(8 * MTU);
+    let (mut p, src, dst) = lossy_pair_with_round_trip(8 * MTU);
     let t0 = p.now;
     let sent_before = p.trace.iter().filter(|x| x.from == A).count();
     // A -> B: SEND 101..108, [103 lost]; B -> A: [its NAK of 103 lost].
@@ -727,11 +788,12 @@ fn a_lost_nak_is_recovered_by_the_probes_not_the_full_timer() {
         .skip(sent_before)
         .map(|x| x.psn())
         .collect();
-    // The flight; probe 1: 101 (a duplicate: B answers with its ACK of 102) and 108 (dropped
-    // after the NAK); probe 2: 103, taken, and 108, which draws a NAK of 104; go-back-N.
+    // The flight, seven PSNs (the window the path's first loss left); B's ACK of 102 arrives,
+    // 108 waits for the window; the probe: 103, taken, and 107, which draws a NAK of 104;
+    // go-back-N from 104, and 108.
     assert_eq!(
         a,
-        vec![101, 102, 103, 104, 105, 106, 107, 108, 101, 108, 103, 108, 104, 105, 106, 107, 108]
+        vec![101, 102, 103, 104, 105, 106, 107, 103, 107, 104, 105, 106, 107, 108]
     );
     let naks: Vec<u32> = p
         .trace
@@ -743,6 +805,7 @@ fn a_lost_nak_is_recovered_by_the_probes_not_the_full_timer() {
     assert_eq!(statuses(&p.completions(A)), vec![(2, WcStatus::Success)]);
     assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
     let st = p.s[A].qp.stats();
+    // One probe here, one for the path's first loss (`lossy_pair_with_round_trip`).
     assert_eq!((st.timeouts, st.tail_probes), (2, 2));
     assert!(
         done < crate::transport::rto::RTO_FLOOR,
@@ -750,11 +813,11 @@ fn a_lost_nak_is_recovered_by_the_probes_not_the_full_timer() {
     );
 }
 
-/// A probe, or the answer to it, can be lost too: up to `MAX_PROBES` go out, each waiting twice
-/// as long, before the full timer.
+/// A probe, or the answer to it, can be lost too: on a lossy path up to `MAX_PROBES` go out,
+/// each waiting twice as long, before the full timer.
 #[test]
 fn a_lost_probe_is_followed_by_another_after_twice_the_wait() {
-    let (mut p, src, dst) = pair_with_round_trip(64);
+    let (mut p, src, dst) = lossy_pair_with_round_trip(64);
     let t0 = p.now;
     // The WRITE (PSN 101) and its first resend are lost.
     let mut dropped = 0;
@@ -771,7 +834,8 @@ fn a_lost_probe_is_followed_by_another_after_twice_the_wait() {
     let done = p.now.saturating_duration_since(t0);
     assert_eq!(statuses(&p.completions(A)), vec![(2, WcStatus::Success)]);
     let st = p.s[A].qp.stats();
-    assert_eq!((st.timeouts, st.tail_probes, st.retransmits), (2, 2, 2));
+    // One more of each: the path's first loss (`lossy_pair_with_round_trip`).
+    assert_eq!((st.timeouts, st.tail_probes, st.retransmits), (3, 3, 3));
     let probe = crate::transport::rto::PROBE_FLOOR;
     assert!(
         done >= probe * 3 && done < crate::transport::rto::RTO_FLOOR,
@@ -779,14 +843,14 @@ fn a_lost_probe_is_followed_by_another_after_twice_the_wait() {
     );
 }
 
-/// A responder that is alive but slow (a descheduled process, a TCG guest) holds the WRITE
-/// past the probe's wait: the probe goes out, then the original and the copy are handled
+/// On a lossy path, a responder that is alive but slow (a descheduled process, a TCG guest)
+/// holds the WRITE past the probe's wait: the probe goes out, then the original and the copy are handled
 /// together. The responder re-ACKs the copy in an ACK of its own (its original was executed in
 /// the same busy spell); that repeat right after the original's ACK proves the probe spurious.
 /// The timer then covers the silence, so the same stall again costs no retransmission.
 #[test]
 fn a_slow_peer_costs_one_spurious_probe_then_none() {
-    let (mut p, src, dst) = pair_with_round_trip(64);
+    let (mut p, src, dst) = lossy_pair_with_round_trip(64);
     let stall = core::time::Duration::from_micros(300);
     let held_write = |p: &mut Pair, id: u64| -> Vec<Pkt> {
         p.post_send(A, write64(id, &src, &dst));
@@ -816,7 +880,8 @@ fn a_slow_peer_costs_one_spurious_probe_then_none() {
     }
     assert_eq!(statuses(&p.completions(A)), vec![(2, WcStatus::Success)]);
     let st = *p.s[A].qp.stats();
-    assert_eq!((st.tail_probes, st.spurious_retransmits), (1, 1));
+    // One probe more: the path's first loss (`lossy_pair_with_round_trip`).
+    assert_eq!((st.tail_probes, st.spurious_retransmits), (2, 1));
     assert_eq!(p.s[B].qp.stats().duplicates, 1);
     assert!(
         p.s[A].qp.snapshot().turnaround >= stall,
@@ -833,7 +898,7 @@ fn a_slow_peer_costs_one_spurious_probe_then_none() {
     let st = *p.s[A].qp.stats();
     assert_eq!(
         (st.tail_probes, st.retransmits, st.spurious_retransmits),
-        (1, 1, 1)
+        (2, 2, 1)
     );
     assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
 }
