@@ -691,7 +691,7 @@ fn lossy_pair_with_round_trip(len: usize) -> (Pair, Region, Region) {
     assert_eq!(p.completions(A).len(), 2);
     p.filter(|_| Fate::Pass);
     // The next answer, a while later, shows the probe drew no duplicate: a real loss.
-    p.now = p.now + core::time::Duration::from_millis(1);
+    p.now += core::time::Duration::from_millis(1);
     p.post_send(A, write64(1, &src, &dst));
     p.run();
     assert_eq!(p.completions(A).len(), 1);
@@ -718,7 +718,7 @@ fn a_lost_lone_write_is_resent_after_the_calm_wait_then_after_the_round_trip() {
         assert!(after.contains(&done), "WRITE {id} resent after {done:?}");
         // The next WRITE's answer, a while later, settles the probe: no duplicate came, a
         // real loss.
-        p.now = p.now + core::time::Duration::from_millis(1);
+        p.now += core::time::Duration::from_millis(1);
         p.post_send(A, write64(9, &src, &dst));
         p.run();
         assert_eq!(p.completions(A).len(), 1);
