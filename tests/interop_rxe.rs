@@ -1368,6 +1368,20 @@ fn dapltest_transactions_interoperate_with_rxe_through_a_linux_router() {
     );
 }
 
+/// `roce-dat-consumer` passed: its `case` line and every other ends in PASS, and it says
+/// `RESULT 0 failed`.
+fn consumer_passed(what: &str, out: &str, case: &str) -> Result<(), String> {
+    let cases: Vec<&str> = out.lines().filter(|l| l.starts_with("CASE ")).collect();
+    let ok = cases.iter().any(|l| l.starts_with(case))
+        && cases.iter().all(|l| l.ends_with(" PASS"))
+        && out.lines().any(|l| l == "RESULT 0 failed");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{what}: no {case} or a case failed:\n{out}"))
+    }
+}
+
 /// RoCEv2 over IPv6 against rxe and the reference uDAPL provider: the guest's libdaplofa
 /// listens on its IPv6 IA (fd00:77:60::3) and dpdk-roce connects to it with a `sockaddr_in6`
 /// (`roce-dat-consumer`: a DAT program of this project, through libdat2 on both sides; the
@@ -1415,31 +1429,27 @@ fn the_reference_udapl_on_rxe_serves_dpdk_roce_over_ipv6() {
             continue;
         }
         let (_, theirs) = g.collect("srv", 60);
-        result = check_passed(
-            "dpdk-roce's client",
-            &ours,
-            &["CASE verify.traffic", "RESULT 0 failed"],
-        )
-        .and_then(|_| {
-            check_passed(
-                "the guest's server",
-                &theirs,
-                &["server_memory_intact_after_connection_1", "RESULT 0 failed"],
-            )
-        })
-        .and_then(|_| Capture::check(&pcap))
-        .and_then(|c| {
-            let v4 = c
-                .decoded
-                .lines()
-                .filter(|l| l.contains(&format!("{PROVIDER}:")))
-                .count();
-            if v4 > 0 {
-                return Err(format!("{v4} RoCEv2 frames from dpdk-roce's IPv4 address"));
-            }
-            Ok(vec![c])
-        })
-        .map_err(|e| format!("{e}\n{}", capture_tail(&pcap, 40)));
+        result = consumer_passed("dpdk-roce's client", &ours, "CASE verify.traffic")
+            .and_then(|_| {
+                consumer_passed(
+                    "the guest's server",
+                    &theirs,
+                    "CASE server_memory_intact_after_connection_1",
+                )
+            })
+            .and_then(|_| Capture::check(&pcap))
+            .and_then(|c| {
+                let v4 = c
+                    .decoded
+                    .lines()
+                    .filter(|l| l.contains(&format!("{PROVIDER}:")))
+                    .count();
+                if v4 > 0 {
+                    return Err(format!("{v4} RoCEv2 frames from dpdk-roce's IPv4 address"));
+                }
+                Ok(vec![c])
+            })
+            .map_err(|e| format!("{e}\n{}", capture_tail(&pcap, 40)));
         break;
     }
     cases.record(&mut g, what, t0, result);

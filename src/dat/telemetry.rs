@@ -556,7 +556,11 @@ mod tests {
         };
         assert_eq!(seq.get("send_wqes"), Some(&Value::U64(0)));
         assert_eq!(seq.get("ack_timer_armed"), Some(&Value::U64(0)));
-        assert_eq!(seq.get("lossy"), Some(&Value::U64(0)), "a new QP's path is calm");
+        assert_eq!(
+            seq.get("lossy"),
+            Some(&Value::U64(0)),
+            "a new QP's path is calm"
+        );
         assert_eq!(seq.len(), 15);
         // Every key is one DPDK accepts as it is.
         for (k, _) in d.entries() {
