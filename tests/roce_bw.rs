@@ -876,44 +876,47 @@ fn a_peer_missing_behind_the_router_and_a_dead_gateway_fail_the_connection() {
     assert_no_runtime_dirs(&link.prefix);
 }
 
+/// The af_packet link over a new veth pair with `address` lines of the server's and the
+/// client's profiles replaced by `server` and `client`; the client connects to `server_ip`.
+fn af_packet_at(tag: &str, server: &str, client: &str, server_ip: &'static str) -> Link {
+    let veth = Veth::up(tag);
+    let (a, b) = (veth.end('a'), veth.end('b'));
+    let mut link = af_packet_between(tag, &a, &b, vec![veth]);
+    for (profile, v4, line) in [
+        (&link.server, "10.77.0.1/24", server),
+        (&link.client, "10.77.0.2/24", client),
+    ] {
+        let text = std::fs::read_to_string(profile).unwrap();
+        let old = format!("address = \"{v4}\"");
+        assert!(text.contains(&old), "{}", profile.display());
+        std::fs::write(profile, text.replace(&old, line)).unwrap();
+    }
+    link.server_ip = server_ip;
+    link
+}
+
 /// Provider A on 10.77.0.1/24 and fd00:77::1/64, provider B on 10.77.0.2/24 and fd00:77::2/64
 /// (`[roce] address` with one address of each family), over a veth pair; the server's IPv6
 /// address is the link's.
 fn dual_stack(tag: &str) -> Link {
-    let veth = Veth::up(tag);
-    let (a, b) = (veth.end('a'), veth.end('b'));
-    let mut link = af_packet_between(tag, &a, &b, vec![veth]);
-    for (profile, v4, v6) in [
-        (&link.server, "10.77.0.1/24", "fd00:77::1/64"),
-        (&link.client, "10.77.0.2/24", "fd00:77::2/64"),
-    ] {
-        let text = std::fs::read_to_string(profile).unwrap();
-        let line = format!("address = \"{v4}\"");
-        assert!(text.contains(&line), "{}", profile.display());
-        let both = text.replace(&line, &format!("address = [\"{v4}\", \"{v6}\"]"));
-        std::fs::write(profile, both).unwrap();
-    }
-    link.server_ip = "fd00:77::1";
-    link
+    af_packet_at(
+        tag,
+        r#"address = ["10.77.0.1/24", "fd00:77::1/64"]"#,
+        r#"address = ["10.77.0.2/24", "fd00:77::2/64"]"#,
+        "fd00:77::1",
+    )
 }
 
 /// Ports with only an IPv6 address (`address = "fd00:77::1/64"`): RDMA WRITE and READ of
 /// 64 KiB (64 packets each) verified.
 #[test]
 fn an_ipv6_only_port_pair_moves_verified_data() {
-    let veth = Veth::up("6o");
-    let (a, b) = (veth.end('a'), veth.end('b'));
-    let mut link = af_packet_between("6o", &a, &b, vec![veth]);
-    for (profile, v4, v6) in [
-        (&link.server, "10.77.0.1/24", "fd00:77::1/64"),
-        (&link.client, "10.77.0.2/24", "fd00:77::2/64"),
-    ] {
-        let text = std::fs::read_to_string(profile).unwrap();
-        let line = format!("address = \"{v4}\"");
-        assert!(text.contains(&line), "{}", profile.display());
-        std::fs::write(profile, text.replace(&line, &format!("address = \"{v6}\""))).unwrap();
-    }
-    link.server_ip = "fd00:77::1";
+    let link = af_packet_at(
+        "6o",
+        r#"address = "fd00:77::1/64""#,
+        r#"address = "fd00:77::2/64""#,
+        "fd00:77::1",
+    );
     for op in ["write", "read"] {
         let text = run(
             &link,
