@@ -89,6 +89,11 @@ fn main() {
         .allowlist_function("rte_eth_macaddr_get")
         .allowlist_function("rte_eth_(promiscuous|allmulticast)_(enable|disable|get)")
         .allowlist_function("rte_eth_stats_(get|reset)")
+        // receive interrupts (the away helper's sleep)
+        .allowlist_function("rte_eth_dev_rx_intr_(enable|disable|ctl_q)")
+        .allowlist_function("rte_epoll_wait")
+        .allowlist_type("rte_epoll_event")
+        .allowlist_var("RTE_INTR_EVENT_(ADD|DEL)")
         // telemetry: commands answered on the EAL runtime directory's dpdk_telemetry.v2 socket
         .allowlist_function("rte_telemetry_register_cmd")
         // packet capture by a secondary process (dpdk-dumpcap, dpdk-pdump)

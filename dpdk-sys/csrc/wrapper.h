@@ -12,6 +12,8 @@
 #include <rte_mbuf.h>
 #include <rte_ether.h>
 #include <rte_ethdev.h>
+#include <rte_epoll.h>
+#include <rte_interrupts.h>
 #include <rte_dev.h>
 #include <rte_bus_vdev.h>
 #include <rte_telemetry.h>

@@ -1,7 +1,7 @@
 //! The port queue of an IA, whatever drives it (a DPDK queue pair, an in-memory cable), behind
 //! one type so the DAT objects are not generic over the I/O.
 
-use crate::engine::io::{FrameIo, PinnedFrame};
+use crate::engine::io::{FrameIo, PinnedFrame, RxInterrupt};
 
 /// A boxed queue pair.
 pub type PortIo = Box<dyn FrameIo + Send>;
@@ -30,5 +30,8 @@ impl FrameIo for Box<dyn FrameIo + Send> {
     }
     fn tx_pinned(&mut self, frame: PinnedFrame<'_>) -> bool {
         (**self).tx_pinned(frame)
+    }
+    fn rx_interrupt(&self) -> Option<Box<dyn RxInterrupt>> {
+        (**self).rx_interrupt()
     }
 }

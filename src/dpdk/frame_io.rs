@@ -4,7 +4,7 @@
 use super::pinned_tx::{SlotPool, TX_OFFLOAD_MULTI_SEGS};
 use super::{DpdkError, Eal, Mbuf, Mempool, Port, PortConfig, RxQueue, TxQueue};
 use crate::config::{MemifRole, PortDriver, Profile};
-use crate::engine::io::{FrameIo, IoStats, PinnedFrame};
+use crate::engine::io::{FrameIo, IoStats, PinnedFrame, RxInterrupt};
 use crate::net::{Received, Vlan, TAG_LEN};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -315,6 +315,12 @@ impl FrameIo for DpdkFrameIo {
 
     fn rx_other_vlan(&self) -> u64 {
         self.stats.rx_other_vlan
+    }
+
+    fn rx_interrupt(&self) -> Option<Box<dyn RxInterrupt>> {
+        self.rx
+            .interrupt()
+            .map(|i| Box::new(i) as Box<dyn RxInterrupt>)
     }
 }
 

@@ -28,6 +28,7 @@ mod mempool;
 mod pair_wire;
 mod pinned_tx;
 mod port;
+mod rx_interrupt;
 pub mod telemetry;
 mod tsc;
 
@@ -41,4 +42,5 @@ pub use mempool::Mempool;
 pub use pair_wire::DpdkPairWire;
 pub use pinned_tx::TX_OFFLOAD_MULTI_SEGS;
 pub use port::{LinkStatus, Port, PortConfig, PortStats, QueueStats};
+pub use rx_interrupt::QueueInterrupt;
 pub use tsc::Tsc;

@@ -2,6 +2,7 @@
 //! started; stopped and closed when the port and all its queue handles are dropped.
 
 use std::ffi::{CStr, CString};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -40,6 +41,11 @@ pub struct PortConfig {
     /// The port's 802.1Q identity: its queues tag what they send and accept only its VLAN
     /// (`net::vlan`); `None`: untagged.
     pub vlan: Option<crate::net::Vlan>,
+    /// Configure the RX queues' interrupts (`intr_conf.rxq`) so that a thread may sleep until
+    /// a frame arrives ([`RxQueue::interrupt`]); a PMD that refuses the configuration gets the
+    /// port without them. Of the PMDs here only net_tap has them (net_memif's
+    /// `rx_queue_intr_enable` refuses in DPDK 22.11, net_af_packet has none).
+    pub rx_interrupts: bool,
 }
 
 impl Default for PortConfig {
@@ -56,6 +62,7 @@ impl Default for PortConfig {
             promiscuous: false,
             allmulticast: false,
             vlan: None,
+            rx_interrupts: true,
         }
     }
 }
@@ -110,6 +117,9 @@ pub(crate) struct PortInner {
     name: String,
     taken: Mutex<(Vec<bool>, Vec<bool>)>,
     vlan: Option<crate::net::Vlan>,
+    /// The epoll instance the RX queues' interrupts are added to (`RxQueue::interrupt`), when
+    /// the port was configured with them. Closed after the port.
+    pub(crate) rx_epoll: Option<OwnedFd>,
     // Dropped (freed) after the port is closed, in `Drop` order below.
     rx_pools: Vec<Mempool>,
 }
@@ -152,6 +162,26 @@ pub struct Port {
 
 static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// PMDs known to have no RX interrupts in DPDK 22.11, not asked for them (asking only logs
+/// errors: net_af_packet installs no descriptor, net_memif's `rx_queue_intr_enable` refuses).
+const NO_RX_INTERRUPTS: [&str; 2] = ["net_af_packet", "net_memif"];
+
+/// The driver name of port `id`.
+fn driver_name(id: u16) -> Result<String, DpdkError> {
+    // SAFETY: all-zero is a valid rte_eth_dev_info to be filled in.
+    let mut info: dpdk_sys::rte_eth_dev_info = unsafe { std::mem::zeroed() };
+    // SAFETY: valid port id and out-pointer.
+    let ret = unsafe { dpdk_sys::rte_eth_dev_info_get(id, &mut info) };
+    check(|| format!("rte_eth_dev_info_get(port {id})"), ret)?;
+    if info.driver_name.is_null() {
+        return Ok(String::new());
+    }
+    // SAFETY: driver_name points to the driver's static NUL-terminated name.
+    Ok(unsafe { CStr::from_ptr(info.driver_name) }
+        .to_string_lossy()
+        .into_owned())
+}
+
 impl Port {
     /// The port id of the ethdev named `name` (e.g. `"net_af_packet0"`, `"net_tap0"`).
     pub fn find(_eal: &Eal, name: &str) -> Result<u16, DpdkError> {
@@ -172,11 +202,29 @@ impl Port {
         let op = |what: &str| format!("{what}(port {id} {name})");
 
         // SAFETY: all-zero rte_eth_conf is DPDK's documented "defaults" configuration.
-        let conf: dpdk_sys::rte_eth_conf = unsafe { std::mem::zeroed() };
+        let mut conf: dpdk_sys::rte_eth_conf = unsafe { std::mem::zeroed() };
+        let intr = cfg.rx_interrupts
+            && !driver_name(id).is_ok_and(|d| NO_RX_INTERRUPTS.contains(&d.as_str()));
+        conf.intr_conf.set_rxq(u32::from(intr));
         // SAFETY: id is a valid port; conf lives across the call and is copied by DPDK.
-        let ret =
+        let mut ret =
             unsafe { dpdk_sys::rte_eth_dev_configure(id, cfg.rx_queues, cfg.tx_queues, &conf) };
+        if ret < 0 && intr {
+            tracing::debug!(port = id, ret, "no RX interrupts: configured without");
+            conf.intr_conf.set_rxq(0);
+            // SAFETY: as above.
+            ret =
+                unsafe { dpdk_sys::rte_eth_dev_configure(id, cfg.rx_queues, cfg.tx_queues, &conf) };
+        }
         check(|| op("rte_eth_dev_configure"), ret)?;
+        let rx_epoll = if conf.intr_conf.rxq() == 1 {
+            // SAFETY: plain syscall; the descriptor returned is owned by nobody else.
+            let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+            // SAFETY: fd is a fresh descriptor of this process, owned from here on.
+            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+        } else {
+            None
+        };
 
         let (mut nb_rx, mut nb_tx) = (cfg.rx_desc, cfg.tx_desc);
         // SAFETY: valid port id and out-pointers.
@@ -232,6 +280,7 @@ impl Port {
                 id,
                 name: name.to_owned(),
                 vlan: cfg.vlan,
+                rx_epoll,
                 taken: Mutex::new((
                     vec![false; cfg.rx_queues.into()],
                     vec![false; cfg.tx_queues.into()],
@@ -285,18 +334,7 @@ impl Port {
 
     /// The PMD's driver name, e.g. `"net_af_packet"`.
     pub fn driver_name(&self) -> Result<String, DpdkError> {
-        // SAFETY: all-zero is a valid rte_eth_dev_info to be filled in.
-        let mut info: dpdk_sys::rte_eth_dev_info = unsafe { std::mem::zeroed() };
-        // SAFETY: valid port id and out-pointer.
-        let ret = unsafe { dpdk_sys::rte_eth_dev_info_get(self.id(), &mut info) };
-        check(|| format!("rte_eth_dev_info_get(port {})", self.id()), ret)?;
-        if info.driver_name.is_null() {
-            return Ok(String::new());
-        }
-        // SAFETY: driver_name points to the driver's static NUL-terminated name.
-        Ok(unsafe { CStr::from_ptr(info.driver_name) }
-            .to_string_lossy()
-            .into_owned())
+        driver_name(self.id())
     }
 
     /// The PMD's transmit offload capabilities (`rte_eth_dev_info.tx_offload_capa`, bits

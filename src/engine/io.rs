@@ -4,6 +4,7 @@
 use crate::mem::{MrTable, PinToken};
 use crossbeam_queue::ArrayQueue;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A frame whose payload stays in registered memory (docs/DESIGN.md "Memory": no copy on TX):
 /// `headers` (Ethernet through the last RoCE extension header), then the pinned payload
@@ -88,6 +89,24 @@ pub trait FrameIo {
     fn tx_pinned(&mut self, frame: PinnedFrame<'_>) -> bool {
         tx_gathered(self, frame)
     }
+    /// The receive interrupt of this queue, for a thread that sleeps until a frame arrives
+    /// (the away helper, docs/DESIGN.md "Progress"); `None` when the device has none.
+    fn rx_interrupt(&self) -> Option<Box<dyn RxInterrupt>> {
+        None
+    }
+}
+
+/// The receive interrupt of one device queue. The queues of one port share a wait set: a
+/// [`wait`](Self::wait) on any of them ends when a frame reaches any armed queue of the port.
+pub trait RxInterrupt: Send {
+    /// Arms the interrupt: a frame received from now on ends [`wait`](Self::wait). False when
+    /// the device refuses (the caller then sleeps on a timer).
+    fn arm(&mut self) -> bool;
+    /// Disarms it (frames no longer signal).
+    fn disarm(&mut self);
+    /// Sleeps until a frame reaches an armed queue of the port, or `timeout` passed. True when
+    /// woken by a frame.
+    fn wait(&mut self, timeout: Duration) -> bool;
 }
 
 /// Sends a pinned frame as one gathered copy through `io.tx` and unpins it (the default of
