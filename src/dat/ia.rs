@@ -347,6 +347,12 @@ impl Ia {
         self.inner.engine.shards()
     }
 
+    /// The engine's away helper's sleep counters of `shard` (`Engine::away_stats`), read
+    /// without driving the shard.
+    pub fn away_stats(&self, shard: usize) -> Option<crate::engine::runtime::WorkerStats> {
+        self.inner.engine.away_stats(shard)
+    }
+
     /// Inline progress: polls the shards once (core mode: nothing to do).
     pub fn progress(&self) -> bool {
         self.inner.engine.progress()

@@ -220,7 +220,10 @@ fn shard(r: &RuntimeStats) -> Dict {
             suppressed,
             away_polls,
             away_busy_polls,
-            away_rx_frames
+            away_rx_frames,
+            away_idle_sleeps,
+            away_irq_sleeps,
+            away_irq_wakes
         ]
     );
     d.u64("pinned", u64::from(r.pinned));

@@ -60,7 +60,7 @@ use crate::cm::{AcceptParams, CmId, ConnectParams};
 use crate::config::Progress;
 use crate::engine::event_queue::{Idle, WaitError};
 use crate::engine::host::{Host, QpOptions};
-use crate::engine::io::FrameIo;
+use crate::engine::io::{FrameIo, RxInterrupt};
 use crate::engine::shard::Shard;
 use crate::transport::memory::Memory;
 use crate::transport::types::{RecvWr, SendWr};
@@ -145,6 +145,8 @@ struct Slot<M: Memory, Io: FrameIo> {
     worker: spin::mutex::SpinMutex<Worker<M, Io>>,
     /// Consumer drives of this shard, for the away helper.
     turns: away::Turns,
+    /// The away helper's long sleeps.
+    away: away::AwayCounters,
 }
 
 struct Shared<M: Memory, Io: FrameIo> {
@@ -222,6 +224,23 @@ where
             ));
         }
         let listeners = Arc::new(AsyncListeners::default());
+        let helper = config.progress == Progress::Inline && config.away_after_us > 0;
+        // The away helper sleeps on the port queues' receive interrupts when all have one
+        // (port queue i is shard i's, or shard 0's when there is one).
+        let irqs: Vec<(usize, Box<dyn RxInterrupt>)> = if helper {
+            ports
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| Some((i, p.rx_interrupt()?)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let irqs = if irqs.len() == ports.len() {
+            irqs
+        } else {
+            Vec::new()
+        };
         // The buffers carry frames between shards, and the frames a shard sends to its own MAC
         // (loopback: all the packets of a message in one burst): one shard needs them too.
         let rings = PortRings::new(
@@ -255,6 +274,7 @@ where
                 commands,
                 worker: spin::mutex::SpinMutex::new(worker),
                 turns: away::Turns::default(),
+                away: away::AwayCounters::default(),
             });
         }
         let shared = Arc::new(Shared {
@@ -275,12 +295,12 @@ where
                     .map_err(|_| EngineError::Stopped)?;
                 threads.push(t);
             }
-        } else if config.away_after_us > 0 {
+        } else if helper {
             let shared = shared.clone();
             let period = Duration::from_micros(config.away_after_us.into());
             let t = std::thread::Builder::new()
                 .name("roce-progress".into())
-                .spawn(move || away::run(&shared, period))
+                .spawn(move || away::run(&shared, period, irqs))
                 .map_err(|_| EngineError::Stopped)?;
             threads.push(t);
         }
@@ -582,6 +602,25 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
     /// The counters of shard `shard`.
     pub fn stats(&self, shard: usize) -> Result<RuntimeStats, EngineError> {
         self.call(shard, |reply| Command::Stats { reply })
+            .map(|s| self.with_away_counters(shard, s))
+    }
+
+    /// `s` with the away helper's sleep counters of `shard` (kept outside the shard).
+    fn with_away_counters(&self, shard: usize, mut s: RuntimeStats) -> RuntimeStats {
+        if let Some(slot) = self.shared.slots.get(shard) {
+            slot.away.fill(&mut s.worker);
+        }
+        s
+    }
+
+    /// The away helper's sleep counters of `shard` (`away_idle_sleeps`, `away_irq_sleeps`,
+    /// `away_irq_wakes`; the rest of the stats zero), read without driving the shard: the
+    /// helper takes this caller for no consumer.
+    pub fn away_stats(&self, shard: usize) -> Option<WorkerStats> {
+        let slot = self.shared.slots.get(shard)?;
+        let mut w = WorkerStats::default();
+        slot.away.fill(&mut w);
+        Some(w)
     }
 
     /// [`with_host`](Self::with_host) for an observer that must not wait long (DPDK telemetry's
@@ -608,6 +647,7 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
         let (tx, rx) = sync_channel(1);
         self.submit(shard, Command::Stats { reply: tx })?;
         self.await_reply_within(rx, shard, timeout)
+            .map(|s| self.with_away_counters(shard, s))
     }
 
     fn await_reply_within<T>(

@@ -55,6 +55,12 @@ pub struct WorkerStats {
     pub away_polls: u64,
     pub away_busy_polls: u64,
     pub away_rx_frames: u64,
+    /// The helper's sleeps longer than its period because no shard had work (a backed-off
+    /// timer or the port's receive interrupt), those on the receive interrupt, and those a
+    /// frame ended (counted on every shard the helper slept for).
+    pub away_idle_sleeps: u64,
+    pub away_irq_sleeps: u64,
+    pub away_irq_wakes: u64,
 }
 
 /// Everything the runtime knows about one shard.
