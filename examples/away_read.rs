@@ -1,15 +1,20 @@
 //! How long a peer's RDMA READ waits when the target application is away from DAT, with inline
-//! progress: two IAs of one process on the two ends of a veth pair (net_af_packet), each with
-//! one shard in `inline` progress. IA B, the target, gets `--away-us` (its engine's
+//! progress: two IAs of one process on two ports joined to each other (`--pmd`: net_af_packet on
+//! the two ends of a veth pair, net_tap on two taps that scripts/tap-mirred.sh joins, or
+//! net_memif client and server on one socket), each with one shard in `inline` progress. IA B, the target, gets `--away-us` (its engine's
 //! `away_after_us`, 0: no helper); once connected, the program makes no call on B at all (its
 //! application is "away"), and IA A reads 64 bytes of B's memory `--reads` times, one at a time,
 //! `--gap-us` apart. Prints the READs' round trips (p50, p99, max), then, with both
 //! applications away for `--idle-s` seconds, the CPU time of each engine's `roce-progress`
-//! thread (docs/DESIGN.md "Progress").
+//! thread and of the whole process, then the target helper's sleep counters
+//! (`away_idle_sleeps`, `away_irq_sleeps`, `away_irq_wakes`; docs/DESIGN.md "Progress").
 //!
 //! ```text
 //! bash scripts/veth.sh up prgv
 //! cargo run --release --example away_read -- prgva prgvb [--away-us 50] [--reads 2000]
+//! cargo run --release --example away_read -- --pmd tap awta awtb &
+//!     TAP_WAIT=30 bash scripts/tap-mirred.sh attach awta awtb
+//! cargo run --release --example away_read -- --pmd memif /tmp/aw.sock -
 //! ```
 
 use dpdk_roce::config::Progress;
@@ -34,10 +39,13 @@ const RW: Access = Access::LOCAL_WRITE
 #[derive(clap::Parser, Debug)]
 #[command(name = "away_read", about = "READ round trips to an away application")]
 struct Args {
-    /// IA A's interface (the reader).
+    /// IA A's interface (the reader); with `--pmd memif`, the socket path.
     iface_a: String,
-    /// IA B's interface (the target).
+    /// IA B's interface (the target); unused with `--pmd memif`.
     iface_b: String,
+    /// The ports' PMD: af_packet, tap or memif.
+    #[arg(long, default_value = "af_packet")]
+    pmd: String,
     /// The target engine's `away_after_us` (0: no helper).
     #[arg(long, default_value_t = 50)]
     away_us: u32,
@@ -88,14 +96,49 @@ fn helper_cpu_ns() -> Vec<u64> {
     out
 }
 
+/// Nanoseconds on CPU of the whole process, all threads (/proc/self/task/*/schedstat).
+fn process_cpu_ns() -> u64 {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+            stat.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
 fn run(args: &Args, prefix: &str) -> Result<(), String> {
+    let (a, b) = (&args.iface_a, &args.iface_b);
+    let (vdev_a, vdev_b, name_a, name_b) = match args.pmd.as_str() {
+        "af_packet" => (
+            format!("net_af_packet0,iface={a}"),
+            format!("net_af_packet1,iface={b}"),
+            "net_af_packet0",
+            "net_af_packet1",
+        ),
+        "tap" => (
+            format!("net_tap0,iface={a}"),
+            format!("net_tap1,iface={b}"),
+            "net_tap0",
+            "net_tap1",
+        ),
+        "memif" => (
+            format!("net_memif0,role=server,socket={a},id=0"),
+            format!("net_memif1,role=client,socket={a},id=0"),
+            "net_memif0",
+            "net_memif1",
+        ),
+        other => return Err(format!("--pmd {other}: af_packet, tap or memif")),
+    };
     let eal_args = EalArgs::new("0,1")
         .no_huge(512)
         .file_prefix(prefix)
         .arg("--no-shconf")
         .log_level("warning")
-        .vdev(&format!("net_af_packet0,iface={}", args.iface_a))
-        .vdev(&format!("net_af_packet1,iface={}", args.iface_b));
+        .vdev(&vdev_a)
+        .vdev(&vdev_b);
     let eal = Eal::init(&eal_args.to_args()).map_err(|e| format!("EAL: {e}"))?;
     let e = |e: dpdk_roce::dat::DatError| e.to_string();
     let open = |name: &str, ip, away_after_us| -> Result<Ia, String> {
@@ -124,8 +167,8 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
     };
     let (ip_a, ip_b) = (Ipv4Addr::new(10, 79, 1, 1), Ipv4Addr::new(10, 79, 1, 2));
     // The reader's own helper is on too (it sees its consumer and stays out of the way).
-    let a = open("net_af_packet0", ip_a, 50)?;
-    let b = open("net_af_packet1", ip_b, args.away_us)?;
+    let a = open(name_a, ip_a, 50)?;
+    let b = open(name_b, ip_b, args.away_us)?;
     let objs = |ia: &Ia| -> Result<(Pz, Evd, Evd, Evd), String> {
         Ok((
             Pz::create(ia).map_err(e)?,
@@ -207,9 +250,11 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
         rtts.last().map_or(0.0, |d| d.as_secs_f64() * 1e6)
     );
     let before = helper_cpu_ns();
+    let process_before = process_cpu_ns();
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs(args.idle_s));
     let after = helper_cpu_ns();
+    let process_after = process_cpu_ns();
     let wall = t0.elapsed().as_secs_f64();
     let cpu: Vec<String> = before
         .iter()
@@ -217,8 +262,14 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
         .map(|(b, a)| format!("{:.1} %", (a - b) as f64 / 1e9 / wall * 100.0))
         .collect();
     println!(
-        "idle roce-progress threads (both applications away, connection up) over {wall:.1} s: {}",
-        cpu.join(", ")
+        "idle roce-progress threads (both applications away, connection up) over {wall:.1} s: {}; whole process {:.2} %",
+        cpu.join(", "),
+        (process_after - process_before) as f64 / 1e9 / wall * 100.0
+    );
+    let w = b.away_stats(0).unwrap_or_default();
+    println!(
+        "target helper: away_idle_sleeps {} away_irq_sleeps {} away_irq_wakes {}",
+        w.away_idle_sleeps, w.away_irq_sleeps, w.away_irq_wakes
     );
     drop((ea, eb));
     Ok(())
