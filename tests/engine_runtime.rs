@@ -658,6 +658,38 @@ fn without_the_helper_a_read_to_an_away_application_is_not_answered() {
     assert_eq!(b.engine.stats(0).unwrap().worker.away_polls, 0);
 }
 
+/// An idle helper sleeps longer than its period (there is no interrupt on an in-memory
+/// cable: on a timer), and a READ that arrives while it does is still answered.
+#[test]
+fn the_idle_helper_backs_off_and_still_answers_a_read() {
+    let (a, b) = pair_away(50);
+    let (qa, _qb) = connect_one(&a, &b, &a.events);
+    let (ra, rb) = away_regions(&a, &b);
+    let before = b.engine.stats(0).unwrap().worker.away_rx_frames;
+    // Nothing drives `b` now: wait for the helper's first long sleep (read without driving).
+    let t0 = std::time::Instant::now();
+    let sleeps = || b.engine.away_stats(0).unwrap();
+    while sleeps().away_idle_sleeps == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the helper never backed off"
+        );
+        std::thread::yield_now();
+    }
+    let read = SendOp::Read {
+        remote_addr: rb.addr + 64,
+        rkey: rb.rkey,
+    };
+    let status = post_driving_a_alone(&a, qa, &ra, read, 0, 64, Duration::from_secs(20));
+    assert_eq!(status, Some(WcStatus::Success), "READ");
+    let s = sleeps();
+    assert_eq!((s.away_irq_sleeps, s.away_irq_wakes), (0, 0), "{s:?}");
+    assert!(
+        b.engine.stats(0).unwrap().worker.away_rx_frames > before,
+        "the helper received the READ"
+    );
+}
+
 /// The helper leaves a shard a consumer drives alone: over a second of a consumer driving `b`
 /// (ten of the helper's 100 ms periods) it polls nothing.
 #[test]

@@ -17,10 +17,11 @@
 //!
 //! So a frame that reaches a shard whose application went away is handled between one and two
 //! periods (plus the thread's wake-up) after the application's last call. While a consumer
-//! spins in a DAT call (many drives between two looks) the helper looks less and less often, up
-//! to every [`SPINNING_RECHECK`]: a wake-up of the helper costs the spinning consumer whose
-//! core it lands on, and the ping-pong's tail would show it. An application that leaves such a
-//! spin and goes away is covered after at most that long, then every period again.
+//! waits in a DAT call (it drives the shard at least every [`DRIVEN_EVERY`], spinning or
+//! napping) the helper looks less and less often, up to every [`SPINNING_RECHECK`]: a wake-up
+//! of the helper costs the waiting consumer whose core it lands on (the ping-pong's tail would
+//! show it), and what else shares the cores. An application that leaves such a wait and goes
+//! away is covered after at most twice that long, then every period again.
 //!
 //! While nothing arrives (no consumer, and the helper's polls find no work) the helper sleeps
 //! longer: where every port queue has a receive interrupt (`FrameIo::rx_interrupt`: net_tap),
@@ -37,7 +38,7 @@ use super::{AsyncEvent, Shared, WorkerStats};
 use crate::engine::io::{FrameIo, RxInterrupt};
 use crate::transport::memory::Memory;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How many times consumer threads have driven one shard (wrapping): written by the
 /// consumers, read by the helper.
@@ -83,12 +84,15 @@ impl AwayCounters {
     }
 }
 
-/// Consumer drives of a shard between two looks from which the helper concludes that a
-/// consumer is spinning in a DAT call (an EVD wait polls thousands of times in a period; an
-/// application away between posts drives once per post).
-const SPINNING: u64 = 64;
+/// A consumer that drives a shard at least once this often (over the time between two looks)
+/// is taken for one waiting in a DAT call, spinning or napping between polls (an EVD wait polls
+/// thousands of times a millisecond spinning, every 50-100 µs napping); an application away
+/// between posts drives once per post. Counting only spinning (64 drives a look) left the
+/// helper looking every period beside a napping waiter, and those wake-ups starved a TCG guest
+/// on two vCPUs (`tests/interop_rxe.rs`).
+const DRIVEN_EVERY: Duration = Duration::from_millis(1);
 
-/// The longest the helper sleeps while a consumer spins in a DAT call. Each wake-up of the
+/// The longest the helper sleeps while a consumer waits in a DAT call. Each wake-up of the
 /// helper delays the spinning consumer whose core it lands on by about 20 µs in this VM: one
 /// every `away_after` (50 µs) moved the DAT ping-pong's p99 from 1 to 20 µs over net_memif,
 /// one a millisecond still moved it over net_af_packet (a 9 µs round trip: one iteration in
@@ -120,7 +124,7 @@ pub(super) const IDLE_RECHECK: Duration = Duration::from_millis(10);
 /// What the helper's next sleep is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Sleep {
-    /// `park_timeout`: the period, or longer while a consumer spins.
+    /// `park_timeout`: the period, or longer while a consumer waits in a DAT call.
     Timer,
     /// `park_timeout` longer than the period because every shard is quiet.
     IdleTimer,
@@ -129,7 +133,7 @@ enum Sleep {
 }
 
 /// The helper thread's loop: until the engine stops, every `period`, drive each shard no
-/// consumer drove since the last look; while a consumer spins in a DAT call, look less often
+/// consumer drove since the last look; while a consumer waits in a DAT call, look less often
 /// (doubling the sleep up to [`SPINNING_RECHECK`]); while nothing arrives, sleep on the
 /// receive interrupts `irqs` (one per port queue, by shard index: all or none) or back off up
 /// to [`IDLE_RECHECK`].
@@ -153,6 +157,7 @@ pub(super) fn run<M: Memory, Io: FrameIo>(
             (Sleep::Timer, period)
         }
     };
+    let mut looked = Instant::now();
     while !shared.stop.load(Ordering::Relaxed) {
         let by_frame = match (kind, irqs.first_mut()) {
             (Sleep::Interrupt, Some((_, irq))) => irq.wait(sleep),
@@ -173,12 +178,16 @@ pub(super) fn run<M: Memory, Io: FrameIo>(
                 }
             }
         }
+        let now = Instant::now();
+        let waiting_drives =
+            (now.duration_since(looked).as_micros() / DRIVEN_EVERY.as_micros()).max(1) as u64;
+        looked = now;
         let mut spinning = false;
         let mut busy = false;
         for (i, slot) in shared.slots.iter().enumerate() {
             let turns = slot.turns.get();
             if turns != seen[i] {
-                spinning |= turns.wrapping_sub(seen[i]) >= SPINNING;
+                spinning |= turns.wrapping_sub(seen[i]) >= waiting_drives;
                 busy = true;
                 seen[i] = turns;
                 continue;
