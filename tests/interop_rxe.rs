@@ -387,8 +387,9 @@ impl Guest {
     }
 
     /// Starts `cmd` in the guest as background job `job`. When the command channel gave no
-    /// answer (exit 255, as `exec` retries it), the guest is asked whether the job started
-    /// (its pid file) before it is started again: never two of one job.
+    /// answer (exit 255, as `exec` retries it), the guest is asked whether the job runs (a pid
+    /// file and no exit status: an earlier job of the name has both) before it is started
+    /// again: never two of one job.
     fn spawn(&self, job: &str, cmd: &str) {
         let args = ["spawn", &self.name, job, "--", cmd];
         let (rc, out) = self.run_script(&args);
@@ -397,7 +398,10 @@ impl Guest {
                 "guest {}: no answer to the start of {job}, asking whether it started",
                 self.name
             );
-            let (_, seen) = self.exec(60, &format!("test -s /run/jobs/{job}.pid && echo STARTED"));
+            let (_, seen) = self.exec(
+                60,
+                &format!("j=/run/jobs/{job}; test -s $j.pid && test ! -e $j.rc && echo STARTED"),
+            );
             if seen.contains("STARTED") {
                 return;
             }
