@@ -248,7 +248,7 @@ fn every_op_verified(link: &Link) {
         );
         assert_one_row(&text, 65536, 64);
     }
-    assert_no_runtime_dirs(&link.prefix);
+    assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
 
 #[test]
@@ -301,7 +301,7 @@ fn every_operation_verified_under_injected_faults_over_af_packet() {
         assert_eq!(lost.len(), 2, "{op}:\n{text}");
         assert!(lost.iter().all(|&n| n > 0), "{op}: {lost:?}\n{text}");
     }
-    assert_no_runtime_dirs(&link.prefix);
+    assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
 
 /// Every operation moves every byte as planned through a link that drops 5 % of the frames each
@@ -348,7 +348,7 @@ fn every_operation_verified_through_a_lossy_kernel_link_between_two_veth_pairs()
         );
         println!("{l}");
     }
-    assert_no_runtime_dirs(&link.prefix);
+    assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
 
 #[test]
@@ -420,7 +420,7 @@ fn sweep_with_raw_bidirectional_json_plot_and_duration_over_memif() {
     let r = rows(&text);
     assert_eq!(r.len(), 1, "{text}");
     assert!(r[0].1 > 1000, "a second of WRITEs: {text}");
-    assert_no_runtime_dirs(&link.prefix);
+    assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
 
 /// A dat.conf in the link's directory naming IA `bwdat` on the client's profile.
@@ -485,7 +485,7 @@ fn dat_client_every_op(link: &Link) {
         .unwrap();
     assert!(!out.status.success());
     assert!(output_text(&out).contains("--raw needs --api rust"));
-    assert_no_runtime_dirs(&link.prefix);
+    assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
 
 #[test]
@@ -536,7 +536,7 @@ fn a_dat_connection_over_a_link_that_stays_down_is_unreachable() {
         text.contains("connecting: Ok(Connection { number: 16392"),
         "{text}"
     );
-    assert_no_runtime_dirs(&link.prefix);
+    assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
 
 #[test]
@@ -660,7 +660,7 @@ fn perftest_short_flags_and_a_positional_server_over_af_packet() {
             .any(|l| l.split_whitespace().next() == Some("64")),
         "no row of 64 B:\n{text}"
     );
-    assert_no_runtime_dirs(&link.prefix);
+    assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
 
 /// Routed RoCEv2: the two ports are in different subnets, and every operation (Rust API), and
@@ -689,7 +689,7 @@ fn every_operation_verified_through_a_linux_router_between_two_subnets() {
         forwarded > 4 * 200,
         "the router forwarded {forwarded} datagrams"
     );
-    assert_no_runtime_dirs(&link.prefix);
+    assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
 
 /// Both providers on VLAN 77 with DSCP 26 (`[roce] vlan`, `dscp`: the PCP follows the DSCP,
@@ -834,7 +834,7 @@ fn every_operation_verified_on_a_vlan_and_other_vlans_are_dropped() {
         roce,
         "roce-tool decode reads through the tags"
     );
-    assert_no_runtime_dirs(&v.link.prefix);
+    assert_no_runtime_dirs(&format!("{}-", v.link.prefix));
 }
 
 /// A connection through a router fails as unreachable, never hangs, over a real port with a
@@ -843,7 +843,7 @@ fn every_operation_verified_on_a_vlan_and_other_vlans_are_dropped() {
 /// that does not exist (ARP for the next hop fails).
 #[test]
 fn a_peer_missing_behind_the_router_and_a_dead_gateway_fail_the_connection() {
-    let (link, _router) = routed("m");
+    let (link, _router) = routed("g");
     let dead_gateway = link.dir.join("dead-gateway.toml");
     let text = std::fs::read_to_string(&link.server).unwrap();
     assert!(text.contains("gateway = \"10.77.72.254\""));
@@ -873,7 +873,7 @@ fn a_peer_missing_behind_the_router_and_a_dead_gateway_fail_the_connection() {
             profile.display()
         );
     }
-    assert_no_runtime_dirs(&link.prefix);
+    assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
 
 /// The af_packet link over a new veth pair with `address` lines of the server's and the
@@ -924,7 +924,7 @@ fn an_ipv6_only_port_pair_moves_verified_data() {
         );
         assert_one_row(&text, 65536, 64);
     }
-    assert_no_runtime_dirs(&link.prefix);
+    assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
 
 /// RoCEv2 over IPv6 between two dpdk-roce processes whose ports have both families: every
@@ -1027,5 +1027,5 @@ fn every_operation_verified_over_ipv6_on_a_dual_stack_port() {
         over6 + over4,
         "roce-tool decode reads IPv6"
     );
-    assert_no_runtime_dirs(&link.prefix);
+    assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
