@@ -719,6 +719,22 @@ fn on_vlan(tag: &str) -> VlanLink {
     }
 }
 
+/// Frames of `pcap` that tshark's display filter `filter` selects.
+fn tshark_count(pcap: &Path, filter: &str) -> u64 {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-Y", filter])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tshark -Y {filter}: {}",
+        output_text(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).lines().count() as u64
+}
+
 /// The `rx_other_vlan` count of every summary in a run-pair output (server and client).
 fn other_vlan_drops(text: &str) -> u64 {
     text.lines()
@@ -805,20 +821,7 @@ fn every_operation_verified_on_a_vlan_and_other_vlans_are_dropped() {
         dropped.iter().any(|(_, n)| *n > 0),
         "no frame of another VLAN was counted ({sent} sent): {dropped:?}"
     );
-    let count = |filter: &str| -> u64 {
-        let out = Command::new("tshark")
-            .arg("-r")
-            .arg(&pcap)
-            .args(["-Y", filter])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "tshark -Y {filter}: {}",
-            output_text(&out)
-        );
-        String::from_utf8_lossy(&out.stdout).lines().count() as u64
-    };
+    let count = |filter: &str| tshark_count(&pcap, filter);
     let roce = count("udp.dstport == 4791");
     let tagged = count("udp.dstport == 4791 && vlan.id == 77 && vlan.priority == 3");
     assert!(roce > 4 * 200, "{roce} RoCEv2 frames captured");
@@ -971,20 +974,7 @@ fn every_operation_verified_over_ipv6_on_a_dual_stack_port() {
     for (op, text) in &runs {
         assert!(text.contains("Verify         : true"), "{op}:\n{text}");
     }
-    let count = |filter: &str| -> u64 {
-        let out = Command::new("tshark")
-            .arg("-r")
-            .arg(&pcap)
-            .args(["-Y", filter])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "tshark -Y {filter}: {}",
-            output_text(&out)
-        );
-        String::from_utf8_lossy(&out.stdout).lines().count() as u64
-    };
+    let count = |filter: &str| tshark_count(&pcap, filter);
     let over6 = count("ipv6 && udp.dstport == 4791");
     let over4 = count("ip && udp.dstport == 4791");
     assert!(over6 > 4 * 200, "{over6} RoCEv2/IPv6 frames captured");
