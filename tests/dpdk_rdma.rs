@@ -159,6 +159,13 @@ fn write_send_read_from_2_bytes_to_1_mib_with_data_verified_over_af_packet() {
         if op != "read" {
             let line = stages_line(&text, "server", 2);
             assert!(stage_count(&line, "handle") >= 3, "{op} server: {line}");
+            // The ACK rides the answer: each of the 3 timed round trips cost the server one
+            // transmit burst, its ACK of the client's message and its own message in it.
+            assert_eq!(
+                (stage_count(&line, "flush"), stage_count(&line, "build")),
+                (3, 6),
+                "{op} server: one burst per answer, the ACK in it: {line}"
+            );
         }
         // The checked region table and the zero-copy transmit path are in the benchmark: the
         // client's large payloads left as external buffers.

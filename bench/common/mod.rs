@@ -209,7 +209,9 @@ pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
     );
 }
 
-/// Polls the shard until `done` returns Some, or `timeout` passes.
+/// Polls the shard until `done` returns Some, or `timeout` passes. Each poll is an inline
+/// consumer's turn (`Shard::poll_holding_acks`): a lone ACK waits for this program's next post
+/// or poll, which always follows.
 pub fn poll_until<T>(
     shard: &mut BenchShard,
     timeout: Duration,
@@ -219,7 +221,7 @@ pub fn poll_until<T>(
     let deadline = Instant::now() + timeout;
     let mut n = 0u32;
     loop {
-        shard.poll();
+        shard.poll_holding_acks();
         if let Some(v) = done(shard)? {
             return Ok(v);
         }

@@ -25,6 +25,9 @@ pub struct ShardStats {
     pub rx_other_vlan: u64,
     /// Turns whose due timers waited for the receive ring to drain (see [`Shard::poll`]).
     pub timers_deferred: u64,
+    /// Inline consumer turns that left their lone ACKs for the next frame sent
+    /// ([`Shard::poll_holding_acks`]).
+    pub acks_held: u64,
 }
 
 /// Where a shard's busy time went, stage by stage, in nanoseconds of the shard clock (the TSC
@@ -111,6 +114,9 @@ pub struct Shard<M: Memory, Io: FrameIo> {
     raw: Option<RawChannel>,
     /// Full bursts in a row that deferred due timers.
     timer_deferrals: u32,
+    /// A turn left lone ACKs unsent ([`poll_holding_acks`](Self::poll_holding_acks)): the
+    /// next turn sends them whatever it has.
+    acks_left: bool,
 }
 
 impl<M: Memory, Io: FrameIo> Shard<M, Io> {
@@ -129,6 +135,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             stages: None,
             raw: None,
             timer_deferrals: 0,
+            acks_left: false,
         }
     }
 
@@ -255,8 +262,25 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         }
     }
 
-    /// One iteration of the loop. Returns true if it did any work.
+    /// One iteration of the loop, ending with everything the host has on the wire (a poll
+    /// core's turn, the away helper's). Returns true if it did any work.
     pub fn poll(&mut self) -> bool {
+        self.turn(false)
+    }
+
+    /// One iteration of an inline consumer's loop (its poll, dequeue or wait): like
+    /// [`poll`](Self::poll), but when all this turn would send is ACKs that nothing else
+    /// carries, they wait for the next frame this shard sends: the consumer's next post
+    /// ([`send_now`](Self::send_now)) takes them along in its burst, or else the next turn
+    /// sends them, whatever it has. A ping-pong's ACK so rides with the answer and costs no
+    /// transmit call of its own, and a lone request's ACK still leaves within one turn; no
+    /// timer holds it. An engine calls this only while its away helper runs, which turns the
+    /// loop when the consumer does not come back.
+    pub fn poll_holding_acks(&mut self) -> bool {
+        self.turn(true)
+    }
+
+    fn turn(&mut self, hold_acks: bool) -> bool {
         self.stats.polls += 1;
         // The clock is read only when a frame arrives, output waits, or every
         // `CLOCK_EVERY_IDLE` idle turns for the timers: a waiting consumer's spin stays short,
@@ -320,7 +344,13 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
                 self.host.handle_timeout(now);
             }
         }
-        let tx = self.transmit(now);
+        let tx = if hold_acks && !self.acks_left && self.host.output_is_lone_acks() {
+            self.acks_left = self.host.has_output();
+            self.stats.acks_held += u64::from(self.acks_left);
+            0
+        } else {
+            self.transmit(now)
+        };
         let busy = rx > 0 || tx > 0;
         if busy {
             self.stats.busy_polls += 1;
@@ -344,6 +374,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
 
     /// The transmit half of a turn: every frame the host has, then one flush.
     fn transmit(&mut self, now: Instant) -> u64 {
+        self.acks_left = false;
         let stamp = self.capture_stamp(now);
         let mut tx = 0u64;
         // Zero-copy transmit when the I/O attaches payloads and the memory can pin them.
@@ -428,7 +459,11 @@ mod tests {
     use crate::engine::io::ChannelIo;
     use crate::mem::MrTable;
     use crate::net::NetConfig;
+    use crate::transport::memory::Access;
+    use crate::transport::types::{SendOp, SendWr, Sge, WcStatus};
+    use crate::transport::vec_memory::{Region, VecMemory};
     use crate::wire::ethernet::EthernetAddress;
+    use crate::wire::opcode::Opcode;
     use crate::wire::psn::Psn;
     use std::net::Ipv4Addr;
     use std::sync::Arc;
@@ -802,5 +837,213 @@ mod tests {
             retries >= 1,
             "the ARP retry timer never fired on an idle shard"
         );
+    }
+
+    type TestShard = Shard<VecMemory, ChannelIo>;
+
+    /// Two shards on one in-memory cable, A (10.9.0.1) and B (10.9.0.2), one RC connection
+    /// between QP `qa` of A and QP `qb` of B, each with a 4 KiB region open to RDMA WRITE.
+    struct Connected {
+        a: TestShard,
+        b: TestShard,
+        qa: u32,
+        qb: u32,
+        mem_a: Region,
+        mem_b: Region,
+    }
+
+    fn connected_shards() -> Connected {
+        use crate::cm::{AcceptParams, CmEvent};
+        let (io_a, io_b) = ChannelIo::pair(64);
+        let shard = |last: u8, io| {
+            let net = NetConfig::new(
+                EthernetAddress([2, 0, 0, 0, 0, last]),
+                Ipv4Addr::new(10, 9, 0, last),
+                24,
+            );
+            let config = HostConfig {
+                net,
+                ca_guid: last.into(),
+                seed: last.into(),
+                qpns: crate::engine::host::QpnPolicy::Sequential,
+            };
+            Shard::new(Host::new(config, VecMemory::new()).unwrap(), io)
+        };
+        let (mut a, mut b) = (shard(1, io_a), shard(2, io_b));
+        let now = a.clock().now();
+        let qa = a.host.create_qp(now, QpOptions::default()).unwrap();
+        let qb = b.host.create_qp(now, QpOptions::default()).unwrap();
+        let (mem_a, mem_b) = (
+            a.host
+                .register(1, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE),
+            b.host
+                .register(1, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE),
+        );
+        b.host.listen(7471).unwrap();
+        let mut params = ConnectParams::new(Ipv4Addr::new(10, 9, 0, 2), 7471, qa, Psn::new(0x1000));
+        params.access = Access::REMOTE_WRITE;
+        let id_a = a.host.connect(now, params).unwrap();
+        let (mut up_a, mut up_b) = (false, false);
+        for _ in 0..10_000 {
+            a.poll();
+            b.poll();
+            while let Some(ev) = b.host.poll_event() {
+                match ev {
+                    CmEvent::ConnectRequest { id, .. } => {
+                        let now = b.clock().now();
+                        let mut params = AcceptParams::new(qb, Psn::new(0x2000));
+                        params.access = Access::REMOTE_WRITE;
+                        b.host.accept(now, id, params).unwrap();
+                    }
+                    CmEvent::Established { .. } => up_b = true,
+                    _ => {}
+                }
+            }
+            while let Some(ev) = a.host.poll_event() {
+                up_a |= matches!(ev, CmEvent::Established { id, .. } if id == id_a);
+            }
+            if up_a && up_b {
+                // Nothing left in flight (the RTU's answer, ARP): the tests count frames.
+                while a.poll() | b.poll() {}
+                return Connected {
+                    a,
+                    b,
+                    qa,
+                    qb,
+                    mem_a,
+                    mem_b,
+                };
+            }
+        }
+        panic!("no connection: A up {up_a}, B up {up_b}");
+    }
+
+    /// A signaled 64 B RDMA WRITE from `from`'s region to `to`'s.
+    fn post_write(shard: &mut TestShard, qpn: u32, from: &Region, to: &Region) {
+        let wr = SendWr {
+            wr_id: 7,
+            op: SendOp::Write {
+                remote_addr: to.addr,
+                rkey: to.rkey,
+            },
+            sgl: vec![Sge {
+                addr: from.addr,
+                len: 64,
+                lkey: from.lkey,
+            }]
+            .into(),
+            signaled: true,
+            fence: false,
+            solicited: false,
+        };
+        let now = shard.clock().now();
+        shard.host.post_send(now, qpn, wr).unwrap();
+    }
+
+    /// Frames and transmit bursts of a shard since its stage timing was (re)started.
+    fn sent(shard: &TestShard) -> (u64, u64) {
+        let t = shard.stage_times().expect("stage timing on");
+        (t.tx_frames, t.flushes)
+    }
+
+    /// A ping-pong on inline consumer turns: A's WRITE reaches B, whose turn holds the ACK
+    /// (no frame, no timer); B's answer leaves with the ACK in one burst; A's turn takes
+    /// both, completes its WRITE, and holds its own ACK for its next post.
+    #[test]
+    fn a_held_ack_leaves_in_the_burst_of_the_next_post() {
+        let mut c = connected_shards();
+        c.a.time_stages(true);
+        c.b.time_stages(true);
+        let timer_before = c.b.host.poll_timeout();
+
+        // A -> B: WRITE Only.
+        post_write(&mut c.a, c.qa, &c.mem_a, &c.mem_b);
+        assert_eq!(c.a.send_now(), 1);
+        // B's turn: the WRITE arrives, its ACK waits.
+        assert!(c.b.poll_holding_acks());
+        assert_eq!(sent(&c.b), (0, 0), "B sent nothing on its turn");
+        assert_eq!(c.b.stats().acks_held, 1);
+        assert_eq!(
+            c.b.host.poll_timeout(),
+            timer_before,
+            "no timer holds the ACK"
+        );
+        assert!(!c.a.poll(), "nothing reached A");
+        assert!(c.a.host.poll_completion().is_none());
+
+        // B -> A: its WRITE takes the ACK along, one burst, the WRITE first (what A's
+        // application waits for), the ACK right behind it.
+        post_write(&mut c.b, c.qb, &c.mem_b, &c.mem_a);
+        assert_eq!(c.b.send_now(), 2);
+        assert_eq!(sent(&c.b), (2, 1), "ACK and WRITE in one burst");
+        let mut burst = Vec::new();
+        c.a.io.rx_burst(&mut |f| burst.push(f.to_vec()));
+        // The BTH's opcode, after Ethernet (14), IPv4 (20) and UDP (8).
+        let opcodes: Vec<u8> = burst.iter().map(|f| f[42]).collect();
+        assert_eq!(
+            opcodes,
+            [Opcode::RC_WRITE_ONLY.0, Opcode::RC_ACK.0],
+            "WRITE Only, then Acknowledge"
+        );
+
+        // A's turn over that burst: its WRITE completes, the ACK of B's waits for A's next
+        // post.
+        for f in &burst {
+            let now = c.a.clock().now();
+            c.a.host.handle_frame(now, f);
+        }
+        assert!(!c.a.poll_holding_acks(), "nothing sent");
+        let wc = c.a.host.poll_completion().expect("A's WRITE completed");
+        assert_eq!((wc.wr_id, wc.status), (7, WcStatus::Success));
+        assert_eq!(sent(&c.a), (1, 1), "A sent only its WRITE");
+        assert_eq!(c.a.stats().acks_held, 1);
+        post_write(&mut c.a, c.qa, &c.mem_a, &c.mem_b);
+        assert_eq!(c.a.send_now(), 2);
+        assert_eq!(sent(&c.a), (3, 2));
+    }
+
+    /// A lone request's ACK leaves on the responder's next turn when its consumer posts
+    /// nothing, and at once on a turn that holds nothing (a poll core's, the away helper's).
+    #[test]
+    fn a_lone_ack_leaves_within_one_turn() {
+        let mut c = connected_shards();
+        c.b.time_stages(true);
+        post_write(&mut c.a, c.qa, &c.mem_a, &c.mem_b);
+        assert_eq!(c.a.send_now(), 1);
+        assert!(c.b.poll_holding_acks());
+        assert_eq!(sent(&c.b), (0, 0));
+        // The next turn, nothing new on the wire: the ACK leaves.
+        assert!(c.b.poll_holding_acks());
+        assert_eq!(sent(&c.b), (1, 1));
+        assert!(c.a.poll());
+        let wc = c.a.host.poll_completion().expect("A's WRITE completed");
+        assert_eq!(wc.status, WcStatus::Success);
+
+        // A turn that holds nothing sends the ACK with the WRITE's arrival.
+        post_write(&mut c.a, c.qa, &c.mem_a, &c.mem_b);
+        assert_eq!(c.a.send_now(), 1);
+        assert!(c.b.poll());
+        assert_eq!(sent(&c.b), (2, 2));
+        assert_eq!(c.b.stats().acks_held, 1, "only the first turn held one");
+        assert!(c.a.poll());
+        assert!(c.a.host.poll_completion().is_some());
+    }
+
+    /// Only plain ACKs wait: a NAK (here for a WRITE to a key B never gave) leaves on the
+    /// turn that produced it.
+    #[test]
+    fn a_nak_is_never_held() {
+        let mut c = connected_shards();
+        c.b.time_stages(true);
+        let mut bad = c.mem_b;
+        bad.rkey ^= 0x100;
+        post_write(&mut c.a, c.qa, &c.mem_a, &bad);
+        assert_eq!(c.a.send_now(), 1);
+        assert!(c.b.poll_holding_acks());
+        assert_eq!(sent(&c.b), (1, 1), "the NAK left at once");
+        assert_eq!(c.b.stats().acks_held, 0);
+        assert!(c.a.poll());
+        let wc = c.a.host.poll_completion().expect("A's WRITE completed");
+        assert_eq!(wc.status, WcStatus::RemAccessErr);
     }
 }

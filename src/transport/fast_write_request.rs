@@ -36,8 +36,8 @@ impl Qp {
         if self.state != QpState::Rts || self.req.rnr_wait {
             return None;
         }
-        // Responses go first (`next_packet`); only a held ACK lets a request pass.
-        if !self.resp.queue.is_empty() && !self.ack_held() {
+        // Responses go first (`next_packet`); only a held or trailing ACK lets a request pass.
+        if !self.resp.queue.is_empty() && !self.ack_held() && !self.ack_may_trail() {
             return None;
         }
         let i = self.req.cur;

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use super::completer::flush_status;
 use super::memory::{Access, KeyKind, MemRef, Memory};
 use super::requester::{ReqState, SendWqe};
-use super::responder::{KeepResponses, RespState};
+use super::responder::{KeepResponses, RespState, Response};
 use super::srq::RecvSource;
 use super::timers::{Timer, TimerTable};
 use super::transmit::Transmit;
@@ -538,6 +538,15 @@ impl Qp {
         !self.resp.queue.is_empty() || self.req.cur < self.req.sq.len()
     }
 
+    /// True when all this QP may send is one ACK (no other response, no request at the
+    /// cursor): an ACK that may wait for the next frame of its shard's turn.
+    #[inline]
+    pub fn output_is_lone_ack(&self) -> bool {
+        self.req.cur >= self.req.sq.len()
+            && self.resp.queue.len() <= 1
+            && matches!(self.resp.queue.front(), None | Some(Response::Ack { .. }))
+    }
+
     /// The next packet to send: responses first (they unblock the peer), then requests.
     #[inline]
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
@@ -552,22 +561,49 @@ impl Qp {
     #[inline(never)]
     fn next_packet(&mut self, now: Instant) -> Option<Transmit> {
         // Each branch hands its callee's value straight back (no copy of the packet here).
-        let t = self.next_response();
-        if let Some(p) = &t {
-            self.stats.packets_sent += 1;
-            self.stats.bytes_sent += p.payload.len() as u64;
-            return t;
+        let trails = self.ack_may_trail();
+        if !trails {
+            let t = self.next_response();
+            if let Some(p) = &t {
+                self.stats.packets_sent += 1;
+                self.stats.bytes_sent += p.payload.len() as u64;
+                return t;
+            }
         }
         let t = self.next_request(now);
         if let Some(p) = &t {
             self.stats.packets_sent += 1;
             self.stats.bytes_sent += p.payload.len() as u64;
             if !self.resp.queue.is_empty() {
-                // A held ACK leaves right behind this request, in the same burst.
+                // A held or trailing ACK leaves right behind this request, in the same burst.
                 self.resp.ack_due = true;
             }
+            return t;
         }
-        t
+        if trails {
+            // No request could leave after all (a full window): the ACK goes alone.
+            let t = self.next_response();
+            if let Some(p) = &t {
+                self.stats.packets_sent += 1;
+                self.stats.bytes_sent += p.payload.len() as u64;
+            }
+            return t;
+        }
+        None
+    }
+
+    /// True when the only response queued is a plain ACK and a request waits at the cursor:
+    /// the ACK trails that request's next packet instead of going first. The packet the
+    /// peer's application waits for (a ping-pong's answer) reaches it first; the ACK, which
+    /// only retires the peer's work request, follows in the same burst (on net_af_packet each
+    /// frame of a burst reaches the peer's ring some hundreds of nanoseconds after the one
+    /// before). One packet at most: then the ACK is due.
+    #[inline]
+    pub(super) fn ack_may_trail(&self) -> bool {
+        !self.resp.ack_due
+            && self.req.cur < self.req.sq.len()
+            && self.resp.queue.len() == 1
+            && matches!(self.resp.queue.front(), Some(Response::Ack { .. }))
     }
 
     /// True when [`poll_completion`](Self::poll_completion) has a completion.

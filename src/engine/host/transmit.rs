@@ -29,6 +29,21 @@ impl<M: Memory> Host<M> {
             || self.net.has_transmit()
     }
 
+    /// True when every frame waiting is a lone ACK ([`Qp::output_is_lone_ack`]): what a turn
+    /// of an inline consumer may leave for the next frame it sends (`Shard::poll_holding_acks`).
+    /// ARP, MADs and every other packet make it false.
+    pub fn output_is_lone_acks(&self) -> bool {
+        self.work.before_cm.is_empty()
+            && self.held_mads.is_empty()
+            && !self.cm.has_transmit()
+            && !self.net.has_transmit()
+            && self
+                .work
+                .tx_ready
+                .iter()
+                .all(|qpn| self.qps.get(qpn).is_none_or(|e| e.qp.output_is_lone_ack()))
+    }
+
     /// Like [`poll_transmit_into`](Self::poll_transmit_into), but a QP packet whose payload
     /// has at least `min_pinned` bytes comes out as a pinned frame when the memory supports it
     /// ([`Memory::pin_table`]): `out` then holds only the Ethernet/IPv4/UDP/BTH/extension

@@ -153,6 +153,9 @@ struct Shared<M: Memory, Io: FrameIo> {
     slots: Vec<Slot<M, Io>>,
     stop: AtomicBool,
     progress: Progress,
+    /// Inline consumers' turns leave lone ACKs for their next frame: only while the away
+    /// helper turns a shard whose consumer does not come back.
+    hold_acks: bool,
     /// A poll thread panicked: the engine takes no more submissions.
     failed: AtomicBool,
 }
@@ -168,7 +171,7 @@ impl<M: Memory, Io: FrameIo> Shared<M, Io> {
             // Before the lock: a consumer that finds the helper polling makes it back off.
             slot.turns.mark();
             if let Some(mut w) = slot.worker.try_lock() {
-                work |= w.poll_once();
+                work |= w.poll_inline(self.hold_acks);
             }
         }
         work
@@ -281,6 +284,7 @@ where
             slots,
             stop: AtomicBool::new(false),
             progress: config.progress,
+            hold_acks: helper,
             failed: AtomicBool::new(false),
         });
         let mut threads = Vec::new();

@@ -194,8 +194,19 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         }
     }
 
-    /// One iteration; true if it did any work.
+    /// One iteration, ending with everything on the wire (a poll core's, the away helper's);
+    /// true if it did any work.
     pub fn poll_once(&mut self) -> bool {
+        self.iterate(false)
+    }
+
+    /// One iteration of an inline consumer: with `hold_acks`, lone ACKs wait for the next
+    /// frame the shard sends or its next turn ([`Shard::poll_holding_acks`]).
+    pub fn poll_inline(&mut self, hold_acks: bool) -> bool {
+        self.iterate(hold_acks)
+    }
+
+    fn iterate(&mut self, hold_acks: bool) -> bool {
         let mut work = false;
         let mut cm_moved = false;
         // The clock is read only when a command or a stand-in needs it (a waiting consumer
@@ -221,7 +232,11 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                 self.apply_cross(msg);
                 work = true;
             }
-            work |= self.shard.poll();
+            work |= if hold_acks {
+                self.shard.poll_holding_acks()
+            } else {
+                self.shard.poll()
+            };
             if !self.shard.io.has_stash() {
                 break;
             }
