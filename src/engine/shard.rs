@@ -282,6 +282,14 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
 
     fn turn(&mut self, hold_acks: bool) -> bool {
         self.stats.polls += 1;
+        // ACKs the last turn left go first, before this turn's receive burst: a lone
+        // request's requester waits for them.
+        let left = if self.acks_left {
+            let now = self.clock.now();
+            self.transmit(now)
+        } else {
+            0
+        };
         // The clock is read only when a frame arrives, output waits, or every
         // `CLOCK_EVERY_IDLE` idle turns for the timers: a waiting consumer's spin stays short,
         // and a timer fires at most that many (sub-microsecond) turns late.
@@ -330,7 +338,13 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             {
                 self.clock.now()
             }
-            None => return false,
+            None => {
+                if left > 0 {
+                    self.stats.busy_polls += 1;
+                    self.flush_capture();
+                }
+                return left > 0;
+            }
         };
         // Frames before timers: after this process was descheduled, the ACKs that arrived
         // meanwhile wait in the ring, and a timer handled before them would send again what
@@ -351,7 +365,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         } else {
             self.transmit(now)
         };
-        let busy = rx > 0 || tx > 0;
+        let busy = rx > 0 || tx + left > 0;
         if busy {
             self.stats.busy_polls += 1;
             self.flush_capture();
