@@ -5,14 +5,14 @@
 //! parse and check it on the other side, place the payload, see the byte, answer. The figure is
 //! the stack's share of a half round trip; the rest of the measured latency is the port's I/O.
 //!
-//!     cargo run --release --example pingpong_cost -- [iterations] [size] [ack-delay-us] [idle-spins-per-iteration]
+//!     cargo run --release --example pingpong_cost -- [iterations] [size] [idle-spins-per-iteration]
 //!
 //! Under `valgrind --tool=callgrind` (idle spins 0) the instruction count per round trip is a
 //! deterministic gauge for the VM's noisy spells: run it at N and 2N iterations and divide the
 //! difference by N.
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
-use dpdk_roce::engine::host::{Host, HostConfig, QpOptions, DEFAULT_ACK_DELAY};
+use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
 use dpdk_roce::mem::{MrTable, Region};
 use dpdk_roce::net::NetConfig;
 use dpdk_roce::time::Instant;
@@ -22,7 +22,6 @@ use dpdk_roce::wire::ethernet::EthernetAddress;
 use dpdk_roce::wire::psn::Psn;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::time::Duration;
 
 type H = Host<Arc<MrTable>>;
 
@@ -68,7 +67,7 @@ fn host(n: u8) -> H {
     h
 }
 
-fn side(n: u8, size: usize, ack_delay: Duration, now: Instant) -> Side {
+fn side(n: u8, size: usize, now: Instant) -> Side {
     let mut host = host(n);
     let table = host.mr_table().clone();
     let pz = table.create_pz();
@@ -86,7 +85,6 @@ fn side(n: u8, size: usize, ack_delay: Duration, now: Instant) -> Side {
                 pd: pz.id(),
                 sq_depth: 512,
                 rq_depth: 512,
-                ack_delay,
                 ..QpOptions::default()
             },
         )
@@ -118,12 +116,9 @@ fn main() {
         .next()
         .map_or(200_000, |a| a.parse().expect("iterations"));
     let size: usize = args.next().map_or(8, |a| a.parse().expect("size"));
-    let ack_delay = args.next().map_or(DEFAULT_ACK_DELAY, |a| {
-        Duration::from_micros(a.parse().expect("ack delay in us"))
-    });
     let idle_per_iter: u64 = args.next().map_or(4, |a| a.parse().expect("idle spins"));
     // A virtual clock: each reading (one per round trip) is `STEP_NS` after the previous one,
-    // about a memif round trip, so timers (ACK delay, ACK probe) fire as in a real run however
+    // about a memif round trip, so timers fire as in a real run however
     // slowly this runs (e.g. under callgrind).
     const STEP_NS: u64 = 1500;
     let virtual_ns = std::cell::Cell::new(1_000_000_000u64);
@@ -131,8 +126,8 @@ fn main() {
         virtual_ns.set(virtual_ns.get() + STEP_NS);
         Instant::from_nanos(virtual_ns.get())
     };
-    let mut a = side(1, size, ack_delay, clock());
-    let mut b = side(2, size, ack_delay, clock());
+    let mut a = side(1, size, clock());
+    let mut b = side(2, size, clock());
     let mut buf = Vec::with_capacity(9216);
 
     // Connection through the CM, frames shuttled until both sides are established.
@@ -221,9 +216,8 @@ fn main() {
     let wall = start.elapsed().as_nanos() as f64 / iters as f64;
     let ns = (thread_cpu_ns() - cpu0) as f64 / iters as f64;
     println!(
-        "RDMA WRITE {size} B ping-pong, ACK delay {} us: {:.0} ns of stack CPU per round trip \
+        "RDMA WRITE {size} B ping-pong: {:.0} ns of stack CPU per round trip \
          ({:.0} ns wall), {:.0} ns per half round trip; frames per round trip {:.2}",
-        ack_delay.as_micros(),
         ns,
         wall,
         ns / 2.0,

@@ -167,12 +167,6 @@ struct Args {
     /// Give up when the peer does not answer for this many milliseconds.
     #[arg(long, default_value_t = 5_000)]
     timeout_ms: u64,
-    /// Responder ACK delay in microseconds (`Qp::set_ack_delay`; default none, the host's
-    /// `DEFAULT_ACK_DELAY`): a lone ACK waits up to this long to leave in the same burst as
-    /// the ping-pong's answer. A knob for this benchmark only: it delays every lone
-    /// completion an application waits for.
-    #[arg(long)]
-    ack_delay_us: Option<u64>,
     /// Smallest payload sent zero-copy (attached from registered memory); default: the port's.
     #[arg(long, conflicts_with = "no_zero_copy")]
     zero_copy_min: Option<usize>,
@@ -475,15 +469,11 @@ fn check_wc(wc: &WorkCompletion) -> Result<(), String> {
     }
 }
 
-fn qp_options(args: &Args, bufs: &Buffers) -> QpOptions {
+fn qp_options(bufs: &Buffers) -> QpOptions {
     QpOptions {
         pd: bufs.pd,
         sq_depth: 512,
         rq_depth: 512,
-        ack_delay: args.ack_delay_us.map_or(
-            dpdk_roce::engine::host::DEFAULT_ACK_DELAY,
-            Duration::from_micros,
-        ),
         ..QpOptions::default()
     }
 }
@@ -498,7 +488,7 @@ fn server(
     let now = shard.clock().now();
     let qpn = shard
         .host
-        .create_qp(now, qp_options(args, &bufs))
+        .create_qp(now, qp_options(&bufs))
         .map_err(|e| e.to_string())?;
     shard.host.listen(args.port).map_err(|e| e.to_string())?;
     println!(
@@ -835,7 +825,7 @@ fn client(
     let now = shard.clock().now();
     let qpn = shard
         .host
-        .create_qp(now, qp_options(args, &bufs))
+        .create_qp(now, qp_options(&bufs))
         .map_err(|e| e.to_string())?;
     pre_post_recvs(shard, qpn, &bufs)?;
     let mut cp = ConnectParams::new(server_ip, args.port, qpn, Psn::new(0x4000));

@@ -199,7 +199,6 @@ impl EpInner {
             srq: self.srq.as_ref().map(|s| s.srqn),
             access: Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC,
             sig_all: true,
-            ..QpOptions::default()
         }
     }
 

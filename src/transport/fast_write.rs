@@ -62,7 +62,6 @@ impl Qp {
         self.resp.nak_sent = false;
         self.finish_message();
         self.advance(bth.psn, 1, bth.ack_req);
-        self.arm_ack_delay(now);
         true
     }
 }

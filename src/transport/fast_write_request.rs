@@ -36,8 +36,8 @@ impl Qp {
         if self.state != QpState::Rts || self.req.rnr_wait {
             return None;
         }
-        // Responses go first (`next_packet`); only a held or trailing ACK lets a request pass.
-        if !self.resp.queue.is_empty() && !self.ack_held() && !self.ack_may_trail() {
+        // Responses go first (`next_packet`); only a trailing ACK lets a request pass.
+        if !self.resp.queue.is_empty() && !self.ack_may_trail() {
             return None;
         }
         let i = self.req.cur;
@@ -83,7 +83,7 @@ impl Qp {
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += u64::from(len);
         if !self.resp.queue.is_empty() {
-            // A held ACK leaves right behind this request, in the same burst.
+            // A trailing ACK leaves right behind this request, in the same burst.
             self.resp.ack_due = true;
         }
         Some(WriteOnlyRequest {

@@ -192,10 +192,6 @@ pub struct Qp {
     pub(super) req: ReqState,
     pub(super) resp: RespState,
     pub(super) rq: VecDeque<RecvWqe>,
-    /// How long the responder may hold a lone ACK (0: send at once). See `set_ack_delay`.
-    pub(super) ack_delay: core::time::Duration,
-    /// `ack_delay` in nanoseconds (saturated): what the per-packet timer arithmetic uses.
-    pub(super) ack_delay_ns: u64,
 }
 
 fn check_attr(a: &QpAttr) -> Result<(), QpError> {
@@ -226,8 +222,6 @@ impl Qp {
             state: QpState::Reset,
             stats: QpStats::default(),
             timers: TimerTable::default(),
-            ack_delay: core::time::Duration::ZERO,
-            ack_delay_ns: 0,
         }
     }
 
@@ -265,21 +259,6 @@ impl Qp {
                 .reserve((d as usize).min(1 << 16).saturating_sub(self.rq.len()));
         }
         Ok(())
-    }
-
-    /// Lets the responder hold a lone coalesced ACK for up to `delay`, so that it leaves in the
-    /// same burst as this QP's next request (a ping-pong then sends one frame per direction per
-    /// round trip, not two). Zero (the default) sends ACKs at once. Keep it far below the peer's
-    /// local ACK timeout (4.096 µs · 2^timeout, IBTA vol. 1 §9.7.6.1.2); NAKs, atomic ACKs and
-    /// READ responses are never held.
-    pub fn set_ack_delay(&mut self, delay: core::time::Duration) {
-        self.ack_delay = delay;
-        self.ack_delay_ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
-    }
-
-    /// The ACK delay in effect.
-    pub fn ack_delay(&self) -> core::time::Duration {
-        self.ack_delay
     }
 
     /// This QP's number.
@@ -498,7 +477,6 @@ impl Qp {
         let flags = op.flags();
         if flags.contains(OpFlags::REQUEST) {
             self.handle_request(now, pkt, mem, srq);
-            self.arm_ack_delay(now);
         } else if flags.contains(OpFlags::RESPONSE) {
             self.handle_response(now, pkt, mem);
         } else {
@@ -513,9 +491,6 @@ impl Qp {
         }
         if self.timers.expire(Timer::Ack, now) {
             self.on_ack_timeout(now);
-        }
-        if self.timers.expire(Timer::AckDelay, now) {
-            self.resp.ack_due = true;
         }
     }
 
@@ -575,7 +550,7 @@ impl Qp {
             self.stats.packets_sent += 1;
             self.stats.bytes_sent += p.payload.len() as u64;
             if !self.resp.queue.is_empty() {
-                // A held or trailing ACK leaves right behind this request, in the same burst.
+                // A trailing ACK leaves right behind this request, in the same burst.
                 self.resp.ack_due = true;
             }
             return t;

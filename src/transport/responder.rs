@@ -19,10 +19,9 @@
 //!   (§9.7.5.2.8); the PSN is not consumed.
 //! - ACKs are coalesced: sent only for packets with AckReq (and always for NAKs); the AETH
 //!   carries the MSN, the count of completed inbound messages (§9.7.5.1.5).
-//! - With an ACK delay (`Qp::set_ack_delay`, 0 = off) a lone coalesced ACK is held back until
-//!   this QP sends a request (then both leave in the same burst: a ping-pong moves one frame per
-//!   direction and wakeup instead of two) or the delay passes. NAKs, atomic ACKs and READ
-//!   responses are never held, and an ACK queued ahead of them leaves with them.
+//! - No ACK waits on a timer. A lone ACK trails its QP's next request packet when one is
+//!   ready (`Qp::ack_may_trail`), and an inline consumer's turn may leave lone ACKs for its next
+//!   frame (`Shard::poll_holding_acks`); NAKs, atomic ACKs and READ responses always go first.
 //! - READ responses are segmented by path MTU with an AETH on FIRST/LAST/ONLY (§9.7.5.1.6).
 
 use std::collections::VecDeque;
@@ -31,7 +30,6 @@ use super::completer::scatter;
 use super::memory::{Access, AtomicOp, KeyKind, MemError, MemRef, Memory};
 use super::qp::{Qp, RecvWqe, MAX_MSG_SIZE};
 use super::srq::RecvSource;
-use super::timers::Timer;
 use super::transmit::{Payload, Transmit};
 use super::types::{QpState, WcOpcode, WcStatus, WorkCompletion};
 use crate::time::Instant;
@@ -126,7 +124,7 @@ pub(super) struct RespState {
     pub in_msg: InMsg,
     pub queue: VecDeque<Response>,
     pub ring: VecDeque<RdEntry>,
-    /// A held ACK must leave now (a request was sent, or the ACK delay passed).
+    /// A queued ACK must leave now: it trailed one request packet already (`Qp::ack_may_trail`).
     pub ack_due: bool,
     /// When the last request arrived, and the expected PSN when the current busy spell began
     /// (the first request after a [`QUIET_GAP_NS`]).
@@ -373,30 +371,6 @@ impl Qp {
             };
             self.resp.push(r);
         }
-    }
-
-    /// Arms the ACK delay for a queued ACK (once: later ACKs coalesce into it and leave no
-    /// later than the first one's deadline).
-    #[inline(always)]
-    pub(super) fn arm_ack_delay(&mut self, now: Instant) {
-        if self.ack_delay_ns == 0 || self.timers.is_set(Timer::AckDelay) {
-            return;
-        }
-        if matches!(self.resp.queue.front(), Some(Response::Ack { .. })) {
-            let at = Instant::from_nanos(now.as_nanos().saturating_add(self.ack_delay_ns));
-            self.timers.set(Timer::AckDelay, at);
-        }
-    }
-
-    /// True when the front of the response queue is a lone ACK that may still wait. Only an
-    /// ACK whose delay timer is armed waits, so none is ever held without a deadline (e.g. an
-    /// ACK queued behind a READ response stream leaves right after it).
-    pub(super) fn ack_held(&self) -> bool {
-        self.ack_delay_ns != 0
-            && !self.resp.ack_due
-            && self.timers.is_set(Timer::AckDelay)
-            && self.resp.queue.len() == 1
-            && matches!(self.resp.queue.front(), Some(Response::Ack { .. }))
     }
 
     pub(super) fn finish_message(&mut self) {
@@ -829,16 +803,13 @@ impl Qp {
         }
     }
 
-    /// The next queued response packet (a held ACK waits: see the module doc).
+    /// The next queued response packet.
     pub(super) fn next_response(&mut self) -> Option<Transmit> {
         if matches!(self.state, QpState::Reset | QpState::Init) {
             return None;
         }
         // An empty queue (the common case on a requester's turn) is the first thing ruled out.
         let r = *self.resp.queue.front()?;
-        if self.ack_held() {
-            return None;
-        }
         let ack = |syndrome, msn| Some(AethRepr { syndrome, msn });
         let unlimited = Syndrome::Ack {
             credits: CREDITS_UNLIMITED,
@@ -849,7 +820,6 @@ impl Qp {
                 self.stats.acks_sent += 1;
                 if self.resp.queue.is_empty() {
                     self.resp.ack_due = false;
-                    self.timers.stop(Timer::AckDelay);
                 }
                 let mut h = self.headers(Opcode::RC_ACK, psn);
                 h.aeth = ack(unlimited, msn);

@@ -13,16 +13,12 @@ pub enum Timer {
     Ack = 0,
     /// RNR NAK wait: resend after the responder's RNR timer.
     Rnr = 1,
-    /// Delayed ACK of the responder, armed only when a QP is given an ACK delay (off by
-    /// default, `Qp::set_ack_delay`): a coalesced ACK held back so it can leave together with
-    /// the next request of this QP (IBTA vol. 1 §9.7.5.1.2 lets a responder coalesce ACKs).
-    AckDelay = 2,
 }
 
-const N_TIMERS: usize = 3;
+const N_TIMERS: usize = 2;
 
 /// Deadlines by timer, in nanoseconds; `DISARMED` for a timer that is not armed. Plain
-/// integers keep the earliest deadline, asked for after every packet, at two `min`s.
+/// integers keep the earliest deadline, asked for after every packet, at one `min`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimerTable {
     deadlines: [u64; N_TIMERS],
@@ -69,8 +65,8 @@ impl TimerTable {
     /// The earliest armed deadline.
     #[inline]
     pub fn next_deadline(&self) -> Option<Instant> {
-        let [a, b, c] = self.deadlines;
-        let at = a.min(b).min(c);
+        let [a, b] = self.deadlines;
+        let at = a.min(b);
         (at != DISARMED).then_some(Instant(at))
     }
 
@@ -128,11 +124,11 @@ mod tests {
     #[test]
     fn a_deadline_at_the_end_of_time_stays_armed() {
         let mut t = TimerTable::default();
-        assert!(!t.is_set(Timer::AckDelay));
-        t.set(Timer::AckDelay, Instant(u64::MAX));
-        assert!(t.is_set(Timer::AckDelay));
+        assert!(!t.is_set(Timer::Rnr));
+        t.set(Timer::Rnr, Instant(u64::MAX));
+        assert!(t.is_set(Timer::Rnr));
         assert_eq!(t.next_deadline(), Some(Instant(u64::MAX - 1)));
-        assert!(t.expire(Timer::AckDelay, Instant(u64::MAX)));
+        assert!(t.expire(Timer::Rnr, Instant(u64::MAX)));
         assert_eq!(t.next_deadline(), None);
     }
 

@@ -125,9 +125,6 @@ pub struct QpOptions {
     /// Remote access rights granted on this QP.
     pub access: Access,
     pub sig_all: bool,
-    /// How long a lone ACK may wait to leave with this QP's next request
-    /// (`Qp::set_ack_delay`; zero sends ACKs at once).
-    pub ack_delay: core::time::Duration,
 }
 
 impl Default for QpOptions {
@@ -139,18 +136,9 @@ impl Default for QpOptions {
             srq: None,
             access: Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC,
             sig_all: false,
-            ack_delay: DEFAULT_ACK_DELAY,
         }
     }
 }
-
-/// The default ACK delay of new QPs: none. A responder coalesces ACKs only over what has
-/// already arrived (the ACKs of one receive burst leave as one, when the burst is handled) and
-/// never holds one for a request that may come later, so a lone RDMA WRITE or SEND completes in
-/// one network round trip. A delay (`QpOptions::ack_delay`, `Qp::set_ack_delay`) lets a
-/// ping-pong's ACK ride with the answer at the cost of every lone completion; it is a knob for
-/// that benchmark only (`roce-lat --ack-delay-us`).
-pub const DEFAULT_ACK_DELAY: core::time::Duration = core::time::Duration::ZERO;
 
 /// Frame counters of a port above the neighbour layer (which counts its own drops).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -214,7 +214,6 @@ impl<M: Memory> Host<M> {
             ..QpAttr::default()
         };
         qp.modify(now, QpState::Init, &attr)?;
-        qp.set_ack_delay(opts.ack_delay);
         let recv = match srq {
             Some(pool) => RecvAcct::Srq(SrqPort::new(pool).0),
             None => RecvAcct::Own(EpRecvAccount::new(0).0),

@@ -3,7 +3,6 @@
 //! a lone WRITE or SEND completes after one round trip of the wire with no timer firing.
 
 use super::*;
-use crate::engine::host::{QpOptions, DEFAULT_ACK_DELAY};
 use crate::transport::types::WcStatus;
 
 /// One round trip: A's requests cross to B, B's answers cross back, no `handle_timeout` call.
@@ -17,13 +16,6 @@ fn one_round_trip(p: &mut Pair) -> (Vec<Pkt>, Vec<Pkt>) {
         p.deliver(pkt);
     }
     (out, back)
-}
-
-#[test]
-fn new_qps_hold_no_ack() {
-    assert_eq!(DEFAULT_ACK_DELAY, core::time::Duration::ZERO);
-    assert_eq!(QpOptions::default().ack_delay, core::time::Duration::ZERO);
-    assert_eq!(Pair::new().s[B].qp.ack_delay(), core::time::Duration::ZERO);
 }
 
 #[test]

@@ -2,7 +2,6 @@
 //! simulated wire with a virtual clock that can drop, duplicate and reorder chosen packets.
 //! Each test reads like a packet trace: what goes over the wire, what arrives, what completes.
 
-mod ack_delay;
 mod ack_policy;
 mod ack_req;
 mod basic;
