@@ -277,7 +277,7 @@ pub(super) enum KeepResponses {
     Naks,
     /// ACKs, NAKs and atomic ACKs of requests this responder already executed: a modify to
     /// ERROR (a disconnect) must not make the peer flush sends that completed here, so their
-    /// acknowledgements (possibly held by the ACK delay) still leave, and the ACK of the last
+    /// acknowledgements still leave, and the ACK of the last
     /// executed PSN is sent once more (a peer whose ACK of its last request was lost would
     /// otherwise flush that request when the disconnect reaches it; a repeated ACK is a
     /// duplicate the requester ignores, IBTA vol. 1 §9.7.5.1.5, and one past an unanswered
