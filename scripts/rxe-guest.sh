@@ -25,7 +25,8 @@
 #       tap carries no virtio-net headers so the frames start with their Ethernet header), loads
 #       the modules, gives eth0 GUEST_CIDR, runs `rdma link add rxe0 type rxe netdev eth0` and
 #       waits until rxe0's port is ACTIVE. NAME (letters, digits, - _) names the guest's state
-#       directory /run/dpdk-roce/rxe-guest/NAME (console.log, the command channel). On failure
+#       directory /run/dpdk-roce/rxe-guest/NAME (console.log, the command channel, QEMU's own
+#       messages in qemu.log, its human monitor on monitor.sock). On failure
 #       everything is torn down again and the console log is shown.
 #       With RXE_GUEST_EXTRA set to programs of this machine (space-separated paths), those
 #       programs, stripped, are in the guest's /usr/local/bin (an initramfs appended to the
@@ -39,8 +40,6 @@
 #   rxe-guest.sh collect NAME JOB [-t SECONDS]
 #       Waits up to SECONDS (default 60) for job JOB to end, prints its output and exits with its
 #       status; a job still running then is killed (its whole session) and the exit is 124.
-#       QEMU's own messages go to qemu.log and its human monitor listens on monitor.sock, both
-#       in the state directory.
 #   rxe-guest.sh down NAME
 #       Stops the guest's QEMU (only the process its pid file names), deletes its tap and its state
 #       directory. Idempotent.

@@ -115,7 +115,7 @@ pub struct Shard<M: Memory, Io: FrameIo> {
     /// Full bursts in a row that deferred due timers.
     timer_deferrals: u32,
     /// A turn left lone ACKs unsent ([`poll_holding_acks`](Self::poll_holding_acks)): the
-    /// next turn sends them whatever it has.
+    /// next turn sends them first.
     acks_left: bool,
 }
 
@@ -272,7 +272,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
     /// [`poll`](Self::poll), but when all this turn would send is ACKs that nothing else
     /// carries, they wait for the next frame this shard sends: the consumer's next post
     /// ([`send_now`](Self::send_now)) takes them along in its burst, or else the next turn
-    /// sends them, whatever it has. A ping-pong's ACK so rides with the answer and costs no
+    /// sends them first. A ping-pong's ACK so rides with the answer and costs no
     /// transmit call of its own, and a lone request's ACK still leaves within one turn; no
     /// timer holds it. An engine calls this only while its away helper runs, which turns the
     /// loop when the consumer does not come back.
@@ -358,7 +358,8 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
                 self.host.handle_timeout(now);
             }
         }
-        let tx = if hold_acks && !self.acks_left && self.host.output_is_lone_acks() {
+        // (ACKs an earlier turn left went at this turn's start: none waits two turns.)
+        let tx = if hold_acks && self.host.output_is_lone_acks() {
             self.acks_left = self.host.has_output();
             self.stats.acks_held += u64::from(self.acks_left);
             0

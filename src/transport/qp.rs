@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use super::completer::flush_status;
 use super::memory::{Access, KeyKind, MemRef, Memory};
 use super::requester::{ReqState, SendWqe};
-use super::responder::{KeepResponses, RespState, Response};
+use super::responder::{KeepResponses, RespState};
 use super::srq::RecvSource;
 use super::timers::{Timer, TimerTable};
 use super::transmit::Transmit;
@@ -517,9 +517,7 @@ impl Qp {
     /// cursor): an ACK that may wait for the next frame of its shard's turn.
     #[inline]
     pub fn output_is_lone_ack(&self) -> bool {
-        self.req.cur >= self.req.sq.len()
-            && self.resp.queue.len() <= 1
-            && matches!(self.resp.queue.front(), None | Some(Response::Ack { .. }))
+        self.req.cur >= self.req.sq.len() && (self.resp.queue.is_empty() || self.resp.only_an_ack())
     }
 
     /// The next packet to send: responses first (they unblock the peer), then requests.
@@ -539,32 +537,35 @@ impl Qp {
         let trails = self.ack_may_trail();
         if !trails {
             let t = self.next_response();
-            if let Some(p) = &t {
-                self.stats.packets_sent += 1;
-                self.stats.bytes_sent += p.payload.len() as u64;
+            if t.is_some() {
+                self.count_sent(&t);
                 return t;
             }
         }
         let t = self.next_request(now);
-        if let Some(p) = &t {
-            self.stats.packets_sent += 1;
-            self.stats.bytes_sent += p.payload.len() as u64;
+        if t.is_some() {
+            self.count_sent(&t);
             if !self.resp.queue.is_empty() {
                 // A trailing ACK leaves right behind this request, in the same burst.
                 self.resp.ack_due = true;
             }
             return t;
         }
-        if trails {
-            // No request could leave after all (a full window): the ACK goes alone.
-            let t = self.next_response();
-            if let Some(p) = &t {
-                self.stats.packets_sent += 1;
-                self.stats.bytes_sent += p.payload.len() as u64;
-            }
-            return t;
+        if !trails {
+            return None;
         }
-        None
+        // No request could leave after all (a full window): the ACK goes alone.
+        let t = self.next_response();
+        self.count_sent(&t);
+        t
+    }
+
+    #[inline(always)]
+    fn count_sent(&mut self, t: &Option<Transmit>) {
+        if let Some(p) = t {
+            self.stats.packets_sent += 1;
+            self.stats.bytes_sent += p.payload.len() as u64;
+        }
     }
 
     /// True when the only response queued is a plain ACK and a request waits at the cursor:
@@ -575,10 +576,7 @@ impl Qp {
     /// before). One packet at most: then the ACK is due.
     #[inline]
     pub(super) fn ack_may_trail(&self) -> bool {
-        !self.resp.ack_due
-            && self.req.cur < self.req.sq.len()
-            && self.resp.queue.len() == 1
-            && matches!(self.resp.queue.front(), Some(Response::Ack { .. }))
+        !self.resp.ack_due && self.req.cur < self.req.sq.len() && self.resp.only_an_ack()
     }
 
     /// True when [`poll_completion`](Self::poll_completion) has a completion.

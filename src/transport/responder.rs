@@ -164,6 +164,12 @@ impl RespState {
         self.start_psn = rq_psn;
     }
 
+    /// True when the queue holds exactly one response and it is a plain ACK.
+    #[inline]
+    pub fn only_an_ack(&self) -> bool {
+        self.queue.len() == 1 && matches!(self.queue.front(), Some(Response::Ack { .. }))
+    }
+
     pub fn take_in_progress_recv(&mut self) -> Option<RecvWqe> {
         match core::mem::take(&mut self.in_msg) {
             InMsg::Send { wqe, .. } => Some(wqe),
