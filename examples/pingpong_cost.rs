@@ -11,104 +11,13 @@
 //! deterministic gauge for the VM's noisy spells: run it at N and 2N iterations and divide the
 //! difference by N.
 
-use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
-use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
-use dpdk_roce::mem::{MrTable, Region};
-use dpdk_roce::net::NetConfig;
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{shuttle, side, thread_cpu_ns, Side, VirtualClock};
+use dpdk_roce::mem::Region;
 use dpdk_roce::time::Instant;
-use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{SendOp, SendWr, Sge};
-use dpdk_roce::wire::ethernet::EthernetAddress;
-use dpdk_roce::wire::psn::Psn;
-use std::net::Ipv4Addr;
-use std::sync::Arc;
-
-type H = Host<Arc<MrTable>>;
-
-/// Nanoseconds this thread has run on a CPU (`/proc/thread-self/schedstat`, first field): the
-/// figure does not grow while other processes have the CPU, so it holds on a loaded machine.
-fn thread_cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .expect("/proc/thread-self/schedstat")
-}
-
-const PORT: u16 = 18515;
-
-struct Side {
-    host: H,
-    qpn: u32,
-    src: Region,
-    dst: Region,
-    frames: u64,
-}
-
-fn host(n: u8) -> H {
-    let mac = EthernetAddress([2, 0, 0, 0, 0, n]);
-    let net = NetConfig::new(mac, Ipv4Addr::new(10, 0, 0, n), 24);
-    let mut h = Host::new(
-        HostConfig {
-            net,
-            ca_guid: u64::from(n),
-            seed: u64::from(n),
-            // Deterministic: instruction counts compare across builds.
-            qpns: dpdk_roce::engine::host::QpnPolicy::Sequential,
-        },
-        Arc::new(MrTable::new(16)),
-    )
-    .expect("host");
-    let peer = 3 - n;
-    h.add_neighbour(
-        Ipv4Addr::new(10, 0, 0, peer),
-        EthernetAddress([2, 0, 0, 0, 0, peer]),
-    )
-    .expect("neighbour");
-    h
-}
-
-fn side(n: u8, size: usize, now: Instant) -> Side {
-    let mut host = host(n);
-    let table = host.mr_table().clone();
-    let pz = table.create_pz();
-    let reg = |access| {
-        table
-            .register_alloc(pz, size, 4096, access)
-            .expect("register")
-    };
-    let src = reg(Access::LOCAL_WRITE);
-    let dst = reg(Access::LOCAL_WRITE | Access::REMOTE_WRITE);
-    let qpn = host
-        .create_qp(
-            now,
-            QpOptions {
-                pd: pz.id(),
-                sq_depth: 512,
-                rq_depth: 512,
-                ..QpOptions::default()
-            },
-        )
-        .expect("qp");
-    Side {
-        host,
-        qpn,
-        src,
-        dst,
-        frames: 0,
-    }
-}
-
-/// Hands every frame `from` has to send to `to`.
-fn shuttle(from: &mut Side, to: &mut Side, now: Instant, buf: &mut Vec<u8>) {
-    // As `Shard::transmit`: no transmit poll once the host says it has nothing.
-    while from.host.has_output() && from.host.poll_transmit_into(now, buf) {
-        from.frames += 1;
-        to.host.handle_frame(now, buf);
-    }
-    if from.host.poll_timeout().is_some_and(|t| t <= now) {
-        from.host.handle_timeout(now);
-    }
-}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -117,50 +26,14 @@ fn main() {
         .map_or(200_000, |a| a.parse().expect("iterations"));
     let size: usize = args.next().map_or(8, |a| a.parse().expect("size"));
     let idle_per_iter: u64 = args.next().map_or(4, |a| a.parse().expect("idle spins"));
-    // A virtual clock: each reading (one per round trip) is `STEP_NS` after the previous one,
-    // about a memif round trip, so timers fire as in a real run however
-    // slowly this runs (e.g. under callgrind).
-    const STEP_NS: u64 = 1500;
-    let virtual_ns = std::cell::Cell::new(1_000_000_000u64);
-    let clock = || {
-        virtual_ns.set(virtual_ns.get() + STEP_NS);
-        Instant::from_nanos(virtual_ns.get())
-    };
-    let mut a = side(1, size, clock());
-    let mut b = side(2, size, clock());
+    // A virtual clock: each reading (one per round trip) is about a memif round trip after
+    // the previous one.
+    let vclock = VirtualClock::new(1500);
+    let clock = || vclock.now();
+    let mut a = side(1, size, 512, clock());
+    let mut b = side(2, size, 512, clock());
     let mut buf = Vec::with_capacity(9216);
-
-    // Connection through the CM, frames shuttled until both sides are established.
-    b.host.listen(PORT).expect("listen");
-    let mut cp = ConnectParams::new(Ipv4Addr::new(10, 0, 0, 2), PORT, a.qpn, Psn::new(0x4000));
-    cp.access = Access::REMOTE_WRITE;
-    a.host.connect(clock(), cp).expect("connect");
-    let (mut up_a, mut up_b) = (false, false);
-    for _ in 0..10_000 {
-        let now = clock();
-        shuttle(&mut a, &mut b, now, &mut buf);
-        shuttle(&mut b, &mut a, now, &mut buf);
-        while let Some(ev) = b.host.poll_event() {
-            match ev {
-                CmEvent::ConnectRequest { id, .. } => {
-                    let mut ap = AcceptParams::new(b.qpn, Psn::new(0x4000));
-                    ap.access = Access::REMOTE_WRITE;
-                    b.host.accept(now, id, ap).expect("accept");
-                }
-                CmEvent::Established { .. } => up_b = true,
-                _ => {}
-            }
-        }
-        while let Some(ev) = a.host.poll_event() {
-            if let CmEvent::Established { .. } = ev {
-                up_a = true;
-            }
-        }
-        if up_a && up_b {
-            break;
-        }
-    }
-    assert!(up_a && up_b, "the connection did not come up");
+    common::connect(&mut a, &mut b, &vclock, &mut buf);
 
     let write = |s: &mut Side, peer_dst: &Region, v: u8, now: Instant| {
         let t = s.host.mr_table().clone();

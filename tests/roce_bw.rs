@@ -203,6 +203,39 @@ fn rows(text: &str) -> Vec<(usize, u64, f64, f64, f64)> {
         .collect()
 }
 
+/// A `--stages` line of a stream: the stages' times per message and the counts.
+struct StreamStages {
+    build_ns: f64,
+    handle_ns: f64,
+    messages: u64,
+    frames_in: u64,
+    frames_out: u64,
+}
+
+/// The `--stages` line of `who` (client or server) in roce-bw's output.
+#[track_caller]
+fn stages(text: &str, who: &str) -> StreamStages {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("stages {who} ")))
+        .unwrap_or_else(|| panic!("no stages line of the {who}:\n{text}"));
+    let after = |key: &str| -> &str {
+        let at = line.find(key).unwrap_or_else(|| panic!("{key} in {line}")) + key.len();
+        line[at..]
+            .trim_start()
+            .split([',', ' ', ';', ')'])
+            .next()
+            .unwrap()
+    };
+    StreamStages {
+        build_ns: after("build").parse().unwrap(),
+        handle_ns: after("handle").parse().unwrap(),
+        messages: after("(").parse().unwrap(),
+        frames_in: after("frames in").parse().unwrap(),
+        frames_out: after("/ out").parse().unwrap(),
+    }
+}
+
 /// One row, of `size` bytes and `iters` iterations per connection, moving data.
 #[track_caller]
 fn assert_one_row(text: &str, size: usize, iters: u64) {
@@ -415,11 +448,18 @@ fn sweep_with_raw_bidirectional_json_plot_and_duration_over_memif() {
         assert!(r["raw_mpps"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["rdma_frames_to_raw"].as_f64().unwrap() > 0.0, "{r}");
     }
-    // -D 1: one second of 64 B WRITEs, every one completed.
-    let text = run(&link, &["--op", "write", "-s", "64", "-D", "1"]);
+    // -D 1: one second of 64 B WRITEs, every one completed; `--stages` times both loops: the
+    // client sent a frame per message, the server received them all.
+    let text = run(&link, &["--op", "write", "-s", "64", "-D", "1", "--stages"]);
     let r = rows(&text);
     assert_eq!(r.len(), 1, "{text}");
     assert!(r[0].1 > 1000, "a second of WRITEs: {text}");
+    let (client, server) = (stages(&text, "client"), stages(&text, "server"));
+    assert_eq!(client.messages, r[0].1, "{text}");
+    assert_eq!(server.messages, r[0].1, "{text}");
+    assert!(client.frames_out >= client.messages, "{text}");
+    assert!(server.frames_in >= server.messages, "{text}");
+    assert!(client.build_ns > 0.0 && server.handle_ns > 0.0, "{text}");
     assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
 

@@ -11,7 +11,7 @@ use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
 use dpdk_roce::engine::faults::{FaultConfig, FaultyIo};
 use dpdk_roce::engine::host::{Host, HostConfig};
 use dpdk_roce::engine::io::{FrameIo, IoStats, PinnedFrame};
-use dpdk_roce::engine::shard::Shard;
+use dpdk_roce::engine::shard::{Shard, StageTimes};
 use dpdk_roce::mem::MrTable;
 use dpdk_roce::transport::qp::QpStats;
 use dpdk_roce::wire::ethernet::EthernetAddress;
@@ -254,4 +254,53 @@ pub fn positional_server(
     *server_ip = Some(a);
     *client = true;
     Ok(())
+}
+
+/// One line of `--stages` output: mean nanoseconds per event of each stage.
+pub fn stages_line(who: &str, size: usize, t: &StageTimes) -> String {
+    let per = |ns: u64, n: u64| ns.checked_div(n).unwrap_or(0);
+    format!(
+        "stages {who} {size} B: rx_io {} ns/burst ({} bursts), handle {} ns/frame ({} frames), \
+         build {} ns/frame ({} frames), tx_io {} ns/frame, flush {} ns/burst ({} bursts)",
+        per(t.rx_io_ns, t.rx_bursts),
+        t.rx_bursts,
+        per(t.handle_ns, t.rx_frames),
+        t.rx_frames,
+        per(t.build_ns, t.tx_frames),
+        t.tx_frames,
+        per(t.tx_io_ns, t.tx_frames),
+        per(t.flush_ns, t.flushes),
+        t.flushes,
+    )
+}
+
+/// `--stages` of a stream (roce-bw): each stage's time per message of the `messages` this side
+/// sent or received in `busy_ns` of its loop, and the rest of the loop (posting, completions,
+/// empty polls) per message. Stages overlap nothing, so the parts add up to the loop's time.
+pub fn stream_stages_line(
+    who: &str,
+    size: usize,
+    t: &StageTimes,
+    messages: u64,
+    loop_ns: u64,
+) -> String {
+    let per = |ns: u64| ns as f64 / messages.max(1) as f64;
+    let staged = t.rx_io_ns + t.handle_ns + t.build_ns + t.tx_io_ns + t.flush_ns;
+    format!(
+        "stages {who} {size} B, ns per message: rx_io {:.1}, handle {:.1}, build {:.1}, \
+         tx_io {:.1}, flush {:.1}, rest of the loop {:.1}; total {:.1} \
+         ({} messages; frames in {} / out {} in {} / {} bursts)",
+        per(t.rx_io_ns),
+        per(t.handle_ns),
+        per(t.build_ns),
+        per(t.tx_io_ns),
+        per(t.flush_ns),
+        per(loop_ns.saturating_sub(staged)),
+        per(loop_ns),
+        messages,
+        t.rx_frames,
+        t.tx_frames,
+        t.rx_bursts,
+        t.flushes,
+    )
 }

@@ -191,6 +191,11 @@ struct Args {
     /// Copy every payload into the frame (no external buffers).
     #[arg(long)]
     no_zero_copy: bool,
+    /// Time each side's loop by stage (PMD receive, handling, frame build, copy into the
+    /// mbuf, TX burst, the rest) and print it per message, both sides (the clock reads add
+    /// to every stage they time).
+    #[arg(long)]
+    stages: bool,
 }
 
 const MAX_SIZE: usize = 1 << 20;
@@ -261,6 +266,7 @@ struct Params {
     post_list: u16,
     cq_mod: u16,
     qps: u16,
+    stages: bool,
 }
 
 const PARAMS_LEN: usize = 20;
@@ -301,6 +307,7 @@ impl Params {
                 a.cq_mod.min(a.tx_depth)
             },
             qps: a.qps,
+            stages: a.stages,
         })
     }
 
@@ -310,7 +317,8 @@ impl Params {
         b[1] = u8::from(self.verify)
             | u8::from(self.bidirectional) << 1
             | u8::from(self.raw) << 2
-            | u8::from(self.all) << 3;
+            | u8::from(self.all) << 3
+            | u8::from(self.stages) << 4;
         b[2..6].copy_from_slice(&self.size.to_be_bytes());
         b[6..10].copy_from_slice(&self.iters.to_be_bytes());
         b[10..12].copy_from_slice(&self.duration_s.to_be_bytes());
@@ -341,6 +349,7 @@ impl Params {
             post_list: u16_at(14),
             cq_mod: u16_at(16),
             qps: u16_at(18),
+            stages: b[1] & 16 != 0,
         };
         let ok = (1..=MAX_SIZE as u32).contains(&p.size)
             && (p.iters > 0 || p.duration_s > 0)
@@ -1317,6 +1326,7 @@ fn server(
                 Ctl::Start { size } => {
                     let (t0, cpu0) = (Instant::now(), cpu_ns());
                     side.start(size as usize, p.bidirectional);
+                    side.shard.time_stages(p.stages);
                     side.send_ctl(Ctl::Ready)?;
                     let mine = stream::run(&mut side, p.duration_s, timeout)?;
                     let (sent, mut elapsed, mut cpu) = (mine.sent, mine.elapsed, mine.cpu_ns);
@@ -1329,6 +1339,20 @@ fn server(
                         // A passive side's CPU time is that of the whole test.
                         elapsed = t0.elapsed();
                         cpu = cpu_ns().saturating_sub(cpu0);
+                    }
+                    if let (Some(t), Ctl::Done { sent: theirs, .. }) =
+                        (side.shard.stage_times(), &client_done)
+                    {
+                        side.shard.time_stages(false);
+                        let messages = if p.bidirectional { sent } else { *theirs };
+                        let line = common::stream_stages_line(
+                            "server",
+                            size as usize,
+                            &t,
+                            messages,
+                            elapsed.as_nanos() as u64,
+                        );
+                        println!("{line}");
                     }
                     side.send_ctl(Ctl::Done {
                         sent,
@@ -1475,7 +1499,10 @@ fn client(
             other => return Err(format!("expected READY, got {other:?}")),
         }
         side.start(size, true);
+        side.shard.time_stages(p.stages);
         let mine = stream::run(&mut side, p.duration_s, timeout)?;
+        let stages = side.shard.stage_times();
+        side.shard.time_stages(false);
         side.send_ctl(Ctl::Done {
             sent: mine.sent,
             ns: mine.elapsed.as_nanos() as u64,
@@ -1486,6 +1513,13 @@ fn client(
         let received = side.received_now();
         let row = report::row(args, &p, size, pmtu, &mine, received, server_done, raw)?;
         print_row(&row);
+        if let Some(t) = stages {
+            let ns = mine.elapsed.as_nanos() as u64;
+            println!(
+                "{}",
+                common::stream_stages_line("client", size, &t, mine.sent, ns)
+            );
+        }
         rows.push(row);
     }
     println!("{}", "-".repeat(95));

@@ -25,6 +25,7 @@
 //! copies every payload into the frame's mbuf.
 
 use clap::{Parser, ValueEnum};
+use common::stages_line;
 use dpdk_roce::cm::timeout::cm_timeout;
 use dpdk_roce::cm::{AcceptParams, CmConfig, CmEvent, ConnectParams};
 use dpdk_roce::config::Profile;
@@ -441,24 +442,6 @@ fn print_stages(who: &str, size: usize, shard: &mut BenchShard) {
     };
     shard.time_stages(false);
     println!("{}", stages_line(who, size, &t));
-}
-
-/// One line of `--stages` output: mean nanoseconds per event of each stage.
-fn stages_line(who: &str, size: usize, t: &StageTimes) -> String {
-    let per = |ns: u64, n: u64| ns.checked_div(n).unwrap_or(0);
-    format!(
-        "stages {who} {size} B: rx_io {} ns/burst ({} bursts), handle {} ns/frame ({} frames), \
-         build {} ns/frame ({} frames), tx_io {} ns/frame, flush {} ns/burst ({} bursts)",
-        per(t.rx_io_ns, t.rx_bursts),
-        t.rx_bursts,
-        per(t.handle_ns, t.rx_frames),
-        t.rx_frames,
-        per(t.build_ns, t.tx_frames),
-        t.tx_frames,
-        per(t.tx_io_ns, t.tx_frames),
-        per(t.flush_ns, t.flushes),
-        t.flushes,
-    )
 }
 
 fn check_wc(wc: &WorkCompletion) -> Result<(), String> {
