@@ -80,6 +80,7 @@ fn main() {
         .allowlist_function("rte_mem_virt2iova|rte_malloc_virt2iova")
         .allowlist_function("rte_mempool_(free|avail_count|in_use_count|lookup)")
         .allowlist_function("rte_pktmbuf_pool_create")
+        .allowlist_function("rte_pktmbuf_free_bulk")
         // ethdev
         .allowlist_function("rte_eth_dev_(configure|start|stop|close|info_get|set_mtu|get_mtu)")
         .allowlist_function("rte_eth_dev_(get_port_by_name|get_name_by_port|count_avail)")

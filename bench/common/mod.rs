@@ -289,7 +289,8 @@ pub fn stream_stages_line(
     format!(
         "stages {who} {size} B, ns per message: rx_io {:.1}, handle {:.1}, build {:.1}, \
          tx_io {:.1}, flush {:.1}, rest of the loop {:.1}; total {:.1} \
-         ({} messages; frames in {} / out {} in {} / {} bursts)",
+         ({} messages; frames in {} / out {} in {} / {} bursts; turns {}, idle {}, \
+         TX queue full {})",
         per(t.rx_io_ns),
         per(t.handle_ns),
         per(t.build_ns),
@@ -302,5 +303,8 @@ pub fn stream_stages_line(
         t.tx_frames,
         t.rx_bursts,
         t.flushes,
+        t.turns,
+        t.idle_turns,
+        t.tx_full,
     )
 }

@@ -62,9 +62,8 @@ impl RxQueue {
     /// an idle poll does not walk the whole array. An mbuf left beyond `dirty` against that
     /// rule is leaked (overwritten, never freed), never used twice.
     pub fn rx_burst_after(&mut self, out: &mut [Option<Mbuf>], dirty: usize) -> usize {
-        for slot in out.iter_mut().take(dirty) {
-            *slot = None;
-        }
+        let dirty = dirty.min(out.len());
+        Mbuf::free_bulk(&mut out[..dirty]);
         debug_assert!(
             out.iter().all(Option::is_none),
             "rx slots beyond `dirty` in use"

@@ -45,6 +45,9 @@ pub struct DpdkFrameIo {
     rx_dirty: usize,
     tx_slots: [Option<Mbuf>; BURST],
     pending: usize,
+    /// Mbufs allocated a burst at a time for the frames to come (`tx_stash[..stashed]`).
+    tx_stash: [Option<Mbuf>; BURST],
+    stashed: usize,
     /// Frame bytes of a multi-segment receive, reassembled.
     scratch: Vec<u8>,
     /// External-buffer slots for zero-copy payloads.
@@ -71,6 +74,10 @@ fn put_frame(m: &mut Mbuf, vlan: Option<&Vlan>, frame: &[u8]) -> bool {
 
 impl Drop for DpdkFrameIo {
     fn drop(&mut self) {
+        // The stash and any unsent frames go back to the pool before it is dropped (the
+        // fields after this body), so it is freed, not leaked as still in use.
+        Mbuf::free_bulk(&mut self.tx_stash);
+        Mbuf::free_bulk(&mut self.tx_slots);
         // Mbufs still queued in the device reference slots; DPDK may release them after this
         // queue is gone, so the pool must outlive them.
         if self.slots.in_flight() > 0 {
@@ -108,6 +115,8 @@ impl DpdkFrameIo {
             rx_slots: std::array::from_fn(|_| None),
             rx_dirty: 0,
             tx_slots: std::array::from_fn(|_| None),
+            tx_stash: std::array::from_fn(|_| None),
+            stashed: 0,
             pending: 0,
             scratch: Vec::new(),
             slots: SlotPool::new(tx_mbufs),
@@ -134,6 +143,20 @@ impl DpdkFrameIo {
     /// External buffers attached and not yet released by the PMD.
     pub fn zero_copy_in_flight(&self) -> usize {
         self.slots.in_flight()
+    }
+
+    /// An empty mbuf for a frame: from the stash, which is refilled a burst at a time
+    /// (`rte_pktmbuf_alloc_bulk`: one call per burst, not per frame); one at a time when the
+    /// pool cannot spare a burst.
+    fn fresh_mbuf(&mut self) -> Option<Mbuf> {
+        if self.stashed == 0 {
+            if !self.pool.alloc_bulk(&mut self.tx_stash) {
+                return self.pool.alloc();
+            }
+            self.stashed = BURST;
+        }
+        self.stashed -= 1;
+        self.tx_stash[self.stashed].take()
     }
 
     /// Makes room in the burst; false when the device queue stays full.
@@ -189,7 +212,7 @@ impl FrameIo for DpdkFrameIo {
         self.rx_dirty = n;
         let vlan = self.vlan;
         for slot in self.rx_slots.iter_mut().take(n) {
-            let Some(mut m) = slot.take() else { continue };
+            let Some(m) = slot.as_mut() else { continue };
             let received = match m.stripped_vlan_tci() {
                 Some(tci) if Vlan::accepts(vlan.as_ref(), tci) => Received::Untagged,
                 Some(_) => Received::Foreign,
@@ -225,6 +248,8 @@ impl FrameIo for DpdkFrameIo {
                 f(&self.scratch);
             }
         }
+        // The burst's mbufs go back to the pool together.
+        Mbuf::free_bulk(&mut self.rx_slots[..n]);
         self.rx_dirty = 0;
         self.stats.rx_frames += n as u64;
         n
@@ -238,7 +263,7 @@ impl FrameIo for DpdkFrameIo {
                 return false;
             }
         }
-        let Some(mut m) = self.pool.alloc() else {
+        let Some(mut m) = self.fresh_mbuf() else {
             self.stats.tx_dropped += 1;
             return false;
         };

@@ -30,6 +30,28 @@ impl Mbuf {
         Mbuf(m)
     }
 
+    /// Frees every mbuf (chain) in `slots` with one call (`rte_pktmbuf_free_bulk`) and leaves
+    /// the slots `None`: a burst's mbufs go back to their pools together, not one call each.
+    pub fn free_bulk(slots: &mut [Option<Mbuf>]) {
+        let Ok(count) = u32::try_from(slots.len()) else {
+            slots.iter_mut().for_each(|s| *s = None);
+            return;
+        };
+        // SAFETY: `Option<Mbuf>` has the layout of `*mut rte_mbuf` (a transparent NonNull, None
+        // the null pointer, which rte_pktmbuf_free_bulk skips); every non-null entry is a chain
+        // we own. After the call none is valid, so each slot is overwritten with None without
+        // running Mbuf's drop (`ptr::write`): nothing is freed twice.
+        unsafe {
+            dpdk_sys::rte_pktmbuf_free_bulk(
+                slots.as_mut_ptr().cast::<*mut dpdk_sys::rte_mbuf>(),
+                count,
+            );
+            for s in slots.iter_mut() {
+                std::ptr::write(s, None);
+            }
+        }
+    }
+
     /// Gives up ownership (e.g. to a TX queue) without freeing.
     pub(crate) fn into_raw(self) -> NonNull<rte_mbuf> {
         let p = self.0;

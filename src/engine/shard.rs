@@ -55,6 +55,12 @@ pub struct StageTimes {
     pub flushes: u64,
     /// Their time (`rte_eth_tx_burst`).
     pub flush_ns: u64,
+    /// Turns of the loop, and those that found nothing to do (a side waiting for its peer).
+    pub turns: u64,
+    pub idle_turns: u64,
+    /// Transmits that stopped with frames left for a full device queue (a side waiting for
+    /// its peer to drain the link).
+    pub tx_full: u64,
 }
 
 impl StageTimes {
@@ -265,7 +271,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
     /// One iteration of the loop, ending with everything the host has on the wire (a poll
     /// core's turn, the away helper's). Returns true if it did any work.
     pub fn poll(&mut self) -> bool {
-        self.turn(false)
+        self.counted_turn(false)
     }
 
     /// One iteration of an inline consumer's loop (its poll, dequeue or wait): like
@@ -277,7 +283,16 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
     /// timer holds it. An engine calls this only while its away helper runs, which turns the
     /// loop when the consumer does not come back.
     pub fn poll_holding_acks(&mut self) -> bool {
-        self.turn(true)
+        self.counted_turn(true)
+    }
+
+    fn counted_turn(&mut self, hold_acks: bool) -> bool {
+        let busy = self.turn(hold_acks);
+        if let Some(st) = self.stages.as_mut() {
+            st.turns += 1;
+            st.idle_turns += u64::from(!busy);
+        }
+        busy
     }
 
     fn turn(&mut self, hold_acks: bool) -> bool {
@@ -400,7 +415,12 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         // `has_output` false means a transmit poll would find nothing: the last frame of a
         // turn costs no empty poll after it. A device with no room gets no more frames this
         // turn: they stay unbuilt in their queue pairs (nothing is dropped for lack of room).
-        while self.host.has_output() && self.io.ready() {
+        let mut full = false;
+        while self.host.has_output() {
+            if !self.io.ready() {
+                full = true;
+                break;
+            }
             let build_start = self.stages.map(|_| self.clock.now());
             let out = match zero_copy {
                 Some(min) => {
@@ -453,6 +473,9 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             } else {
                 self.stats.tx_dropped += 1;
             }
+        }
+        if let Some(st) = self.stages.as_mut() {
+            st.tx_full += u64::from(full);
         }
         if tx > 0 || self.io.tx_pending() {
             let flush_start = self.stages.map(|_| self.clock.now());
