@@ -90,7 +90,6 @@ fn route(s: &Side) -> QpRoute {
         recv: Some(s.events.clone()),
         conn: Some(s.events.clone()),
         counters: None,
-        suppress_unsignaled: false,
         async_events: None,
     }
 }

@@ -187,7 +187,6 @@ impl EpInner {
             recv: c.recv_evd.as_ref().map(|e| e.sink.clone()),
             conn: c.connect_evd.as_ref().map(|e| e.sink.clone()),
             counters: Some(c.counters.clone()),
-            suppress_unsignaled: true,
         }
     }
 
@@ -198,7 +197,9 @@ impl EpInner {
             rq_depth: c.attr.max_recv_dtos.max(1),
             srq: self.srq.as_ref().map(|s| s.srqn),
             access: Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC,
-            sig_all: true,
+            // A post with DAT_COMPLETION_SUPPRESS_FLAG is unsignaled: it completes without a
+            // completion, and the QP counts it (`DtoCounters::unsignaled`) for the slots.
+            sig_all: false,
         }
     }
 
@@ -488,7 +489,7 @@ impl Ep {
     /// has not completed yet (seed 004's allocation rule).
     pub fn get_status(&self) -> (EpState, bool, bool) {
         let c = self.inner.lock();
-        let requests = c.counters.requests.load(Ordering::Acquire);
+        let requests = c.counters.requests_done();
         let recv_idle = if self.inner.srq.is_some() {
             c.recv
                 .as_ref()
@@ -751,7 +752,7 @@ impl Ep {
         if c.state != EpState::Connected {
             return Err(state_error(c.state));
         }
-        let done = c.counters.requests.load(Ordering::Acquire);
+        let done = c.counters.requests_done();
         if c.posted_requests.saturating_sub(done) >= u64::from(c.attr.max_request_dtos) {
             return Err(DatError::InsufficientResources("request queue full".into()));
         }

@@ -217,7 +217,6 @@ fn shard(r: &RuntimeStats) -> Dict {
             completions,
             unrouted,
             evd_overflows,
-            suppressed,
             away_polls,
             away_busy_polls,
             away_rx_frames,

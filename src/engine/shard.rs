@@ -585,12 +585,21 @@ mod tests {
             (1, 2, 2, 1),
             "{t:?}"
         );
+        assert_eq!((t.turns, t.idle_turns, t.tx_full), (1, 0, 0), "{t:?}");
 
-        // Idle turns (clock reads and timer checks included) add nothing.
+        // Idle turns (clock reads and timer checks included) add nothing but their count.
         for _ in 0..2 * CLOCK_EVERY_IDLE {
             assert!(!shard.poll());
         }
-        assert_eq!(shard.stage_times(), Some(t));
+        let idle = 2 * CLOCK_EVERY_IDLE;
+        assert_eq!(
+            shard.stage_times(),
+            Some(StageTimes {
+                turns: 1 + idle,
+                idle_turns: idle,
+                ..t
+            })
+        );
 
         // Off again: dropped.
         shard.time_stages(false);

@@ -263,6 +263,8 @@ impl Qp {
                     w.len,
                     qpn,
                 ));
+            } else {
+                self.unsignaled_done += 1;
             }
         }
         if done > 0 {
@@ -469,6 +471,8 @@ impl Qp {
                 byte_len,
                 self.config.qpn,
             ));
+        } else {
+            self.unsignaled_done += 1;
         }
     }
 

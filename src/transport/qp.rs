@@ -188,6 +188,10 @@ pub struct Qp {
     pub(super) state: QpState,
     pub(super) stats: QpStats,
     pub(super) cq: VecDeque<WorkCompletion>,
+    /// Send WRs completed successfully without a completion (posted unsignaled, no `sig_all`),
+    /// since the QP was created: what a consumer that counts its queue's slots (the DAT EP)
+    /// learns without a completion per WR ([`unsignaled_done`](Self::unsignaled_done)).
+    pub(super) unsignaled_done: u64,
     pub(super) timers: TimerTable,
     pub(super) req: ReqState,
     pub(super) resp: RespState,
@@ -217,6 +221,7 @@ impl Qp {
             resp: RespState::new(),
             rq: VecDeque::with_capacity(config.rq_depth.min(1 << 16) as usize),
             cq: VecDeque::new(),
+            unsignaled_done: 0,
             config,
             attr: QpAttr::default(),
             state: QpState::Reset,
@@ -577,6 +582,13 @@ impl Qp {
     #[inline]
     pub(super) fn ack_may_trail(&self) -> bool {
         !self.resp.ack_due && self.req.cur < self.req.sq.len() && self.resp.only_an_ack()
+    }
+
+    /// Send WRs completed successfully without a completion since the QP was created (each
+    /// unsignaled WR when its message is acknowledged, IBTA vol. 1 §10.8.3.1: the consumer
+    /// sees no work completion for it, and its queue slot is free again).
+    pub fn unsignaled_done(&self) -> u64 {
+        self.unsignaled_done
     }
 
     /// True when [`poll_completion`](Self::poll_completion) has a completion.

@@ -2,6 +2,7 @@
 //! work lists that keep every call from scanning all QPs (see the module documentation).
 
 use super::*;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How a QP's receive buffers are accounted (seeds 002/004).
 #[derive(Debug)]
@@ -51,6 +52,9 @@ pub(super) struct QpEntry {
     pub(super) route: Option<Route>,
     /// Peer IP once connected (or connecting).
     pub(super) peer: Option<IpAddr>,
+    /// Where the QP's count of send WRs completed without a completion goes
+    /// ([`Host::count_unsignaled_into`]).
+    pub(super) unsignaled_sink: Option<Arc<AtomicU64>>,
 }
 
 /// Which QPs did something since they were last looked at (see the module documentation).
@@ -87,6 +91,13 @@ impl Work {
     /// no packet). A QP on an SRQ is always collected (its SRQ may have events).
     #[inline]
     pub(super) fn ran(&mut self, qpn: u32, e: &mut QpEntry) {
+        if let Some(sink) = &e.unsignaled_sink {
+            // This shard is the only writer: a store when the count moved, none otherwise.
+            let n = e.qp.unsignaled_done();
+            if sink.load(Ordering::Relaxed) != n {
+                sink.store(n, Ordering::Release);
+            }
+        }
         if !e.cq_dirty && (e.qp.has_completion() || matches!(e.recv, RecvAcct::Srq(_))) {
             e.cq_dirty = true;
             self.cq_dirty.push(qpn);
@@ -227,6 +238,7 @@ impl<M: Memory> Host<M> {
                 tx_queued: false,
                 route: None,
                 peer: None,
+                unsignaled_sink: None,
             },
         );
         self.work.reserve(self.qps.len());
@@ -384,6 +396,20 @@ impl<M: Memory> Host<M> {
             Some(Err(_)) => return Err(HostError::Qp(QpError::InvalidArgument)),
             None => self.net.clear_qp_traffic_class(qpn),
         }
+        Ok(())
+    }
+
+    /// Keeps `sink` equal to QP `qpn`'s count of send WRs completed successfully without a
+    /// completion ([`Qp::unsignaled_done`]), updated whenever the QP runs: a consumer counting
+    /// its queue's free slots (the DAT EP) then needs no completion per unsignaled WR.
+    pub fn count_unsignaled_into(
+        &mut self,
+        qpn: u32,
+        sink: Arc<AtomicU64>,
+    ) -> Result<(), HostError> {
+        let e = self.qps.get_mut(&qpn).ok_or(HostError::UnknownQp)?;
+        sink.store(e.qp.unsignaled_done(), Ordering::Release);
+        e.unsignaled_sink = Some(sink);
         Ok(())
     }
 

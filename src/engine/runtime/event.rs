@@ -180,11 +180,6 @@ pub struct QpRoute {
     pub conn: Option<Arc<EventSink>>,
     /// Completions counted as the shard generates them (for `dat_ep_get_status` idleness).
     pub counters: Option<Arc<DtoCounters>>,
-    /// DAT completion suppression: the QP posts a completion for every send WR (`sig_all`),
-    /// and the successful completion of a WR posted with `signaled == false`
-    /// (DAT_COMPLETION_SUPPRESS_FLAG / UNSIGNALLED) is counted, freeing its queue slot, but
-    /// delivers no event. Errors are always delivered.
-    pub suppress_unsignaled: bool,
     /// The async EVD of the QP's IA (post failures, watermarks, Last WQE Reached); `None`: the
     /// engine's own async sink.
     pub async_events: Option<Arc<EventSink>>,
@@ -194,7 +189,12 @@ pub struct QpRoute {
 /// (written by the QP's shard only).
 #[derive(Debug, Default)]
 pub struct DtoCounters {
+    /// Send WRs completed with a completion (signaled ones, and every error).
     pub requests: AtomicU64,
+    /// Send WRs completed successfully without one (posted unsignaled:
+    /// DAT_COMPLETION_SUPPRESS_FLAG / UNSIGNALLED), as the QP counts them
+    /// (`Host::count_unsignaled_into`): their queue slots are free again.
+    pub unsignaled: Arc<AtomicU64>,
     pub recvs: AtomicU64,
     /// Successful receives of a SEND without immediate data, and their bytes.
     pub recv_plain: AtomicU64,
@@ -205,4 +205,11 @@ pub struct DtoCounters {
     /// Successful receives consumed by an RDMA WRITE with immediate data.
     pub recv_rdma_imm: AtomicU64,
     pub recv_rdma_imm_bytes: AtomicU64,
+}
+
+impl DtoCounters {
+    /// Send WRs completed, with a completion or without (their queue slots are free).
+    pub fn requests_done(&self) -> u64 {
+        self.requests.load(Ordering::Acquire) + self.unsignaled.load(Ordering::Acquire)
+    }
 }

@@ -61,7 +61,6 @@ fn route<Io: FrameIo>(s: &Side<'_, Io>) -> QpRoute {
         recv: Some(s.events.clone()),
         conn: Some(s.events.clone()),
         counters: None,
-        suppress_unsignaled: false,
         async_events: None,
     }
 }

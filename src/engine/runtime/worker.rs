@@ -43,8 +43,6 @@ pub struct WorkerStats {
     pub unrouted: u64,
     /// Events that did not fit their EVD (each also reported on the async EVD when it fits).
     pub evd_overflows: u64,
-    /// Successful completions of unsignaled WRs counted without an event.
-    pub suppressed: u64,
     /// Batches of several completions put on one EVD in one pass (a burst's, `Staged`).
     pub evd_batches: u64,
     /// CM transitions replayed on this shard / sent to other shards.
@@ -144,9 +142,6 @@ pub struct Worker<M: Memory, Io: FrameIo> {
     conn_qpn: FxHashMap<CmId, u32>,
     requests: FxHashMap<CmId, IpAddr>,
     listeners: FxHashMap<u16, Arc<EventSink>>,
-    /// Per QP routed with `suppress_unsignaled`: the `signaled` flag of each send WR applied
-    /// and not yet completed, in SQ order (RC completes sends in order).
-    signaled: FxHashMap<u32, VecDeque<bool>>,
     /// Shard 0: QPs whose connection was broken (their later DISCONNECTED is not reported).
     broken: HashSet<u32>,
     /// Completions routed in this drain, not yet on their EVDs.
@@ -176,7 +171,6 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             conn_qpn: FxHashMap::default(),
             requests: FxHashMap::default(),
             listeners: FxHashMap::default(),
-            signaled: FxHashMap::default(),
             broken: HashSet::new(),
             staged: Staged::default(),
             stats: WorkerStats::default(),
@@ -301,14 +295,8 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         let host = &mut self.shard.host;
         match cmd {
             Command::PostSend { qpn, wr } => {
-                let (wr_id, opcode, signaled) = (wr.wr_id, wr.op.wc_opcode(), wr.signaled);
-                let r = host.post_send(now, qpn, wr);
-                if r.is_ok() {
-                    if let Some(q) = self.signaled.get_mut(&qpn) {
-                        q.push_back(signaled);
-                    }
-                }
-                if let Err(e) = r {
+                let (wr_id, opcode) = (wr.wr_id, wr.op.wc_opcode());
+                if let Err(e) = host.post_send(now, qpn, wr) {
                     self.stats.post_errors += 1;
                     let error = match e {
                         crate::engine::host::HostError::Qp(q) => q,
@@ -347,8 +335,8 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                     .create_qp_in_space(now, opts, self.index as u32, self.shards as u32)
                     .map_err(EngineError::from);
                 if let Ok(qpn) = r {
-                    if route.suppress_unsignaled {
-                        self.signaled.insert(qpn, VecDeque::new());
+                    if let Some(c) = &route.counters {
+                        let _ = host.count_unsignaled_into(qpn, c.unsignaled.clone());
                     }
                     self.routes.insert(qpn, route);
                 }
@@ -357,10 +345,8 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
             }
             Command::SetRoute { qpn, route, reply } => {
                 let r = if host.qp(qpn).is_some() {
-                    if route.suppress_unsignaled {
-                        self.signaled.entry(qpn).or_default();
-                    } else {
-                        self.signaled.remove(&qpn);
+                    if let Some(c) = &route.counters {
+                        let _ = host.count_unsignaled_into(qpn, c.unsignaled.clone());
                     }
                     self.routes.insert(qpn, route);
                     Ok(())
@@ -379,7 +365,6 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
                     Ok(())
                 } else {
                     self.routes.remove(&qpn);
-                    self.signaled.remove(&qpn);
                     host.destroy_qp(qpn).map_err(EngineError::from)
                 };
                 self.broken.remove(&qpn);
@@ -595,25 +580,12 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         while let Some(wc) = next {
             next = self.shard.host.poll_completion();
             self.stats.completions += 1;
-            let recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
-            let suppressed = !recv
-                && self
-                    .signaled
-                    .get_mut(&wc.qp_num)
-                    .and_then(|q| q.pop_front())
-                    .is_some_and(|signaled| !signaled)
-                && wc.status == WcStatus::Success;
-            if suppressed {
-                self.count_dto(&wc);
-                self.stats.suppressed += 1;
-            } else {
-                let (qpn, status) = (wc.qp_num, wc.status);
-                self.route_dto(wc, next.is_none());
-                if !matches!(status, WcStatus::Success | WcStatus::WrFlushErr) {
-                    // The error's completion reaches its EVD before the connection event.
-                    self.deliver_staged();
-                    self.break_after_dto_error(qpn);
-                }
+            let (qpn, status) = (wc.qp_num, wc.status);
+            self.route_dto(wc, next.is_none());
+            if !matches!(status, WcStatus::Success | WcStatus::WrFlushErr) {
+                // The error's completion reaches its EVD before the connection event.
+                self.deliver_staged();
+                self.break_after_dto_error(qpn);
             }
             work = true;
         }

@@ -409,6 +409,8 @@ fn unsignaled_wrs_complete_silently_unless_sig_all() {
         p.completions(A).iter().map(|c| c.wr_id).collect::<Vec<_>>(),
         vec![2]
     );
+    // The silent one is counted (a consumer's queue slot is free again without a completion).
+    assert_eq!(p.s[A].qp.unsignaled_done(), 1);
 
     let mut ca = config(0x11);
     ca.sig_all = true;
@@ -424,6 +426,11 @@ fn unsignaled_wrs_complete_silently_unless_sig_all() {
     p.post_send(A, w2);
     p.run();
     assert_eq!(p.completions(A).len(), 1);
+    assert_eq!(
+        p.s[A].qp.unsignaled_done(),
+        0,
+        "sig_all: every WR has its completion"
+    );
 }
 
 #[test]
