@@ -682,13 +682,8 @@ impl Ep {
         let mut total = 0u64;
         let mut sgl = crate::transport::types::SgList::with_capacity(local.len());
         for t in local {
-            if t.segment_length > 0 {
-                match mem.query(t.lmr_context) {
-                    Ok(info) if info.pz != pz => {
-                        return Err(DatError::ProtectionViolation(access));
-                    }
-                    _ => {}
-                }
+            if t.segment_length > 0 && mem.local_pz(t.lmr_context).is_some_and(|p| p != pz) {
+                return Err(DatError::ProtectionViolation(access));
             }
             total += u64::from(t.segment_length);
             sgl.push(Sge {

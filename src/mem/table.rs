@@ -1154,6 +1154,21 @@ impl MrTable {
         Ok((held, slot.ptr.load(Ordering::Relaxed), off))
     }
 
+    /// The protection zone of the live region `lkey` names, read without holding the region
+    /// (two loads of its state word around the read, no atomic read-modify-write): a post's
+    /// early PZ check (`dat_ep_post_*`: DAT_PROTECTION_VIOLATION). The QP's check at post time
+    /// stays the one that guards the access. `None` when the key names no live region.
+    pub fn local_pz(&self, lkey: u32) -> Option<Pz> {
+        let (idx, gen) = self.key_slot(KeyKind::Local, lkey).ok()?;
+        let slot = &self.slots[idx];
+        if !key_live(slot.state.load(Ordering::Acquire), KeyKind::Local, gen) {
+            return None;
+        }
+        let pd = slot.pd.load(Ordering::Acquire);
+        // Still the same registration (a new one has another generation in the state word).
+        key_live(slot.state.load(Ordering::Acquire), KeyKind::Local, gen).then_some(Pz(pd))
+    }
+
     /// A snapshot of the live region `lkey` names (`dat_lmr_query`).
     pub fn query(&self, lkey: u32) -> Result<RegionInfo, MrError> {
         let held = self

@@ -66,6 +66,23 @@ fn key_pz_bounds_rights_in_order() {
     );
 }
 
+/// `local_pz` names a live region's PZ by its L_Key only: not by its R_Key, not after it is
+/// deregistered, not for a slot registered again (a new generation).
+#[test]
+fn local_pz_of_live_local_keys_only() {
+    let t = MrTable::new(1);
+    let pz = t.create_pz();
+    let other = t.create_pz();
+    let r = t.register_alloc(pz, 64, 8, Access::REMOTE_READ).unwrap();
+    assert_eq!(t.local_pz(r.lkey), Some(pz));
+    assert_eq!(t.local_pz(r.rkey), None, "an R_Key");
+    t.deregister(r.lkey).unwrap();
+    assert_eq!(t.local_pz(r.lkey), None, "deregistered");
+    let again = t.register_alloc(other, 64, 8, Access::REMOTE_READ).unwrap();
+    assert_eq!(t.local_pz(r.lkey), None, "the old key of a reused slot");
+    assert_eq!(t.local_pz(again.lkey), Some(other));
+}
+
 #[test]
 fn bounds_at_exact_edges_and_wrapping() {
     let t = MrTable::new(4);
