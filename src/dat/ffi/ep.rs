@@ -20,14 +20,15 @@ pub(super) fn ep_of(o: &Object) -> Result<&EpObj, u32> {
 /// Drops an EP's QPN from its IA's map (before its handle goes).
 pub(super) fn forget_ep(o: &Object) {
     if let Body::Ep(e) = &o.body {
-        let mut eps = lock(&o.ia.eps);
         // Its entry is under its QPN (kept current by ep_reset); a scan only if it is not.
         let qpn = e.ep.qpn();
-        if eps.get(&qpn) == Some(&o.handle) {
-            eps.remove(&qpn);
-        } else {
-            eps.retain(|_, h| *h != o.handle);
-        }
+        o.ia.eps.change(|eps| {
+            if eps.get(&qpn) == Some(&o.handle) {
+                eps.remove(&qpn);
+            } else {
+                eps.retain(|_, h| *h != o.handle);
+            }
+        });
     }
 }
 
@@ -185,7 +186,7 @@ unsafe fn create(
             pdata: Mutex::new(Vec::new()),
         })
     });
-    lock(&ia.ia.eps).insert(qpn, o.handle);
+    ia.ia.eps.change(|eps| eps.insert(qpn, o.handle));
     // SAFETY: `out` is NULL or a writable DAT_EP_HANDLE (this fn's contract).
     unsafe { put(out, attr_arg + 1, o.handle as d::DAT_EP_HANDLE) }
 }
@@ -204,7 +205,7 @@ pub(super) fn provider_ep_handle(ia: &Arc<IaState>, ep: Ep) -> Arc<Object> {
             pdata: Mutex::new(Vec::new()),
         })
     });
-    lock(&ia.eps).insert(qpn, o.handle);
+    ia.eps.change(|eps| eps.insert(qpn, o.handle));
     o
 }
 
@@ -861,9 +862,10 @@ pub(super) unsafe extern "C" fn ep_reset(ep: d::DAT_EP_HANDLE) -> d::DAT_RETURN 
         let old = e.ep.qpn();
         e.ep.reset().map_err(|err| map(&err, 0))?;
         let new = e.ep.qpn();
-        let mut eps = lock(&o.ia.eps);
-        eps.remove(&old);
-        eps.insert(new, o.handle);
+        o.ia.eps.change(|eps| {
+            eps.remove(&old);
+            eps.insert(new, o.handle);
+        });
         Ok(())
     })
 }

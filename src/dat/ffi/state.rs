@@ -6,10 +6,64 @@ pub(crate) use super::sockaddr::SockAddr;
 use crate::dat::Ia;
 use dat_sys as d;
 use rustc_hash::FxHashMap;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, Weak};
+
+/// EP handles by QPN, read for every DTO event (its EP handle) by the consumer's thread: each
+/// thread remembers its last answer, good while the map has not changed since
+/// ([`EpMap::generation`]), so a stream of completions of one EP takes no lock.
+pub(crate) struct EpMap {
+    map: Mutex<FxHashMap<u32, usize>>,
+    /// Bumped (under the lock) by every change; each map starts in a range of its own, so an
+    /// answer a thread remembers from a map since freed never matches a new map at the same
+    /// address.
+    generation: AtomicU64,
+}
+
+impl Default for EpMap {
+    fn default() -> EpMap {
+        static RANGES: AtomicU64 = AtomicU64::new(0);
+        EpMap {
+            map: Mutex::default(),
+            generation: AtomicU64::new(RANGES.fetch_add(1 << 32, Ordering::Relaxed)),
+        }
+    }
+}
+
+thread_local! {
+    /// (map address, generation, QPN, handle) of this thread's last `EpMap::get`.
+    static LAST_EP: Cell<(usize, u64, u32, usize)> = const { Cell::new((0, u64::MAX, 0, 0)) };
+}
+
+impl EpMap {
+    /// The handle of the EP of `qpn` (0: none).
+    pub fn get(&self, qpn: u32) -> usize {
+        let me = self as *const EpMap as usize;
+        // Read before the map: a change after this read has a newer generation, so an answer
+        // remembered under this one is never taken for a later map's.
+        let generation = self.generation.load(Ordering::Acquire);
+        let last = LAST_EP.try_with(Cell::get).ok();
+        if let Some((m, g, q, h)) = last {
+            if (m, g, q) == (me, generation, qpn) {
+                return h;
+            }
+        }
+        let h = lock(&self.map).get(&qpn).copied().unwrap_or(0);
+        let _ = LAST_EP.try_with(|c| c.set((me, generation, qpn, h)));
+        h
+    }
+
+    /// Changes the map under its lock (and its generation).
+    pub fn change<T>(&self, f: impl FnOnce(&mut FxHashMap<u32, usize>) -> T) -> T {
+        let mut m = lock(&self.map);
+        let r = f(&mut m);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        r
+    }
+}
 
 /// Named attributes (DAT_NAMED_ATTR) over owned strings.
 pub(crate) struct NamedAttrs {
@@ -63,7 +117,7 @@ pub(crate) struct IaState {
     pub handle: AtomicUsize,
     pub async_evd: AtomicUsize,
     /// EP handles by QPN (events name their EP by QPN).
-    pub eps: Mutex<FxHashMap<u32, usize>>,
+    pub eps: EpMap,
     /// EVD and CNO handles by the id of their Rust object (a CNO names its EVDs, an EVD its
     /// CNO, by id).
     pub evds: Mutex<FxHashMap<u64, usize>>,
@@ -103,7 +157,7 @@ impl IaState {
             ia: RwLock::new(Some(ia)),
             handle: AtomicUsize::new(0),
             async_evd: AtomicUsize::new(0),
-            eps: Mutex::new(FxHashMap::default()),
+            eps: EpMap::default(),
             evds: Mutex::new(FxHashMap::default()),
             cnos: Mutex::new(FxHashMap::default()),
             rmrs: Mutex::new(FxHashMap::default()),
@@ -134,7 +188,7 @@ impl IaState {
     }
 
     pub fn ep_handle(&self, qpn: u32) -> usize {
-        lock(&self.eps).get(&qpn).copied().unwrap_or(0)
+        self.eps.get(qpn)
     }
 
     pub fn rmr_handle(&self, id: u64) -> usize {
@@ -179,4 +233,29 @@ impl IaState {
 /// critical section here is a single insert/remove/read).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EpMap;
+
+    /// A thread's remembered answer never outlives a change of the map: a reset EP's new QPN,
+    /// a freed EP, another map.
+    #[test]
+    fn ep_map_answers_follow_every_change() {
+        let m = EpMap::default();
+        assert_eq!(m.get(7), 0);
+        m.change(|e| e.insert(7, 0x70));
+        assert_eq!((m.get(7), m.get(7)), (0x70, 0x70));
+        m.change(|e| {
+            e.remove(&7);
+            e.insert(8, 0x70);
+        });
+        assert_eq!((m.get(7), m.get(8)), (0, 0x70));
+        m.change(|e| e.remove(&8));
+        assert_eq!(m.get(8), 0);
+        let other = EpMap::default();
+        other.change(|e| e.insert(8, 0x80));
+        assert_eq!((other.get(8), m.get(8)), (0x80, 0));
+    }
 }
