@@ -416,10 +416,19 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         // turn costs no empty poll after it. A device with no room gets no more frames this
         // turn: they stay unbuilt in their queue pairs (nothing is dropped for lack of room).
         let mut full = false;
+        let mut unflushed = false;
+        let mut flush_next = false;
         while self.host.has_output() {
             if !self.io.ready() {
                 full = true;
                 break;
+            }
+            // The frame the consumer's next completion hangs on (`Host::take_awaited`) leaves
+            // before the rest of this turn's frames are built, unless all that follows is the
+            // ACKs it carries along (a ping-pong's answer and its ACK stay one burst).
+            if std::mem::take(&mut flush_next) && !self.host.output_is_lone_acks() {
+                self.flush_timed();
+                unflushed = false;
             }
             let build_start = self.stages.map(|_| self.clock.now());
             let out = match zero_copy {
@@ -470,6 +479,8 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
             }
             if sent {
                 tx += 1;
+                unflushed = true;
+                flush_next = self.host.take_awaited();
             } else {
                 self.stats.tx_dropped += 1;
             }
@@ -477,15 +488,20 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         if let Some(st) = self.stages.as_mut() {
             st.tx_full += u64::from(full);
         }
-        if tx > 0 || self.io.tx_pending() {
-            let flush_start = self.stages.map(|_| self.clock.now());
-            self.io.flush();
-            if let (Some(start), Some(st)) = (flush_start, self.stages.as_mut()) {
-                st.flushed(self.clock.now().saturating_nanos_since(start));
-            }
+        if unflushed || self.io.tx_pending() {
+            self.flush_timed();
         }
         self.stats.tx_frames += tx;
         tx
+    }
+
+    /// One TX burst of the frames queued, timed for `--stages`.
+    fn flush_timed(&mut self) {
+        let flush_start = self.stages.map(|_| self.clock.now());
+        self.io.flush();
+        if let (Some(start), Some(st)) = (flush_start, self.stages.as_mut()) {
+            st.flushed(self.clock.now().saturating_nanos_since(start));
+        }
     }
 }
 
@@ -967,6 +983,17 @@ mod tests {
 
     /// A signaled 64 B RDMA WRITE from `from`'s region to `to`'s.
     fn post_write(shard: &mut TestShard, qpn: u32, from: &Region, to: &Region) {
+        post_write_signaled(shard, qpn, from, to, true);
+    }
+
+    /// A 64 B RDMA WRITE from `from`'s region to `to`'s, `signaled` or not.
+    fn post_write_signaled(
+        shard: &mut TestShard,
+        qpn: u32,
+        from: &Region,
+        to: &Region,
+        signaled: bool,
+    ) {
         let wr = SendWr {
             wr_id: 7,
             op: SendOp::Write {
@@ -979,7 +1006,7 @@ mod tests {
                 lkey: from.lkey,
             }]
             .into(),
-            signaled: true,
+            signaled,
             fence: false,
             solicited: false,
         };
@@ -1047,6 +1074,40 @@ mod tests {
         post_write(&mut c.a, c.qa, &c.mem_a, &c.mem_b);
         assert_eq!(c.a.send_now(), 2);
         assert_eq!(sent(&c.a), (3, 2));
+    }
+
+    /// The frame of the signaled WRITE the consumer waits for leaves in a burst of its own
+    /// when more requests follow it in the same turn; at the end of a turn it costs no extra
+    /// burst.
+    #[test]
+    fn the_awaited_write_leaves_before_the_rest_of_the_turn_is_built() {
+        let mut c = connected_shards();
+        c.a.time_stages(true);
+        // S u u: the signaled WRITE's burst, then the other two.
+        for signaled in [true, false, false] {
+            post_write_signaled(&mut c.a, c.qa, &c.mem_a, &c.mem_b, signaled);
+        }
+        assert_eq!(c.a.send_now(), 3);
+        assert_eq!(sent(&c.a), (3, 2), "two bursts");
+        while c.a.poll() | c.b.poll() {}
+        assert_eq!(
+            c.a.host.poll_completion().map(|wc| wc.status),
+            Some(WcStatus::Success)
+        );
+        // u u S: one burst, the awaited WRITE last.
+        for signaled in [false, false, true] {
+            post_write_signaled(&mut c.a, c.qa, &c.mem_a, &c.mem_b, signaled);
+        }
+        assert_eq!(c.a.send_now(), 3);
+        assert_eq!(sent(&c.a), (6, 3), "one more burst");
+        // S S u: the second signaled WRITE waits behind the first, so one split only.
+        while c.a.poll() | c.b.poll() {}
+        assert!(c.a.host.poll_completion().is_some());
+        for signaled in [true, true, false] {
+            post_write_signaled(&mut c.a, c.qa, &c.mem_a, &c.mem_b, signaled);
+        }
+        assert_eq!(c.a.send_now(), 3);
+        assert_eq!(sent(&c.a), (9, 5), "two more bursts");
     }
 
     /// A lone request's ACK leaves on the responder's next turn when its consumer posts

@@ -136,6 +136,10 @@ pub(super) struct ReqState {
     /// The probe's last packet, which goes out whatever the window (it adds nothing in
     /// flight).
     pub probe_pass: Option<Psn>,
+    /// The packet just handed out ends the oldest signaled WR outstanding (`Qp::take_awaited`).
+    pub awaited: bool,
+    /// The last PSN of the newest signaled WR sent (`Qp::ends_awaited`).
+    pub last_signaled: Option<Psn>,
 }
 
 impl ReqState {
@@ -159,6 +163,8 @@ impl ReqState {
             rto: Default::default(),
             probe_last: None,
             probe_pass: None,
+            awaited: false,
+            last_signaled: None,
         }
     }
 
@@ -185,10 +191,12 @@ impl ReqState {
         self.rnr_wait = false;
         self.window = SendWindow::default();
         self.window_una = sq_psn;
+        self.last_signaled = None;
     }
 
     /// Forgets transmit progress (the send queue was emptied).
     pub fn reset_cursor(&mut self) {
+        self.last_signaled = None;
         self.cur = 0;
         self.cur_pkt = 0;
         self.rd_outstanding = 0;
@@ -428,6 +436,7 @@ impl Qp {
             self.req.unrequested += 1;
         }
         if whole_wqe {
+            self.req.awaited = self.ends_awaited(self.req.cur, psn.add(span - 1));
             self.req.cur += 1;
             self.req.cur_pkt = 0;
         } else {
@@ -452,6 +461,47 @@ impl Qp {
                 self.timers.set(Timer::Ack, now + d);
             }
         }
+    }
+}
+
+impl Qp {
+    /// Whether WQE `i`, whose last packet (PSN `last`) is going out, is the one the consumer's
+    /// next completion comes from: it is signaled (or the QP signals all) and every signaled
+    /// WR sent before it is acknowledged. A consumer whose send queue is full of unsignaled
+    /// WRs waits for this completion to post again (IBTA vol. 1 §10.8.3.1: unsignaled WRs
+    /// complete only with a later signaled one), so its packet should not wait behind the rest
+    /// of a burst. O(1): the last PSN of the newest signaled WR sent is kept.
+    #[inline]
+    fn ends_awaited(&mut self, i: usize, last: Psn) -> bool {
+        let sig_all = self.config.sig_all;
+        if !self.req.sq.get(i).is_some_and(|w| w.signaled || sig_all) {
+            return false;
+        }
+        let una = self.req.una;
+        match self.req.last_signaled {
+            // A resend behind a newer signaled WR, or the same WR again.
+            Some(p) if p.after(last) => false,
+            Some(p) if p == last => true,
+            // An older signaled WR is still unacknowledged.
+            Some(p) if !p.before(una) => {
+                self.req.last_signaled = Some(last);
+                false
+            }
+            _ => {
+                self.req.last_signaled = Some(last);
+                true
+            }
+        }
+    }
+
+    /// True once after [`poll_transmit`](Qp::poll_transmit) or
+    /// [`next_write_only`](Qp::next_write_only) handed out the last packet of the WR the
+    /// consumer's next completion comes from (see `ends_awaited`): the caller sends it at once,
+    /// not behind the other frames it builds in the same turn, so the completion that
+    /// reopens the consumer's window comes back a burst sooner. At most one packet in flight
+    /// is awaited at a time, so a stream of signaled WRs keeps its bursts.
+    pub fn take_awaited(&mut self) -> bool {
+        std::mem::take(&mut self.req.awaited)
     }
 }
 

@@ -229,6 +229,8 @@ pub struct Host<M: Memory> {
     stats: HostStats,
     /// Header prediction on receive and send (on by default).
     predict: bool,
+    /// The frame `poll_transmit_*` returned last is awaited (`take_awaited`).
+    awaited: bool,
 }
 
 impl<M: Memory> Host<M> {
@@ -265,6 +267,7 @@ impl<M: Memory> Host<M> {
             events: VecDeque::new(),
             stats: HostStats::default(),
             predict: true,
+            awaited: false,
         })
     }
 

@@ -29,6 +29,13 @@ impl<M: Memory> Host<M> {
             || self.net.has_transmit()
     }
 
+    /// True once after `poll_transmit_*` returned a frame that ends the WR the consumer's next
+    /// completion comes from (`Qp::take_awaited`): the shard sends it at once instead of
+    /// behind the rest of its turn's frames.
+    pub fn take_awaited(&mut self) -> bool {
+        std::mem::take(&mut self.awaited)
+    }
+
     /// True when every frame waiting is a lone ACK ([`Qp::output_is_lone_ack`]): what a turn
     /// of an inline consumer may leave for the next frame it sends (`Shard::poll_holding_acks`).
     /// ARP, MADs and every other packet make it false.
@@ -157,6 +164,7 @@ impl<M: Memory> Host<M> {
             if self.predict && routed {
                 if let Some(w) = e.qp.next_write_only(now, fast_max) {
                     // It completes nothing (no `polled`): only its bookkeeping follows.
+                    let awaited = e.qp.take_awaited();
                     let more = e.qp.has_output();
                     if !more {
                         e.tx_queued = false;
@@ -172,6 +180,7 @@ impl<M: Memory> Host<M> {
                             if more {
                                 self.work.tx_ready.push_back(qpn);
                             }
+                            self.awaited = awaited;
                             return Some(TxOut::Whole);
                         }
                     }
@@ -182,6 +191,7 @@ impl<M: Memory> Host<M> {
             loop {
                 let dest_qpn = e.qp.attr().dest_qpn;
                 let polled = e.qp.poll_transmit(now);
+                let awaited = e.qp.take_awaited();
                 self.work.polled(qpn, e);
                 let Some(tx) = polled.as_ref() else {
                     e.tx_queued = false;
@@ -233,6 +243,7 @@ impl<M: Memory> Host<M> {
                     if more {
                         self.work.tx_ready.push_back(qpn);
                     }
+                    self.awaited = awaited;
                     return Some(kind);
                 }
                 // Dropped and counted: its next packet, if any.

@@ -1,7 +1,9 @@
 //! When the requester asks for ACKs (IBTA vol. 1 §9.7.4.1.4): on the last packet of every
 //! message, signaled or not; every `ACK_REQ_EVERY` packets of a long message; when the send
 //! queue or window fills; on resending its last packet. The responder answers a burst of
-//! requests with one ACK, and nothing ever waits for a timer to be acknowledged.
+//! requests with one ACK, and nothing ever waits for a timer to be acknowledged. The packet
+//! that ends the oldest signaled WR in flight is marked awaited (`Qp::take_awaited`): its
+//! sender does not hold it behind the rest of a burst.
 
 use super::*;
 use crate::transport::requester::ACK_REQ_EVERY;
@@ -173,4 +175,69 @@ fn a_lost_write_is_resent_from_the_nak() {
     for i in 0..3 {
         assert_eq!(&whole[8 * i..8 * i + 8], &src[..], "WRITE {i} landed");
     }
+}
+
+/// Which of A's next `n` packets end the WR whose completion A's consumer waits for
+/// (`Qp::take_awaited`, read after each one).
+fn awaited_flags(p: &mut Pair, n: usize) -> Vec<bool> {
+    (0..n)
+        .map(|_| {
+            p.drain_one(A);
+            p.s[A].qp.take_awaited()
+        })
+        .collect()
+}
+
+#[test]
+fn the_packet_of_the_oldest_signaled_wr_in_flight_is_awaited() {
+    let mut p = Pair::new();
+    let a = p.region(A, 8, 1);
+    let b = p.zeroed(B, 8);
+    // u u u S u S: the first signaled WR is awaited, the second waits behind it.
+    for (i, s) in [false, false, false, true, false, true]
+        .into_iter()
+        .enumerate()
+    {
+        p.post_send(A, write(i as u64, &a, &b, s));
+    }
+    assert_eq!(
+        awaited_flags(&mut p, 6),
+        [false, false, false, true, false, false]
+    );
+    assert!(!p.s[A].qp.take_awaited(), "read once");
+    // B's ACK covers all six: the next signaled WR is awaited again.
+    p.run();
+    assert_eq!(p.completions(A).len(), 2);
+    p.post_send(A, write(6, &a, &b, false));
+    p.post_send(A, write(7, &a, &b, true));
+    assert_eq!(awaited_flags(&mut p, 2), [false, true]);
+}
+
+#[test]
+fn with_sig_all_only_a_wr_with_nothing_older_in_flight_is_awaited() {
+    let mut ca = config(0x11);
+    ca.sig_all = true;
+    let mut p = Pair::with_configs(|_, _| {}, 1, 2, ca, config(0x22));
+    let a = p.region(A, 8, 1);
+    let b = p.zeroed(B, 8);
+    for i in 0..3 {
+        p.post_send(A, write(i, &a, &b, false));
+    }
+    assert_eq!(awaited_flags(&mut p, 3), [true, false, false]);
+}
+
+#[test]
+fn a_resent_awaited_wr_is_awaited_again() {
+    let mut p = Pair::new();
+    let a = p.region(A, 8, 1);
+    let b = p.zeroed(B, 8);
+    p.post_send(A, write(1, &a, &b, true));
+    assert_eq!(awaited_flags(&mut p, 1), [true]);
+    // Lost: the local ACK timer resends it, and its resend is what the consumer waits for.
+    let t = p.s[A].qp.poll_timeout().expect("the ACK timer");
+    p.s[A].qp.handle_timeout(t);
+    let again = p.drain(A);
+    assert_eq!(again.len(), 1);
+    assert!(p.s[A].qp.take_awaited());
+    assert_eq!(p.s[A].qp.stats().retransmits, 1);
 }
