@@ -759,6 +759,31 @@ fn on_vlan(tag: &str) -> VlanLink {
     }
 }
 
+/// Over net_memif, whose frames are built straight into their mbufs (`FrameIo::tx_build`),
+/// both ends on VLAN 77: each frame is tagged in its mbuf, and a frame left untagged or tagged
+/// wrong would be dropped as another VLAN's (the counts stay zero) and its run would fail.
+#[test]
+fn every_operation_verified_on_a_vlan_over_memif() {
+    let link = memif("vm");
+    for (profile, addr) in [
+        (&link.server, "10.77.3.1/24"),
+        (&link.client, "10.77.3.2/24"),
+    ] {
+        let text = std::fs::read_to_string(profile).unwrap();
+        let line = format!("address = \"{addr}\"");
+        assert!(text.contains(&line), "{}", profile.display());
+        let tagged = text.replace(&line, &format!("{line}\nvlan = 77\ndscp = 26"));
+        std::fs::write(profile, tagged).unwrap();
+    }
+    for (op, text) in every_op_verified_briefly(&link, &[]) {
+        assert_eq!(
+            text.matches("summary: receive drops: none").count(),
+            2,
+            "{op}: both sides dropped nothing (rx_other_vlan included):\n{text}"
+        );
+    }
+}
+
 /// Frames of `pcap` that tshark's display filter `filter` selects.
 fn tshark_count(pcap: &Path, filter: &str) -> u64 {
     let out = Command::new("tshark")

@@ -10,7 +10,7 @@ use dpdk_roce::config::Profile;
 use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
 use dpdk_roce::engine::faults::{FaultConfig, FaultyIo};
 use dpdk_roce::engine::host::{Host, HostConfig};
-use dpdk_roce::engine::io::{FrameIo, IoStats, PinnedFrame};
+use dpdk_roce::engine::io::{Built, FrameBuf, FrameIo, IoStats, PinnedFrame};
 use dpdk_roce::engine::shard::{Shard, StageTimes};
 use dpdk_roce::mem::MrTable;
 use dpdk_roce::transport::qp::QpStats;
@@ -63,6 +63,16 @@ impl FrameIo for BenchIo {
         match self {
             BenchIo::Port(io) => io.tx(frame),
             BenchIo::Faulty(io) => io.tx(frame),
+        }
+    }
+    fn tx_build(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        build: &mut dyn FnMut(&mut dyn FrameBuf) -> bool,
+    ) -> Built {
+        match self {
+            BenchIo::Port(io) => io.tx_build(scratch, build),
+            BenchIo::Faulty(io) => io.tx_build(scratch, build),
         }
     }
     fn flush(&mut self) {

@@ -1,7 +1,7 @@
 //! The port queue of an IA, whatever drives it (a DPDK queue pair, an in-memory cable), behind
 //! one type so the DAT objects are not generic over the I/O.
 
-use crate::engine::io::{FrameIo, PinnedFrame, RxInterrupt};
+use crate::engine::io::{Built, FrameBuf, FrameIo, PinnedFrame, RxInterrupt};
 
 /// A boxed queue pair.
 pub type PortIo = Box<dyn FrameIo + Send>;
@@ -12,6 +12,13 @@ impl FrameIo for Box<dyn FrameIo + Send> {
     }
     fn tx(&mut self, frame: &[u8]) -> bool {
         (**self).tx(frame)
+    }
+    fn tx_build(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        build: &mut dyn FnMut(&mut dyn FrameBuf) -> bool,
+    ) -> Built {
+        (**self).tx_build(scratch, build)
     }
     fn flush(&mut self) {
         (**self).flush()

@@ -4,7 +4,7 @@
 use super::pinned_tx::{SlotPool, TX_OFFLOAD_MULTI_SEGS};
 use super::{DpdkError, Eal, Mbuf, Mempool, Port, PortConfig, RxQueue, TxQueue};
 use crate::config::{MemifRole, PortDriver, Profile};
-use crate::engine::io::{FrameIo, IoStats, PinnedFrame, RxInterrupt};
+use crate::engine::io::{Built, FrameBuf, FrameIo, IoStats, PinnedFrame, RxInterrupt};
 use crate::net::{Received, Vlan, TAG_LEN};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -70,6 +70,30 @@ fn put_frame(m: &mut Mbuf, vlan: Option<&Vlan>, frame: &[u8]) -> bool {
     };
     m.append(len)
         .is_some_and(|out| vlan.write_tagged(frame, out))
+}
+
+/// A frame built straight into a fresh mbuf (`FrameIo::tx_build`), `TAG_LEN` bytes in on a
+/// tagged port so the tag goes in without a second copy (`Vlan::tag_in_place`).
+struct MbufFrame {
+    m: Mbuf,
+    at: usize,
+}
+
+impl FrameBuf for MbufFrame {
+    fn sized(&mut self, len: usize) -> Option<&mut [u8]> {
+        let total = u16::try_from(len + self.at).ok()?;
+        // Sized again after a frame that could not be built: start from empty.
+        let had = self.m.data_len();
+        if had > 0 && !self.m.trim(had) {
+            return None;
+        }
+        let at = self.at;
+        self.m.append(total).map(|b| &mut b[at..])
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.m.data().get(self.at..).unwrap_or(&[])
+    }
 }
 
 impl Drop for DpdkFrameIo {
@@ -274,6 +298,45 @@ impl FrameIo for DpdkFrameIo {
         self.tx_slots[self.pending] = Some(m);
         self.pending += 1;
         true
+    }
+
+    /// Straight into a fresh mbuf: the frame is not copied after it is built. An mbuf whose
+    /// build found no frame goes back to the stash.
+    fn tx_build(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        build: &mut dyn FnMut(&mut dyn FrameBuf) -> bool,
+    ) -> Built {
+        let mbuf = if self.room() { self.fresh_mbuf() } else { None };
+        let Some(m) = mbuf else {
+            // No room or no mbuf: the frame is built and dropped, as `tx` drops it.
+            if !build(scratch) {
+                return Built::Nothing;
+            }
+            self.stats.tx_dropped += 1;
+            return Built::Dropped;
+        };
+        let at = if self.vlan.is_some() { TAG_LEN } else { 0 };
+        let mut frame = MbufFrame { m, at };
+        if !build(&mut frame) {
+            let MbufFrame { mut m, .. } = frame;
+            let had = m.data_len();
+            if had == 0 || m.trim(had) {
+                self.tx_stash[self.stashed] = Some(m);
+                self.stashed += 1;
+            }
+            return Built::Nothing;
+        }
+        let MbufFrame { mut m, .. } = frame;
+        if let Some(vlan) = self.vlan.as_ref() {
+            if !m.data_mut().is_some_and(|b| vlan.tag_in_place(b)) {
+                self.stats.tx_dropped += 1;
+                return Built::Dropped;
+            }
+        }
+        self.tx_slots[self.pending] = Some(m);
+        self.pending += 1;
+        Built::Queued
     }
 
     fn zero_copy_min(&self) -> Option<usize> {

@@ -53,6 +53,45 @@ impl PinnedFrame<'_> {
     }
 }
 
+/// Where a frame is built in place: a reused buffer, or straight in the device's transmit
+/// buffer ([`FrameIo::tx_build`]), so the built frame is not copied again.
+pub trait FrameBuf {
+    /// The frame's `len` bytes, their contents unspecified (a builder writes every one);
+    /// `None` when the buffer cannot hold `len` bytes.
+    fn sized(&mut self, len: usize) -> Option<&mut [u8]>;
+    /// The frame as last sized and written.
+    fn bytes(&self) -> &[u8];
+
+    /// Sizes the frame to `bytes` and copies them in; false when they do not fit.
+    fn put(&mut self, bytes: &[u8]) -> bool {
+        self.sized(bytes.len())
+            .map(|out| out.copy_from_slice(bytes))
+            .is_some()
+    }
+}
+
+impl FrameBuf for Vec<u8> {
+    fn sized(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.resize(len, 0);
+        Some(self)
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+/// What [`FrameIo::tx_build`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Built {
+    /// The builder had no frame.
+    Nothing,
+    /// A frame was built and queued.
+    Queued,
+    /// A frame was built and dropped (the device had no room or buffer), counted.
+    Dropped,
+}
+
 /// One queue pair of a port, as a shard sees it.
 pub trait FrameIo {
     /// Receives up to one burst, calling `f` on each frame (valid only during the call).
@@ -61,6 +100,24 @@ pub trait FrameIo {
     /// Queues `frame` for sending. False when the device's queue is full: the frame is dropped
     /// and counted (RC retransmission recovers it).
     fn tx(&mut self, frame: &[u8]) -> bool;
+    /// Builds a frame in place and queues it: `build` sizes and writes it through the
+    /// [`FrameBuf`] it is given, and returns false when it has no frame. The default builds
+    /// into `scratch` and queues that with [`tx`](Self::tx); a device with its own transmit
+    /// buffers builds the frame straight into one (DPDK: an mbuf), so it is not copied again.
+    fn tx_build(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        build: &mut dyn FnMut(&mut dyn FrameBuf) -> bool,
+    ) -> Built {
+        if !build(scratch) {
+            return Built::Nothing;
+        }
+        if self.tx(scratch) {
+            Built::Queued
+        } else {
+            Built::Dropped
+        }
+    }
     /// Hands queued frames to the device. Frames the device has no room for stay queued for
     /// the next flush (see [`ready`](Self::ready)).
     fn flush(&mut self);

@@ -4,7 +4,7 @@
 
 use super::clock::Clock;
 use super::host::{Host, PinnedTx, TxOut};
-use super::io::{FrameIo, PinnedFrame};
+use super::io::{Built, FrameIo, PinnedFrame};
 use super::raw_l2::{turn_around, RawChannel, RawMode};
 use crate::sim::capture::{CaptureError, PcapCapture};
 use crate::time::Instant;
@@ -430,53 +430,17 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
                 self.flush_timed();
                 unflushed = false;
             }
-            let build_start = self.stages.map(|_| self.clock.now());
-            let out = match zero_copy {
-                Some(min) => {
-                    self.host
-                        .poll_transmit_pinned(now, &mut self.txbuf, &mut self.pinned, min)
-                }
-                None => self
-                    .host
-                    .poll_transmit_into(now, &mut self.txbuf)
-                    .then_some(TxOut::Whole),
+            let sent = match zero_copy {
+                None => match self.build_in_place(now, stamp) {
+                    Built::Nothing => break,
+                    Built::Queued => true,
+                    Built::Dropped => false,
+                },
+                Some(min) => match self.build_pinned(now, stamp, min) {
+                    None => break,
+                    Some(sent) => sent,
+                },
             };
-            let io_start = build_start.filter(|_| out.is_some()).map(|start| {
-                let t = self.clock.now();
-                if let Some(st) = self.stages.as_mut() {
-                    st.built(t.saturating_nanos_since(start));
-                }
-                t
-            });
-            let sent = match out {
-                None => break,
-                Some(TxOut::Whole) => {
-                    if let Some(c) = self.capture.as_mut() {
-                        let _ = c.write(stamp, &self.txbuf);
-                    }
-                    self.io.tx(&self.txbuf)
-                }
-                Some(TxOut::Pinned) => {
-                    let Some(table) = self.host.mem.pin_table() else {
-                        break;
-                    };
-                    let trailer = self.pinned.trailer_bytes();
-                    let frame = PinnedFrame {
-                        headers: &self.txbuf,
-                        segments: &mut self.pinned.segments,
-                        trailer: &trailer.0[..trailer.1],
-                        table,
-                    };
-                    if let Some(c) = self.capture.as_mut() {
-                        frame.gather_into(&mut self.capture_buf);
-                        let _ = c.write(stamp, &self.capture_buf);
-                    }
-                    self.io.tx_pinned(frame)
-                }
-            };
-            if let (Some(start), Some(st)) = (io_start, self.stages.as_mut()) {
-                st.copied(self.clock.now().saturating_nanos_since(start));
-            }
             if sent {
                 tx += 1;
                 unflushed = true;
@@ -493,6 +457,91 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
         }
         self.stats.tx_frames += tx;
         tx
+    }
+
+    /// The host's next frame, built straight into the device's transmit buffer
+    /// (`FrameIo::tx_build`) and queued. Stage timing splits the host's build from the rest
+    /// (the buffer's allocation, a copy where the device makes one).
+    fn build_in_place(&mut self, now: Instant, stamp: Instant) -> Built {
+        let Shard {
+            host,
+            io,
+            capture,
+            txbuf,
+            stages,
+            clock,
+            ..
+        } = self;
+        let timed = stages.is_some();
+        let start = timed.then(|| clock.now());
+        let mut build_ns = 0;
+        let built = io.tx_build(txbuf, &mut |buf| {
+            let t0 = timed.then(|| clock.now());
+            let built = host.poll_transmit_into(now, buf);
+            if let Some(t0) = t0 {
+                build_ns = clock.now().saturating_nanos_since(t0);
+            }
+            if built {
+                if let Some(c) = capture.as_mut() {
+                    let _ = c.write(stamp, buf.bytes());
+                }
+            }
+            built
+        });
+        if let (Some(start), Some(st), false) = (start, stages.as_mut(), built == Built::Nothing) {
+            st.built(build_ns);
+            st.copied(
+                clock
+                    .now()
+                    .saturating_nanos_since(start)
+                    .saturating_sub(build_ns),
+            );
+        }
+        built
+    }
+
+    /// The host's next frame where the device sends payloads from registered memory: pinned
+    /// when its payload is at least `min` bytes, else built whole in the shard's buffer and
+    /// copied. `None` when the host had none; else whether it was queued.
+    fn build_pinned(&mut self, now: Instant, stamp: Instant, min: usize) -> Option<bool> {
+        let build_start = self.stages.map(|_| self.clock.now());
+        let out = self
+            .host
+            .poll_transmit_pinned(now, &mut self.txbuf, &mut self.pinned, min)?;
+        let io_start = build_start.map(|start| {
+            let t = self.clock.now();
+            if let Some(st) = self.stages.as_mut() {
+                st.built(t.saturating_nanos_since(start));
+            }
+            t
+        });
+        let sent = match out {
+            TxOut::Whole => {
+                if let Some(c) = self.capture.as_mut() {
+                    let _ = c.write(stamp, &self.txbuf);
+                }
+                self.io.tx(&self.txbuf)
+            }
+            TxOut::Pinned => {
+                let table = self.host.mem.pin_table()?;
+                let trailer = self.pinned.trailer_bytes();
+                let frame = PinnedFrame {
+                    headers: &self.txbuf,
+                    segments: &mut self.pinned.segments,
+                    trailer: &trailer.0[..trailer.1],
+                    table,
+                };
+                if let Some(c) = self.capture.as_mut() {
+                    frame.gather_into(&mut self.capture_buf);
+                    let _ = c.write(stamp, &self.capture_buf);
+                }
+                self.io.tx_pinned(frame)
+            }
+        };
+        if let (Some(start), Some(st)) = (io_start, self.stages.as_mut()) {
+            st.copied(self.clock.now().saturating_nanos_since(start));
+        }
+        Some(sent)
     }
 
     /// One TX burst of the frames queued, timed for `--stages`.

@@ -92,6 +92,21 @@ impl Vlan {
         (u16::from(pcp) << 13) | self.id
     }
 
+    /// Tags in place a frame built `TAG_LEN` bytes into `buf` (the untagged frame is
+    /// `buf[TAG_LEN..]`): its MACs move to the front and our tag goes after them. `false`
+    /// (nothing changed) when the frame is shorter than an Ethernet header.
+    pub fn tag_in_place(&self, buf: &mut [u8]) -> bool {
+        const MACS: usize = ethernet::field::ETHERTYPE;
+        if buf.len() < TAG_LEN + ethernet::HEADER_LEN {
+            return false;
+        }
+        let tci = self.tci(&buf[TAG_LEN..]);
+        buf.copy_within(TAG_LEN..TAG_LEN + MACS, 0);
+        buf[MACS..MACS + 2].copy_from_slice(&EtherType::VLAN.0.to_be_bytes());
+        buf[MACS + 2..MACS + 4].copy_from_slice(&tci.to_be_bytes());
+        true
+    }
+
     /// Writes untagged `frame` into `out` with our tag after its source MAC. `out` must hold
     /// `frame.len() + TAG_LEN` bytes; `false` (nothing written) when it does not or `frame` is
     /// shorter than an Ethernet header.
@@ -291,6 +306,22 @@ mod tests {
             Received::Foreign,
             "a cut tag"
         );
+    }
+
+    /// A frame built `TAG_LEN` bytes into its buffer comes out tagged exactly as
+    /// `write_tagged` tags a copy; a buffer too short for an Ethernet header stays unchanged.
+    #[test]
+    fn tagging_in_place_equals_tagging_a_copy() {
+        let vlan = Vlan::new(Some(77), Pcp::FromDscp).unwrap();
+        let frame = ipv4_frame(46);
+        let mut buf = vec![0xee; TAG_LEN];
+        buf.extend_from_slice(&frame);
+        assert!(vlan.tag_in_place(&mut buf));
+        assert_eq!(buf, tagged(&vlan, &frame));
+        assert_eq!(&buf[12..16], &[0x81, 0x00, 0xa0, 77], "PCP 5 from EF");
+        let mut short = [0u8; TAG_LEN + 13];
+        assert!(!vlan.tag_in_place(&mut short));
+        assert_eq!(short, [0u8; TAG_LEN + 13]);
     }
 
     #[test]

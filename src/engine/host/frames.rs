@@ -4,6 +4,7 @@
 //! `Net::headers_len`).
 
 use super::*;
+use crate::engine::io::FrameBuf;
 
 /// The parts of a [`Host`] a frame is built from, borrowed apart from its QP table: the
 /// transmit path builds a QP's frame while that QP's entry (its cached route) stays borrowed.
@@ -17,14 +18,14 @@ impl<M: Memory> FrameBuilder<'_, M> {
     /// Builds a pinned frame (see `poll_transmit_pinned`); `None` when the memory cannot pin
     /// (build a whole frame instead), `Some(false)` when the packet was dropped and counted.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn build_pinned(
+    pub(super) fn build_pinned<B: FrameBuf + ?Sized>(
         &mut self,
         now: Instant,
         dst: IpAddr,
         src_qpn: u32,
         dst_qpn: u32,
         tx: &Transmit,
-        out: &mut Vec<u8>,
+        out: &mut B,
         pinned: &mut PinnedTx,
     ) -> Option<bool> {
         let table = self.mem.pin_table()?;
@@ -57,8 +58,11 @@ impl<M: Memory> FrameBuilder<'_, M> {
         // The Ethernet/IP/UDP headers from the destination's template, then the RoCE headers.
         let at_bth = Net::headers_len(dst);
         let at_payload = at_bth + headers.header_len();
-        out.clear();
-        out.resize(at_payload, 0);
+        let Some(out) = out.sized(at_payload) else {
+            unpin(pinned);
+            self.stats.tx_build_errors += 1;
+            return Some(false);
+        };
         let roce_len = at_payload - at_bth + len + pad + ICRC_LEN;
         let written = self.net.write_headers_any_len(
             now,
@@ -100,11 +104,11 @@ impl<M: Memory> FrameBuilder<'_, M> {
     /// order (payload read first, so a packet dropped for it takes no IP identification).
     /// False (and counted as `build_frame` counts it) when it cannot be built.
     #[inline(always)]
-    pub(super) fn build_write_only(
+    pub(super) fn build_write_only<B: FrameBuf + ?Sized>(
         &mut self,
         route: &Route,
         w: &WriteOnlyRequest,
-        out: &mut Vec<u8>,
+        out: &mut B,
     ) -> bool {
         let at_bth = route.headers_len();
         let at_payload = at_bth + BTH_LEN + RETH_LEN;
@@ -114,7 +118,10 @@ impl<M: Memory> FrameBuilder<'_, M> {
         let body_end = pay_end + usize::from(pad);
         let len = body_end + ICRC_LEN;
         // Sized, not cleared: every byte is written below.
-        out.resize(len, 0);
+        let Some(out) = out.sized(len) else {
+            self.stats.tx_build_errors += 1;
+            return false;
+        };
         out[pay_end..pay_end + ICRC_LEN].copy_from_slice(&[0; ICRC_LEN]);
         if self
             .mem
@@ -190,7 +197,7 @@ impl<M: Memory> FrameBuilder<'_, M> {
     /// built: payload unreadable, no peer MAC, or headers that do not emit.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) fn build_frame(
+    pub(super) fn build_frame<B: FrameBuf + ?Sized>(
         &mut self,
         now: Instant,
         to: To<'_>,
@@ -198,7 +205,7 @@ impl<M: Memory> FrameBuilder<'_, M> {
         dst_qpn: u32,
         headers: &RoceHeaders,
         body: Body<'_>,
-        out: &mut Vec<u8>,
+        out: &mut B,
     ) -> bool {
         let payload_len = match body {
             Body::Bytes(b) => b.len(),
@@ -215,7 +222,10 @@ impl<M: Memory> FrameBuilder<'_, M> {
         // Sized, not cleared: every byte is written below (the template's headers, the RoCE
         // headers, whose emit writes each byte of their span, the payload, the zero pad and
         // the ICRC), so the bytes of the previous frame in the reused buffer do not matter.
-        out.resize(len, 0);
+        let Some(out) = out.sized(len) else {
+            self.stats.tx_build_errors += 1;
+            return false;
+        };
         let pay_end = at_payload + payload_len;
         // The pad (at most 3 bytes) is zero; the ICRC after it is written last.
         out[pay_end..pay_end + ICRC_LEN].copy_from_slice(&[0; ICRC_LEN]);

@@ -2,6 +2,7 @@
 //! frame leaves next and to whom (the frames themselves are built in `frames`).
 
 use super::*;
+use crate::engine::io::FrameBuf;
 
 impl<M: Memory> Host<M> {
     /// The next frame to send, if any: ARP first, then CM MADs, then the QPs round robin. A QP
@@ -14,7 +15,8 @@ impl<M: Memory> Host<M> {
 
     /// Like [`poll_transmit`](Self::poll_transmit), but into a reused buffer (no allocation on
     /// the fast path): `out` holds the frame when this returns true.
-    pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+    /// `out` may be a device's own transmit buffer (`FrameIo::tx_build`).
+    pub fn poll_transmit_into<B: FrameBuf + ?Sized>(&mut self, now: Instant, out: &mut B) -> bool {
         self.poll_outgoing(now, out, None).is_some()
     }
 
@@ -68,17 +70,18 @@ impl<M: Memory> Host<M> {
         self.poll_outgoing(now, out, Some((pinned, min_pinned)))
     }
 
-    pub(super) fn poll_outgoing(
+    pub(super) fn poll_outgoing<B: FrameBuf + ?Sized>(
         &mut self,
         now: Instant,
-        out: &mut Vec<u8>,
+        out: &mut B,
         mut pinned: Option<(&mut PinnedTx, usize)>,
     ) -> Option<TxOut> {
         if let Some(arp) = self.net.poll_transmit(now) {
             self.stats.tx_frames += 1;
-            out.clear();
-            out.extend_from_slice(arp.padded());
-            return Some(TxOut::Whole);
+            if out.put(arp.padded()) {
+                return Some(TxOut::Whole);
+            }
+            self.stats.tx_build_errors += 1;
         }
         // Held MADs whose destination got resolved (or failed: then they are dropped; the CM
         // retransmits and finally reports the connection unreachable).
@@ -113,9 +116,10 @@ impl<M: Memory> Host<M> {
                     self.held_mads.push_back((t.dst, t.mad));
                     if let Some(arp) = self.net.poll_transmit(now) {
                         self.stats.tx_frames += 1;
-                        out.clear();
-                        out.extend_from_slice(arp.padded());
-                        return Some(TxOut::Whole);
+                        if out.put(arp.padded()) {
+                            return Some(TxOut::Whole);
+                        }
+                        self.stats.tx_build_errors += 1;
                     }
                 }
                 Resolve::Pending | Resolve::Failed(_) => self.stats.tx_mads_dropped += 1,
@@ -143,9 +147,10 @@ impl<M: Memory> Host<M> {
                 let _ = self.net.resolve(now, dst);
                 if let Some(arp) = self.net.poll_transmit(now) {
                     self.stats.tx_frames += 1;
-                    out.clear();
-                    out.extend_from_slice(arp.padded());
-                    return Some(TxOut::Whole);
+                    if out.put(arp.padded()) {
+                        return Some(TxOut::Whole);
+                    }
+                    self.stats.tx_build_errors += 1;
                 }
                 continue;
             }
@@ -258,7 +263,12 @@ impl<M: Memory> Host<M> {
 
     /// The next packet of QP `qpn` (moved to ERROR by the CM: only its last acknowledgements
     /// remain) as a whole frame in `out`; false when it has none (or cannot send any).
-    pub(super) fn qp_frame_before_cm(&mut self, now: Instant, qpn: u32, out: &mut Vec<u8>) -> bool {
+    pub(super) fn qp_frame_before_cm<B: FrameBuf + ?Sized>(
+        &mut self,
+        now: Instant,
+        qpn: u32,
+        out: &mut B,
+    ) -> bool {
         let Some(dst) = self.qps.get(&qpn).and_then(|e| e.peer) else {
             return false;
         };
@@ -286,12 +296,12 @@ impl<M: Memory> Host<M> {
         false
     }
 
-    pub(super) fn mad_frame(
+    pub(super) fn mad_frame<B: FrameBuf + ?Sized>(
         &mut self,
         now: Instant,
         dst: IpAddr,
         mad: &[u8],
-        out: &mut Vec<u8>,
+        out: &mut B,
     ) -> bool {
         let bth = BthRepr::new(Opcode::UD_SEND_ONLY, CM_QPN, self.gsi_psn);
         debug_assert_eq!(bth.pkey, DEFAULT_PKEY);

@@ -17,7 +17,7 @@
 
 use super::event::Event;
 use super::steer::{classify, roce_dest_qpn, Steer};
-use crate::engine::io::FrameIo;
+use crate::engine::io::{Built, FrameBuf, FrameIo};
 use crate::transport::types::{QpAttr, QpState};
 use crossbeam_queue::ArrayQueue;
 use std::collections::VecDeque;
@@ -383,6 +383,43 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
         } else {
             self.stats.dropped += 1;
             false
+        }
+    }
+
+    /// Straight into the own queue's buffer; a frame to the port's own MAC is copied out of
+    /// it and looped back, and a shard without a TX queue relays a copy.
+    fn tx_build(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        build: &mut dyn FnMut(&mut dyn FrameBuf) -> bool,
+    ) -> Built {
+        let Some(port) = self.port.as_mut() else {
+            if !build(scratch) {
+                return Built::Nothing;
+            }
+            return if self.tx(scratch) {
+                Built::Queued
+            } else {
+                Built::Dropped
+            };
+        };
+        let own_mac = self.own_mac;
+        let mut looped: Option<Vec<u8>> = None;
+        let built = port.tx_build(scratch, &mut |buf| {
+            if !build(buf) {
+                return false;
+            }
+            let frame = buf.bytes();
+            if own_mac.is_some_and(|m| frame.get(..6).is_some_and(|d| d == m)) {
+                looped = Some(frame.to_vec());
+                return false;
+            }
+            true
+        });
+        match looped {
+            Some(frame) if self.loop_back(&frame) => Built::Queued,
+            Some(_) => Built::Dropped,
+            None => built,
         }
     }
 
