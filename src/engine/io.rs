@@ -63,6 +63,7 @@ pub trait FrameBuf {
     fn bytes(&self) -> &[u8];
 
     /// Sizes the frame to `bytes` and copies them in; false when they do not fit.
+    #[inline]
     fn put(&mut self, bytes: &[u8]) -> bool {
         self.sized(bytes.len())
             .map(|out| out.copy_from_slice(bytes))
@@ -71,11 +72,13 @@ pub trait FrameBuf {
 }
 
 impl FrameBuf for Vec<u8> {
+    #[inline]
     fn sized(&mut self, len: usize) -> Option<&mut [u8]> {
         self.resize(len, 0);
         Some(self)
     }
 
+    #[inline]
     fn bytes(&self) -> &[u8] {
         self
     }

@@ -57,7 +57,7 @@ impl Qp {
         if psn.distance_from(self.req.una) >= self.req.window.limit() {
             return None;
         }
-        let (solicited, len) = (w.solicited, w.len);
+        let (solicited, signaled, len) = (w.solicited, w.signaled, w.len);
         let payload = MemRef {
             kind: KeyKind::Local,
             pd: self.config.pd,
@@ -79,7 +79,7 @@ impl Qp {
             ack_req,
             ..BthRepr::new(Opcode::RC_WRITE_ONLY, self.attr.dest_qpn, psn)
         };
-        self.note_request_sent(now, psn, 1, true, ack_req);
+        self.note_request_sent(now, psn, 1, Some(signaled), ack_req);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += u64::from(len);
         if !self.resp.queue.is_empty() {

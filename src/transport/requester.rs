@@ -347,7 +347,8 @@ impl Qp {
         }
         if is_rd_atomic(&w.op) {
             let (h, span) = rd_atomic_request(w, k, psn, self.attr.pkey, self.attr.dest_qpn);
-            self.note_request_sent(now, psn, span, true, h.bth.ack_req);
+            let ends = Some(w.signaled);
+            self.note_request_sent(now, psn, span, ends, h.bth.ack_req);
             return Some(Transmit {
                 headers: h,
                 payload: Payload::new(),
@@ -378,6 +379,7 @@ impl Qp {
             _ => (None, None),
         };
         let opcode = segment_opcode(&w.op, first, last);
+        let ends = last.then_some(w.signaled);
         let solicited = last && w.solicited;
         // One SGE (the common case): the payload is one slice of it.
         let one = match &w.sgl[..] {
@@ -398,7 +400,7 @@ impl Qp {
             ..RoceHeaders::new(bth)
         };
         let pd = self.config.pd;
-        self.note_request_sent(now, psn, 1, last, ack_req);
+        self.note_request_sent(now, psn, 1, ends, ack_req);
         if let Some((key, addr)) = one {
             return Some(Transmit {
                 headers,
@@ -419,15 +421,16 @@ impl Qp {
     }
 
     /// Transmit bookkeeping of a request packet at `psn` covering `span` PSNs: the AckReq
-    /// count, the cursor (to the next WQE after the message's last packet),
-    /// the highest PSN sent and the local ACK timer (IBTA vol. 1 §9.7.6.1.2).
+    /// count, the cursor (to the next WQE after the message's last packet: `ends` is then
+    /// `Some(signaled)`, the WQE's flag), the awaited mark (`ends_awaited`), the highest PSN
+    /// sent and the local ACK timer (IBTA vol. 1 §9.7.6.1.2).
     #[inline(always)]
     pub(super) fn note_request_sent(
         &mut self,
         now: Instant,
         psn: Psn,
         span: u32,
-        whole_wqe: bool,
+        ends: Option<bool>,
         ack_req: bool,
     ) {
         if ack_req {
@@ -435,8 +438,8 @@ impl Qp {
         } else {
             self.req.unrequested += 1;
         }
-        if whole_wqe {
-            self.req.awaited = self.ends_awaited(self.req.cur, psn.add(span - 1));
+        if let Some(signaled) = ends {
+            self.req.awaited = self.ends_awaited(signaled, psn.add(span - 1));
             self.req.cur += 1;
             self.req.cur_pkt = 0;
         } else {
@@ -465,16 +468,15 @@ impl Qp {
 }
 
 impl Qp {
-    /// Whether WQE `i`, whose last packet (PSN `last`) is going out, is the one the consumer's
-    /// next completion comes from: it is signaled (or the QP signals all) and every signaled
-    /// WR sent before it is acknowledged. A consumer whose send queue is full of unsignaled
-    /// WRs waits for this completion to post again (IBTA vol. 1 §10.8.3.1: unsignaled WRs
-    /// complete only with a later signaled one), so its packet should not wait behind the rest
-    /// of a burst. O(1): the last PSN of the newest signaled WR sent is kept.
+    /// Whether the WQE whose last packet (PSN `last`) is going out, `signaled` or not, is the
+    /// one the consumer's next completion comes from: it is signaled (or the QP signals all)
+    /// and every signaled WR sent before it is acknowledged. A consumer whose send queue is
+    /// full of unsignaled WRs waits for this completion to post again (IBTA vol. 1 §10.8.3.1:
+    /// unsignaled WRs complete only with a later signaled one), so its packet should not wait
+    /// behind the rest of a burst. O(1): the last PSN of the newest signaled WR sent is kept.
     #[inline]
-    fn ends_awaited(&mut self, i: usize, last: Psn) -> bool {
-        let sig_all = self.config.sig_all;
-        if !self.req.sq.get(i).is_some_and(|w| w.signaled || sig_all) {
+    fn ends_awaited(&mut self, signaled: bool, last: Psn) -> bool {
+        if !(signaled || self.config.sig_all) {
             return false;
         }
         let una = self.req.una;
