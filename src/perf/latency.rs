@@ -119,26 +119,24 @@ impl LatencySeries {
             "{:>12} {:>14} {:>10} {:>14}\n",
             "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
         );
+        // TotalCount is the count of values up to this row's (a running total), as
+        // HdrHistogram's `outputPercentileDistribution` prints it.
+        let mut total = 0u64;
         for v in h.iter_quantiles(5) {
             let q = v.quantile_iterated_to();
             let value = v.value_iterated_to() as f64 / 1000.0;
+            total += v.count_since_last_iteration();
             if q < 1.0 {
                 let _ = writeln!(
                     out,
                     "{:>12.3} {:>2.12} {:>10} {:>14.2}",
                     value,
                     q,
-                    v.count_since_last_iteration(),
+                    total,
                     1.0 / (1.0 - q)
                 );
             } else {
-                let _ = writeln!(
-                    out,
-                    "{:>12.3} {:>2.12} {:>10}",
-                    value,
-                    q,
-                    v.count_since_last_iteration()
-                );
+                let _ = writeln!(out, "{:>12.3} {:>2.12} {:>10}", value, q, total);
             }
         }
         let _ = writeln!(
@@ -242,6 +240,31 @@ mod tests {
         );
         assert!(text.contains("#[Mean    =        2.25"), "{text}");
         assert!(text.contains("SubBuckets     =         2048]"), "{text}");
+    }
+
+    /// The TotalCount column is a running total: it never falls, it reaches the value count
+    /// on the last row, and the row at a value counts every value up to it (here: the two of
+    /// 1 µs, then three with the 2 µs one, then all four).
+    #[test]
+    fn hgrm_total_count_is_the_running_total() {
+        let mut s = LatencySeries::new(8, Scale::Full);
+        for v in [1000u64, 1000, 2000, 5000] {
+            s.record(v);
+        }
+        let text = s.hgrm();
+        let rows: Vec<(f64, u64)> = text
+            .lines()
+            .skip(2)
+            .take_while(|l| !l.starts_with('#'))
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                (w[0].parse().unwrap(), w[2].parse().unwrap())
+            })
+            .collect();
+        assert!(rows.windows(2).all(|p| p[0].1 <= p[1].1), "{text}");
+        assert_eq!(rows.last().unwrap().1, 4, "{text}");
+        let at = |us: f64| rows.iter().find(|r| (r.0 - us).abs() < 0.01).unwrap().1;
+        assert_eq!((at(1.0), at(2.0), at(5.003)), (2, 3, 4), "{text}");
     }
 
     #[test]
