@@ -739,20 +739,23 @@ struct VlanLink {
     client_end: String,
 }
 
-fn on_vlan(tag: &str) -> VlanLink {
-    let veth = Veth::up(tag);
-    let (a, b) = (veth.end('a'), veth.end('b'));
-    let link = af_packet_between(tag, &a, &b, vec![veth]);
-    for (profile, addr) in [
-        (&link.server, "10.77.0.1/24"),
-        (&link.client, "10.77.0.2/24"),
-    ] {
+/// Puts both profiles of `link` (the server's RoCE address `server`, the client's `client`)
+/// on VLAN 77 with DSCP 26.
+fn put_on_vlan_77(link: &Link, server: &str, client: &str) {
+    for (profile, addr) in [(&link.server, server), (&link.client, client)] {
         let text = std::fs::read_to_string(profile).unwrap();
         let line = format!("address = \"{addr}\"");
         assert!(text.contains(&line), "{}", profile.display());
         let tagged = text.replace(&line, &format!("{line}\nvlan = 77\ndscp = 26"));
         std::fs::write(profile, tagged).unwrap();
     }
+}
+
+fn on_vlan(tag: &str) -> VlanLink {
+    let veth = Veth::up(tag);
+    let (a, b) = (veth.end('a'), veth.end('b'));
+    let link = af_packet_between(tag, &a, &b, vec![veth]);
+    put_on_vlan_77(&link, "10.77.0.1/24", "10.77.0.2/24");
     VlanLink {
         link,
         client_end: b,
@@ -765,16 +768,7 @@ fn on_vlan(tag: &str) -> VlanLink {
 #[test]
 fn every_operation_verified_on_a_vlan_over_memif() {
     let link = memif("vm");
-    for (profile, addr) in [
-        (&link.server, "10.77.3.1/24"),
-        (&link.client, "10.77.3.2/24"),
-    ] {
-        let text = std::fs::read_to_string(profile).unwrap();
-        let line = format!("address = \"{addr}\"");
-        assert!(text.contains(&line), "{}", profile.display());
-        let tagged = text.replace(&line, &format!("{line}\nvlan = 77\ndscp = 26"));
-        std::fs::write(profile, tagged).unwrap();
-    }
+    put_on_vlan_77(&link, "10.77.3.1/24", "10.77.3.2/24");
     for (op, text) in every_op_verified_briefly(&link, &[]) {
         assert_eq!(
             text.matches("summary: receive drops: none").count(),

@@ -79,12 +79,19 @@ struct MbufFrame {
     at: usize,
 }
 
+impl MbufFrame {
+    /// Drops what a build wrote (the mbuf is fresh again); false if it cannot.
+    fn clear(&mut self) -> bool {
+        let had = self.m.data_len();
+        had == 0 || self.m.trim(had)
+    }
+}
+
 impl FrameBuf for MbufFrame {
     fn sized(&mut self, len: usize) -> Option<&mut [u8]> {
         let total = u16::try_from(len + self.at).ok()?;
         // Sized again after a frame that could not be built: start from empty.
-        let had = self.m.data_len();
-        if had > 0 && !self.m.trim(had) {
+        if !self.clear() {
             return None;
         }
         let at = self.at;
@@ -319,10 +326,8 @@ impl FrameIo for DpdkFrameIo {
         let at = if self.vlan.is_some() { TAG_LEN } else { 0 };
         let mut frame = MbufFrame { m, at };
         if !build(&mut frame) {
-            let MbufFrame { mut m, .. } = frame;
-            let had = m.data_len();
-            if had == 0 || m.trim(had) {
-                self.tx_stash[self.stashed] = Some(m);
+            if frame.clear() {
+                self.tx_stash[self.stashed] = Some(frame.m);
                 self.stashed += 1;
             }
             return Built::Nothing;

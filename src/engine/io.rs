@@ -112,14 +112,7 @@ pub trait FrameIo {
         scratch: &mut Vec<u8>,
         build: &mut dyn FnMut(&mut dyn FrameBuf) -> bool,
     ) -> Built {
-        if !build(scratch) {
-            return Built::Nothing;
-        }
-        if self.tx(scratch) {
-            Built::Queued
-        } else {
-            Built::Dropped
-        }
+        tx_built_copy(self, scratch, build)
     }
     /// Hands queued frames to the device. Frames the device has no room for stay queued for
     /// the next flush (see [`ready`](Self::ready)).
@@ -167,6 +160,23 @@ pub trait RxInterrupt: Send {
     /// Sleeps until a frame reaches an armed queue of the port, or `timeout` passed. True when
     /// woken by a frame.
     fn wait(&mut self, timeout: Duration) -> bool;
+}
+
+/// Builds a frame into `scratch` and queues a copy of it through `io.tx` (the default of
+/// [`FrameIo::tx_build`], for queues without transmit buffers of their own).
+pub fn tx_built_copy<I: FrameIo + ?Sized>(
+    io: &mut I,
+    scratch: &mut Vec<u8>,
+    build: &mut dyn FnMut(&mut dyn FrameBuf) -> bool,
+) -> Built {
+    if !build(scratch) {
+        return Built::Nothing;
+    }
+    if io.tx(scratch) {
+        Built::Queued
+    } else {
+        Built::Dropped
+    }
 }
 
 /// Sends a pinned frame as one gathered copy through `io.tx` and unpins it (the default of

@@ -76,12 +76,8 @@ impl<M: Memory> Host<M> {
         out: &mut B,
         mut pinned: Option<(&mut PinnedTx, usize)>,
     ) -> Option<TxOut> {
-        if let Some(arp) = self.net.poll_transmit(now) {
-            self.stats.tx_frames += 1;
-            if out.put(arp.padded()) {
-                return Some(TxOut::Whole);
-            }
-            self.stats.tx_build_errors += 1;
+        if self.arp_into(now, out) {
+            return Some(TxOut::Whole);
         }
         // Held MADs whose destination got resolved (or failed: then they are dropped; the CM
         // retransmits and finally reports the connection unreachable).
@@ -114,12 +110,8 @@ impl<M: Memory> Host<M> {
                 }
                 Resolve::Pending if self.held_mads.len() < MAX_HELD_MADS => {
                     self.held_mads.push_back((t.dst, t.mad));
-                    if let Some(arp) = self.net.poll_transmit(now) {
-                        self.stats.tx_frames += 1;
-                        if out.put(arp.padded()) {
-                            return Some(TxOut::Whole);
-                        }
-                        self.stats.tx_build_errors += 1;
+                    if self.arp_into(now, out) {
+                        return Some(TxOut::Whole);
                     }
                 }
                 Resolve::Pending | Resolve::Failed(_) => self.stats.tx_mads_dropped += 1,
@@ -145,12 +137,8 @@ impl<M: Memory> Host<M> {
                 // Start (or keep) resolving; the QP's packets wait for the neighbour layer.
                 self.work.arp_wait.push(qpn);
                 let _ = self.net.resolve(now, dst);
-                if let Some(arp) = self.net.poll_transmit(now) {
-                    self.stats.tx_frames += 1;
-                    if out.put(arp.padded()) {
-                        return Some(TxOut::Whole);
-                    }
-                    self.stats.tx_build_errors += 1;
+                if self.arp_into(now, out) {
+                    return Some(TxOut::Whole);
                 }
                 continue;
             }
@@ -259,6 +247,20 @@ impl<M: Memory> Host<M> {
             }
         }
         None
+    }
+
+    /// The neighbour layer's next frame (ARP, neighbour discovery) into `out`; false when it
+    /// has none, or when `out` cannot hold it (counted).
+    fn arp_into<B: FrameBuf + ?Sized>(&mut self, now: Instant, out: &mut B) -> bool {
+        let Some(arp) = self.net.poll_transmit(now) else {
+            return false;
+        };
+        self.stats.tx_frames += 1;
+        if out.put(arp.padded()) {
+            return true;
+        }
+        self.stats.tx_build_errors += 1;
+        false
     }
 
     /// The next packet of QP `qpn` (moved to ERROR by the CM: only its last acknowledgements

@@ -17,7 +17,7 @@
 
 use super::event::Event;
 use super::steer::{classify, roce_dest_qpn, Steer};
-use crate::engine::io::{Built, FrameBuf, FrameIo};
+use crate::engine::io::{tx_built_copy, Built, FrameBuf, FrameIo};
 use crate::transport::types::{QpAttr, QpState};
 use crossbeam_queue::ArrayQueue;
 use std::collections::VecDeque;
@@ -147,8 +147,7 @@ impl<Io: FrameIo> ShardIo<Io> {
 
     /// True for a frame to the port's own MAC.
     fn to_own_mac(&self, frame: &[u8]) -> bool {
-        self.own_mac
-            .is_some_and(|m| frame.get(..6).is_some_and(|d| d == m))
+        is_to(self.own_mac, frame)
     }
 
     /// Holds `frame` for the next receive burst; false (dropped, counted) when too many wait
@@ -287,6 +286,11 @@ fn forward_copy(
     }
 }
 
+/// True for a frame to `mac` (`None`: no MAC, never).
+fn is_to(mac: Option<[u8; 6]>, frame: &[u8]) -> bool {
+    mac.is_some_and(|m| frame.get(..6).is_some_and(|d| d == m))
+}
+
 impl<Io: FrameIo> FrameIo for ShardIo<Io> {
     fn rx_burst(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
         if self.stash.is_some() {
@@ -394,14 +398,7 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
         build: &mut dyn FnMut(&mut dyn FrameBuf) -> bool,
     ) -> Built {
         let Some(port) = self.port.as_mut() else {
-            if !build(scratch) {
-                return Built::Nothing;
-            }
-            return if self.tx(scratch) {
-                Built::Queued
-            } else {
-                Built::Dropped
-            };
+            return tx_built_copy(self, scratch, build);
         };
         let own_mac = self.own_mac;
         let mut looped: Option<Vec<u8>> = None;
@@ -409,9 +406,8 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
             if !build(buf) {
                 return false;
             }
-            let frame = buf.bytes();
-            if own_mac.is_some_and(|m| frame.get(..6).is_some_and(|d| d == m)) {
-                looped = Some(frame.to_vec());
+            if is_to(own_mac, buf.bytes()) {
+                looped = Some(buf.bytes().to_vec());
                 return false;
             }
             true
