@@ -630,7 +630,9 @@ fn perftest_style(bin: &str, link: &Link, server_args: &[&str], client_args: &[&
             .map_while(Result::ok)
             .any(|l| l.starts_with("READY"));
         if !ready {
+            let pid = server.id();
             let out = server.wait_with_output().unwrap();
+            dpdk_common::remove_runtime_dirs_of(pid);
             let err = String::from_utf8_lossy(&out.stderr).to_string();
             assert!(
                 err.contains(dpdk_common::FANOUT_COLLISION),
@@ -648,8 +650,10 @@ fn perftest_style(bin: &str, link: &Link, server_args: &[&str], client_args: &[&
             .unwrap();
         let ctext = output_text(&client);
         if dpdk_common::is_fanout_collision(&client) {
+            // The killed server cannot clean up its EAL runtime directory.
             let _ = server.kill();
             let _ = server.wait();
+            dpdk_common::remove_runtime_dirs_of(server.id());
             dpdk_common::fanout_retry_wait();
             continue;
         }

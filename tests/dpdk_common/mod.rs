@@ -147,14 +147,18 @@ pub fn output_text(out: &Output) -> String {
 }
 
 /// Removes the EAL runtime directories of process `pid` (`/var/run/dpdk/<name>-<pid>`, the
-/// profiles' default file prefix): a test that killed a DPDK process it started cleans up what
+/// profiles' default file prefix) and its hugepage files: a test that killed a DPDK process it started cleans up what
 /// EAL could not, so a later test's `assert_no_runtime_dirs` does not find it.
 pub fn remove_runtime_dirs_of(pid: u32) {
     let suffix = format!("-{pid}");
     if let Ok(dir) = std::fs::read_dir("/var/run/dpdk") {
         for e in dir.flatten() {
-            if e.file_name().to_string_lossy().ends_with(&suffix) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(&suffix) {
                 let _ = std::fs::remove_dir_all(e.path());
+                for f in dpdk_roce::dpdk::hugepage_files(&name) {
+                    let _ = std::fs::remove_file(f);
+                }
             }
         }
     }
