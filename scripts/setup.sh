@@ -3,7 +3,8 @@
 # Idempotent: packages already present are not reinstalled, and `apt-get update` runs only
 # when something is missing.
 #
-# Changes made: Debian packages listed in PACKAGES below.
+# Changes made: Debian packages listed in PACKAGES below; the PyPI package hdrhistogram in
+# target/python.
 set -euo pipefail
 
 PACKAGES=(
@@ -22,6 +23,7 @@ PACKAGES=(
   ethtool           # scripts/veth.sh turns scatter-gather off on the veth ends
   arping            # the net_tap test: the kernel arpings the provider's address
   python3           # tests/roce_bw.rs sends another VLAN's frames through a packet socket
+  python3-pip       # installs the PyPI hdrhistogram package (below)
   util-linux        # flock, setsid, mount (scripts/)
   sockperf          # scripts/sockperf-baseline.sh: the kernel UDP busy-poll latency baseline
   fonts-dejavu-core # the TrueType font roce-tool plot and roce-bw --plot draw text with
@@ -54,6 +56,16 @@ if ((${#missing[@]})); then
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The HdrHistogram reference implementation from PyPI, which tests/hgrm_reference.rs compares
+# roce-lat's .hgrm output with, in target/python (not the system's Python).
+HDRH_VERSION=0.10.8
+cd "$(dirname "$0")/.."
+if [[ ! -f target/python/hdrhistogram-$HDRH_VERSION.dist-info/METADATA ]]; then
+  echo "setup: installing the PyPI hdrhistogram $HDRH_VERSION into target/python"
+  python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore \
+    --target target/python "hdrhistogram==$HDRH_VERSION"
 fi
 
 command -v cargo >/dev/null || { echo "setup: cargo not found (the machine's Rust toolchain is required)" >&2; exit 1; }

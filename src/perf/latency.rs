@@ -110,8 +110,13 @@ impl LatencySeries {
     }
 
     /// HdrHistogram's classic percentile distribution (`.hgrm`), values in microseconds, five
-    /// ticks per half distance, as `outputPercentileDistribution(out, 5, 1000.0)` prints it.
+    /// ticks per half distance: line for line what the HdrHistogram library's
+    /// `outputPercentileDistribution(out, 5, 1000.0)` prints for the same recorded values
+    /// (its `PercentileIterator`; tests/hgrm_reference.rs checks it against the PyPI
+    /// implementation).
     pub fn hgrm(&self) -> String {
+        const TICKS_PER_HALF_DISTANCE: u32 = 5;
+        const UNIT: f64 = 1000.0;
         let h = &self.hist;
         let mut out = String::new();
         let _ = writeln!(
@@ -119,36 +124,30 @@ impl LatencySeries {
             "{:>12} {:>14} {:>10} {:>14}\n",
             "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
         );
-        // TotalCount is the count of values up to this row's (a running total), as
-        // HdrHistogram's `outputPercentileDistribution` prints it.
-        let mut total = 0u64;
-        for v in h.iter_quantiles(5) {
-            let q = v.quantile_iterated_to();
-            let value = v.value_iterated_to() as f64 / 1000.0;
-            total += v.count_since_last_iteration();
-            if q < 1.0 {
+        for row in percentile_rows(h, TICKS_PER_HALF_DISTANCE) {
+            let (value, q) = (row.value as f64 / UNIT, row.percentile / 100.0);
+            if row.percentile < 100.0 {
                 let _ = writeln!(
                     out,
-                    "{:>12.3} {:>2.12} {:>10} {:>14.2}",
-                    value,
-                    q,
-                    total,
+                    "{value:>12.3} {q:>2.12} {:>10} {:>14.2}",
+                    row.total_count,
                     1.0 / (1.0 - q)
                 );
             } else {
-                let _ = writeln!(out, "{:>12.3} {:>2.12} {:>10}", value, q, total);
+                let _ = writeln!(out, "{value:>12.3} {q:>2.12} {:>10}", row.total_count);
             }
         }
+        let (mean, stdev) = mean_and_stdev(h);
         let _ = writeln!(
             out,
             "#[Mean    = {:>12.3}, StdDeviation   = {:>12.3}]",
-            h.mean() / 1000.0,
-            h.stdev() / 1000.0
+            mean / UNIT,
+            stdev / UNIT
         );
         let _ = writeln!(
             out,
             "#[Max     = {:>12.3}, Total count    = {:>12}]",
-            h.max() as f64 / 1000.0,
+            h.max() as f64 / UNIT,
             h.len()
         );
         let _ = writeln!(
@@ -159,6 +158,81 @@ impl LatencySeries {
         );
         out
     }
+}
+
+/// One row of the percentile distribution: the bucket's highest equivalent value, the
+/// percentile level (0..=100) iterated to, and the count of values up to that bucket.
+struct PercentileRow {
+    value: u64,
+    percentile: f64,
+    total_count: u64,
+}
+
+/// HdrHistogram's `PercentileIterator`: levels from 0 towards 100 in steps that halve with
+/// every halving of the distance to 100 (`ticks` per half distance); a bucket reports every
+/// level its running count reaches, the last recorded bucket only its first, then one more row
+/// at exactly 100.
+fn percentile_rows(h: &Histogram<u64>, ticks: u32) -> Vec<PercentileRow> {
+    let total = h.len();
+    let mut rows = Vec::new();
+    if total == 0 {
+        return rows;
+    }
+    let mut level = 0.0f64;
+    let next_level = |level: f64| {
+        // As the library computes it: log2 as ln/ln 2, truncated (its `(long)` casts).
+        let halvings = ((100.0 / (100.0 - level)).ln() / 2f64.ln()) as i64;
+        let reporting_ticks = i64::from(ticks).saturating_mul(1i64 << (halvings + 1).clamp(0, 62));
+        level + 100.0 / reporting_ticks as f64
+    };
+    let mut seen = 0u64;
+    let mut last_value = 0;
+    for v in h.iter_recorded() {
+        seen += v.count_at_value();
+        last_value = v.value_iterated_to();
+        let reached = |level: f64| (100.0 * seen as f64) / total as f64 >= level;
+        while reached(level) {
+            rows.push(PercentileRow {
+                value: last_value,
+                percentile: level,
+                total_count: seen,
+            });
+            level = next_level(level);
+            if seen == total {
+                break;
+            }
+        }
+    }
+    rows.push(PercentileRow {
+        value: last_value,
+        percentile: 100.0,
+        total_count: total,
+    });
+    rows
+}
+
+/// The mean and standard deviation as HdrHistogram computes them: each bucket's values at its
+/// median equivalent value.
+fn mean_and_stdev(h: &Histogram<u64>) -> (f64, f64) {
+    let n = h.len();
+    if n == 0 {
+        return (0.0, 0.0);
+    }
+    let sum: u128 = h
+        .iter_recorded()
+        .map(|v| {
+            u128::from(h.median_equivalent(v.value_iterated_to())) * u128::from(v.count_at_value())
+        })
+        .sum();
+    let mean = sum as f64 / n as f64;
+    let squares: f64 = h
+        .iter_recorded()
+        .map(|v| {
+            let d = h.median_equivalent(v.value_iterated_to()) as f64 - mean;
+            d * d * v.count_at_value() as f64
+        })
+        .sum();
+    (mean, (squares / n as f64).sqrt())
 }
 
 /// HdrHistogram's sub-bucket count for a precision: 2 * 10^digits rounded up to a power of two.
