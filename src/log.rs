@@ -5,7 +5,8 @@
 //! errors only. Nothing on the data path logs unless its level is enabled: per-packet events
 //! are `debug`/`trace`.
 //!
-//! Targets: `dpdk_roce::cm` (connections made, refused, timed out, ended), `dpdk_roce::net`
+//! Targets: `dpdk_roce::cm` (connections made, refused, timed out, ended; `dpdk_roce::cm::listen`:
+//! a listener ready for connection requests), `dpdk_roce::net`
 //! (ARP), `dpdk_roce::transport` (a QP entering the error state), `dpdk_roce::dat::call` (every
 //! failing DAT call with the source location of the provider entry, at `debug`; also turned on
 //! by `DPDK_ROCE_DAT_TRACE`).
@@ -18,6 +19,9 @@ pub const PROVIDER_LOG_ENV: &str = "DPDK_ROCE_LOG";
 pub const DAT_TRACE_ENV: &str = "DPDK_ROCE_DAT_TRACE";
 /// The target of the failing-DAT-call events.
 pub const DAT_CALL_TARGET: &str = "dpdk_roce::dat::call";
+/// The target of the event a listener logs once it takes connection requests (at `info`):
+/// what a script or test waits for before it starts a server's clients.
+pub const LISTEN_TARGET: &str = "dpdk_roce::cm::listen";
 /// What is logged when no variable says otherwise.
 const DEFAULT: &str = "warn";
 

@@ -6,7 +6,9 @@
 
 mod dat_programs_common;
 
-use dat_programs_common::dpdk_common::{decode_all_valid, tshark_clean, FANOUT_COLLISION};
+use dat_programs_common::dpdk_common::{
+    decode_all_valid, retry_fanout, tshark_clean, FANOUT_COLLISION,
+};
 use dat_programs_common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -27,6 +29,8 @@ struct Proc {
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     all: Arc<Mutex<Vec<String>>>,
+    /// The threads reading its stdout and stderr.
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Proc {
@@ -50,19 +54,20 @@ impl Proc {
         let all = Arc::new(Mutex::new(Vec::new()));
         let out = child.stdout.take().unwrap();
         let err = child.stderr.take().unwrap();
+        let mut readers = Vec::new();
         for (stream, tx) in [
             (Box::new(out) as Box<dyn std::io::Read + Send>, Some(tx)),
             (Box::new(err), None),
         ] {
             let all = all.clone();
-            std::thread::spawn(move || {
+            readers.push(std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
                     all.lock().unwrap().push(line.clone());
                     if let Some(tx) = &tx {
                         let _ = tx.send(line);
                     }
                 }
-            });
+            }));
         }
         let stdin = child.stdin.take();
         Proc {
@@ -71,6 +76,7 @@ impl Proc {
             stdin,
             lines,
             all,
+            readers,
         }
     }
 
@@ -106,8 +112,10 @@ impl Proc {
             }
             std::thread::sleep(Duration::from_millis(50));
         };
-        // Let the reader threads drain the pipes.
-        std::thread::sleep(Duration::from_millis(200));
+        // The pipes reach their end once the program (killed or not) has exited.
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
         let text = format!("{}\n[status {status:?}]", self.text());
         (status.is_some_and(|s| s.success()), text)
     }
@@ -128,23 +136,6 @@ fn assert_case(out: &str, case: &str) {
         .find(|l| l.starts_with(&format!("CASE {case} ")))
         .unwrap_or_else(|| panic!("no line for case {case}:\n{out}"));
     assert!(line.ends_with(" PASS"), "case {case} failed: {line}\n{out}");
-}
-
-/// Runs `attempt` again (new processes, new pids) when net_af_packet's fanout id collided.
-fn retrying<T>(mut attempt: impl FnMut(usize) -> Option<T>) -> T {
-    for n in 0..6 {
-        if let Some(t) = attempt(n) {
-            return t;
-        }
-        // Another test's process may hold the id: wait a random time. Or the client collides
-        // with its own server (pid + 1 on the neighbouring ifindex, both even): spend pids to
-        // change the parity.
-        dat_programs_common::dpdk_common::fanout_retry_wait();
-        for _ in 0..=n {
-            let _ = Command::new("true").status();
-        }
-    }
-    panic!("PACKET_FANOUT collision six times");
 }
 
 /// Removes the EAL runtime dir a SIGKILLed process of profile `dat<tag>-<side>` left.
@@ -293,7 +284,7 @@ fn matrix_cases() -> Vec<String> {
 #[test]
 fn local_bad_input_gets_dat_errors() {
     let s = Setup::new("bl");
-    let out = retrying(|_| {
+    let out = retry_fanout(|_| {
         // The provider's trace of failing DAT calls (`crate::log`).
         let p = Proc::start_with(
             &s,
@@ -377,7 +368,7 @@ const CLIENT_CONNECTIONS: u32 = 13;
 #[test]
 fn connected_bad_input_gets_dat_errors_and_events() {
     let s = Setup::new("bc");
-    let (srv, cli) = retrying(|_| {
+    let (srv, cli) = retry_fanout(|_| {
         let conns = CLIENT_CONNECTIONS.to_string();
         // The server's provider logs its connections (`DPDK_ROCE_LOG=info`).
         let server = Proc::start_with(
@@ -445,7 +436,7 @@ fn connected_bad_input_gets_dat_errors_and_events() {
 fn peer_killed_mid_stream_survivor_flushes_and_reconnects() {
     let s = Setup::new("bk");
     let capture = std::env::temp_dir().join(format!("dpdk-roce-bk-{}.pcap", std::process::id()));
-    let cli = retrying(|_| {
+    let cli = retry_fanout(|_| {
         let mut first = Proc::start_with(
             &s,
             'a',
@@ -561,7 +552,7 @@ fn dead_active_side_passive_survivor_with_and_without_sends_flushes_and_serves_a
         } else {
             "dead_active.receives_only"
         };
-        let (srv, cli) = retrying(|_| {
+        let (srv, cli) = retry_fanout(|_| {
             let mut args = vec!["sink", "--qual", "7300"];
             if echo {
                 args.push("--echo");
@@ -626,7 +617,7 @@ fn dead_active_side_passive_survivor_with_and_without_sends_flushes_and_serves_a
 fn a_peer_dying_during_connection_set_up_leaves_the_other_side_usable() {
     let s = Setup::new("bs");
     // The requester dies.
-    let (srv, cli) = retrying(|_| {
+    let (srv, cli) = retry_fanout(|_| {
         let hold = started(&s, 'a', &["hold", "--qual", "7310"])?;
         let mut requester = Proc::start(
             &s,
@@ -685,7 +676,7 @@ fn a_peer_dying_during_connection_set_up_leaves_the_other_side_usable() {
     assert_case(&cli, "verify.traffic");
 
     // The listener dies holding the request.
-    let cli = retrying(|_| {
+    let cli = retry_fanout(|_| {
         let mut hold = started(&s, 'a', &["hold", "--qual", "7311"])?;
         let requester = Proc::start(
             &s,

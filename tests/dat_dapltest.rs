@@ -20,8 +20,9 @@ use std::time::Duration;
 
 /// Watchdog of one dapltest run.
 const LIMIT: Duration = Duration::from_secs(120);
-/// The server publishes nothing: the clients connect to its IA address once it listens.
-const SERVER_START: Duration = Duration::from_secs(3);
+/// How long a dapltest server may take to listen: it publishes nothing, the clients connect
+/// to its IA address once its listener logs [`dpdk_common::LISTENING`].
+const SERVER_START: Duration = Duration::from_secs(30);
 
 /// The lines of a dapltest output that report an error, except those in `expected` (the
 /// limit test's last probe fails by design).
@@ -105,30 +106,24 @@ fn error_lines_catch_dapltest_failures_and_nothing_else() {
 /// Starts `dapltest -T S` on side a, runs `clients` against it, stops it with `-T Q` and checks
 /// that it exited by itself, cleanly. Returns the server's output.
 fn with_server(s: &Setup, what: &str, clients: impl FnOnce(&Setup)) -> String {
-    let mut server = None;
-    for attempt in 0..3 {
-        for _ in 0..attempt {
-            let _ = std::process::Command::new("true").status();
-        }
-        let mut srv = Running::start(
+    let server = dpdk_common::retry_fanout(|_| {
+        let srv = Running::start(
             s,
             'a',
             "dapltest",
             &["-T", "S", "-D", "dr"],
             Progress::Inline,
         );
-        std::thread::sleep(SERVER_START);
-        if srv.is_running() {
-            server = Some(srv);
-            break;
+        if let Err(why) = srv.wait_for_stderr(dpdk_common::LISTENING, SERVER_START) {
+            let out = srv.kill();
+            assert!(
+                out.contains(dpdk_common::FANOUT_COLLISION),
+                "{what}: server not listening ({why}):\n{out}"
+            );
+            return None;
         }
-        let out = srv.finish(LIMIT);
-        assert!(
-            out.contains(dpdk_common::FANOUT_COLLISION),
-            "{what}: server died:\n{out}"
-        );
-    }
-    let server = server.expect("dapltest server started");
+        Some(srv)
+    });
     clients(s);
     let quit = client(s, &["-T", "Q", "-s", s.server_address(), "-D", "dr"]);
     assert_no_error(s.link(), &format!("{what}: -T Q"), &quit, &[]);

@@ -166,6 +166,15 @@ fn dat_evd_wait_threshold_is_met_by_events_posted_from_another_thread() {
     poster.join().unwrap();
 }
 
+/// Returns once a thread waits on `evd` (dat_evd_wait entered, nothing to return yet).
+fn until_waiting(evd: &Evd) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while evd.waiters() == 0 {
+        assert!(std::time::Instant::now() < deadline, "no thread ever waited");
+        std::thread::yield_now();
+    }
+}
+
 #[test]
 fn dat_evd_disable_stops_the_cno_only_and_a_waiter_still_gets_its_event() {
     let (a, _b) = ias();
@@ -181,7 +190,7 @@ fn dat_evd_disable_stops_the_cno_only_and_a_waiter_still_gets_its_event() {
         let evd = evd.clone();
         std::thread::spawn(move || evd.wait(Some(GUARD), 1).map(|e| e.software()))
     };
-    std::thread::sleep(Duration::from_millis(20));
+    until_waiting(&evd);
     evd.post_se(8).unwrap();
     assert_eq!(waiter.join().unwrap(), Ok(Some(8)));
     assert!(!evd.query().enabled, "waiting does not enable it");
@@ -200,7 +209,7 @@ fn dat_evd_set_unwaitable_fails_waits_and_releases_waiters() {
         let evd = evd.clone();
         std::thread::spawn(move || evd.wait(None, 1).map(|e| e.software()))
     };
-    std::thread::sleep(Duration::from_millis(20));
+    until_waiting(&evd);
     evd.set_unwaitable();
     let released = waiter.join().unwrap().unwrap_err();
     assert!(matches!(

@@ -24,10 +24,10 @@
 
 mod dpdk_common;
 
-use dpdk_common::{output_text, FANOUT_COLLISION};
+use dpdk_common::{output_text, Proc, FANOUT_COLLISION};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -481,19 +481,17 @@ impl Guest {
     /// (`engine.away_after_us`), as the shipped profiles run it, its capture written to `pcap`.
     /// The helper answers the guest while the program is away from DAT: dtestx's atomics'
     /// target, dtest `-W`'s ping-pong spinning on memory, dapltest's threads between calls.
-    fn host(&self, program: &str, args: &[&str], pcap: &Path) -> HostProc {
-        let child = Command::new(program)
-            .args(args)
-            .env("DAT_OVERRIDE", &self.conf)
-            .env("DPDK_ROCE_PROGRESS", "inline")
-            .env_remove("DPDK_ROCE_AWAY_AFTER_US")
-            .env("DPDK_ROCE_CAPTURE", pcap)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {program} (dapl2-utils installed?): {e}"));
-        HostProc::new(child, &self.profile_name)
+    fn host(&self, program: &str, args: &[&str], pcap: &Path) -> Proc {
+        Proc::spawn(
+            Command::new(program)
+                .args(args)
+                .env("DAT_OVERRIDE", &self.conf)
+                .env("DPDK_ROCE_PROGRESS", "inline")
+                .env("DPDK_ROCE_LOG", dpdk_common::LISTEN_LOG)
+                .env_remove("DPDK_ROCE_AWAY_AFTER_US")
+                .env("DPDK_ROCE_CAPTURE", pcap)
+                .stdin(Stdio::null()),
+        )
     }
 
     /// A fresh capture path for `case`.
@@ -515,84 +513,6 @@ impl Drop for Guest {
             .args(["down", &self.name])
             .output();
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A program on the host, its output read while it runs; killed when dropped still running.
-struct HostProc {
-    child: Child,
-    prefix: String,
-    out: Option<std::thread::JoinHandle<Vec<u8>>>,
-    err: Option<std::thread::JoinHandle<Vec<u8>>>,
-}
-
-impl HostProc {
-    fn new(mut child: Child, profile_name: &str) -> HostProc {
-        let drain = |mut r: Box<dyn std::io::Read + Send>| {
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = r.read_to_end(&mut buf);
-                buf
-            })
-        };
-        let out = drain(Box::new(child.stdout.take().expect("piped")));
-        let err = drain(Box::new(child.stderr.take().expect("piped")));
-        HostProc {
-            prefix: format!("{profile_name}-{}", child.id()),
-            child,
-            out: Some(out),
-            err: Some(err),
-        }
-    }
-
-    fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// Waits for the exit (killed after `limit`); output with the exit status.
-    fn finish(mut self, limit: Duration) -> String {
-        let deadline = Instant::now() + limit;
-        let mut killed = false;
-        let status = loop {
-            match self.child.try_wait() {
-                Ok(Some(s)) => break s,
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                _ => {
-                    let _ = self.child.kill();
-                    killed = true;
-                    break self.child.wait().expect("wait for the killed program");
-                }
-            }
-        };
-        if killed {
-            // A killed EAL leaves its runtime directory.
-            let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{}", self.prefix));
-        }
-        let join = |h: Option<std::thread::JoinHandle<Vec<u8>>>| {
-            h.and_then(|h| h.join().ok()).unwrap_or_default()
-        };
-        let (stdout, stderr) = (join(self.out.take()), join(self.err.take()));
-        let mut text = output_text(&Output {
-            status,
-            stdout,
-            stderr,
-        });
-        if killed {
-            text.push_str(&format!("[killed after {limit:?}]\n"));
-        }
-        text
-    }
-}
-
-impl Drop for HostProc {
-    fn drop(&mut self) {
-        if self.is_running() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-            let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{}", self.prefix));
-        }
     }
 }
 
@@ -623,19 +543,6 @@ fn copy_provider_lib(to: &Path) {
         );
         std::thread::sleep(Duration::from_secs(2));
     }
-}
-
-/// Whether kernel TCP port `port` listens on the host (/proc/net/tcp; a probe connection
-/// would be taken by dtest's server for its client).
-fn host_tcp_listening(port: u16) -> bool {
-    let want = format!(":{port:04X} ");
-    std::fs::read_to_string("/proc/net/tcp")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && format!("{} ", f[1]).ends_with(&want) && f[3] == "0A"
-        })
 }
 
 /// The lines of a program's output that report a failure.
@@ -913,20 +820,14 @@ fn pair(
                 let mut a: Vec<&str> = vec!["-P", ia];
                 a.extend_from_slice(args);
                 let mut srv = g.host(program, &a, &pcap);
-                // The server is up once it publishes on TCP 15828 (dtest, dtestx), or after
-                // its IA opened (the others publish nothing; a start takes well under 3 s).
-                let t0 = Instant::now();
-                if publishes {
-                    while !host_tcp_listening(15828)
-                        && srv.is_running()
-                        && t0.elapsed() < Duration::from_secs(30)
-                    {
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
+                // The server is up once it publishes on TCP 15828 (dtest, dtestx), or once
+                // its listener is (the others publish nothing).
+                let ready = if publishes {
+                    srv.wait_for_tcp_listen(15828, Duration::from_secs(30))
                 } else {
-                    std::thread::sleep(Duration::from_secs(3));
-                }
-                if !srv.is_running() {
+                    srv.wait_for_stderr(dpdk_common::LISTENING, Duration::from_secs(30))
+                };
+                if ready.is_err() {
                     (srv.finish(LIMIT), String::new())
                 } else {
                     g.spawn("cli", &guest_cmd(true));
@@ -1319,9 +1220,11 @@ fn dapltest_both_ways(g: &mut Guest, cases: &mut Cases, transactions: &[(String,
         let mut server = None;
         let pcap = g.pcap("dapltest server");
         for attempt in 0..4 {
-            let mut srv = g.host("dapltest", &["-T", "S", "-D", ia], &pcap);
-            std::thread::sleep(Duration::from_secs(3));
-            if srv.is_running() {
+            let srv = g.host("dapltest", &["-T", "S", "-D", ia], &pcap);
+            if srv
+                .wait_for_stderr(dpdk_common::LISTENING, Duration::from_secs(30))
+                .is_ok()
+            {
                 server = Some(srv);
                 break;
             }

@@ -14,10 +14,10 @@
 mod dpdk_common;
 mod scripts_common;
 
-use dpdk_common::{output_text, FANOUT_COLLISION};
+use dpdk_common::{Proc, FANOUT_COLLISION};
 use scripts_common::*;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 const TOOLS: [(&str, &str); 4] = [
@@ -482,44 +482,40 @@ fn pair(
             Some(conf) => c.env("DAT_OVERRIDE", conf),
             None => c.env_remove("DAT_OVERRIDE"),
         };
-        c.args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {program} (dapl2-utils installed?): {e}"))
+        Proc::spawn(c.env("DPDK_ROCE_LOG", dpdk_common::LISTEN_LOG).args(args))
     };
-    for attempt in 0..6 {
-        if attempt > 0 {
-            dpdk_common::fanout_retry_wait();
+    // dtest's client finds the server through its TCP 15828; the others connect once the
+    // server's listener is up.
+    let publishes = client_args.contains(&"127.0.0.1");
+    dpdk_common::retry_fanout(|_| {
+        let mut server = start(server_args, None);
+        let limit = Duration::from_secs(30);
+        let ready = if publishes {
+            server.wait_for_tcp_listen(15828, limit)
+        } else {
+            server.wait_for_stderr(dpdk_common::LISTENING, limit)
+        };
+        if let Err(why) = ready {
+            let server = server.kill();
+            assert!(
+                server.contains(FANOUT_COLLISION),
+                "{program} server: {why}:\n{server}"
+            );
+            return None;
         }
-        let server = start(server_args, None);
-        // The server's IA is open and listening well within this.
-        std::thread::sleep(Duration::from_secs(3));
-        // A retry spends a few pids first (net_af_packet's fanout id depends on the pid).
-        for _ in 0..attempt {
-            let _ = Command::new("true").status();
-        }
-        let client = start(client_args, client_conf);
-        let (srv_pid, cli_pid) = (server.id(), client.id());
-        // A watchdog: neither side may hang the suite.
-        let watchdog = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(120));
-            for pid in [srv_pid, cli_pid] {
-                let _ = Command::new("kill").arg(pid.to_string()).status();
-            }
+        // Neither side may hang the suite: each is killed after its limit.
+        let client = start(client_args, client_conf).finish(Duration::from_secs(120));
+        let connected =
+            client.ends_with("[exit status: 0]\n") && !client.contains(FANOUT_COLLISION);
+        // A client that never connected leaves the server waiting for it: stop it.
+        let server = server.finish(if connected {
+            Duration::from_secs(120)
+        } else {
+            Duration::ZERO
         });
-        let client = output_text(&client.wait_with_output().unwrap());
-        if client.contains(FANOUT_COLLISION) || !client.contains("[exit status: 0]") {
-            // The client never connected: stop the server waiting for it.
-            let _ = Command::new("kill").arg(srv_pid.to_string()).status();
-        }
-        let server = output_text(&server.wait_with_output().unwrap());
-        drop(watchdog);
-        if !server.contains(FANOUT_COLLISION) && !client.contains(FANOUT_COLLISION) {
-            return (server, client);
-        }
-    }
-    panic!("{program}: PACKET_FANOUT collision six times");
+        (!server.contains(FANOUT_COLLISION) && !client.contains(FANOUT_COLLISION))
+            .then_some((server, client))
+    })
 }
 
 /// The run printed `pass`, exited with 0 (dtest exits 0 also when it failed) and printed no

@@ -10,8 +10,7 @@ mod dpdk_common;
 
 use dpdk_common::soak::{run_soak_client, SoakServer};
 use dpdk_common::{
-    assert_no_runtime_dirs, fanout_retry_wait, output_text, profile_copy, Dir, Veth,
-    FANOUT_COLLISION,
+    assert_no_runtime_dirs, output_text, profile_copy, retry_fanout, Dir, Veth, FANOUT_COLLISION,
 };
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -280,7 +279,7 @@ fn with_telemetry_off_not_even_a_killed_process_leaves_its_runtime_directory() {
     let dir = Dir::new("tlo");
     let end_a = veth.end('a');
     let a = profile_copy(&dir.0, "af_packet-a", &[("rocev0a", end_a.as_str())], "tlo");
-    for _ in 0..6 {
+    retry_fanout(|_| {
         let mut child = Command::new(SOAK)
             .arg("--profile")
             .arg(&a)
@@ -303,13 +302,12 @@ fn with_telemetry_off_not_even_a_killed_process_leaves_its_runtime_directory() {
             assert!(!left, "{} exists with telemetry off", runtime.display());
             assert!(!runtime.exists());
             assert_no_runtime_dirs("tlo-");
-            return;
+            return Some(());
         }
         assert!(
             err.contains(FANOUT_COLLISION),
             "the server did not start ({status}):\n{first}{err}"
         );
-        fanout_retry_wait();
-    }
-    panic!("the server collided with another PACKET_FANOUT group six times");
+        None
+    })
 }

@@ -411,6 +411,11 @@ impl Evd {
         Ok(self.convert(ev))
     }
 
+    /// Threads blocked in [`Evd::wait`] on this EVD now.
+    pub fn waiters(&self) -> usize {
+        self.inner.sink.queue.waiting()
+    }
+
     /// Waits until `threshold` events are queued, then dequeues one; DAT_TIMEOUT_EXPIRED
     /// after `timeout` (`None`: DAT_TIMEOUT_INFINITE). dat_evd_wait(3DAT): a threshold outside
     /// 1..=the EVD's size is DAT_INVALID_PARAMETER (argument 3); an unwaitable EVD is

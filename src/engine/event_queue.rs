@@ -52,6 +52,8 @@ pub struct EventQueue<T> {
     /// this alone (no lock, no fence).
     queued: AtomicUsize,
     sleepers: AtomicUsize,
+    /// Threads inside [`EventQueue::wait_gated`].
+    waiting: AtomicUsize,
     lock: Mutex<()>,
     cond: Condvar,
     overflowed: AtomicBool,
@@ -64,6 +66,7 @@ impl<T> EventQueue<T> {
             ring: RwLock::new(ArrayQueue::new(capacity.max(1))),
             queued: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
             lock: Mutex::new(()),
             cond: Condvar::new(),
             overflowed: AtomicBool::new(false),
@@ -225,6 +228,12 @@ impl<T> EventQueue<T> {
             .map_err(|_| WaitError::Timeout)
     }
 
+    /// Threads waiting in [`EventQueue::wait_gated`] now (what a test waits for before it
+    /// releases a waiter).
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
     /// [`EventQueue::wait`] with a gate consulted on every round: `Err(e)` ends the wait with
     /// `e` (an unwaitable EVD releases its waiters).
     /// Call [`EventQueue::wake_all`] after changing what the gate reads.
@@ -236,6 +245,8 @@ impl<T> EventQueue<T> {
         gate: impl Fn() -> Gate<E>,
         idle: Idle,
     ) -> Result<T, GatedWaitError<E>> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let _left = Leave(&self.waiting);
         let deadline = timeout.map(|t| Instant::now() + t);
         let expired = |now: Instant| deadline.is_some_and(|d| now >= d);
         // Met: the threshold (clamped to the current capacity, which a resize may change).
@@ -288,6 +299,15 @@ impl<T> EventQueue<T> {
             }
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
+    }
+}
+
+/// Decrements a waiter count when a wait ends, however it ends.
+struct Leave<'a>(&'a AtomicUsize);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -441,18 +441,18 @@ fn pins_block_try_deregister_and_deregister_waits() {
     assert_eq!(t.try_deregister(r.lkey), Err(MrError::Busy));
     let t2 = t.clone();
     let lkey = r.lkey;
-    let start = std::time::Instant::now();
-    let h = std::thread::spawn(move || {
-        t2.deregister(lkey).unwrap();
-        std::time::Instant::now()
-    });
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    // The region is dying: no new access.
-    assert_eq!(t.check(&l, Access::LOCAL_READ), Err(MemError::InvalidKey));
+    let h = std::thread::spawn(move || t2.deregister(lkey));
+    // Once deregister has begun the region is dying: no new access. Wait for that (the
+    // thread's start is not ours to time).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while t.check(&l, Access::LOCAL_READ) != Err(MemError::InvalidKey) {
+        assert!(std::time::Instant::now() < deadline, "deregister never began");
+        std::thread::yield_now();
+    }
+    // The pin is still held, so deregister cannot have returned.
     assert!(!h.is_finished(), "deregister must wait for the pin");
     t.unpin(tok);
-    let done = h.join().unwrap();
-    assert!(done.duration_since(start) >= std::time::Duration::from_millis(50));
+    assert_eq!(h.join().unwrap(), Ok(()));
     assert_eq!(t.live_regions(), 0);
 }
 

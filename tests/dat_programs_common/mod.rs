@@ -9,9 +9,9 @@
 #[path = "../dpdk_common/mod.rs"]
 pub mod dpdk_common;
 
-use dpdk_common::{output_text, Router, Veth, FANOUT_COLLISION};
+use dpdk_common::{output_text, Proc, Router, Veth, FANOUT_COLLISION};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// The provider library cargo built next to the test binaries.
@@ -402,7 +402,7 @@ pub fn run_pair(
     host: &str,
     progress: Progress,
     attempt: usize,
-) -> (Output, Output) {
+) -> (String, String) {
     let cmd = |side: char, client: bool| {
         let mut c = Command::new(program);
         c.env("DAT_OVERRIDE", s.conf(side))
@@ -419,52 +419,53 @@ pub fn run_pair(
     // net_tap: the taps appear with their processes (the client's only once it started);
     // attach waits for both in the background while the processes start.
     let mut mirred = (s.link() == Link::Tap).then(|| TapMirred::start(&s.end('a'), &s.end('b')));
-    let server = cmd('a', false).spawn().expect("start server");
-    // The server publishes its address on TCP 15828 once its IA is open.
-    std::thread::sleep(Duration::from_secs(3));
+    let mut server = Proc::spawn(cmd('a', false).env("DPDK_ROCE_LOG", dpdk_common::LISTEN_LOG));
+    // The server is ready once it publishes its address on TCP 15828 (dtest, dtestx, dtestcm:
+    // after their PSP listens), or (dtestsrq) once its listener is up.
+    let ready = if host == LOCALHOST {
+        server.wait_for_tcp_listen(15828, SERVER_READY_LIMIT)
+    } else {
+        server.wait_for_stderr(dpdk_common::LISTENING, SERVER_READY_LIMIT)
+    };
+    if let Err(why) = ready {
+        // Not started (the fanout collision, which the caller retries): its output says why.
+        let server = server.kill();
+        assert!(
+            server.contains(FANOUT_COLLISION),
+            "{program} server not ready: {why}:\n{server}"
+        );
+        return (server, String::new());
+    }
     // net_af_packet's fanout group id is (pid ^ ifindex) & 0xffff: the two ends of one veth
     // pair have neighbouring ifindexes, so a client whose pid is the server's plus one can
     // collide every time. A retry first spends a few pids to break that pattern.
     for _ in 0..attempt {
         let _ = Command::new("true").status();
     }
-    let client = cmd('b', true).spawn().expect("start client");
-    let (srv_pid, cli_pid) = (server.id(), client.id());
-    // A watchdog: neither side may hang the suite.
-    let watchdog = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(120));
-        for pid in [srv_pid, cli_pid] {
-            let _ = Command::new("kill").arg(pid.to_string()).status();
-        }
-    });
+    let mut client = Proc::spawn(&mut cmd('b', true));
     if let Some(Err(attach)) = mirred.as_mut().map(TapMirred::wait) {
-        for pid in [srv_pid, cli_pid] {
-            let _ = Command::new("kill").arg(pid.to_string()).status();
-        }
-        let client = output_text(&client.wait_with_output().unwrap());
-        let server = output_text(&server.wait_with_output().unwrap());
+        let (client, server) = (client.kill(), server.kill());
         panic!(
             "the taps {} / {} were never joined:\n{attach}\n== server ==\n{server}\n== client ==\n{client}",
             s.end('a'),
             s.end('b')
         );
     }
-    let client = client.wait_with_output().unwrap();
-    let stopped = !client.status.success() || output_text(&client).contains(FANOUT_COLLISION);
-    if stopped {
-        // The client never connected: stop the server waiting for it.
-        let _ = Command::new("kill").arg(srv_pid.to_string()).status();
-    }
-    let server = server.wait_with_output().unwrap();
-    if stopped {
-        // Killed, it could not remove its EAL runtime directory (the telemetry socket's, left
-        // until a normal exit): the harness that killed it does.
-        let _ = std::fs::remove_dir_all(s.runtime_dir('a', srv_pid));
-    }
-    drop(watchdog);
+    // Neither side may hang the suite: each is killed after its limit.
+    let connected = client.exits_within(PAIR_LIMIT);
+    let client = client.finish(Duration::ZERO);
+    let stopped =
+        !connected || !client.ends_with("[exit status: 0]\n") || client.contains(FANOUT_COLLISION);
+    // A client that never connected leaves the server waiting for it: stop it.
+    let server = server.finish(if stopped { Duration::ZERO } else { PAIR_LIMIT });
     drop(mirred);
     (server, client)
 }
+
+/// How long a server may take to be ready for its client.
+const SERVER_READY_LIMIT: Duration = Duration::from_secs(30);
+/// How long each side of a pair may run.
+const PAIR_LIMIT: Duration = Duration::from_secs(120);
 
 /// Runs the pair, again when net_af_packet's PACKET_FANOUT id collided (tests/dpdk_common).
 pub fn run_pair_retrying(
@@ -474,28 +475,10 @@ pub fn run_pair_retrying(
     host: &str,
     progress: Progress,
 ) -> (String, String) {
-    for attempt in 0..6 {
-        if attempt > 0 {
-            dpdk_common::fanout_retry_wait();
-        }
+    dpdk_common::retry_fanout(|attempt| {
         let (srv, cli) = run_pair(s, program, args, host, progress, attempt);
-        let (srv, cli) = (output_text(&srv), output_text(&cli));
-        if !srv.contains(FANOUT_COLLISION) && !cli.contains(FANOUT_COLLISION) {
-            return (srv, cli);
-        }
-        let line = |t: &str| {
-            t.lines()
-                .find(|l| l.contains(FANOUT_COLLISION))
-                .unwrap_or_default()
-                .to_string()
-        };
-        eprintln!(
-            "net_af_packet PACKET_FANOUT collision ({}{}): retrying with new processes",
-            line(&srv),
-            line(&cli)
-        );
-    }
-    panic!("PACKET_FANOUT collision six times");
+        (!srv.contains(FANOUT_COLLISION) && !cli.contains(FANOUT_COLLISION)).then_some((srv, cli))
+    })
 }
 
 pub fn assert_passed(what: &str, out: &str, pass: &str) {
@@ -534,26 +517,10 @@ pub fn assert_no_dpdk_runtime_dir(tag: &str) {
     }
 }
 
-/// A DAT program started on side `side` with that side's dat.conf, its output collected by
-/// [`Running::finish`]. For programs that take the IA name themselves (`dapltest -D dr`), unlike
-/// [`run_pair`], which adds `-P dr` and `-h`.
-pub struct Running {
-    child: std::process::Child,
-    out: Option<std::thread::JoinHandle<Vec<u8>>>,
-    err: Option<std::thread::JoinHandle<Vec<u8>>>,
-}
-
-impl Drop for Running {
-    /// A test that fails while the program runs (a server waiting for clients) kills it, and
-    /// removes the EAL runtime directory the killed process could not.
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-            dpdk_common::remove_runtime_dirs_of(self.child.id());
-        }
-    }
-}
+/// A DAT program started on side `side` with that side's dat.conf ([`Running::start`]), its
+/// output collected by [`Proc::finish`]. For programs that take the IA name themselves
+/// (`dapltest -D dr`), unlike [`run_pair`], which adds `-P dr` and `-h`.
+pub use dpdk_common::Proc as Running;
 
 impl Running {
     pub fn start(
@@ -563,74 +530,13 @@ impl Running {
         args: &[&str],
         progress: Progress,
     ) -> Running {
-        let mut child = Command::new(program)
-            .env("DAT_OVERRIDE", s.conf(side))
-            .env("DPDK_ROCE_PROGRESS", progress.env())
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {program} (dapl2-utils installed?): {e}"));
-        // Read both pipes while the program runs, so that a chatty one never blocks on them.
-        let drain = |mut r: Box<dyn std::io::Read + Send>| {
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = r.read_to_end(&mut buf);
-                buf
-            })
-        };
-        let out = drain(Box::new(child.stdout.take().expect("piped stdout")));
-        let err = drain(Box::new(child.stderr.take().expect("piped stderr")));
-        Running {
-            child,
-            out: Some(out),
-            err: Some(err),
-        }
-    }
-
-    /// Whether the program is still running.
-    pub fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// Whether the program exits by itself within `limit` (it keeps running otherwise).
-    pub fn exits_within(&mut self, limit: Duration) -> bool {
-        let deadline = std::time::Instant::now() + limit;
-        while self.is_running() {
-            if std::time::Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        true
-    }
-
-    /// Waits for the program to exit, killing it after `limit` (a watchdog: no test hangs the
-    /// suite); returns its output with the exit status ([`output_text`]).
-    pub fn finish(mut self, limit: Duration) -> String {
-        let deadline = std::time::Instant::now() + limit;
-        let status = loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50))
-                }
-                _ => {
-                    let _ = self.child.kill();
-                    break self.child.wait().expect("wait for the killed program");
-                }
-            }
-        };
-        let join = |h: Option<std::thread::JoinHandle<Vec<u8>>>| {
-            h.and_then(|h| h.join().ok()).unwrap_or_default()
-        };
-        let stdout = join(self.out.take());
-        let stderr = join(self.err.take());
-        output_text(&Output {
-            status,
-            stdout,
-            stderr,
-        })
+        Proc::spawn(
+            Command::new(program)
+                .env("DAT_OVERRIDE", s.conf(side))
+                .env("DPDK_ROCE_PROGRESS", progress.env())
+                .env("DPDK_ROCE_LOG", dpdk_common::LISTEN_LOG)
+                .args(args),
+        )
     }
 }
 
@@ -697,17 +603,11 @@ pub fn run_one_retrying(
     progress: Progress,
     limit: Duration,
 ) -> String {
-    for attempt in 0..6 {
-        if attempt > 0 {
-            eprintln!("{program}: PACKET_FANOUT collision, or the memif server still held the last client");
-            dpdk_common::fanout_retry_wait();
-        }
+    // A busy memif server (below) is retried the same way: a new process a moment later.
+    dpdk_common::retry_fanout(|_| {
         let out = run_one(s, side, program, args, progress, limit);
-        if !out.contains(FANOUT_COLLISION) && !out.contains(MEMIF_SERVER_BUSY) {
-            return out;
-        }
-    }
-    panic!("PACKET_FANOUT collision or a busy memif server six times");
+        (!out.contains(FANOUT_COLLISION) && !out.contains(MEMIF_SERVER_BUSY)).then_some(out)
+    })
 }
 
 /// What net_memif logs when a client process starts while the server still holds the

@@ -102,22 +102,35 @@ pub fn is_fanout_collision(out: &Output) -> bool {
             || String::from_utf8_lossy(&out.stdout).contains(FANOUT_COLLISION))
 }
 
-/// Runs `run` (which starts fresh DPDK processes) and runs it again, at most five times more,
-/// when it failed with the fanout collision and nothing else. Returns the last output.
+/// Runs `attempt` (which starts fresh DPDK processes; its argument counts the attempts from 0)
+/// until it returns `Some`, which it does unless its processes hit the fanout collision; six
+/// attempts at most, then the test fails. The one retry of the suite's DPDK tests.
 ///
 /// net_af_packet derives its fanout group id from the process id and the interface index, so
 /// two tests that start processes on fresh veth pairs at the same time can collide, and collide
-/// again if both retry in step: each retry first waits a random 50-800 ms.
-pub fn retry_fanout_collision(mut run: impl FnMut() -> Output) -> Output {
-    let mut out = run();
-    for _ in 0..5 {
-        if !is_fanout_collision(&out) {
-            break;
+/// again if both retry in step: each retry first waits a random 50-800 ms. A client can also
+/// collide with its own server (pid + 1 on the neighbouring ifindex): each retry spends a few
+/// pids too.
+pub fn retry_fanout<T>(mut attempt: impl FnMut(usize) -> Option<T>) -> T {
+    for n in 0..6 {
+        if let Some(t) = attempt(n) {
+            return t;
         }
         fanout_retry_wait();
-        out = run();
+        for _ in 0..=n {
+            let _ = Command::new("true").status();
+        }
     }
-    out
+    panic!("net_af_packet PACKET_FANOUT collision six times");
+}
+
+/// [`retry_fanout`] of a run whose output is the fanout collision when it failed with it and
+/// nothing else. Returns the first other output.
+pub fn retry_fanout_collision(mut run: impl FnMut() -> Output) -> Output {
+    retry_fanout(|_| {
+        let out = run();
+        (!is_fanout_collision(&out)).then_some(out)
+    })
 }
 
 /// Waits a random 50-800 ms before a retry after a PACKET_FANOUT group collision, so that two
@@ -337,5 +350,199 @@ impl Drop for Router {
             .arg(repo().join("scripts/router.sh"))
             .args(["down", &self.name])
             .output();
+    }
+}
+
+/// What a server's provider logs once its listener takes connection requests
+/// (`dpdk_roce::log::LISTEN_TARGET` at `info`, enabled by [`LISTEN_LOG`]).
+pub const LISTENING: &str = "dpdk_roce::cm::listen: listening";
+/// The provider's log filter (`DPDK_ROCE_LOG`) of a server a test waits for: warnings, and the
+/// listener's ready line.
+pub const LISTEN_LOG: &str = "warn,dpdk_roce::cm::listen=info";
+
+/// A program a test started (a DPDK process): stdout and stderr read while it runs, so a
+/// chatty one never blocks and a test can wait for a line of its stderr
+/// ([`Proc::wait_for_stderr`]) instead of sleeping; killed when dropped still running, and
+/// what its killed EAL could not remove (runtime directory, hugepage files) removed.
+pub struct Proc {
+    child: std::process::Child,
+    out: Option<std::thread::JoinHandle<Vec<u8>>>,
+    err: std::sync::Arc<Stream>,
+    err_reader: Option<std::thread::JoinHandle<()>>,
+}
+
+/// A pipe's bytes so far, and whether it reached its end; signalled on every read.
+#[derive(Default)]
+struct Stream {
+    state: std::sync::Mutex<(Vec<u8>, bool)>,
+    grew: std::sync::Condvar,
+}
+
+impl Proc {
+    /// Starts `cmd` with piped stdout and stderr.
+    pub fn spawn(cmd: &mut Command) -> Proc {
+        use std::io::Read;
+        use std::process::Stdio;
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()));
+        let mut stdout = child.stdout.take().expect("piped stdout");
+        let out = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = stdout.read_to_end(&mut buf);
+            buf
+        });
+        let err = std::sync::Arc::new(Stream::default());
+        let mut stderr = child.stderr.take().expect("piped stderr");
+        let sink = err.clone();
+        let err_reader = std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            loop {
+                let n = stderr.read(&mut chunk).unwrap_or(0);
+                let mut s = sink.state.lock().unwrap();
+                s.0.extend_from_slice(&chunk[..n]);
+                s.1 = n == 0;
+                sink.grew.notify_all();
+                if n == 0 {
+                    return;
+                }
+            }
+        });
+        Proc {
+            child,
+            out: Some(out),
+            err,
+            err_reader: Some(err_reader),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the program is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Whether the program exits by itself within `limit` (it keeps running otherwise).
+    pub fn exits_within(&mut self, limit: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        while self.is_running() {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        true
+    }
+
+    /// Waits until the program's stderr holds `needle`: `Err` with why when it closed its
+    /// stderr (exited) first or `limit` passed.
+    pub fn wait_for_stderr(&self, needle: &str, limit: std::time::Duration) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + limit;
+        let mut s = self.err.state.lock().unwrap();
+        loop {
+            if String::from_utf8_lossy(&s.0).contains(needle) {
+                return Ok(());
+            }
+            if s.1 {
+                return Err(format!("it ended before printing {needle:?}"));
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(format!("no {needle:?} within {limit:?}"));
+            }
+            s = self.err.grew.wait_timeout(s, deadline - now).unwrap().0;
+        }
+    }
+
+    /// Waits until the program's kernel TCP port `port` listens (a dtest server publishing its
+    /// address); `Err` with why when it exited first or `limit` passed.
+    pub fn wait_for_tcp_listen(
+        &mut self,
+        port: u16,
+        limit: std::time::Duration,
+    ) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if tcp_listening(port) {
+                return Ok(());
+            }
+            if !self.is_running() {
+                return Err("it exited".into());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!("TCP {port} not listening within {limit:?}"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Waits for the program to exit, killing it after `limit` (no test hangs the suite);
+    /// returns its output with the exit status ([`output_text`]) and, when it was killed,
+    /// `[killed after <limit>]`.
+    pub fn finish(mut self, limit: std::time::Duration) -> String {
+        let killed = !self.exits_within(limit);
+        if killed {
+            let _ = self.child.kill();
+        }
+        let status = self.child.wait().expect("wait for the program");
+        if killed {
+            remove_runtime_dirs_of(self.pid());
+        }
+        let stdout = self
+            .out
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        if let Some(h) = self.err_reader.take() {
+            let _ = h.join();
+        }
+        let stderr = std::mem::take(&mut self.err.state.lock().unwrap().0);
+        let mut text = output_text(&Output {
+            status,
+            stdout,
+            stderr,
+        });
+        if killed {
+            text.push_str(&format!("[killed after {limit:?}]\n"));
+        }
+        text
+    }
+
+    /// Kills the program now (its runtime files removed) and returns its output.
+    pub fn kill(self) -> String {
+        self.finish(std::time::Duration::ZERO)
+    }
+}
+
+/// Whether kernel TCP port `port` listens on the host (/proc/net/tcp and tcp6; a probe
+/// connection would be taken by dtest's server for its client).
+pub fn tcp_listening(port: u16) -> bool {
+    let want = format!(":{port:04X} ");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 3 && format!("{} ", f[1]).ends_with(&want) && f[3] == "0A"
+            })
+    })
+}
+
+impl Drop for Proc {
+    /// A test that fails while the program runs (a server waiting for clients) kills it, and
+    /// removes the EAL runtime directory and hugepage files the killed process could not.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            remove_runtime_dirs_of(self.child.id());
+        }
     }
 }

@@ -1252,8 +1252,17 @@ fn set_unwaitable_releases_a_waiter_in_dat_evd_wait_through_the_c_table() {
             // DAT_TIMEOUT_EXPIRED and fails.
             wait(evd as d::DAT_EVD_HANDLE, 5_000_000, 1, &mut ev, &mut nmore)
         });
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!waiter.is_finished(), "the waiter waits");
+        // Released only once it waits: the EVD counts its waiters.
+        let shared = super::handles::get(a.dto, super::handles::Kind::Evd).expect("DTO EVD");
+        let super::objects::Body::Evd(e) = &shared.body else {
+            panic!("not an EVD");
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+        while e.evd.waiters() == 0 {
+            assert!(!waiter.is_finished(), "the waiter returned without waiting");
+            assert!(std::time::Instant::now() < deadline, "the waiter never waited");
+            std::thread::yield_now();
+        }
         ok(p.evd_set_unwaitable_func.unwrap()(a.dto));
         assert_eq!(
             waiter.join().unwrap(),

@@ -595,7 +595,11 @@ impl<M: Memory, Io: FrameIo> Engine<M, Io> {
 
     /// Listens on `port`; connection requests go to `sink`.
     pub fn listen(&self, port: u16, sink: Arc<EventSink>) -> Result<(), EngineError> {
-        self.call(0, |reply| Command::Listen { port, sink, reply })?
+        self.call(0, |reply| Command::Listen { port, sink, reply })??;
+        // A server is ready for its clients from here: scripts and tests wait for this line
+        // (`DPDK_ROCE_LOG=dpdk_roce::cm::listen=info`).
+        tracing::info!(target: crate::log::LISTEN_TARGET, port, "listening");
+        Ok(())
     }
 
     /// Stops listening on `port`.
