@@ -17,10 +17,36 @@ if [[ ! -e ${DPDK_ROCE_RUN_DIR:-/run/dpdk-roce}/hugepages.state ]]; then
   trap 'bash scripts/hugepages.sh down >/dev/null 2>&1 || true' EXIT
 fi
 
-cargo fmt --all -- --check
+# Each step's wall time, and at the end each test binary's (slowest first), also on failure.
+log=$(mktemp)
+steps=()
+step() {
+  local start=$SECONDS
+  "$@"
+  steps+=("$(printf '%5ds  %s' $((SECONDS - start)) "$*")")
+}
+times() {
+  echo
+  echo "== time per step =="
+  printf '%s\n' "${steps[@]}"
+  echo "== time per test binary (cargo test's own figure, slowest first) =="
+  awk '/^ *Running /{bin=($2=="unittests") ? $2" "$3 : $2} /^test result:/{t=$NF; sub(/s$/,"",t); printf "%8.1fs  %s\n", t, bin}' "$log" | sort -rn
+  echo "total: $((SECONDS))s"
+  rm -f "$log"
+}
+
+step cargo fmt --all -- --check
 # clippy with -D warnings also denies every rustc warning, so the build is warning-free.
-cargo clippy --workspace --all-targets -- -D warnings
+step cargo clippy --workspace --all-targets -- -D warnings
 # The examples as programs (target/debug/examples/NAME), which tests/example_*.rs run:
 # `cargo test --all-targets` builds examples only as test harnesses (hashed names, no `main`).
-cargo build --workspace --examples
-cargo test --workspace --all-targets
+step cargo build --workspace --examples
+step cargo test --workspace --all-targets --no-run
+set +e
+start=$SECONDS
+cargo test --workspace --all-targets 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+steps+=("$(printf '%5ds  %s' $((SECONDS - start)) "cargo test --workspace --all-targets")")
+set -e
+times
+exit "$status"
