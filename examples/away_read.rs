@@ -153,6 +153,7 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
                 routes: Default::default(),
                 mtu: 1500,
                 dscp: 0,
+                cm: Default::default(),
                 shards: 1,
                 engine: EngineConfig {
                     progress: Progress::Inline,

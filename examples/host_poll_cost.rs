@@ -31,6 +31,7 @@ fn main() {
                 ca_guid: 1,
                 seed: 1,
                 qpns: dpdk_roce::engine::host::QpnPolicy::Sequential,
+                cm: Default::default(),
             },
             VecMemory::new(),
         )

@@ -20,6 +20,9 @@ const CONSUMER: &str = env!("CARGO_BIN_EXE_roce-dat-consumer");
 /// The RoCE addresses of profiles af_packet-a / -b, and one nobody answers.
 const SERVER_IP: &str = "10.77.0.1";
 const NOBODY_IP: &str = "10.77.0.99";
+/// CM timers of the tests whose peer dies during set-up or tear-down: 67 ms response timeout,
+/// 3 retries (the defaults, rdma_cm's 4.3 s and 15, give a dead peer a minute).
+const FAST_CM: &str = "cm_response_timeout = 14\ncm_max_retries = 3";
 
 /// A consumer process whose output lines arrive on a channel and are kept for messages.
 struct Proc {
@@ -545,7 +548,7 @@ fn started(s: &Setup, side: char, args: &[&str]) -> Option<Proc> {
 /// none lost) and then serves a new connection with verified data and intact memory.
 #[test]
 fn dead_active_side_passive_survivor_with_and_without_sends_flushes_and_serves_again() {
-    let s = Setup::new("bd");
+    let s = Setup::new("bd").with_roce_keys(FAST_CM);
     for echo in [false, true] {
         let case = if echo {
             "dead_active.echo"
@@ -615,7 +618,7 @@ fn dead_active_side_passive_survivor_with_and_without_sends_flushes_and_serves_a
 /// server and moves verified data.
 #[test]
 fn a_peer_dying_during_connection_set_up_leaves_the_other_side_usable() {
-    let s = Setup::new("bs");
+    let s = Setup::new("bs").with_roce_keys(FAST_CM);
     // The requester dies.
     let (srv, cli) = retry_fanout(|_| {
         let hold = started(&s, 'a', &["hold", "--qual", "7310"])?;

@@ -170,7 +170,10 @@ fn dat_evd_wait_threshold_is_met_by_events_posted_from_another_thread() {
 fn until_waiting(evd: &Evd) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while evd.waiters() == 0 {
-        assert!(std::time::Instant::now() < deadline, "no thread ever waited");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no thread ever waited"
+        );
         std::thread::yield_now();
     }
 }

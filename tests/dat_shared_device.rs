@@ -181,6 +181,7 @@ fn an_event_of_the_device_itself_reaches_every_open_ia() {
                 .expect("a host address on its prefix"),
             routes: Default::default(),
             dscp: 0,
+            cm: Default::default(),
             mtu: 1500,
             shards: 2,
             engine: dpdk_roce::engine::runtime::EngineConfig {

@@ -41,6 +41,7 @@ fn hosts(mac: [u8; 6], ip: Ipv4Addr, shards: usize, seed: u64) -> Vec<Host<VecMe
                     ca_guid: 0x0200_00ff_fe00_0000 | seed,
                     seed: seed.wrapping_mul(31).wrapping_add(i as u64),
                     qpns: dpdk_roce::engine::host::QpnPolicy::Sequential,
+                    cm: Default::default(),
                 },
                 VecMemory::new(),
             )

@@ -142,6 +142,7 @@ pub fn host(
             ]),
             seed: dpdk_roce::random::os_u64().map_err(|e| format!("OS random source: {e}"))?,
             qpns: dpdk_roce::engine::host::QpnPolicy::Random,
+            cm: Default::default(),
         },
         Arc::new(table),
     )

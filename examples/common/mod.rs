@@ -71,6 +71,7 @@ fn host(n: u8) -> H {
             seed: u64::from(n),
             // Deterministic: instruction counts compare across builds.
             qpns: QpnPolicy::Sequential,
+            cm: Default::default(),
         },
         Arc::new(MrTable::new(16)),
     )

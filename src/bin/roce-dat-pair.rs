@@ -81,6 +81,7 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
                     .expect("a host address on its prefix"),
                 routes: Default::default(),
                 dscp: 0,
+                cm: Default::default(),
                 mtu: 1500,
                 shards: 2,
                 engine: EngineConfig {

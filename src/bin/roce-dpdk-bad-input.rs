@@ -194,6 +194,7 @@ impl Lab {
             ca_guid: 0x0200_0000_0000_0000 | u64::from(mac.0[5]),
             seed,
             qpns: dpdk_roce::engine::host::QpnPolicy::Random,
+            cm: Default::default(),
         };
         let vhost = Host::new(host_config(victim_mac, VICTIM_IP, seed), MrTable::new(64))
             .map_err(|e| e.to_string())?;

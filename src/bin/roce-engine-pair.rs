@@ -111,6 +111,7 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
                         ca_guid: 0x0200_00ff_fe00_0000 | seed,
                         seed: seed * 31 + i as u64,
                         qpns: dpdk_roce::engine::host::QpnPolicy::Random,
+                        cm: Default::default(),
                     },
                     VecMemory::new(),
                 )

@@ -183,6 +183,11 @@ pub struct Roce {
     pub dscp: u8,
     /// The port's 802.1Q identity (`roce.vlan`, `roce.pcp`): `None` sends untagged frames.
     pub vlan: Option<crate::net::Vlan>,
+    /// The connection manager's timers (`roce.cm_response_timeout`, 8..=24, 4.096 us * 2^N,
+    /// default 20 (4.3 s), and `roce.cm_max_retries`, 0..=15, default 15: what Linux rdma_cm
+    /// sends). A REQ carries both, so they also time the peer's REP and DREQ retries to us.
+    /// Lower values find a dead peer during connection set-up or tear-down sooner.
+    pub cm: crate::cm::CmConfig,
 }
 
 impl Roce {
@@ -740,12 +745,22 @@ impl Profile {
             .collect::<Result<Vec<_>, _>>()?;
         let dscp = raw.roce.dscp.unwrap_or(0);
         range("roce.dscp", dscp.into(), 0, 63)?;
+        let mut cm = crate::cm::CmConfig::default();
+        if let Some(t) = raw.roce.cm_response_timeout {
+            range("roce.cm_response_timeout", t.into(), 8, 24)?;
+            cm.cm_response_timeout = t;
+        }
+        if let Some(r) = raw.roce.cm_max_retries {
+            range("roce.cm_max_retries", r.into(), 0, 15)?;
+            cm.max_cm_retries = r;
+        }
         let roce = Roce {
             address,
             gateway,
             routes,
             dscp,
             vlan: RawPcp::vlan(raw.roce.vlan, raw.roce.pcp.as_ref())?,
+            cm,
         };
         roce.checked_routes()?;
         let progress = Progress::parse("engine.progress", &raw.engine.progress)?;
@@ -845,6 +860,12 @@ impl Profile {
                     crate::net::Pcp::FromDscp if v.id().is_some() => None,
                     crate::net::Pcp::FromDscp => Some(RawPcp::Rule("dscp".into())),
                 }),
+                cm_response_timeout: (self.roce.cm.cm_response_timeout
+                    != crate::cm::CmConfig::default().cm_response_timeout)
+                    .then_some(self.roce.cm.cm_response_timeout),
+                cm_max_retries: (self.roce.cm.max_cm_retries
+                    != crate::cm::CmConfig::default().max_cm_retries)
+                    .then_some(self.roce.cm.max_cm_retries),
             },
             engine: RawEngine {
                 poll_cores: self.engine.poll_cores.clone(),
@@ -1134,6 +1155,10 @@ struct RawRoce {
     vlan: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pcp: Option<RawPcp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cm_response_timeout: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cm_max_retries: Option<u8>,
 }
 
 /// `roce.pcp`: a priority 0..=7, or "dscp" (each frame's DSCP >> 3).

@@ -1030,3 +1030,34 @@ fn routes_without_an_ipv4_address_and_bad_ipv6_addresses_name_their_key() {
         );
     }
 }
+
+#[test]
+fn cm_timers_reach_the_cm_config_survive_a_round_trip_and_name_their_key_when_bad() {
+    let p = ok(&with("roce", ""));
+    assert_eq!(p.roce.cm, crate::cm::CmConfig::default());
+    let p = ok(&with(
+        "roce",
+        "cm_response_timeout = 14\ncm_max_retries = 2",
+    ));
+    assert_eq!(
+        (p.roce.cm.cm_response_timeout, p.roce.cm.max_cm_retries),
+        (14, 2)
+    );
+    assert_eq!(ok(&p.to_toml()).roce, p.roce, "round trip");
+    for (keys, want) in [
+        (
+            "cm_response_timeout = 7",
+            "roce.cm_response_timeout: 7 is outside 8..=24",
+        ),
+        (
+            "cm_response_timeout = 25",
+            "roce.cm_response_timeout: 25 is outside 8..=24",
+        ),
+        (
+            "cm_max_retries = 16",
+            "roce.cm_max_retries: 16 is outside 0..=15",
+        ),
+    ] {
+        assert_eq!(err(&with("roce", keys)).to_string(), want, "{keys}");
+    }
+}

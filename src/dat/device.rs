@@ -173,6 +173,7 @@ mod tests {
                 .expect("a host address on its prefix"),
                 routes: Default::default(),
                 dscp: 0,
+                cm: Default::default(),
                 mtu: 1500,
                 shards: 1,
                 engine: crate::engine::runtime::EngineConfig {

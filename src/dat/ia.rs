@@ -35,6 +35,8 @@ pub struct IaConfig {
     pub routes: crate::net::RouteTable,
     /// DSCP of the port's RoCEv2 packets (`net::NetConfig::dscp`).
     pub dscp: u8,
+    /// The connection manager's timers (the profile's `roce.cm_*`).
+    pub cm: crate::cm::CmConfig,
     /// IP MTU of the port.
     pub mtu: u16,
     /// Shards (one `Host` each).
@@ -252,6 +254,7 @@ impl Ia {
             address: profile.roce.address,
             routes: profile.roce.route_table(),
             dscp: profile.roce.dscp,
+            cm: profile.roce.cm,
             mtu: profile.port.mtu,
             shards,
             engine,
@@ -287,6 +290,7 @@ impl Ia {
                     ca_guid: guid,
                     seed: random()?,
                     qpns: crate::engine::host::QpnPolicy::Random,
+                    cm: config.cm,
                 },
                 SharedMemory(mem.clone()),
             )

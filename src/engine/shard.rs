@@ -596,6 +596,7 @@ mod tests {
                 ca_guid: 1,
                 seed: 1,
                 qpns: crate::engine::host::QpnPolicy::Sequential,
+                cm: Default::default(),
             },
             Arc::new(MrTable::new(16)),
         )
@@ -978,6 +979,7 @@ mod tests {
                 ca_guid: last.into(),
                 seed: last.into(),
                 qpns: crate::engine::host::QpnPolicy::Sequential,
+                cm: Default::default(),
             };
             Shard::new(Host::new(config, VecMemory::new()).unwrap(), io)
         };

@@ -446,7 +446,10 @@ fn pins_block_try_deregister_and_deregister_waits() {
     // thread's start is not ours to time).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while t.check(&l, Access::LOCAL_READ) != Err(MemError::InvalidKey) {
-        assert!(std::time::Instant::now() < deadline, "deregister never began");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "deregister never began"
+        );
         std::thread::yield_now();
     }
     // The pin is still held, so deregister cannot have returned.

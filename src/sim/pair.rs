@@ -140,6 +140,7 @@ impl Pair {
                     ca_guid: guid,
                     seed,
                     qpns: QpnPolicy::Random,
+                    cm: Default::default(),
                 },
                 VecMemory::new(),
             )
@@ -173,6 +174,7 @@ impl Pair {
                     ca_guid: guid,
                     seed,
                     qpns: QpnPolicy::Random,
+                    cm: Default::default(),
                 },
                 VecMemory::new(),
             )

@@ -40,6 +40,7 @@ pub fn ias_capturing(a_capture: Option<std::path::PathBuf>) -> (Ia, Ia) {
                     .expect("a host address on its prefix"),
                 routes: Default::default(),
                 dscp: 0,
+                cm: Default::default(),
                 mtu: 1500,
                 shards: 2,
                 engine: EngineConfig {

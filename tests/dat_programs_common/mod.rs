@@ -229,6 +229,22 @@ impl Setup {
         self
     }
 
+    /// Adds `keys` (TOML lines) to both sides' `[roce]` sections (e.g. the CM timers).
+    pub fn with_roce_keys(self, keys: &str) -> Setup {
+        for side in ['a', 'b'] {
+            let profile = self.dir.join(format!("{side}.toml"));
+            let text = std::fs::read_to_string(&profile).unwrap();
+            assert!(
+                text.contains("\n[roce]\n"),
+                "{} has no [roce]",
+                profile.display()
+            );
+            let text = text.replacen("\n[roce]\n", &format!("\n[roce]\n{keys}\n"), 1);
+            std::fs::write(&profile, text).unwrap();
+        }
+        self
+    }
+
     /// The EAL runtime directory a process of side `side` with id `pid` has while it runs
     /// (its profile's file prefix `dat<tag>-<side>-<pid>`; a killed process leaves it).
     pub fn runtime_dir(&self, side: char, pid: u32) -> PathBuf {

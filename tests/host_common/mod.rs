@@ -19,6 +19,7 @@ pub fn host(mac: EthernetAddress, ip: Ipv4Addr, peer: (Ipv4Addr, EthernetAddress
             ca_guid: u64::from(ip.octets()[3]),
             seed: u64::from(ip.octets()[3]),
             qpns: QpnPolicy::Sequential,
+            cm: Default::default(),
         },
         Arc::new(MrTable::with_key_secret(64, u64::from(ip.octets()[3]))),
     )

@@ -192,6 +192,7 @@ fn in_memory_ia_on(
                 .expect("a host address on its prefix"),
             routes: Default::default(),
             dscp: 0,
+            cm: Default::default(),
             mtu: 1500,
             shards: 1,
             engine: crate::engine::runtime::EngineConfig {

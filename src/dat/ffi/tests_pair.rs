@@ -80,6 +80,7 @@ fn ias() -> Ias {
                     .expect("a host address on its prefix"),
                 routes: Default::default(),
                 dscp: 0,
+                cm: Default::default(),
                 mtu: 1500,
                 shards: 1,
                 engine: crate::engine::runtime::EngineConfig {
@@ -1260,7 +1261,10 @@ fn set_unwaitable_releases_a_waiter_in_dat_evd_wait_through_the_c_table() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
         while e.evd.waiters() == 0 {
             assert!(!waiter.is_finished(), "the waiter returned without waiting");
-            assert!(std::time::Instant::now() < deadline, "the waiter never waited");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the waiter never waited"
+            );
             std::thread::yield_now();
         }
         ok(p.evd_set_unwaitable_func.unwrap()(a.dto));

@@ -92,6 +92,8 @@ pub struct HostConfig {
     pub seed: u64,
     /// How QPs are numbered.
     pub qpns: QpnPolicy,
+    /// The connection manager's settings (its timers: the profile's `roce.cm_*`).
+    pub cm: crate::cm::CmConfig,
 }
 
 /// MADs held while their destination is being resolved, at most.
@@ -239,13 +241,14 @@ impl<M: Memory> Host<M> {
         let qpns = qpn::QpnAllocator::new(config.qpns, config.seed);
         Ok(Host {
             net: Net::new(config.net)?,
-            cm: Cm::new(
+            cm: Cm::with_config(
                 crate::cm::LocalIps {
                     v4: config.net.ipv4_addr(),
                     v6: config.net.ipv6.map(|v6| v6.ip),
                 },
                 config.ca_guid,
                 config.seed,
+                config.cm,
             ),
             held_mads: VecDeque::new(),
             request_gate: req_gate::RequestGate::default(),
