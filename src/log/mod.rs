@@ -8,7 +8,9 @@
 //! Targets: `dpdk_roce::cm` (connections made, refused, timed out, ended), `dpdk_roce::net`
 //! (ARP), `dpdk_roce::transport` (a QP entering the error state), `dpdk_roce::dat::call` (every
 //! failing DAT call with the source location of the provider entry, at `debug`; also turned on
-//! by `DPDK_ROCE_DAT_TRACE`).
+//! by `DPDK_ROCE_DAT_TRACE`). What a peer's frames cause (the `cm`, `net` and `transport`
+//! events) is rate-limited per kind of message: a burst of 10, then 10 a second; the next
+//! message logged carries `suppressed = N`, the number held back (`engine::host::log_limit`).
 
 use tracing_subscriber::EnvFilter;
 
@@ -60,3 +62,6 @@ pub fn init_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| install(&provider_directive()));
 }
+
+#[cfg(test)]
+pub(crate) mod capture;
