@@ -57,6 +57,14 @@ impl Capture {
         *all = rest;
         these
     }
+
+    /// Every event of `target`, taken out.
+    pub(crate) fn take_target(&self, target: &str) -> Vec<Seen> {
+        let mut all = self.0.lock().unwrap();
+        let (these, rest) = all.drain(..).partition(|s| s.target == target);
+        *all = rest;
+        these
+    }
 }
 
 /// Runs `f` with every event of this thread, at every level, captured.
