@@ -11,8 +11,10 @@
 //! Without `--file-prefix` it looks for processes under the runtime directory whose telemetry
 //! has the `/roce/port` command: with exactly one it reads that one, with several it lists them
 //! (prefix, pid, program) and asks for one. Without a command it prints `/roce/port`,
-//! `/roce/net`, `/roce/cm` and each QP's `/roce/qp`, counters that are zero left out below the
-//! device level; with a command, that command's whole answer (`--json`: as the socket gave it).
+//! `/roce/net`, `/roce/cm` and each QP's `/roce/qp` (the first 64 QPs, read page by page from
+//! `/roce/qps`, with a line saying how many more there are), counters that are zero left out
+//! below the device level; with a command, that command's whole answer (`--json`: as the
+//! socket gave it).
 //!
 //! The socket is SOCK_SEQPACKET: one message per command and per answer. On connect the server
 //! first sends `{"version": ..., "pid": ..., "max_output_len": ...}`.
@@ -104,17 +106,7 @@ fn overview(out: &mut String, client: &mut Client) -> Result<(), String> {
     for c in OVERVIEW {
         print_answer(out, c, &client.call(c)?, true);
     }
-    let Node::Dict(devices) = client.call("/roce/qps")? else {
-        return Ok(());
-    };
-    let qpns: Vec<u64> = devices
-        .iter()
-        .filter_map(|(_, n)| match n {
-            Node::List(l) => Some(l.iter().filter_map(Node::as_u64).collect::<Vec<_>>()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let qpns = all_qpns(client)?;
     if qpns.is_empty() {
         let _ = writeln!(out, "/roce/qps: no QP");
     }
@@ -130,6 +122,60 @@ fn overview(out: &mut String, client: &mut Client) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// Every QPN of every device, read page by page: `/roce/qps,<from>` answers per device at most
+/// a page of its QPNs `>= from` and the `next` QPN to ask from; each device is followed from
+/// its own `next` until a page of it has none.
+fn all_qpns(client: &mut Client) -> Result<Vec<u64>, String> {
+    // Per device: where its next page starts (`None`: all read), and its QPNs so far.
+    let mut devices: Vec<(String, Option<u64>, Vec<u64>)> = Vec::new();
+    let mut from = 0;
+    loop {
+        let command = format!("/roce/qps,{from}");
+        let Node::Dict(answer) = client.call(&command)? else {
+            return Err(format!("{command}: not a dictionary of devices"));
+        };
+        for (name, page) in answer {
+            let i = match devices.iter().position(|d| d.0 == name) {
+                Some(i) => i,
+                None if from == 0 => {
+                    devices.push((name, Some(0), Vec::new()));
+                    devices.len() - 1
+                }
+                // A device opened since the first page: the next overview lists it.
+                None => continue,
+            };
+            let (_, cursor, qpns) = &mut devices[i];
+            let Some(at) = *cursor else { continue };
+            let field = |k: &str| match &page {
+                Node::Dict(d) => d.iter().find(|(n, _)| n == k).map(|(_, v)| v),
+                _ => None,
+            };
+            if let Some(Node::List(l)) = field("qpns") {
+                qpns.extend(l.iter().filter_map(Node::as_u64).filter(|&n| n >= at));
+            }
+            // The page held the QPNs from `from` up to `next`: those from `at` are taken. One
+            // that ended before `at` (another device's page was asked for) is asked again.
+            match field("next").and_then(Node::as_u64) {
+                None => *cursor = None,
+                Some(n) if n > at => *cursor = Some(n),
+                Some(_) => {}
+            }
+        }
+        // A device still at `from` did not move on (gone since the first page, or a `next` not
+        // beyond its page): done, so that every round moves on.
+        for d in &mut devices {
+            if d.1 == Some(from) {
+                d.1 = None;
+            }
+        }
+        match devices.iter().filter_map(|d| d.1).min() {
+            Some(next) => from = next,
+            None => break,
+        }
+    }
+    Ok(devices.into_iter().flat_map(|d| d.2).collect())
 }
 
 /// The file prefix of the one running process with the provider's telemetry under `base`.
