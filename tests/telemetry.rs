@@ -237,6 +237,40 @@ fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
     for qpn in &qpns {
         assert!(text.contains(&format!("/roce/qp,{qpn}:")), "{qpn}:\n{text}");
     }
+    // --watch: the second sample has the rate of each counter that changed, and only those.
+    let (first, second) = watch_two_samples(&prefix, "/roce/port");
+    assert!(
+        !first.contains("/s)"),
+        "the first sample has totals only:\n{first}"
+    );
+    let mut rated = 0;
+    for l in second.lines() {
+        let Some((k, v)) = l.trim().split_once(": ") else {
+            continue;
+        };
+        let (total, rate) = match v.split_once(" (") {
+            Some((t, r)) => (
+                t,
+                Some(r.strip_suffix("/s)").unwrap_or_else(|| panic!("{l}"))),
+            ),
+            None => (v, None),
+        };
+        let Ok(now) = total.parse::<u64>() else {
+            continue;
+        };
+        let before = printed(&first, k);
+        match rate {
+            Some(r) => {
+                rated += 1;
+                assert_ne!(now, before, "{k}: rated but unchanged: {l}");
+                assert_eq!(r.starts_with('+'), now > before, "{k} was {before}: {l}");
+            }
+            None => assert_eq!(now, before, "{k} changed without a rate: {l}"),
+        }
+    }
+    // The shard's polls (the away helper's, the telemetry thread's) move on.
+    assert!(rated > 0, "no counter changed:\n{first}\n{second}");
+
     // Without a prefix: this process, or (other tests' processes running) a list naming it.
     let out = Command::new(TOOL)
         .args(["stats", "/roce/cm"])
@@ -279,6 +313,48 @@ fn qpns_of(page: &Value) -> Vec<u64> {
         .iter()
         .map(|n| n.as_u64().unwrap())
         .collect()
+}
+
+/// The first two samples `roce-tool stats --watch 1 -f prefix command` prints (waits for the
+/// third to begin, at most a minute, then stops it).
+fn watch_two_samples(prefix: &str, command: &str) -> (String, String) {
+    let mut child = Command::new(TOOL)
+        .args(["stats", "--watch", "1", "-f", prefix, command])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut samples: Vec<String> = Vec::new();
+    while samples.len() < 3 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(l) = rx.recv_timeout(left) else {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "roce-tool stats --watch: {samples:?}\n{}",
+                output_text(&out)
+            );
+        };
+        if l.starts_with("== ") {
+            samples.push(String::new());
+        } else if let Some(s) = samples.last_mut() {
+            s.push_str(&l);
+            s.push('\n');
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    (samples.remove(0), samples.remove(0))
 }
 
 const HOLD_QPS: &str = env!("CARGO_BIN_EXE_roce-hold-qps");
