@@ -320,3 +320,23 @@ fn roce_tool_logs_connection_events_at_the_level_rust_log_asks_for() {
         "{debug}"
     );
 }
+
+/// A `RUST_LOG` that does not parse: the default filter (warnings) is installed and the bad
+/// directive reported through it, as a warning of `dpdk_roce::log`.
+#[test]
+fn roce_tool_reports_a_bad_log_filter_as_a_warning_and_logs_warnings() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_roce-tool"))
+        .args(["simulate", "--count", "10"])
+        .env("RUST_LOG", "dpdk_roce=loud")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let reports: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(" WARN dpdk_roce::log: log filter \"dpdk_roce=loud\""))
+        .collect();
+    assert_eq!(reports.len(), 1, "{err}");
+    assert!(reports[0].ends_with("; logging warnings"), "{err}");
+    assert!(!err.contains(" INFO "), "the default filter: {err}");
+}

@@ -3,14 +3,16 @@
 //! connections, then keeps its IA and EPs open; the test reads its counters with Debian's
 //! `dpdk-telemetry.py -f <file prefix>` (the commands on its standard input, one JSON answer a
 //! line) and with `roce-tool stats`, stops it (end of its standard input: a normal exit) and
-//! checks that its EAL runtime directory, which held the socket while it ran, is gone. Needs
-//! root (veth pair), DPDK and the dpdk-dev package's `dpdk-telemetry.py` (scripts/setup.sh).
+//! checks that its EAL runtime directory, which held the socket while it ran, is gone. A
+//! `roce-hold-qps` process with 1000 QPs has its QPNs read page by page. Needs root (veth
+//! pair), DPDK and the dpdk-dev package's `dpdk-telemetry.py` (scripts/setup.sh).
 
 mod dpdk_common;
 
 use dpdk_common::soak::{run_soak_client, SoakServer};
 use dpdk_common::{
-    assert_no_runtime_dirs, output_text, profile_copy, retry_fanout, Dir, Veth, FANOUT_COLLISION,
+    assert_no_runtime_dirs, output_text, profile_copy, remove_runtime_dirs_of, retry_fanout, Dir,
+    Veth, FANOUT_COLLISION,
 };
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -152,12 +154,10 @@ fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
     );
     assert!(num(port, "shard0.rx_frames") > 1000, "{port}");
     assert_eq!(num(port, "rx_errors"), 0, "{port}");
-    let qpns: Vec<u64> = device(&answers[2], "/roce/qps")
-        .as_array()
-        .unwrap_or_else(|| panic!("{}", answers[2]))
-        .iter()
-        .map(|n| n.as_u64().unwrap())
-        .collect();
+    let page = device(&answers[2], "/roce/qps");
+    assert_eq!(num(page, "total"), CONNECTIONS, "{page}");
+    assert!(page.get("next").is_none(), "one page: {page}");
+    let qpns = qpns_of(page);
     assert_eq!(qpns.len() as u64, CONNECTIONS, "{qpns:?}");
     let per_qp: Vec<String> = qpns.iter().map(|n| format!("/roce/qp,{n}")).collect();
     let per_qp: Vec<&str> = per_qp.iter().map(String::as_str).collect();
@@ -237,6 +237,40 @@ fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
     for qpn in &qpns {
         assert!(text.contains(&format!("/roce/qp,{qpn}:")), "{qpn}:\n{text}");
     }
+    // --watch: the second sample has the rate of each counter that changed, and only those.
+    let (first, second) = watch_two_samples(&prefix, "/roce/port");
+    assert!(
+        !first.contains("/s)"),
+        "the first sample has totals only:\n{first}"
+    );
+    let mut rated = 0;
+    for l in second.lines() {
+        let Some((k, v)) = l.trim().split_once(": ") else {
+            continue;
+        };
+        let (total, rate) = match v.split_once(" (") {
+            Some((t, r)) => (
+                t,
+                Some(r.strip_suffix("/s)").unwrap_or_else(|| panic!("{l}"))),
+            ),
+            None => (v, None),
+        };
+        let Ok(now) = total.parse::<u64>() else {
+            continue;
+        };
+        let before = printed(&first, k);
+        match rate {
+            Some(r) => {
+                rated += 1;
+                assert_ne!(now, before, "{k}: rated but unchanged: {l}");
+                assert_eq!(r.starts_with('+'), now > before, "{k} was {before}: {l}");
+            }
+            None => assert_eq!(now, before, "{k} changed without a rate: {l}"),
+        }
+    }
+    // The shard's polls (the away helper's, the telemetry thread's) move on.
+    assert!(rated > 0, "no counter changed:\n{first}\n{second}");
+
     // Without a prefix: this process, or (other tests' processes running) a list naming it.
     let out = Command::new(TOOL)
         .args(["stats", "/roce/cm"])
@@ -269,6 +303,228 @@ fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
     assert!(status.success(), "server: {status}\n{}{err}", server.seen);
     assert!(!runtime.exists(), "{} left behind", runtime.display());
     assert_no_runtime_dirs(&format!("{TAG}-"));
+}
+
+/// The QPNs of one device's `/roce/qps` page.
+fn qpns_of(page: &Value) -> Vec<u64> {
+    page.get("qpns")
+        .and_then(Value::as_array)
+        .unwrap_or_else(|| panic!("qpns in {page}"))
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect()
+}
+
+/// The first two samples `roce-tool stats --watch 1 -f prefix command` prints (waits for the
+/// third to begin, at most a minute, then stops it).
+fn watch_two_samples(prefix: &str, command: &str) -> (String, String) {
+    let mut child = Command::new(TOOL)
+        .args(["stats", "--watch", "1", "-f", prefix, command])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut samples: Vec<String> = Vec::new();
+    while samples.len() < 3 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(l) = rx.recv_timeout(left) else {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "roce-tool stats --watch: {samples:?}\n{}",
+                output_text(&out)
+            );
+        };
+        if l.starts_with("== ") {
+            samples.push(String::new());
+        } else if let Some(s) = samples.last_mut() {
+            s.push_str(&l);
+            s.push('\n');
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    (samples.remove(0), samples.remove(0))
+}
+
+const HOLD_QPS: &str = env!("CARGO_BIN_EXE_roce-hold-qps");
+/// QPs of the process of the paging test: more than DPDK's 512 array entries, four pages.
+const MANY_QPS: usize = 1000;
+/// QPNs per `/roce/qps` page at most (`dpdk_roce::dat::telemetry::QPS_PAGE`).
+const PAGE: usize = 256;
+
+/// A `roce-hold-qps` process and the QPNs it reported; killed (and what it leaves removed) on
+/// drop if still running.
+struct QpHolder {
+    child: std::process::Child,
+    qpns: Vec<u64>,
+    prefix: String,
+}
+
+impl QpHolder {
+    /// Starts it on `profile` (named `name`) with `eps` EPs, again after a PACKET_FANOUT
+    /// collision, and waits for `HOLDING`.
+    fn start(profile: &std::path::Path, name: &str, eps: usize) -> QpHolder {
+        retry_fanout(|_| {
+            let mut child = Command::new(HOLD_QPS)
+                .arg("--profile")
+                .arg(profile)
+                .args(["--eps", &eps.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start roce-hold-qps");
+            let mut qpns = None;
+            let mut seen = String::new();
+            let mut holding = false;
+            for l in BufReader::new(child.stdout.take().unwrap()).lines() {
+                let Ok(l) = l else { break };
+                seen.push_str(&l);
+                seen.push('\n');
+                if let Some(list) = l.strip_prefix("QPNS ") {
+                    qpns = Some(list.split(',').map(|n| n.parse().unwrap()).collect());
+                }
+                if l.starts_with("HOLDING") {
+                    holding = true;
+                    break;
+                }
+            }
+            let prefix = format!("{name}-{}", child.id());
+            if holding {
+                let qpns = qpns.unwrap_or_else(|| panic!("no QPNS line:\n{seen}"));
+                return Some(QpHolder {
+                    child,
+                    qpns,
+                    prefix,
+                });
+            }
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            let text = format!("{seen}{}", output_text(&out));
+            assert!(
+                text.contains(FANOUT_COLLISION),
+                "roce-hold-qps did not start:\n{text}"
+            );
+            None
+        })
+    }
+}
+
+impl Drop for QpHolder {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            remove_runtime_dirs_of(self.child.id());
+        }
+    }
+}
+
+/// `/roce/qps` of a process with more QPs than one answer can carry (DPDK 22.11: 512 array
+/// entries, 16 KiB): page after page from `next`, every QPN exactly once, ascending, `total`
+/// on every page; `roce-tool stats` pages through them and counts the QPs it does not print.
+#[test]
+fn qpns_of_more_qps_than_one_answer_holds_are_listed_page_by_page() {
+    let tag = "tlq";
+    let veth = Veth::up(tag);
+    let dir = Dir::new(tag);
+    let end_a = veth.end('a');
+    let a = profile_copy(&dir.0, "af_packet-a", &[("rocev0a", end_a.as_str())], tag);
+    let mut holder = QpHolder::start(&a, &format!("{tag}-af_packet-a"), MANY_QPS);
+    let prefix = holder.prefix.clone();
+    let mut expected = holder.qpns.clone();
+    expected.sort_unstable();
+    expected.dedup();
+    assert_eq!(expected.len(), MANY_QPS, "distinct QPNs");
+
+    // (1) dpdk-telemetry.py, page by page; the first page without a parameter too.
+    let first = telemetry_py(&prefix, &["/roce/qps", "/roce/qps,0"]);
+    assert_eq!(first[0], first[1], "no parameter: from 0");
+    let mut listed: Vec<u64> = Vec::new();
+    let mut from = 0;
+    let mut pages = 0;
+    loop {
+        let answer = telemetry_py(&prefix, &[&format!("/roce/qps,{from}")]).remove(0);
+        let page = device(&answer, "/roce/qps");
+        pages += 1;
+        assert_eq!(num(page, "total"), MANY_QPS as u64, "page {pages}: {page}");
+        let qpns = qpns_of(page);
+        assert!(
+            !qpns.is_empty() && qpns.len() <= PAGE,
+            "page {pages}: {page}"
+        );
+        assert!(qpns[0] >= from, "page {pages} from {from}: {page}");
+        assert!(qpns.windows(2).all(|w| w[0] < w[1]), "ascending: {page}");
+        listed.extend(&qpns);
+        match page.get("next") {
+            Some(n) => {
+                let n = n.as_u64().unwrap_or_else(|| panic!("next: {page}"));
+                assert!(n > *qpns.last().unwrap(), "page {pages}: {page}");
+                from = n;
+            }
+            None => break,
+        }
+        assert!(pages < MANY_QPS, "pages do not end");
+    }
+    assert_eq!(pages, MANY_QPS.div_ceil(PAGE));
+    assert_eq!(listed, expected, "every QPN exactly once, ascending");
+    // Beyond the last QPN: an empty page.
+    let past = telemetry_py(
+        &prefix,
+        &[&format!("/roce/qps,{}", expected[MANY_QPS - 1] + 1)],
+    );
+    let past = device(&past[0], "/roce/qps");
+    assert!(
+        qpns_of(past).is_empty() && past.get("next").is_none(),
+        "{past}"
+    );
+    assert_eq!(num(past, "total"), MANY_QPS as u64, "{past}");
+
+    // (2) roce-tool stats: the first 64 QPs, and how many more there are.
+    let out = Command::new(TOOL)
+        .args(["stats", "-f", &prefix])
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    let shown: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("/roce/qp,"))
+        .collect();
+    assert_eq!(shown.len(), 64, "{text}");
+    for (l, qpn) in shown.iter().zip(&expected) {
+        assert_eq!(*l, format!("/roce/qp,{qpn}:"));
+    }
+    assert!(
+        text.contains(&format!("({} more QPs: ", MANY_QPS - 64)),
+        "{text}"
+    );
+
+    // A normal end: standard input closed.
+    drop(holder.child.stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = holder.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "roce-hold-qps did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    let _ = holder.child.stderr.take().unwrap().read_to_string(&mut err);
+    assert!(status.success(), "roce-hold-qps: {status}\n{err}");
+    assert_no_runtime_dirs(&format!("{tag}-"));
 }
 
 /// With telemetry off (`DPDK_ROCE_TELEMETRY=0`: EAL's `--no-telemetry`) the runtime directory

@@ -8,8 +8,11 @@
 //! | `/roce/port` | address, shards, progress mode, link; the port's `rte_eth_stats` (packets, bytes, errors, missed, no-mbuf); per shard its polls, frames, drops and cross-shard traffic (`shard<i>`) |
 //! | `/roce/net` | frames received and handed to RoCE; ARP sent, received, resolved, failed; every receive drop reason by name (`drops`); the frames the transport refused (`transport`: unknown QP, wrong origin, ...) |
 //! | `/roce/cm` | connections established (active, passive) and held; MADs sent and received by kind; malformed, unmatched, duplicate, retransmitted, refused and expired requests |
-//! | `/roce/qps` | the QPNs of the device's QPs |
+//! | `/roce/qps` or `/roce/qps,<from>` | one page of the device's QPNs: `total` (its QPs), `qpns` (at most [`QPS_PAGE`] QPNs `>= from`, ascending; `from` decimal or `0x` hex, 0 without) and `next` (the QPN to ask from for the next page; absent on the last page) |
 //! | `/roce/qp,<qpn>` | one QP (decimal or `0x` hex): state, peer, packets and payload bytes each way, retransmissions, timeouts (tail probes among them), duplicates, ACKs, NAKs sent and received by kind, drops; `sequence`: where it stands now (WQEs and PSNs outstanding, window, retries left, ACK timer, expected PSN, queued responses, posted receives) |
+//!
+//! `/roce/qps` is paged because DPDK 22.11 carries at most 512 entries per array and 16 KiB
+//! per answer: ask again from `next` until an answer has none (`roce-tool stats` does).
 //!
 //! Every answer is a dictionary with one entry per device open in the process, named after
 //! the DPDK device of its port (`net_af_packet0`, `net_memif0`, ...): the IAs opened on one
@@ -61,7 +64,7 @@ const COMMANDS: [(&str, &str, Handler); 5] = [
     ),
     (
         "/roce/qps",
-        "dpdk-roce: the QPNs of each device. Takes no parameters",
+        "dpdk-roce: a page of the QPNs of each device: total, qpns (256 at most), next. Parameter: the first QPN of the page (default 0)",
         qps,
     ),
     (
@@ -341,28 +344,70 @@ fn mads(m: &MadCounts) -> Dict {
     d
 }
 
-/// The QPNs each shard owns (shard 0 also holds the CM's stand-ins of other shards' QPs).
-fn owned_qpns(h: &mut Host<SharedMemory>, shard: usize, shards: usize) -> Vec<u32> {
-    h.qps()
-        .map(|(qp, _)| qp.qpn())
-        .filter(|&n| shard_of_qpn(n, shards) == shard)
-        .collect()
+/// QPNs in one answer of `/roce/qps` at most (DPDK's arrays hold 512; the answer, 16 KiB).
+pub const QPS_PAGE: usize = 256;
+
+/// One shard's part of a `/roce/qps` page: how many QPs it owns, and the first
+/// [`QPS_PAGE`] + 1 of them `>= from`, ascending (shard 0 also holds the CM's stand-ins of
+/// other shards' QPs: they are left to their owners).
+fn owned_page(
+    h: &mut Host<SharedMemory>,
+    shard: usize,
+    shards: usize,
+    from: u32,
+) -> (u64, Vec<u32>) {
+    let mut total = 0;
+    let mut page = Vec::new();
+    for (qp, _) in h.qps() {
+        let n = qp.qpn();
+        if shard_of_qpn(n, shards) != shard {
+            continue;
+        }
+        total += 1;
+        if n >= from {
+            page.push(n);
+        }
+    }
+    page.sort_unstable();
+    page.truncate(QPS_PAGE + 1);
+    (total, page)
 }
 
-fn qps(_: Option<&str>) -> Option<Value> {
+/// A device's page from its shards' parts: `total`, `qpns` (the first [`QPS_PAGE`]) and
+/// `next` (the QPN after them, when there is one).
+fn qps_page(d: &mut Dict, parts: Vec<(u64, Vec<u32>)>) {
+    let total = parts.iter().map(|p| p.0).sum();
+    let mut qpns: Vec<u32> = parts.into_iter().flat_map(|p| p.1).collect();
+    qpns.sort_unstable();
+    let next = qpns.get(QPS_PAGE).copied();
+    qpns.truncate(QPS_PAGE);
+    d.u64("total", total).push(
+        "qpns",
+        Value::U64s(qpns.into_iter().map(u64::from).collect()),
+    );
+    if let Some(n) = next {
+        d.u64("next", u64::from(n));
+    }
+}
+
+fn qps(params: Option<&str>) -> Option<Value> {
+    let from = match params.map(str::trim) {
+        None | Some("") => 0,
+        Some(p) => parse_qpn(p)?,
+    };
     Some(per_device(|dev| {
         let shards = dev.engine.shards();
-        let mut qpns = Vec::new();
-        for i in 0..shards {
-            if let Ok(n) = dev
-                .engine
-                .with_host_within(i, SHARD_WAIT, move |h| owned_qpns(h, i, shards))
-            {
-                qpns.extend(n.into_iter().map(u64::from));
-            }
-        }
-        qpns.sort_unstable();
-        Value::U64s(qpns)
+        let mut d = Dict::new();
+        let answers = (0..shards)
+            .map(|i| {
+                dev.engine
+                    .with_host_within(i, SHARD_WAIT, move |h| owned_page(h, i, shards, from))
+                    .map_err(|e| e.to_string())
+            })
+            .collect();
+        let parts = answered(&mut d, answers);
+        qps_page(&mut d, parts);
+        Value::Dict(d)
     }))
 }
 
@@ -497,6 +542,62 @@ mod tests {
         assert_eq!(parse_qpn(""), None);
     }
 
+    /// Pages of QPNs spread over three shards: every QPN once, in order, `next` on all pages
+    /// but the last, `total` on every page.
+    #[test]
+    fn qpn_pages_cover_every_qp_once_in_order() {
+        let all: Vec<u32> = (0..1000u32).map(|k| 0x10_0000 + 7 * k + (k % 3)).collect();
+        let part = |shard: u32, from: u32| {
+            let mine: Vec<u32> = all.iter().copied().filter(|n| n % 3 == shard).collect();
+            let total = mine.len() as u64;
+            let page = mine
+                .into_iter()
+                .filter(|&n| n >= from)
+                .take(QPS_PAGE + 1)
+                .collect();
+            (total, page)
+        };
+        let mut listed = Vec::new();
+        let mut from = 0;
+        let mut pages = 0;
+        loop {
+            let mut d = Dict::new();
+            qps_page(&mut d, (0..3).map(|s| part(s, from)).collect());
+            pages += 1;
+            assert_eq!(d.get("total"), Some(&Value::U64(1000)), "{d:?}");
+            let Some(Value::U64s(qpns)) = d.get("qpns") else {
+                panic!("{d:?}")
+            };
+            assert!(qpns.len() <= QPS_PAGE && !qpns.is_empty(), "{d:?}");
+            listed.extend(qpns.iter().map(|&n| n as u32));
+            match d.get("next") {
+                Some(Value::U64(n)) => {
+                    assert_eq!(qpns.len(), QPS_PAGE);
+                    assert!(*n > *qpns.last().unwrap());
+                    from = *n as u32;
+                }
+                None => break,
+                other => panic!("next: {other:?}"),
+            }
+        }
+        assert_eq!(pages, 1000_usize.div_ceil(QPS_PAGE));
+        assert_eq!(listed, all, "every QPN once, ascending");
+        let mut d = Dict::new();
+        qps_page(&mut d, vec![(0, vec![]), (0, vec![])]);
+        assert_eq!(d.get("total"), Some(&Value::U64(0)));
+        assert_eq!(d.get("qpns"), Some(&Value::U64s(vec![])));
+        assert_eq!(d.get("next"), None);
+    }
+
+    #[test]
+    fn a_qpns_parameter_is_a_first_qpn_or_nothing() {
+        // No device open in this test: an empty answer, or null for a bad parameter.
+        assert!(qps(None).is_some());
+        assert!(qps(Some("")).is_some());
+        assert!(qps(Some("0x10")).is_some());
+        assert_eq!(qps(Some("ten")), None);
+    }
+
     #[test]
     fn a_qp_reports_its_state_and_every_counter() {
         let (io, _other) = crate::engine::io::ChannelIo::pair(16);
@@ -525,9 +626,15 @@ mod tests {
         let listed = ia
             .inner
             .engine
-            .with_host_within(0, SHARD_WAIT, move |h| owned_qpns(h, 0, shards))
+            .with_host_within(0, SHARD_WAIT, move |h| owned_page(h, 0, shards, 0))
             .unwrap();
-        assert_eq!(listed, vec![qpn]);
+        assert_eq!(listed, (1, vec![qpn]));
+        let after = ia
+            .inner
+            .engine
+            .with_host_within(0, SHARD_WAIT, move |h| owned_page(h, 0, shards, qpn + 1))
+            .unwrap();
+        assert_eq!(after, (1, vec![]));
         let view = ia
             .inner
             .engine

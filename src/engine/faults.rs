@@ -10,8 +10,9 @@
 //! Each probability applies to each frame and direction; `delay_us` holds every frame that
 //! long; `seed` makes a run repeatable (default: from the OS). A lost frame is reported to the
 //! shard as sent; a corrupted one has one bit flipped (the receiver's checks drop it); a
-//! reordered one goes after the next. What it did is counted ([`FaultCounters`]) and printed
-//! to stderr when the queue pair goes (`dpdk-roce faults: ...`). Off, nothing is wrapped.
+//! reordered one goes after the next. What it did is counted ([`FaultCounters`]) and logged
+//! when the queue pair goes (a `warn` event of target `dpdk_roce::faults`, shown by the
+//! default filter: `dpdk-roce faults: ...`). Off, nothing is wrapped.
 
 use super::io::{FrameIo, PinnedFrame};
 use rand::{Rng, SeedableRng};
@@ -20,6 +21,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The `tracing` target of the report of what was injected.
+pub const FAULTS_TARGET: &str = "dpdk_roce::faults";
 
 /// The environment variable that turns fault injection on.
 pub const FAULTS_ENV: &str = "DPDK_ROCE_FAULTS";
@@ -372,7 +376,11 @@ impl<I: FrameIo> FrameIo for FaultyIo<I> {
 
 impl<I> Drop for FaultyIo<I> {
     fn drop(&mut self) {
-        eprintln!("dpdk-roce faults: {}", self.dice.counters.summary());
+        tracing::warn!(
+            target: FAULTS_TARGET,
+            "dpdk-roce faults: {}",
+            self.dice.counters.summary()
+        );
     }
 }
 
@@ -451,6 +459,27 @@ mod tests {
         seen.sort_unstable();
         seen.dedup();
         assert!(seen.len() as u64 >= u64::from(n) - lost - corrupted);
+    }
+
+    /// The report of what was injected is a warning of `dpdk_roce::faults` (shown by the
+    /// default filter), sent when the queue pair goes.
+    #[test]
+    fn the_report_is_a_warning_logged_when_the_queue_pair_goes() {
+        crate::log::capture::captured(|capture| {
+            let (a, _b) = ChannelIo::pair(64);
+            let config = FaultConfig::parse("loss=1,seed=1").unwrap();
+            let mut io = FaultyIo::new(a, config, 0);
+            io.tx(b"gone");
+            io.flush();
+            assert!(capture.take_target(FAULTS_TARGET).is_empty());
+            drop(io);
+            let report = capture.take_target(FAULTS_TARGET);
+            assert_eq!(report.len(), 1, "{report:?}");
+            assert_eq!(report[0].level, tracing::Level::WARN);
+            let m = &report[0].message;
+            assert!(m.starts_with("dpdk-roce faults: rx lost=0 "), "{m}");
+            assert!(m.contains("; tx lost=1 "), "{m}");
+        });
     }
 
     #[test]

@@ -196,6 +196,9 @@ pub struct Qp {
     pub(super) req: ReqState,
     pub(super) resp: RespState,
     pub(super) rq: VecDeque<RecvWqe>,
+    /// The state the QP left for ERROR, until the host takes it for its log
+    /// ([`take_error_entry`](Self::take_error_entry)).
+    pub(super) error_from: Option<QpState>,
 }
 
 fn check_attr(a: &QpAttr) -> Result<(), QpError> {
@@ -227,6 +230,7 @@ impl Qp {
             state: QpState::Reset,
             stats: QpStats::default(),
             timers: TimerTable::default(),
+            error_from: None,
         }
     }
 
@@ -304,9 +308,10 @@ impl Qp {
         let _ = now;
         match (self.state, state) {
             (_, Reset) => {
-                let stats = self.stats;
+                let (stats, error_from) = (self.stats, self.error_from);
                 *self = Qp::new(self.config.clone());
                 self.stats = stats;
+                self.error_from = error_from;
                 Ok(())
             }
             (Error, Error) => Ok(()),
@@ -596,6 +601,19 @@ impl Qp {
         !self.cq.is_empty()
     }
 
+    /// True when the QP entered ERROR since the last [`take_error_entry`](Self::take_error_entry).
+    #[inline]
+    pub fn has_error_entry(&self) -> bool {
+        self.error_from.is_some()
+    }
+
+    /// The state the QP left for ERROR since the last call, if it did: the QP does not log
+    /// (it has no clock of its own); its host logs the transition, limited
+    /// (`engine::host::event_log`).
+    pub fn take_error_entry(&mut self) -> Option<QpState> {
+        self.error_from.take()
+    }
+
     /// The next work completion, in posting order per queue.
     pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
         self.cq.pop_front()
@@ -615,12 +633,7 @@ impl Qp {
     /// still leave (see [`KeepResponses`]).
     pub(super) fn enter_error(&mut self, keep: KeepResponses) {
         if self.state != QpState::Error {
-            tracing::info!(
-                target: "dpdk_roce::transport",
-                qpn = self.config.qpn,
-                from = ?self.state,
-                "QP to the error state"
-            );
+            self.error_from = Some(self.state);
         }
         self.state = QpState::Error;
         self.timers.clear();

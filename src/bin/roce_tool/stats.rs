@@ -11,8 +11,15 @@
 //! Without `--file-prefix` it looks for processes under the runtime directory whose telemetry
 //! has the `/roce/port` command: with exactly one it reads that one, with several it lists them
 //! (prefix, pid, program) and asks for one. Without a command it prints `/roce/port`,
-//! `/roce/net`, `/roce/cm` and each QP's `/roce/qp`, counters that are zero left out below the
-//! device level; with a command, that command's whole answer (`--json`: as the socket gave it).
+//! `/roce/net`, `/roce/cm` and each QP's `/roce/qp` (the first 64 QPs, read page by page from
+//! `/roce/qps`, with a line saying how many more there are), counters that are zero left out
+//! below the device level; with a command, that command's whole answer (`--json`: as the
+//! socket gave it).
+//!
+//! `--watch N` prints again every N seconds; from the second sample on, every counter that
+//! changed since the previous sample has its rate per second beside it (over the time between
+//! the two samples), e.g. `rx_frames: 123456 (+40125/s)`; the first sample has totals only
+//! (`--json` too).
 //!
 //! The socket is SOCK_SEQPACKET: one message per command and per answer. On connect the server
 //! first sends `{"version": ..., "pid": ..., "max_output_len": ...}`.
@@ -20,11 +27,12 @@
 use clap::Args;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use socket2::{Domain, SockAddr, Socket, Type};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The telemetry socket's name in a runtime directory (DPDK 22.11, version 2 protocol).
 const SOCKET: &str = "dpdk_telemetry.v2";
@@ -68,19 +76,28 @@ fn stats(args: &StatsArgs) -> Result<(), String> {
     };
     let path = base.join(&prefix).join(SOCKET);
     let mut client = Client::connect(&path)?;
+    // The previous sample's counters and when it was read (`--watch`).
+    let mut previous: Option<(Counters, Instant)> = None;
     loop {
-        let mut out = String::new();
+        let at = Instant::now();
+        let mut sample = Sample::new(
+            previous
+                .as_ref()
+                .map(|(c, t)| (c, at.duration_since(*t).as_secs_f64())),
+        );
         if args.watch.is_some() {
-            let _ = writeln!(out, "== {prefix} (pid {}) ==", client.pid);
+            let _ = writeln!(sample.out, "== {prefix} (pid {}) ==", client.pid);
         }
         match &args.command {
             Some(c) if args.json => {
-                out.push_str(&client.raw(c)?);
-                out.push('\n');
+                sample.out.push_str(&client.raw(c)?);
+                sample.out.push('\n');
             }
-            Some(c) => print_answer(&mut out, c, &client.call(c)?, false),
-            None => overview(&mut out, &mut client)?,
+            Some(c) => sample.answer(c, &client.call(c)?, false),
+            None => overview(&mut sample, &mut client)?,
         }
+        let Sample { out, counters, .. } = sample;
+        previous = Some((counters, at));
         let mut stdout = std::io::stdout().lock();
         match stdout
             .write_all(out.as_bytes())
@@ -100,36 +117,80 @@ fn stats(args: &StatsArgs) -> Result<(), String> {
 }
 
 /// Every command of the provider, QPs last.
-fn overview(out: &mut String, client: &mut Client) -> Result<(), String> {
+fn overview(sample: &mut Sample, client: &mut Client) -> Result<(), String> {
     for c in OVERVIEW {
-        print_answer(out, c, &client.call(c)?, true);
+        sample.answer(c, &client.call(c)?, true);
     }
-    let Node::Dict(devices) = client.call("/roce/qps")? else {
-        return Ok(());
-    };
-    let qpns: Vec<u64> = devices
-        .iter()
-        .filter_map(|(_, n)| match n {
-            Node::List(l) => Some(l.iter().filter_map(Node::as_u64).collect::<Vec<_>>()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let qpns = all_qpns(client)?;
     if qpns.is_empty() {
-        let _ = writeln!(out, "/roce/qps: no QP");
+        let _ = writeln!(sample.out, "/roce/qps: no QP");
     }
     for &qpn in qpns.iter().take(MAX_QPS) {
         let c = format!("/roce/qp,{qpn}");
-        print_answer(out, &c, &client.call(&c)?, true);
+        sample.answer(&c, &client.call(&c)?, true);
     }
     if qpns.len() > MAX_QPS {
         let _ = writeln!(
-            out,
+            sample.out,
             "({} more QPs: roce-tool stats /roce/qp,<qpn>)",
             qpns.len() - MAX_QPS
         );
     }
     Ok(())
+}
+
+/// Every QPN of every device, read page by page: `/roce/qps,<from>` answers per device at most
+/// a page of its QPNs `>= from` and the `next` QPN to ask from; each device is followed from
+/// its own `next` until a page of it has none.
+fn all_qpns(client: &mut Client) -> Result<Vec<u64>, String> {
+    // Per device: where its next page starts (`None`: all read), and its QPNs so far.
+    let mut devices: Vec<(String, Option<u64>, Vec<u64>)> = Vec::new();
+    let mut from = 0;
+    loop {
+        let command = format!("/roce/qps,{from}");
+        let Node::Dict(answer) = client.call(&command)? else {
+            return Err(format!("{command}: not a dictionary of devices"));
+        };
+        for (name, page) in answer {
+            let i = match devices.iter().position(|d| d.0 == name) {
+                Some(i) => i,
+                None if from == 0 => {
+                    devices.push((name, Some(0), Vec::new()));
+                    devices.len() - 1
+                }
+                // A device opened since the first page: the next overview lists it.
+                None => continue,
+            };
+            let (_, cursor, qpns) = &mut devices[i];
+            let Some(at) = *cursor else { continue };
+            let field = |k: &str| match &page {
+                Node::Dict(d) => d.iter().find(|(n, _)| n == k).map(|(_, v)| v),
+                _ => None,
+            };
+            if let Some(Node::List(l)) = field("qpns") {
+                qpns.extend(l.iter().filter_map(Node::as_u64).filter(|&n| n >= at));
+            }
+            // The page held the QPNs from `from` up to `next`: those from `at` are taken. One
+            // that ended before `at` (another device's page was asked for) is asked again.
+            match field("next").and_then(Node::as_u64) {
+                None => *cursor = None,
+                Some(n) if n > at => *cursor = Some(n),
+                Some(_) => {}
+            }
+        }
+        // A device still at `from` did not move on (gone since the first page, or a `next` not
+        // beyond its page): done, so that every round moves on.
+        for d in &mut devices {
+            if d.1 == Some(from) {
+                d.1 = None;
+            }
+        }
+        match devices.iter().filter_map(|d| d.1).min() {
+            Some(next) => from = next,
+            None => break,
+        }
+    }
+    Ok(devices.into_iter().flat_map(|d| d.2).collect())
 }
 
 /// The file prefix of the one running process with the provider's telemetry under `base`.
@@ -326,56 +387,100 @@ impl<'de> Deserialize<'de> for Node {
     }
 }
 
-/// `command`'s answer as indented `key: value` lines; `terse` leaves out zero counters below
-/// the device level.
-fn print_answer(out: &mut String, command: &str, answer: &Node, terse: bool) {
-    let _ = writeln!(out, "{command}:");
-    match answer {
-        Node::Null => {
-            let _ = writeln!(out, "  (no answer: unknown command, or a bad parameter)");
-        }
-        Node::Dict(d) if d.is_empty() => {
-            let _ = writeln!(out, "  (no device open)");
-        }
-        n => print_node(out, n, 1, terse),
-    }
+/// Every number of a sample, by path: the command, then the keys down to it
+/// (`/roce/net/net_af_packet0/drops/runt`).
+type Counters = HashMap<String, u64>;
+
+/// One printing of answers: the text, and the counters it showed, to rate the next sample of
+/// `--watch` against.
+struct Sample<'a> {
+    out: String,
+    counters: Counters,
+    /// The previous sample's counters and the seconds since it (none on the first sample).
+    before: Option<(&'a Counters, f64)>,
 }
 
-fn print_node(out: &mut String, n: &Node, depth: usize, terse: bool) {
-    let pad = "  ".repeat(depth);
-    match n {
-        Node::Dict(d) => {
-            for (k, v) in d {
-                match v {
-                    Node::Dict(inner) => {
-                        let shown: Vec<&(String, Node)> = inner
-                            .iter()
-                            .filter(|(_, x)| !(terse && depth >= 2 && x.is_zero()))
-                            .collect();
-                        if shown.is_empty() && terse && depth >= 1 {
-                            let _ = writeln!(out, "{pad}{k}: all 0");
-                            continue;
-                        }
-                        let _ = writeln!(out, "{pad}{k}:");
-                        print_node(
-                            out,
-                            &Node::Dict(shown.into_iter().cloned().collect()),
-                            depth + 1,
-                            terse,
-                        );
+impl<'a> Sample<'a> {
+    fn new(before: Option<(&'a Counters, f64)>) -> Sample<'a> {
+        Sample {
+            out: String::new(),
+            counters: Counters::new(),
+            before,
+        }
+    }
+
+    /// `command`'s answer as indented `key: value` lines (a counter that changed since the
+    /// previous sample with its rate: `key: value (+rate/s)`); `terse` leaves out zero
+    /// counters below the device level.
+    fn answer(&mut self, command: &str, answer: &Node, terse: bool) {
+        let _ = writeln!(self.out, "{command}:");
+        match answer {
+            Node::Null => {
+                let _ = writeln!(
+                    self.out,
+                    "  (no answer: unknown command, or a bad parameter)"
+                );
+            }
+            Node::Dict(d) if d.is_empty() => {
+                let _ = writeln!(self.out, "  (no device open)");
+            }
+            n => self.node(command, n, 1, terse),
+        }
+    }
+
+    fn node(&mut self, path: &str, n: &Node, depth: usize, terse: bool) {
+        let pad = "  ".repeat(depth);
+        let Node::Dict(d) = n else {
+            let _ = writeln!(self.out, "{pad}{}", scalar(n));
+            return;
+        };
+        for (k, v) in d {
+            let at = format!("{path}/{k}");
+            match v {
+                Node::Dict(inner) => {
+                    let shown: Vec<&(String, Node)> = inner
+                        .iter()
+                        .filter(|(_, x)| !(terse && depth >= 2 && x.is_zero()))
+                        .collect();
+                    if shown.is_empty() && terse && depth >= 1 {
+                        let _ = writeln!(self.out, "{pad}{k}: all 0");
+                        continue;
                     }
-                    other => {
-                        if terse && depth >= 2 && other.is_zero() {
-                            continue;
-                        }
-                        let _ = writeln!(out, "{pad}{k}: {}", scalar(other));
+                    let _ = writeln!(self.out, "{pad}{k}:");
+                    let shown = Node::Dict(shown.into_iter().cloned().collect());
+                    self.node(&at, &shown, depth + 1, terse);
+                }
+                other => {
+                    if terse && depth >= 2 && other.is_zero() {
+                        continue;
                     }
+                    let _ = write!(self.out, "{pad}{k}: {}", scalar(other));
+                    if let Some(now) = other.as_u64() {
+                        if let Some(r) = self.rate(&at, now) {
+                            let _ = write!(self.out, " ({r}/s)");
+                        }
+                        self.counters.insert(at, now);
+                    }
+                    self.out.push('\n');
                 }
             }
         }
-        other => {
-            let _ = writeln!(out, "{pad}{}", scalar(other));
+    }
+
+    /// The rate of the counter at `path`, now `now`, since the previous sample, when it changed.
+    fn rate(&self, path: &str, now: u64) -> Option<String> {
+        let (before, secs) = self.before?;
+        let was = *before.get(path)?;
+        if was == now || secs <= 0.0 {
+            return None;
         }
+        let r = (now as f64 - was as f64) / secs;
+        // Whole numbers when large or whole; one decimal for slow counters.
+        Some(if r.abs() >= 10.0 || (r - r.round()).abs() < 0.05 {
+            format!("{r:+.0}")
+        } else {
+            format!("{r:+.1}")
+        })
     }
 }
 
@@ -404,19 +509,55 @@ mod tests {
             panic!()
         };
         let (cmd, answer) = &reply[0];
-        let mut full = String::new();
-        print_answer(&mut full, cmd, answer, false);
+        let mut full = Sample::new(None);
+        full.answer(cmd, answer, false);
         assert_eq!(
-            full,
+            full.out,
             "/roce/net:\n  net_af_packet0:\n    rx_frames: 12\n    dropped: 0\n    drops:\n      \
              runt: 0\n      not_our_mac: 3\n    arp:\n      a: 0\n"
         );
-        let mut terse = String::new();
-        print_answer(&mut terse, cmd, answer, true);
+        let mut terse = Sample::new(None);
+        terse.answer(cmd, answer, true);
         assert_eq!(
-            terse,
+            terse.out,
             "/roce/net:\n  net_af_packet0:\n    rx_frames: 12\n    drops:\n      \
              not_our_mac: 3\n    arp: all 0\n"
         );
+    }
+
+    /// `--watch`: the second sample has, beside each counter that changed, its rate over the
+    /// seconds between the samples; the first has totals only.
+    #[test]
+    fn a_second_sample_shows_the_rate_of_each_counter_that_changed() {
+        let parse = |t: &str| serde_json::from_str::<Node>(t).unwrap();
+        let first = parse(
+            r#"{"net_af_packet0": {"rx_frames": 100, "dropped": 5, "tx": 7,
+                "drops": {"runt": 1, "bad_icrc": 0}, "state": "RTS"}}"#,
+        );
+        let second = parse(
+            r#"{"net_af_packet0": {"rx_frames": 80350, "dropped": 5, "tx": 6,
+                "drops": {"runt": 2, "bad_icrc": 0}, "state": "RTS"}}"#,
+        );
+        let mut one = Sample::new(None);
+        one.answer("/roce/net", &first, false);
+        assert!(
+            !one.out.contains("/s)"),
+            "first sample: totals only\n{}",
+            one.out
+        );
+        let before = one.counters;
+        assert_eq!(before.get("/roce/net/net_af_packet0/drops/runt"), Some(&1));
+        let mut two = Sample::new(Some((&before, 2.0)));
+        two.answer("/roce/net", &second, false);
+        assert_eq!(
+            two.out,
+            "/roce/net:\n  net_af_packet0:\n    rx_frames: 80350 (+40125/s)\n    dropped: 5\n    \
+             tx: 6 (-0.5/s)\n    drops:\n      runt: 2 (+0.5/s)\n      bad_icrc: 0\n    \
+             state: RTS\n"
+        );
+        // A counter the previous sample did not have (a new QP) has no rate.
+        let mut three = Sample::new(Some((&before, 1.0)));
+        three.answer("/roce/qp,7", &second, false);
+        assert!(!three.out.contains("/s)"), "{}", three.out);
     }
 }

@@ -31,6 +31,7 @@
 //! - `qps`: the QP table, posts, completions and the work lists;
 //! - `qpn`: how QPs are numbered (at random, with a quarantine);
 //! - `cm_glue`: connection management on QP1 and what it does to QPs;
+//! - `event_log`, `log_limit`: what the host logs of its events, at most a few a second per kind;
 //! - `transmit`: which QP or MAD sends next (`poll_transmit*`);
 //! - `frames`: the frame builder (headers, payload, ICRC) and pinned frames;
 //! - this file: the host itself, its identity, counters, errors and timers.
@@ -38,6 +39,7 @@
 mod cm_glue;
 mod event_log;
 mod frames;
+mod log_limit;
 mod qpn;
 mod qps;
 mod receive;
@@ -233,6 +235,11 @@ pub struct Host<M: Memory> {
     predict: bool,
     /// The frame `poll_transmit_*` returned last is awaited (`take_awaited`).
     awaited: bool,
+    /// The limit on the log messages a peer can cause (`event_log`).
+    log_limit: log_limit::LogLimit,
+    /// The latest `now` passed to `handle_frame` or `handle_timeout`: the limiter's clock
+    /// (events are logged when collected, possibly by a call without a time).
+    clock: Instant,
 }
 
 impl<M: Memory> Host<M> {
@@ -271,6 +278,8 @@ impl<M: Memory> Host<M> {
             stats: HostStats::default(),
             predict: true,
             awaited: false,
+            log_limit: log_limit::LogLimit::default(),
+            clock: Instant::ZERO,
         })
     }
 
@@ -332,6 +341,7 @@ impl<M: Memory> Host<M> {
 
     /// Fires every timer due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.clock = self.clock.max(now);
         if self.net.poll_timeout().is_some_and(|t| t <= now) {
             self.net.handle_timeout(now);
         }

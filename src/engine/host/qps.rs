@@ -98,7 +98,11 @@ impl Work {
                 sink.store(n, Ordering::Release);
             }
         }
-        if !e.cq_dirty && (e.qp.has_completion() || matches!(e.recv, RecvAcct::Srq(_))) {
+        if !e.cq_dirty
+            && (e.qp.has_completion()
+                || e.qp.has_error_entry()
+                || matches!(e.recv, RecvAcct::Srq(_)))
+        {
             e.cq_dirty = true;
             self.cq_dirty.push(qpn);
         }
@@ -113,7 +117,7 @@ impl Work {
     /// its L_Key check at post time completes in error when the QP reaches it), and those
     /// completions must be collected.
     pub(super) fn polled(&mut self, qpn: u32, e: &mut QpEntry) {
-        if !e.cq_dirty && e.qp.has_completion() {
+        if !e.cq_dirty && (e.qp.has_completion() || e.qp.has_error_entry()) {
             e.cq_dirty = true;
             self.cq_dirty.push(qpn);
         }
@@ -495,6 +499,9 @@ impl<M: Memory> Host<M> {
             };
             e.cq_dirty = false;
             self.stats.qps_collected += 1;
+            if let Some(from) = e.qp.take_error_entry() {
+                super::event_log::qp_error(&mut self.log_limit, self.clock, qpn, from);
+            }
             while let Some(wc) = e.qp.poll_completion() {
                 e.recv.completed(&wc);
                 self.completions.push_back(wc);
@@ -509,7 +516,7 @@ impl<M: Memory> Host<M> {
         // Neighbour events first: an unresolvable address fails the CM's connection requests
         // to it, whose events are collected just below.
         while let Some(ev) = self.net.poll_event() {
-            super::event_log::net_event(&ev);
+            super::event_log::net_event(&mut self.log_limit, self.clock, &ev);
             if let NetEvent::IcmpUnreachable { ip } = ev {
                 self.cm.destinations_unresolvable(|dst| dst == ip);
                 self.cm_ran = true;
@@ -528,7 +535,7 @@ impl<M: Memory> Host<M> {
         }
         if core::mem::take(&mut self.cm_ran) {
             while let Some(ev) = self.cm.poll_event() {
-                super::event_log::cm_event(&ev);
+                super::event_log::cm_event(&mut self.log_limit, self.clock, &ev);
                 match &ev {
                     CmEvent::ConnectRequest { id, src_ip, .. } => {
                         self.request_src.insert(*id, *src_ip);

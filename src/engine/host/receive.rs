@@ -17,6 +17,7 @@ impl<M: Memory> Host<M> {
     /// A frame received from the wire. ARP is answered and learnt from, RoCEv2 for us goes to
     /// the CM (QP1) or the destination QP, everything else is counted and dropped.
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
+        self.clock = self.clock.max(now);
         if self.predict && self.handle_predicted(now, frame) {
             return;
         }

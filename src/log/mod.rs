@@ -5,11 +5,17 @@
 //! errors only. Nothing on the data path logs unless its level is enabled: per-packet events
 //! are `debug`/`trace`.
 //!
+//! Every message of the library goes through `tracing`: a directive that does not parse is
+//! reported as a warning of target `dpdk_roce::log` once the default filter is installed.
+//!
 //! Targets: `dpdk_roce::cm` (connections made, refused, timed out, ended; `dpdk_roce::cm::listen`:
 //! a listener ready for connection requests), `dpdk_roce::net`
-//! (ARP), `dpdk_roce::transport` (a QP entering the error state), `dpdk_roce::dat::call` (every
+//! (ARP), `dpdk_roce::transport` (a QP entering the error state), `dpdk_roce::faults` (what
+//! fault injection did, at `warn` when its queue pair goes), `dpdk_roce::dat::call` (every
 //! failing DAT call with the source location of the provider entry, at `debug`; also turned on
-//! by `DPDK_ROCE_DAT_TRACE`).
+//! by `DPDK_ROCE_DAT_TRACE`). What a peer's frames cause (the `cm`, `net` and `transport`
+//! events) is rate-limited per kind of message: a burst of 10, then 10 a second; the next
+//! message logged carries `suppressed = N`, the number held back (`engine::host::log_limit`).
 
 use tracing_subscriber::EnvFilter;
 
@@ -41,17 +47,23 @@ fn provider_directive() -> String {
     d
 }
 
+/// Installs the stderr subscriber with `directive`, or with the default one if `directive`
+/// does not parse; the bad directive is then reported through `tracing` (at `warn`, target
+/// `dpdk_roce::log`), once a subscriber exists to take the report.
 fn install(directive: &str) {
-    let filter = EnvFilter::try_new(directive).unwrap_or_else(|e| {
-        eprintln!("dpdk-roce: log filter {directive:?}: {e}; logging warnings");
-        EnvFilter::new(DEFAULT)
-    });
+    let (filter, refused) = match EnvFilter::try_new(directive) {
+        Ok(f) => (f, None),
+        Err(e) => (EnvFilter::new(DEFAULT), Some(e)),
+    };
     // A subscriber the program installed first stays (try_init fails harmlessly).
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
+    if let Some(e) = refused {
+        tracing::warn!("log filter {directive:?}: {e}; logging warnings");
+    }
 }
 
 /// Installs the stderr subscriber of one of the project's programs.
@@ -64,3 +76,6 @@ pub fn init_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| install(&provider_directive()));
 }
+
+#[cfg(test)]
+pub(crate) mod capture;
