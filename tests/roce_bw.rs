@@ -735,7 +735,45 @@ fn perftest_short_flags_and_a_positional_server_over_af_packet() {
             .any(|l| l.split_whitespace().next() == Some("64")),
         "no row of 64 B:\n{text}"
     );
+    // roce-lat prints the table alone; with -H (perftest's --report-histogram) each size's
+    // distribution after it.
+    const DISTRIBUTION: &str = "# HdrHistogram percentile distribution, 64 B";
+    assert!(!text.contains(DISTRIBUTION), "{text}");
+    assert!(!text.contains("1/(1-Percentile)"), "{text}");
+    let text = perftest_style(
+        LAT,
+        &link,
+        &["-p", "18602", "-s", "64", "-n", "200"],
+        &["-s", "64", "-n", "200", "-H", "-p", "18602"],
+    );
+    let at = text
+        .find(DISTRIBUTION)
+        .unwrap_or_else(|| panic!("-H:\n{text}"));
+    assert!(text[at..].contains("1/(1-Percentile)"), "{text}");
+    assert!(text[..at].contains("RDMA_Write Latency Test"), "{text}");
     assert_no_runtime_dirs(&format!("{}-", link.prefix));
+}
+
+/// `-V` and `--version` print the program's name and version, as clap puts them, and exit 0.
+#[test]
+fn every_program_prints_its_version() {
+    for bin in [
+        BW,
+        env!("CARGO_BIN_EXE_roce-lat"),
+        env!("CARGO_BIN_EXE_roce-soak"),
+        env!("CARGO_BIN_EXE_roce-tool"),
+    ] {
+        let name = Path::new(bin).file_name().unwrap().to_str().unwrap();
+        for flag in ["-V", "--version"] {
+            let out = Command::new(bin).arg(flag).output().unwrap();
+            assert!(out.status.success(), "{name} {flag}: {}", output_text(&out));
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                format!("{name} {}\n", env!("CARGO_PKG_VERSION")),
+                "{name} {flag}"
+            );
+        }
+    }
 }
 
 /// Routed RoCEv2: the two ports are in different subnets, and every operation (Rust API), and
