@@ -35,5 +35,5 @@ bash scripts/run-pair.sh "$lat" "$a" "$b" "${args[@]}" --raw \
   --hgrm-dir "$hgrm" | client_part
 echo
 echo "== RDMA ${OP^^} over RoCEv2 (two processes, net_af_packet, inline progress) =="
-bash scripts/run-pair.sh "$lat" "$a" "$b" "${args[@]}" --op "$OP" \
+bash scripts/run-pair.sh "$lat" "$a" "$b" "${args[@]}" --op "$OP" -H \
   | client_part

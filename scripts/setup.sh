@@ -36,6 +36,7 @@ PACKAGES=(
   libibverbs1       # libibverbs, copied into the rxe guest
   librdmacm1        # librdmacm (libdaplofa's connection manager), copied into the rxe guest
   ibverbs-utils     # ibv_devinfo in the rxe guest (diagnostics)
+  perftest          # ib_write_bw / ib_write_lat: tests/perftest_formats.rs reads their format strings
 )
 
 missing=()

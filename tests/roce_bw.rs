@@ -12,6 +12,7 @@ use dpdk_common::{
     assert_no_runtime_dirs, decode_all_valid, output_text, profile_copy as profile, provider_lib,
     repo, retry_fanout_collision, tshark_clean, Router, Veth,
 };
+use dpdk_roce::perf::perftest;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -184,12 +185,13 @@ fn run_to(link: &Link, server_ip: &str, args: &[&str], env: &[(&str, &Path)]) ->
     text
 }
 
-/// The table's rows: (bytes, iterations, BW peak, BW average, MsgRate).
+/// The table's rows: (bytes, iterations, BW peak, BW average, MsgRate), perftest's five
+/// columns.
 fn rows(text: &str) -> Vec<(usize, u64, f64, f64, f64)> {
     text.lines()
         .filter_map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
-            if w.len() != 6 || !w[5].contains('/') {
+            if w.len() != 5 || !l.starts_with(' ') {
                 return None;
             }
             Some((
@@ -261,7 +263,7 @@ fn every_op_verified(link: &Link) {
             ],
         );
         assert_one_row(&text, size.parse().unwrap(), 300);
-        assert!(text.contains("Verify         : true"), "{op}:\n{text}");
+        assert!(text.contains(" Verify          : ON"), "{op}:\n{text}");
     }
     // Many connections, every message checked; a large READ and WRITE over several packets.
     let text = run(
@@ -389,8 +391,9 @@ fn every_operation_verified_over_memif() {
     every_op_verified(&memif("m"));
 }
 
-/// `-a` with `--raw`, both directions, the JSON report and the plot: one row per size, each
-/// with the raw blast's rate beside it, and an SVG of the sweep; `-D` runs for its time.
+/// `-a` with `--raw`, both directions, the JSON report and the plot: one row per size from 2 B
+/// to 8 MiB (perftest's -a, whatever -s says), each with the raw blast's rate under it, the
+/// header perftest's, and an SVG of the sweep; `-D` runs for its time.
 #[test]
 fn sweep_with_raw_bidirectional_json_plot_and_duration_over_memif() {
     let link = memif("j");
@@ -405,7 +408,7 @@ fn sweep_with_raw_bidirectional_json_plot_and_duration_over_memif() {
             "-s",
             "1024",
             "-n",
-            "500",
+            "4",
             "-b",
             "--raw",
             "--report_gbits",
@@ -422,26 +425,34 @@ fn sweep_with_raw_bidirectional_json_plot_and_duration_over_memif() {
         "{svg:.200}"
     );
     for want in [
-        "bandwidth (Gb/s)",
+        "bandwidth (Gb/sec)",
         "message rate (Mpps)",
         "message size (bytes)",
     ] {
         assert!(svg.contains(want), "{want}");
     }
-    assert!(
-        svg.matches("<circle").count() >= 20,
+    assert_eq!(
+        svg.matches("<circle").count(),
+        2 * 23,
         "a point per size in each panel"
     );
     let sizes: Vec<usize> = rows(&text).iter().map(|r| r.0).collect();
-    assert_eq!(sizes, [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], "{text}");
-    assert_eq!(text.matches("raw L2 ").count(), 10, "{text}");
-    assert!(text.contains("Send Bidirectional BW Test"), "{text}");
+    let all: Vec<usize> = (1..=23).map(|s| 1 << s).collect();
+    assert_eq!(sizes, all, "{text}");
+    assert_eq!(text.matches("raw L2 ").count(), 23, "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l == "                    Send Bidirectional BW Test"),
+        "{text}"
+    );
+    let header = perftest::bw_header(perftest::BwUnit::GbitPerSec);
+    assert_eq!(text.lines().filter(|l| *l == header).count(), 1, "{text}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON file")).unwrap();
     assert_eq!(v["test"], "Send");
     assert_eq!(v["bidirectional"], true);
     let rows_json = v["rows"].as_array().expect("rows");
-    assert_eq!(rows_json.len(), 10);
+    assert_eq!(rows_json.len(), 23);
     for r in rows_json {
         assert_eq!(r["unit"], "Gb/sec", "{r}");
         assert!(r["bw_average"].as_f64().unwrap() > 0.0, "{r}");
@@ -588,7 +599,7 @@ fn bad_arguments_are_refused_before_the_port_opens() {
         ),
         (&["-t", "4", "-l", "8"], "-l must not exceed -t"),
         (&["-s", "0"], "-s must be 1..="),
-        (&["-s", "2097152"], "-s must be 1..="),
+        (&["-s", "16777216"], "-s must be 1..="),
         (&["-D", "0"], "-D must be at least 1 second"),
         (&["-u", "32"], "32 is not in 0..=31"),
         (
@@ -610,15 +621,34 @@ fn bad_arguments_are_refused_before_the_port_opens() {
 
 /// Runs `bin` as a server with `server_args`, then as a client with `client_args` typed the
 /// way perftest's are (short flags, the server's address last), over `link`; retried after a
-/// fanout collision. Returns both outputs.
+/// fanout collision. Returns the client's output.
 fn perftest_style(bin: &str, link: &Link, server_args: &[&str], client_args: &[&str]) -> String {
+    with_server(bin, link, server_args, || {
+        Command::new(bin)
+            .arg("--profile")
+            .arg(&link.client)
+            .args(client_args)
+            .arg(link.server_ip)
+            .output()
+            .unwrap()
+    })
+}
+
+/// Starts `bin` as perftest starts its server, with neither `--server` nor an address, with
+/// `server_args` over `link`; once it listens runs `client` and waits for both; retried after
+/// a fanout collision. Returns the client's output.
+fn with_server(
+    bin: &str,
+    link: &Link,
+    server_args: &[&str],
+    client: impl Fn() -> std::process::Output,
+) -> String {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     for _ in 0..6 {
         let mut server = Command::new(bin)
             .arg("--profile")
             .arg(&link.server)
-            .arg("--server")
             .args(server_args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -641,13 +671,7 @@ fn perftest_style(bin: &str, link: &Link, server_args: &[&str], client_args: &[&
             dpdk_common::fanout_retry_wait();
             continue;
         }
-        let client = Command::new(bin)
-            .arg("--profile")
-            .arg(&link.client)
-            .args(client_args)
-            .arg(link.server_ip)
-            .output()
-            .unwrap();
+        let client = client();
         let ctext = output_text(&client);
         if dpdk_common::is_fanout_collision(&client) {
             // The killed server cannot clean up its EAL runtime directory.
@@ -666,8 +690,9 @@ fn perftest_style(bin: &str, link: &Link, server_args: &[&str], client_args: &[&
     panic!("PACKET_FANOUT collision six times");
 }
 
-/// perftest's command lines: `-s -n -q -t -F --report_gbits -p` and the server's address as the
-/// last argument make the client; the long flags stay (the other tests use them).
+/// perftest's command lines: the program without an address is the server; `-s -n -q -t -Q -F
+/// --report_gbits -p` and the server's address as the last argument make the client; the long
+/// flags stay (the other tests use them, and `--server` through scripts/run-pair.sh).
 #[test]
 fn perftest_short_flags_and_a_positional_server_over_af_packet() {
     let link = af_packet("pt");
@@ -684,6 +709,8 @@ fn perftest_short_flags_and_a_positional_server_over_af_packet() {
             "2",
             "-t",
             "16",
+            "-Q",
+            "4",
             "-F",
             "--report_gbits",
             "-p",
@@ -692,6 +719,10 @@ fn perftest_short_flags_and_a_positional_server_over_af_packet() {
     );
     assert_one_row(&text, 4096, 200);
     assert!(text.contains("Gb/sec"), "{text}");
+    assert!(
+        text.contains("\n CQ Moderation   : 4\n"),
+        "-Q is --cq-mod:\n{text}"
+    );
     const LAT: &str = env!("CARGO_BIN_EXE_roce-lat");
     let text = perftest_style(
         LAT,
@@ -704,7 +735,45 @@ fn perftest_short_flags_and_a_positional_server_over_af_packet() {
             .any(|l| l.split_whitespace().next() == Some("64")),
         "no row of 64 B:\n{text}"
     );
+    // roce-lat prints the table alone; with -H (perftest's --report-histogram) each size's
+    // distribution after it.
+    const DISTRIBUTION: &str = "# HdrHistogram percentile distribution, 64 B";
+    assert!(!text.contains(DISTRIBUTION), "{text}");
+    assert!(!text.contains("1/(1-Percentile)"), "{text}");
+    let text = perftest_style(
+        LAT,
+        &link,
+        &["-p", "18602", "-s", "64", "-n", "200"],
+        &["-s", "64", "-n", "200", "-H", "-p", "18602"],
+    );
+    let at = text
+        .find(DISTRIBUTION)
+        .unwrap_or_else(|| panic!("-H:\n{text}"));
+    assert!(text[at..].contains("1/(1-Percentile)"), "{text}");
+    assert!(text[..at].contains("RDMA_Write Latency Test"), "{text}");
     assert_no_runtime_dirs(&format!("{}-", link.prefix));
+}
+
+/// `-V` and `--version` print the program's name and version, as clap puts them, and exit 0.
+#[test]
+fn every_program_prints_its_version() {
+    for bin in [
+        BW,
+        env!("CARGO_BIN_EXE_roce-lat"),
+        env!("CARGO_BIN_EXE_roce-soak"),
+        env!("CARGO_BIN_EXE_roce-tool"),
+    ] {
+        let name = Path::new(bin).file_name().unwrap().to_str().unwrap();
+        for flag in ["-V", "--version"] {
+            let out = Command::new(bin).arg(flag).output().unwrap();
+            assert!(out.status.success(), "{name} {flag}: {}", output_text(&out));
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                format!("{name} {}\n", env!("CARGO_PKG_VERSION")),
+                "{name} {flag}"
+            );
+        }
+    }
 }
 
 /// Routed RoCEv2: the two ports are in different subnets, and every operation (Rust API), and
@@ -1035,7 +1104,7 @@ fn every_operation_verified_over_ipv6_on_a_dual_stack_port() {
     let _ = capture.wait();
     let _ = drain.join();
     for (op, text) in &runs {
-        assert!(text.contains("Verify         : true"), "{op}:\n{text}");
+        assert!(text.contains(" Verify          : ON"), "{op}:\n{text}");
     }
     let count = |filter: &str| tshark_count(&pcap, filter);
     let over6 = count("ipv6 && udp.dstport == 4791");
@@ -1080,5 +1149,79 @@ fn every_operation_verified_over_ipv6_on_a_dual_stack_port() {
         over6 + over4,
         "roce-tool decode reads IPv6"
     );
+    assert_no_runtime_dirs(&format!("{}-", link.prefix));
+}
+
+/// Strips a terminal's output to the lines it shows: ANSI escape sequences removed, and of each
+/// line (its CR LF end taken off) only what follows its last carriage return, what a redraw
+/// leaves.
+fn screen_lines(raw: &str) -> Vec<String> {
+    let mut plain = String::new();
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // CSI: ESC [ parameters, then one final byte in @..~.
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for f in chars.by_ref() {
+                    if ('@'..='~').contains(&f) {
+                        break;
+                    }
+                }
+            } else {
+                chars.next();
+            }
+            continue;
+        }
+        plain.push(c);
+    }
+    plain
+        .split('\n')
+        .map(|l| {
+            // A terminal ends a line with CR LF.
+            let l = l.strip_suffix('\r').unwrap_or(l);
+            l.rsplit('\r').next().unwrap_or("").to_owned()
+        })
+        .collect()
+}
+
+/// A sweep on a real terminal (the client under `script`, its stdout and stderr a pty): the
+/// progress bar is drawn on it, and every table row of every size, 2 B to 8 MiB, stands whole
+/// on a line of its own, the bar cleared around it.
+#[test]
+fn a_sweep_on_a_terminal_keeps_each_row_on_its_own_line_over_memif() {
+    let link = memif("tty");
+    let client = format!(
+        "stty cols 200 rows 50; exec {BW} --profile {} -a -n 2 -t 4 --timeout-ms 20000 {}",
+        link.client.display(),
+        link.server_ip
+    );
+    let raw = with_server(BW, &link, &[], || {
+        Command::new("script")
+            .args(["-q", "-e", "-c", &client, "/dev/null"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("script (util-linux)")
+    });
+    assert!(
+        raw.contains("sizes [") && raw.contains('\x1b'),
+        "no progress bar drawn on the terminal:\n{raw}"
+    );
+    let lines = screen_lines(&raw);
+    let header = perftest::bw_header(perftest::BwUnit::MibPerSec);
+    assert!(lines.contains(&header), "{lines:#?}");
+    for size in (1..=23).map(|s| 1usize << s) {
+        let row = lines
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(&size.to_string()))
+            .unwrap_or_else(|| panic!("no row of {size} B on a line of its own:\n{lines:#?}"));
+        let w: Vec<&str> = row.split_whitespace().collect();
+        assert!(
+            row.starts_with(&format!(" {size:<7}    2 "))
+                && w.len() == 5
+                && w[2..].iter().all(|v| v.parse::<f64>().is_ok()),
+            "the row of {size} B is not whole: {row:?}\n{lines:#?}"
+        );
+    }
     assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }

@@ -243,27 +243,34 @@ pub fn poll_until<T>(
     }
 }
 
-/// perftest's positional server address (`ib_write_lat 10.0.0.1`): given, this side is the
-/// client of that server; it must agree with `--server-ip` and not come with `--server`.
-pub fn positional_server(
+/// The side this process plays, as perftest decides it: a server address (positional as
+/// perftest takes it, `ib_write_lat 10.0.0.1`, or `--server-ip`) or `--client` makes the
+/// client; with neither it is the server, perftest's program without an address. `--server`
+/// says so explicitly and may come with `--server-ip` (scripts/run-pair.sh gives both sides
+/// the same arguments), never with a positional address. On return exactly one of `server`
+/// and `client` is set.
+pub fn role(
     addr: Option<std::net::IpAddr>,
-    server: bool,
+    server: &mut bool,
     server_ip: &mut Option<std::net::IpAddr>,
     client: &mut bool,
 ) -> Result<(), String> {
-    let Some(a) = addr else {
-        return Ok(());
-    };
-    if server {
-        return Err("a server address makes this side the client: drop --server".into());
+    if let Some(a) = addr {
+        if *server {
+            return Err("a server address makes this side the client: drop --server".into());
+        }
+        if server_ip.is_some_and(|s| s != a) {
+            return Err(format!(
+                "two server addresses: {a} and --server-ip {server_ip:?}"
+            ));
+        }
+        *server_ip = Some(a);
+        *client = true;
     }
-    if server_ip.is_some_and(|s| s != a) {
-        return Err(format!(
-            "two server addresses: {a} and --server-ip {server_ip:?}"
-        ));
+    if !*server && !*client {
+        *client = server_ip.is_some();
     }
-    *server_ip = Some(a);
-    *client = true;
+    *server = !*client;
     Ok(())
 }
 

@@ -12,12 +12,13 @@
 //! server's control inboxes, and a verified WRITE's marker is a zero-length one.
 
 use super::common::dat::{dat_err, evd, lmr, must, open_ia};
-use super::report::{print_header, print_row};
 use super::stream::{self, Poster, StreamSet};
 use super::*;
 use dat_sys as d;
 use dat_sys::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
 use dpdk_roce::dat::immediate;
+use dpdk_roce::perf::perftest::RULE;
+use dpdk_roce::perf::progress::Progress;
 
 /// The cookie bit of the receives (control messages from the server, its `-b` stream).
 const RECV_COOKIE: u64 = 1 << 62;
@@ -433,13 +434,12 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
     }
     side.peer = peer.ok_or("no connection")?;
     eprintln!("{qps} connections up through libdat2 (IA {ia_name})");
-    print_header(&p, report::unit(args), None);
+    let device = format!("IA {ia_name} through libdat2");
+    println!("{}", report::header(&p, args, &device, None));
     let mut rows = Vec::new();
     let sizes = p.sizes();
-    if sizes.is_empty() {
-        return Err("-a needs -s of at least 2".into());
-    }
-    for size in dpdk_roce::perf::progress::over(sizes, "sizes") {
+    let progress = Progress::sizes(sizes.len());
+    for size in progress.wrap(sizes) {
         side.send_ctl(Ctl::Start { size: size as u64 })?;
         match side.wait_ctl("the server's READY")? {
             Ctl::Ready => {}
@@ -456,10 +456,11 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
         let server_done = side.wait_ctl("the server's end of the test")?;
         let received = side.received_now();
         let row = report::row(args, &p, size, 1, &mine, received, server_done, None)?;
-        print_row(&row);
+        progress.println(&report::row_text(&row, args.cpu_util));
         rows.push(row);
     }
-    println!("{}", "-".repeat(95));
+    drop(progress);
+    println!("{RULE}");
     for &ep in &side.eps {
         let _ = c::ep_disconnect(ep, false);
     }

@@ -2,15 +2,19 @@
 //! port (`ib_write_bw`, `ib_send_bw`, `ib_read_bw`, `ib_atomic_bw`).
 //!
 //! ```text
-//! roce-bw --profile dpdk-config/memif-server.toml --server
-//! roce-bw --profile dpdk-config/memif-client.toml --client --server-ip 10.77.3.1 -s 64 -t 128
+//! roce-bw --profile dpdk-config/memif-server.toml
+//! roce-bw --profile dpdk-config/memif-client.toml -s 64 -t 128 10.77.3.1
 //! ```
+//! As perftest's: the program without a server address is the server; with one (or
+//! `--client --server-ip`) the client.
 //! The client streams work requests over `-q` connections, at most `-t` messages outstanding
 //! per connection, posted in lists of `-l`, one in `--cq-mod` signaled, for `-n` messages per
-//! connection or `-D` seconds; `-b` streams both ways at once. The server takes every test
-//! parameter from the client's connection request. Output: perftest's table (`#bytes
-//! #iterations BW peak BW average MsgRate`, MB/sec or Gb/sec with `--report_gbits`) and the CPU
-//! use of each side; `--json FILE` writes the rows.
+//! connection or `-D` seconds; `-b` streams both ways at once; `-a` runs every power of two from
+//! 2 B to 8 MiB. The server takes every test parameter from the client's connection request.
+//! Output: perftest's test-info block and table (`#bytes #iterations BW peak BW average
+//! MsgRate`; MB/sec is MiB/s, 2^20 bytes, or Gb/sec, 10^9 bits, with `--report_gbits`),
+//! `--cpu_util` adds perftest's CPU column; `--json FILE` writes the rows with both sides' CPU
+//! use.
 //!
 //! `--raw` (the client's flag; the server follows) blasts plain Ethernet frames one way through
 //! the same port, queue and poll loop before each size's RDMA test (the server counts them in a
@@ -35,6 +39,8 @@ use dpdk_roce::engine::io::FrameIo;
 use dpdk_roce::engine::raw_l2::{RawChannel, RawMode};
 use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::mem::{MrTable, Region};
+use dpdk_roce::perf::perftest::RULE;
+use dpdk_roce::perf::progress::Progress;
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{
     RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
@@ -56,7 +62,6 @@ use common::{poll_until, BenchShard};
 mod report;
 mod stream;
 
-use report::{print_header, print_row};
 use stream::{Poster, StreamSet};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -78,13 +83,13 @@ impl Op {
         Op::ALL.into_iter().find(|o| o.code() == c)
     }
 
-    /// perftest's name of the test.
+    /// perftest's name of the test (its `testsStr`; the atomic is a FETCH_AND_ADD).
     fn label(self) -> &'static str {
         match self {
             Op::Write => "RDMA_Write",
             Op::Send => "Send",
             Op::Read => "RDMA_Read",
-            Op::Atomic => "Fetch_&_Add",
+            Op::Atomic => "Atomic",
         }
     }
 }
@@ -98,7 +103,12 @@ enum Api {
 #[derive(Parser, Debug)]
 #[command(
     name = "roce-bw",
-    about = "perftest-style RDMA bandwidth and message rate over a DPDK port"
+    version,
+    about = "perftest-style RDMA bandwidth and message rate over a DPDK port",
+    long_about = "perftest-style RDMA bandwidth and message rate over a DPDK port. Without a \
+                  server address (and without --client) this process is the server, as \
+                  perftest's; with one it is the client. Note: MB/sec is MiB/s (2^20 bytes), \
+                  Gb/sec is 10^9 bits/s, as perftest's."
 )]
 struct Args {
     /// dpdk-config profile of this process (with `--api rust`).
@@ -111,13 +121,15 @@ struct Args {
     /// The IA name in dat.conf (`--api dat`).
     #[arg(long)]
     ia: Option<String>,
-    /// Run the server side (listens; takes the test parameters from the client).
+    /// Run the server side (listens; takes the test parameters from the client). The
+    /// default without a server address.
     #[arg(long, conflicts_with = "client")]
     server: bool,
     /// Run the client side (connects, streams, reports).
     #[arg(long)]
     client: bool,
-    /// The server's RoCE address (client only).
+    /// The server's RoCE address (client only; without --server it makes this side the
+    /// client).
     #[arg(long)]
     server_ip: Option<IpAddr>,
     /// The server's address as perftest takes it: given, this side is the client.
@@ -128,10 +140,10 @@ struct Args {
     port: u16,
     #[arg(long, value_enum, default_value_t = Op::Write)]
     op: Op,
-    /// Message size in bytes (1 ..= 1 MiB; atomics are 8 B).
+    /// Message size in bytes (1 ..= 8 MiB; atomics are 8 B).
     #[arg(short = 's', long, default_value_t = 65536)]
     size: usize,
-    /// Every power of two from 2 B to `--size` (perftest -a).
+    /// Every power of two from 2 B to 8 MiB, whatever `--size` says (perftest -a).
     #[arg(short = 'a', long = "all")]
     all: bool,
     /// Messages per connection and size.
@@ -150,7 +162,7 @@ struct Args {
     #[arg(short = 'l', long = "post-list", default_value_t = 1)]
     post_list: u16,
     /// Signal one work request in this many (the others complete silently).
-    #[arg(long = "cq-mod", default_value_t = 100)]
+    #[arg(short = 'Q', long = "cq-mod", default_value_t = 100)]
     cq_mod: u16,
     /// Stream both ways at once; the table sums both directions.
     #[arg(short = 'b', long = "bidirectional")]
@@ -159,17 +171,21 @@ struct Args {
     /// this tool reads no CPU frequency, so it changes nothing.
     #[arg(short = 'F', long = "CPU-freq")]
     cpu_freq: bool,
-    /// Report Gb/s instead of MB/s.
+    /// Report bandwidth in Gb/sec (10^9 bits/s) instead of MB/sec (MiB/s: 2^20 bytes/s).
     #[arg(long = "report_gbits", alias = "report-gbits")]
     report_gbits: bool,
+    /// Add perftest's CPU_Util[%] column: this side's time on the CPU over the test (the
+    /// JSON has both sides' always).
+    #[arg(long = "cpu_util", alias = "cpu-util")]
+    cpu_util: bool,
     /// Check every byte of every message (slower; for tests).
     #[arg(long)]
     verify: bool,
     /// Write the table as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Plot bandwidth and message rate against message size to this .svg or .png file
-    /// (with `-a`, a sweep).
+    /// Plot bandwidth (in the table's unit) and message rate against message size to this
+    /// .svg or .png file (with `-a`, a sweep).
     #[arg(long)]
     plot: Option<PathBuf>,
     /// Before each size, blast plain Ethernet frames one way through the same port and loop
@@ -198,7 +214,8 @@ struct Args {
     stages: bool,
 }
 
-const MAX_SIZE: usize = 1 << 20;
+/// The largest message, and the last size of `-a`: 8 MiB, as perftest's.
+const MAX_SIZE: usize = 1 << 23;
 /// Bytes of a control message (`Ctl`): its kind and four numbers. A plain SEND where the
 /// stream sends none (WRITE, READ, atomics); in a SEND stream the kind is in the immediate
 /// data too (`CTL_BIT`), which data SENDs lack. A DAT client (`--api dat`), which has no SEND
@@ -233,9 +250,9 @@ const PEER_GONE_WAIT: Duration = Duration::from_secs(3);
 fn main() -> ExitCode {
     dpdk_roce::log::init_program();
     let mut args = Args::parse();
-    if let Err(e) = common::positional_server(
+    if let Err(e) = common::role(
         args.server_addr,
-        args.server,
+        &mut args.server,
         &mut args.server_ip,
         &mut args.client,
     ) {
@@ -273,7 +290,11 @@ const PARAMS_LEN: usize = 20;
 
 impl Params {
     fn from_args(a: &Args) -> Result<Params, String> {
-        let size = if a.op == Op::Atomic { 8 } else { a.size };
+        let size = match a.op {
+            Op::Atomic => 8,
+            _ if a.all => MAX_SIZE,
+            _ => a.size,
+        };
         if !(1..=MAX_SIZE).contains(&size) {
             return Err(format!("-s must be 1..={MAX_SIZE}"));
         }
@@ -366,7 +387,7 @@ impl Params {
 
     fn sizes(&self) -> Vec<usize> {
         if self.all {
-            (1..=20)
+            (1..=MAX_SIZE.trailing_zeros())
                 .map(|s| 1usize << s)
                 .filter(|&s| s <= self.size as usize)
                 .collect()
@@ -413,10 +434,13 @@ struct Layout {
     /// All QPs use the same slots (no `--verify`: the bytes are not checked).
     shared: bool,
     qps: usize,
-    /// Bytes per receive buffer, receives per QP, shared by all QPs.
+    /// Bytes per receive buffer, receives per QP, and the distinct buffers they use: one per
+    /// receive with `--verify`, else as many as `SLOT_AREA_CAP` holds, receives beyond them
+    /// reusing them in turn (the bytes are not checked; a control message is read at its
+    /// completion, before any later SEND of the peer can arrive).
     rx_stride: usize,
     rx_per_qp: usize,
-    rx_shared: bool,
+    rx_bufs: usize,
 }
 
 impl Layout {
@@ -440,7 +464,7 @@ impl Layout {
                 qps,
                 rx_stride,
                 rx_per_qp,
-                rx_shared: false,
+                rx_bufs: qps * rx_per_qp,
             };
             let need = l.slot_area().max(l.rx_len());
             if need > VERIFY_AREA_CAP {
@@ -461,7 +485,7 @@ impl Layout {
                 qps,
                 rx_stride,
                 rx_per_qp,
-                rx_shared: p.op == Op::Send && qps * rx_per_qp * rx_stride > SLOT_AREA_CAP,
+                rx_bufs: (qps * rx_per_qp).min(SLOT_AREA_CAP / rx_stride).max(1),
             }
         };
         Ok(l)
@@ -500,13 +524,11 @@ impl Layout {
     }
 
     fn rx_len(&self) -> usize {
-        let owners = if self.rx_shared { 1 } else { self.qps };
-        owners * self.rx_per_qp * self.rx_stride
+        self.rx_bufs * self.rx_stride
     }
 
     fn rx(&self, qp: usize, slot: usize) -> u64 {
-        let owner = if self.rx_shared { 0 } else { qp };
-        ((owner * self.rx_per_qp + slot) * self.rx_stride) as u64
+        (((qp * self.rx_per_qp + slot) % self.rx_bufs) * self.rx_stride) as u64
     }
 }
 
@@ -1131,9 +1153,6 @@ fn peak_rate(s: &[(Instant, u64)], elapsed: Duration) -> f64 {
 }
 
 fn run(args: &Args) -> Result<(), String> {
-    if args.server == args.client {
-        return Err("say --server or --client".into());
-    }
     let params = if args.client {
         let p = Params::from_args(args)?;
         Layout::new(&p)?;
@@ -1481,13 +1500,15 @@ fn client(
     eprintln!("{} connections up", up);
     let mac = side.shard.host.config().net.mac.0;
     let pmtu = profile_pmtu(profile);
-    print_header(&p, report::unit(args), Some(pmtu));
+    let device = args
+        .profile
+        .as_ref()
+        .map_or(String::new(), |p| p.display().to_string());
+    println!("{}", report::header(&p, args, &device, Some(pmtu)));
     let mut rows = Vec::new();
     let sizes = p.sizes();
-    if sizes.is_empty() {
-        return Err("-a needs -s of at least 2".into());
-    }
-    for size in dpdk_roce::perf::progress::over(sizes, "sizes") {
+    let progress = Progress::sizes(sizes.len());
+    for size in progress.wrap(sizes) {
         let raw = if p.raw {
             Some(raw_blast(&mut side, &p, mac, size.min(pmtu))?)
         } else {
@@ -1512,17 +1533,17 @@ fn client(
         let server_done = side.wait_ctl("the server's end of the test")?;
         let received = side.received_now();
         let row = report::row(args, &p, size, pmtu, &mine, received, server_done, raw)?;
-        print_row(&row);
+        progress.println(&report::row_text(&row, args.cpu_util));
         if let Some(t) = stages {
             let ns = mine.elapsed.as_nanos() as u64;
-            println!(
-                "{}",
-                common::stream_stages_line("client", size, &t, mine.sent, ns)
-            );
+            progress.println(&common::stream_stages_line(
+                "client", size, &t, mine.sent, ns,
+            ));
         }
         rows.push(row);
     }
-    println!("{}", "-".repeat(95));
+    drop(progress);
+    println!("{RULE}");
     // Disconnect every QP; the server ends on the DREQs.
     for qp in 0..side.qpns.len() {
         let now = side.now();

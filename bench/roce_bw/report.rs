@@ -1,7 +1,10 @@
-//! The report: perftest's table, one row per size (the two sides' tallies combined), the raw
-//! blast beside it, and the JSON file.
+//! The report: perftest's test-info block and table (`ib_write_bw`'s, character for character:
+//! [`dpdk_roce::perf::perftest`]), one row per size (the two sides' tallies combined), the raw
+//! blast's line under it, the JSON file and the plot. Bandwidth is in perftest's units: MB/sec
+//! is MiB/s (2^20 bytes), Gb/sec 10^9 bits/s.
 
 use super::{Args, Ctl, Op, Params};
+use dpdk_roce::perf::perftest::{self, BwUnit, RULE};
 use dpdk_roce::perf::plot::SweepPoint;
 use serde::Serialize;
 use std::time::Duration;
@@ -23,10 +26,11 @@ pub(crate) struct Tally {
 pub(crate) struct Row {
     bytes: usize,
     iterations: u64,
+    /// Bandwidth in `unit`: MB/sec is MiB/s (2^20 bytes per second), Gb/sec 10^9 bits/s.
     bw_peak: f64,
     bw_average: f64,
     msg_rate_mpps: f64,
-    unit: &'static str,
+    unit: BwUnit,
     cpu_client_percent: f64,
     cpu_server_percent: f64,
     /// The raw blast of the same size (with `--raw`): frames per second and the payload
@@ -82,24 +86,14 @@ pub(crate) fn row(
         peak_rate += srate;
     }
     let unit = unit(args);
-    let scale = |msgs_per_s: f64| -> f64 {
-        let bytes = msgs_per_s * size as f64;
-        if args.report_gbits {
-            bytes * 8.0 / 1e9
-        } else {
-            bytes / 1e6
-        }
-    };
+    let scale = |msgs_per_s: f64| unit.of(msgs_per_s * size as f64);
     let directions = if p.bidirectional { 2.0 } else { 1.0 };
     let frames_per_msg = size.div_ceil(pmtu).max(1) as f64;
     let (raw_mpps, raw_bw, f_ratio, bw_ratio) = match raw {
         Some((frames, bytes, ns)) if ns > 0 => {
-            let pps = frames as f64 / (ns as f64 / 1e9);
-            let bw = if args.report_gbits {
-                bytes as f64 * 8.0 / ns as f64
-            } else {
-                bytes as f64 * 1e3 / ns as f64
-            };
+            let secs = ns as f64 / 1e9;
+            let pps = frames as f64 / secs;
+            let bw = unit.of(bytes as f64 / secs);
             (
                 Some(pps / 1e6),
                 Some(bw),
@@ -126,12 +120,9 @@ pub(crate) fn row(
     })
 }
 
-pub(crate) fn unit(args: &Args) -> &'static str {
-    if args.report_gbits {
-        "Gb/sec"
-    } else {
-        "MB/sec"
-    }
+/// The table's unit: MB/sec (MiB/s), or Gb/sec with `--report_gbits`.
+pub(crate) fn unit(args: &Args) -> BwUnit {
+    BwUnit::new(args.report_gbits)
 }
 
 /// With `--json FILE`: the test and its rows.
@@ -160,7 +151,8 @@ pub(crate) fn write_json(
     std::fs::write(path, s).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// With `--plot FILE` (.svg or .png): bandwidth and message rate against message size.
+/// With `--plot FILE` (.svg or .png): bandwidth (in the table's unit) and message rate
+/// against message size.
 pub(crate) fn write_plot(args: &Args, p: &Params, rows: &[Row]) -> Result<(), String> {
     let Some(path) = &args.plot else {
         return Ok(());
@@ -169,71 +161,87 @@ pub(crate) fn write_plot(args: &Args, p: &Params, rows: &[Row]) -> Result<(), St
         .iter()
         .map(|r| SweepPoint {
             bytes: r.bytes as u64,
-            gbits: r.msg_rate_mpps * 1e6 * r.bytes as f64 * 8.0 / 1e9,
+            bw: r.bw_average,
             mpps: r.msg_rate_mpps,
         })
         .collect();
     let title = format!(
-        "{} {}, {} QP(s), {} outstanding",
-        p.op.label().replace('_', " "),
-        if p.bidirectional {
-            "both ways"
-        } else {
-            "one way"
-        },
+        "{}, {} QP(s), {} outstanding",
+        title(p).trim_start(),
         p.qps,
         p.tx_depth
     );
-    dpdk_roce::perf::plot::sweep(path, &title, &points)?;
+    dpdk_roce::perf::plot::sweep(path, &title, unit(args).label(), &points)?;
     eprintln!("plot: {}", path.display());
     Ok(())
 }
 
-/// perftest's header; `pmtu`: the path MTU when this side knows it (not through DAT).
-pub(crate) fn print_header(p: &Params, unit: &str, pmtu: Option<usize>) {
-    println!("{}", "-".repeat(95));
-    println!(
-        "                    {} {}BW Test",
-        p.op.label().replace('_', " "),
-        if p.bidirectional {
-            "Bidirectional "
-        } else {
-            ""
-        }
-    );
-    println!(
-        " Number of qps   : {}\t\tTransport type : RoCEv2 (dpdk-roce)",
-        p.qps
-    );
-    println!(
-        " TX depth        : {}\t\tPost List      : {}\t\tCQ Moderation : {}",
-        p.tx_depth, p.post_list, p.cq_mod
-    );
-    let mtu = pmtu.map_or("the provider's".to_string(), |m| format!("{m}[B]"));
-    println!(" Mtu             : {mtu}\t\tVerify         : {}", p.verify);
-    println!("{}", "-".repeat(95));
-    println!(
-        " #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]   CPU client/server[%]"
-    );
+/// perftest's title of the test: `RDMA_Write BW Test`, `Atomic FETCH_AND_ADD BW Test`, ...
+fn title(p: &Params) -> String {
+    let atomic = (p.op == Op::Atomic).then_some("FETCH_AND_ADD");
+    perftest::bw_title(p.op.label(), atomic, p.bidirectional, p.post_list)
 }
 
-pub(crate) fn print_row(r: &Row) {
-    println!(
-        " {:<10} {:<14} {:<17.2} {:<20.2} {:<15.6} {:.1}/{:.1}",
-        r.bytes,
+/// perftest's test-info block and table header, line for line where perftest has the field
+/// (`ctx_print_test_info`); `device`: the profile or the IA; `pmtu`: the path MTU when this
+/// side knows it (not through DAT).
+pub(crate) fn header(p: &Params, args: &Args, device: &str, pmtu: Option<usize>) -> String {
+    let on = |b: bool| if b { "ON" } else { "OFF" };
+    let mut lines = vec![
+        RULE.to_owned(),
+        title(p),
+        format!(" Dual-port       : OFF\t\tDevice         : {device}"),
+        format!(
+            " Number of qps   : {}\t\tTransport type : RoCEv2 (dpdk-roce)",
+            p.qps
+        ),
+        " Connection type : RC\t\tUsing SRQ      : OFF".to_owned(),
+        format!(" TX depth        : {}", p.tx_depth),
+    ];
+    if p.post_list > 1 {
+        lines.push(format!(" Post List       : {}", p.post_list));
+    }
+    lines.push(format!(" CQ Moderation   : {}", p.cq_mod));
+    lines.push(match pmtu {
+        Some(m) => format!(" Mtu             : {m}[B]"),
+        None => " Mtu             : the provider's".to_owned(),
+    });
+    lines.push(" Link type       : Ethernet".to_owned());
+    lines.push(format!(" Verify          : {}", on(p.verify)));
+    lines.push(RULE.to_owned());
+    let mut h = perftest::bw_header(unit(args));
+    if args.cpu_util {
+        h.push_str(perftest::CPU_UTIL_HEADER);
+    }
+    lines.push(h);
+    lines.join("\n")
+}
+
+/// A row of the table (perftest's columns, with `--cpu_util` this side's CPU use), and under
+/// it the raw blast's line when there was one.
+pub(crate) fn row_text(r: &Row, cpu_util: bool) -> String {
+    let mut t = perftest::bw_row(
+        r.bytes as u64,
         r.iterations,
         r.bw_peak,
         r.bw_average,
         r.msg_rate_mpps,
-        r.cpu_client_percent,
-        r.cpu_server_percent
     );
+    if cpu_util {
+        t.push_str(&perftest::cpu_util_column(r.cpu_client_percent));
+    }
     if let (Some(pps), Some(bw), Some(fr), Some(br)) =
         (r.raw_mpps, r.raw_bw, r.rdma_frames_to_raw, r.bw_to_raw)
     {
-        println!(
-            "   raw L2 {:<6} {:.6} Mpps {:.2} {}; RDMA/raw: frames {:.2}x, BW {:.2}x",
-            r.bytes, pps, bw, r.unit, fr, br
-        );
+        t.push_str(&format!(
+            "\n   raw L2 {:<6} {:.6} Mpps {:.2} {}; RDMA/raw: frames {:.2}x, BW {:.2}x",
+            r.bytes,
+            pps,
+            bw,
+            r.unit.label(),
+            fr,
+            br
+        ));
     }
+    t
 }

@@ -243,7 +243,9 @@ pub(crate) fn client(args: &Args, ia_name: &str) -> Result<(), String> {
         Scale::HalfRoundTrip
     };
     let mut series = Vec::new();
-    for size in dpdk_roce::perf::progress::over(sizes(args), "sizes") {
+    let sizes = sizes(args);
+    let progress = Progress::sizes(sizes.len());
+    for size in progress.wrap(sizes) {
         let mut s = LatencySeries::new(size, scale);
         let mut times = None;
         for i in 1..=args.warmup + args.iters {
@@ -279,7 +281,7 @@ pub(crate) fn client(args: &Args, ia_name: &str) -> Result<(), String> {
             }
         }
         if let Some(t) = &times {
-            println!("{}", t.line(size));
+            progress.println(&t.line(size));
         }
         series.push(s);
     }

@@ -91,7 +91,9 @@ pub(crate) fn client(args: &Args) -> Result<(), String> {
     };
     eprintln!("connected through the Rust DAT API");
     let mut series = Vec::new();
-    for size in dpdk_roce::perf::progress::over(sizes(args), "sizes") {
+    let sizes = sizes(args);
+    let progress = Progress::sizes(sizes.len());
+    for size in progress.wrap(sizes) {
         let mut s = LatencySeries::new(size, Scale::Full);
         let remote = RmrTriplet {
             rmr_context: peer_rkey,

@@ -1,9 +1,11 @@
 //! roce-lat: perftest-style RDMA latency between two processes over a DPDK port.
 //!
 //! ```text
-//! roce-lat --profile dpdk-config/af_packet-a.toml --server [--op write] [--size 8] ...
-//! roce-lat --profile dpdk-config/af_packet-b.toml --client --server-ip 10.77.0.1 ...
+//! roce-lat --profile dpdk-config/af_packet-a.toml [--op write] [--size 8] ...
+//! roce-lat --profile dpdk-config/af_packet-b.toml [--op write] [--size 8] ... 10.77.0.1
 //! ```
+//! As perftest's: the program without a server address is the server; with one (or
+//! `--client --server-ip`) the client.
 //! RDMA WRITE ping-pong (like `ib_write_lat`: each side polls the last byte of its buffer for
 //! the peer's write, then writes back; half round trip reported), SEND/RECV ping-pong (half
 //! round trip) and RDMA READ (full round trip). `--raw` echoes plain Ethernet frames of the same
@@ -13,8 +15,8 @@
 //! the raw table and the ratio of the p50s: the transport's cost as a ratio measured in one
 //! run, alike in the VM's slow and fast spells.
 //! Each process drives its shard inline (one polling thread per process), so two processes fit
-//! two cores. Output: perftest's latency table, the HdrHistogram percentile distribution of each
-//! size (`--hgrm-dir` writes `.hgrm` files), `--json`; `--stages` adds, per size and side,
+//! two cores. Output: perftest's test-info block and latency table; `-H` adds the HdrHistogram
+//! percentile distribution of each size (`--hgrm-dir` writes `.hgrm` files), `--json` the rows; `--stages` adds, per size and side,
 //! where the loop's busy time went (PMD receive, handling, frame build, copy, TX burst).
 //!
 //! Memory is the provider's checked region table (`Host<Arc<MrTable>>`, every access checked
@@ -36,7 +38,9 @@ use dpdk_roce::engine::io::FrameIo;
 use dpdk_roce::engine::raw_l2::{turn_around, RawChannel, RawMode};
 use dpdk_roce::engine::shard::{Shard, StageTimes};
 use dpdk_roce::mem::{MrTable, PinGuard, Region};
-use dpdk_roce::perf::latency::{table_header, table_line, LatencySeries, Scale, RULE};
+use dpdk_roce::perf::latency::{table_header, table_line, LatencySeries, Scale};
+use dpdk_roce::perf::perftest::{lat_title, RULE};
+use dpdk_roce::perf::progress::Progress;
 use dpdk_roce::transport::memory::{Access, KeyKind, MemRef};
 use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus, WorkCompletion};
 use dpdk_roce::wire::psn::Psn;
@@ -91,7 +95,11 @@ enum Api {
 #[derive(Parser, Debug)]
 #[command(
     name = "roce-lat",
-    about = "perftest-style RDMA latency over a DPDK port"
+    version,
+    about = "perftest-style RDMA latency over a DPDK port",
+    long_about = "perftest-style RDMA latency over a DPDK port. Without a server address (and \
+                  without --client) this process is the server, as perftest's; with one it is \
+                  the client."
 )]
 struct Args {
     /// dpdk-config profile of this process (with `--api dat` the IA's profile is the one its
@@ -107,13 +115,14 @@ struct Args {
     /// The IA name in dat.conf (`--api dat`).
     #[arg(long)]
     ia: Option<String>,
-    /// Run the server side (listens, answers).
+    /// Run the server side (listens, answers). The default without a server address.
     #[arg(long, conflicts_with = "client")]
     server: bool,
     /// Run the client side (connects, measures).
     #[arg(long)]
     client: bool,
-    /// The server's RoCE address (client only).
+    /// The server's RoCE address (client only; without --server it makes this side the
+    /// client).
     #[arg(long)]
     server_ip: Option<IpAddr>,
     /// The server's address as perftest takes it: given, this side is the client.
@@ -124,10 +133,11 @@ struct Args {
     port: u16,
     #[arg(long, value_enum, default_value_t = Op::Write)]
     op: Op,
-    /// Message size in bytes (2 ..= 1 MiB).
+    /// Message size in bytes (2 ..= 8 MiB).
     #[arg(short = 's', long, default_value_t = 8)]
     size: usize,
-    /// Run every power of two from 2 B to `--size` (perftest -a).
+    /// Run every power of two from 2 B to 8 MiB, whatever `--size` says (perftest -a); with
+    /// `--raw` or `--with-raw` up to 1 KiB, the largest whose frame fits a 1500-byte MTU.
     #[arg(short = 'a', long, visible_alias = "all")]
     sweep: bool,
     /// Measured iterations per size.
@@ -156,7 +166,11 @@ struct Args {
     /// Print the table as JSON too.
     #[arg(long)]
     json: bool,
-    /// Write one `.hgrm` file per size into this directory (default: print them).
+    /// Print each size's full latency distribution after the table (HdrHistogram's `.hgrm`
+    /// percentile distribution; perftest -H prints every sample).
+    #[arg(short = 'H', long = "report-histogram", alias = "report_histogram")]
+    report_histogram: bool,
+    /// Write one `.hgrm` file per size into this directory.
     #[arg(long)]
     hgrm_dir: Option<PathBuf>,
     /// Write every frame sent and received to this pcap file.
@@ -182,11 +196,12 @@ struct Args {
 }
 
 impl Args {
-    /// perftest's positional server address: this side is the client of that server.
-    fn with_server_addr(mut self) -> Result<Args, String> {
-        common::positional_server(
+    /// The side this process plays (`common::role`): the client of a server address given,
+    /// else the server.
+    fn with_role(mut self) -> Result<Args, String> {
+        common::role(
             self.server_addr,
-            self.server,
+            &mut self.server,
             &mut self.server_ip,
             &mut self.client,
         )?;
@@ -194,7 +209,8 @@ impl Args {
     }
 }
 
-const MAX_SIZE: usize = 1 << 20;
+/// The largest message, and the last size of `-a`: 8 MiB, as perftest's.
+const MAX_SIZE: usize = 1 << 23;
 /// Regions the bench registers (two), with room to spare.
 const MR_CAPACITY: u32 = 16;
 /// Raw frames' EtherType: IEEE 802 local experimental.
@@ -255,7 +271,7 @@ fn raw_tag_of(frame: &[u8]) -> Option<(u32, u64)> {
 
 fn main() -> ExitCode {
     dpdk_roce::log::init_program();
-    let args = match Args::parse().with_server_addr() {
+    let args = match Args::parse().with_role() {
         Ok(a) => a,
         Err(e) => {
             eprintln!("roce-lat: {e}");
@@ -271,11 +287,18 @@ fn main() -> ExitCode {
     }
 }
 
+/// The largest raw frame `-a` sends with `--raw` or `--with-raw`: one that fits a 1500-byte
+/// IP MTU (a raw frame is one frame, where an RDMA message spans several).
+const RAW_SWEEP_MAX_FRAME: usize = 1514;
+
+/// The sizes of the run: `--size`, or with `-a` every power of two from 2 B to 8 MiB (with
+/// `--raw` or `--with-raw`, up to the largest whose frame fits `RAW_SWEEP_MAX_FRAME`: 1 KiB).
 fn sizes(args: &Args) -> Vec<usize> {
     if args.sweep {
-        (1..=20)
+        let raw = args.raw || args.with_raw;
+        (1..=MAX_SIZE.trailing_zeros())
             .map(|s| 1usize << s)
-            .filter(|&s| s <= args.size)
+            .filter(|&s| !raw || raw_frame_len(s) <= RAW_SWEEP_MAX_FRAME)
             .collect()
     } else {
         vec![args.size]
@@ -283,10 +306,7 @@ fn sizes(args: &Args) -> Vec<usize> {
 }
 
 fn run(args: &Args) -> Result<(), String> {
-    if args.server == args.client {
-        return Err("say --server or --client".into());
-    }
-    if !(2..=MAX_SIZE).contains(&args.size) {
+    if !args.sweep && !(2..=MAX_SIZE).contains(&args.size) {
         return Err(format!("--size must be 2..={MAX_SIZE}"));
     }
     if args.iters == 0 {
@@ -436,12 +456,12 @@ fn decode_buffer(p: &[u8]) -> Result<(u64, u32), String> {
 
 /// With `--stages`: where this side's loop spent its busy time over the measured iterations
 /// of `size` (`StageTimes`, TSC nanoseconds), then stops timing.
-fn print_stages(who: &str, size: usize, shard: &mut BenchShard) {
+fn print_stages(who: &str, size: usize, shard: &mut BenchShard, progress: &Progress) {
     let Some(t) = shard.stage_times() else {
         return;
     };
     shard.time_stages(false);
-    println!("{}", stages_line(who, size, &t));
+    progress.println(&stages_line(who, size, &t));
 }
 
 fn check_wc(wc: &WorkCompletion) -> Result<(), String> {
@@ -522,7 +542,9 @@ fn server(
     let table = shard.host.mr_table().clone();
     let dst_view = pin_buffer(&table, bufs.pd, &bufs.dst, Access::empty())?;
     let src_view = pin_buffer(&table, bufs.pd, &bufs.src, Access::LOCAL_WRITE)?;
-    for size in dpdk_roce::perf::progress::over(sizes(args), "sizes") {
+    let sizes = sizes(args);
+    let progress = Progress::sizes(sizes.len());
+    for size in progress.wrap(sizes) {
         let total = args.warmup + args.iters;
         let stages_from = args.stages.then_some(args.warmup + 1);
         match args.op {
@@ -554,7 +576,7 @@ fn server(
             }
             Op::Read | Op::WriteCompletion => {}
         }
-        print_stages("server", size, shard);
+        print_stages("server", size, shard, &progress);
     }
     // Serve (READs need no answer) until the client disconnects.
     poll_until(
@@ -843,7 +865,9 @@ fn client(
     let src_view = pin_buffer(&table, bufs.pd, &bufs.src, Access::LOCAL_WRITE)?;
     let mac = shard.host.config().net.mac.0;
     let mut back = Vec::with_capacity(9216);
-    for (round, size) in dpdk_roce::perf::progress::over(sizes(args), "sizes").enumerate() {
+    let sizes = sizes(args);
+    let progress = Progress::sizes(sizes.len());
+    for (round, size) in progress.wrap(sizes).enumerate() {
         let mut s = LatencySeries::new(size, scale);
         let mut raw_s = LatencySeries::new(size, Scale::HalfRoundTrip);
         let mut frame = raw_frame(mac, size);
@@ -956,7 +980,7 @@ fn client(
                 s.record(dt.as_nanos() as u64);
             }
         }
-        print_stages("client", size, shard);
+        print_stages("client", size, shard, &progress);
         series.push(s);
         raw_series.push(raw_s);
     }
@@ -1057,44 +1081,52 @@ fn report_interleaved_raw(
 }
 
 fn report(args: &Args, label: &str, memory: &str, series: &[LatencySeries]) -> Result<(), String> {
-    println!("{RULE}");
-    let source = match (args.api, args.ia.as_deref()) {
+    let device = match (args.api, args.ia.as_deref()) {
         (Api::Dat, Some(ia)) if args.client => format!("IA {ia} through libdat2"),
         (Api::DatRust, _) if args.client => {
             format!("{} through the Rust DAT API", args.profile.display())
         }
         _ => args.profile.display().to_string(),
     };
-    println!("                    {label} Latency Test (dpdk-roce, {source})");
-    println!(" Connection type : RC   Transport : RoCEv2   Progress : inline");
-    println!(" Memory       : {memory}");
     let rtt = if series.first().is_some_and(|s| s.scale == Scale::Full) {
         "full round trip"
     } else {
         "half round trip"
     };
-    println!(" Times        : microseconds, {rtt}");
-    println!("{}", table_header());
+    // perftest's test-info block where it has the field (`ctx_print_test_info`), then ours.
+    for line in [
+        RULE.to_owned(),
+        lat_title(label),
+        format!(" Dual-port       : OFF\t\tDevice         : {device}"),
+        " Number of qps   : 1\t\tTransport type : RoCEv2 (dpdk-roce)".to_owned(),
+        " Connection type : RC\t\tUsing SRQ      : OFF".to_owned(),
+        " TX depth        : 1".to_owned(),
+        " Link type       : Ethernet".to_owned(),
+        " Progress        : inline".to_owned(),
+        format!(" Memory          : {memory}"),
+        format!(" Times           : microseconds, {rtt}"),
+        table_header(),
+    ] {
+        println!("{line}");
+    }
     for s in series {
         println!("{}", table_line(&s.row()));
     }
     println!("{RULE}");
     for s in series {
         let text = s.hgrm();
-        match &args.hgrm_dir {
-            Some(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-                let path = dir.join(format!("{}-{}B.hgrm", label.to_lowercase(), s.bytes));
-                std::fs::write(&path, text).map_err(|e| e.to_string())?;
-                println!("hdrhistogram: {}", path.display());
-            }
-            None => {
-                println!(
-                    "# HdrHistogram percentile distribution, {} B, microseconds",
-                    s.bytes
-                );
-                print!("{text}");
-            }
+        if let Some(dir) = &args.hgrm_dir {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+            let path = dir.join(format!("{}-{}B.hgrm", label.to_lowercase(), s.bytes));
+            std::fs::write(&path, &text).map_err(|e| e.to_string())?;
+            println!("hdrhistogram: {}", path.display());
+        }
+        if args.report_histogram {
+            println!(
+                "# HdrHistogram percentile distribution, {} B, microseconds",
+                s.bytes
+            );
+            print!("{text}");
         }
     }
     if args.json {
@@ -1201,7 +1233,9 @@ fn raw(
         return Ok(());
     }
     let mut series = Vec::new();
-    for (round, size) in dpdk_roce::perf::progress::over(sizes(args), "sizes").enumerate() {
+    let sizes = sizes(args);
+    let progress = Progress::sizes(sizes.len());
+    for (round, size) in progress.wrap(sizes).enumerate() {
         let mut s = LatencySeries::new(size, Scale::HalfRoundTrip);
         let mut frame = raw_frame(mac, size);
         let mut stages = RawStages::new(false);
@@ -1251,7 +1285,7 @@ fn raw(
             }
         }
         if let Some(t) = stages.times {
-            println!("{}", stages_line("client", size, &t));
+            progress.println(&stages_line("client", size, &t));
         }
         series.push(s);
     }

@@ -46,6 +46,7 @@ use plan::Step;
 #[derive(Parser, Debug)]
 #[command(
     name = "roce-soak",
+    version,
     about = "a long verified mix of every RDMA operation between two processes"
 )]
 struct Args {
@@ -770,7 +771,7 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
         .map(|c| c.steps.iter().map(|s| u64::from(s.wrs())).sum::<u64>())
         .sum();
     let mut report = Instant::now();
-    let bar = dpdk_roce::perf::progress::bar(total, "work requests");
+    let bar = dpdk_roce::perf::progress::Progress::new(total, "work requests");
     let mut since_bar = 0u32;
     loop {
         for (qp, c) in conns.iter_mut().enumerate() {
@@ -825,10 +826,10 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
         if report.elapsed() > Duration::from_secs(10) {
             report = Instant::now();
             let done: u64 = conns.iter().map(|c| c.completed).sum();
-            eprintln!("{done} of {total} work requests done");
+            bar.eprintln(&format!("{done} of {total} work requests done"));
         }
     }
-    bar.finish_and_clear();
+    drop(bar);
     let secs = started.elapsed().as_secs_f64();
     let messages: u64 = conns.iter().map(|c| c.completed).sum();
     print_recovery(&conns);

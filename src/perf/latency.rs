@@ -1,5 +1,6 @@
 //! Latency samples of one message size and their reports.
 
+use super::perftest::RULE;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -240,21 +241,18 @@ fn sub_bucket_count(digits: u8) -> u64 {
     (2 * 10u64.pow(u32::from(digits))).next_power_of_two()
 }
 
-/// perftest's separator line.
-pub const RULE: &str =
-    "---------------------------------------------------------------------------------------";
-
-/// perftest's latency table header.
+/// perftest's latency table header (`RESULT_FMT_LAT`), after its rule.
 pub fn table_header() -> String {
     format!(
         "{RULE}\n #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
     )
 }
 
-/// One perftest table line.
+/// One row of perftest's latency table (`REPORT_FMT_LAT`: `" %-7lu %lu          %-7.2f
+/// %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f"`).
 pub fn table_line(r: &LatencyRow) -> String {
     format!(
-        " {:<7} {:<10}    {:<7.2}        {:<7.2}      {:<7.2}            {:<7.2}        {:<7.2}         {:<7.2}                {:<7.2}",
+        " {:<7} {}          {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}",
         r.bytes, r.iterations, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99, r.p999
     )
 }

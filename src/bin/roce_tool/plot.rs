@@ -1,9 +1,10 @@
 //! `roce-tool plot FILE.hgrm... -o OUT.svg|png`: the percentile distribution of latency
-//! histograms (roce-lat's `--hgrm-dir` files, or any HdrHistogram `.hgrm`), overlaid.
+//! histograms (roce-lat's `--hgrm-dir` files, or any HdrHistogram `.hgrm`), overlaid;
+//! `--log-latency` puts latency on a logarithmic axis.
 
 use clap::Args;
 use dpdk_roce::perf::hgrm;
-use dpdk_roce::perf::plot::{percentiles, Distribution};
+use dpdk_roce::perf::plot::{percentiles, Distribution, LatencyAxis};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -18,6 +19,9 @@ pub struct PlotArgs {
     /// The title (default: "Latency by percentile").
     #[arg(long, default_value = "Latency by percentile")]
     title: String,
+    /// A logarithmic latency axis (default: linear from zero), for tails far above the median.
+    #[arg(long)]
+    log_latency: bool,
 }
 
 pub fn run(args: &PlotArgs) -> ExitCode {
@@ -39,7 +43,12 @@ pub fn run(args: &PlotArgs) -> ExitCode {
             }
         }
     }
-    match percentiles(&args.output, &args.title, &series) {
+    let axis = if args.log_latency {
+        LatencyAxis::Log
+    } else {
+        LatencyAxis::Linear
+    };
+    match percentiles(&args.output, &args.title, &series, axis) {
         Ok(()) => {
             println!("wrote {}", args.output.display());
             ExitCode::SUCCESS
