@@ -643,51 +643,33 @@ fn with_server(
     server_args: &[&str],
     client: impl Fn() -> std::process::Output,
 ) -> String {
-    use std::io::{BufRead, BufReader};
-    use std::process::Stdio;
-    for _ in 0..6 {
-        let mut server = Command::new(bin)
-            .arg("--profile")
-            .arg(&link.server)
-            .args(server_args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
-        let ready = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .any(|l| l.starts_with("READY"));
-        if !ready {
-            let pid = server.id();
-            let out = server.wait_with_output().unwrap();
-            dpdk_common::remove_runtime_dirs_of(pid);
-            let err = String::from_utf8_lossy(&out.stderr).to_string();
+    dpdk_common::retry_fanout(|_| {
+        let server = dpdk_common::Proc::spawn(
+            Command::new(bin)
+                .arg("--profile")
+                .arg(&link.server)
+                .args(server_args),
+        );
+        if let Err(why) = server.wait_for_stdout("READY", std::time::Duration::from_secs(60)) {
+            let out = server.kill();
             assert!(
-                err.contains(dpdk_common::FANOUT_COLLISION),
-                "server:\n{err}"
+                out.contains(dpdk_common::FANOUT_COLLISION),
+                "server not ready ({why}):\n{out}"
             );
-            dpdk_common::fanout_retry_wait();
-            continue;
+            return None;
         }
         let client = client();
-        let ctext = output_text(&client);
         if dpdk_common::is_fanout_collision(&client) {
-            // The killed server cannot clean up its EAL runtime directory.
-            let _ = server.kill();
-            let _ = server.wait();
-            dpdk_common::remove_runtime_dirs_of(server.id());
-            dpdk_common::fanout_retry_wait();
-            continue;
+            // Killed, and what its EAL leaves removed.
+            drop(server);
+            return None;
         }
-        let rest: Vec<String> = lines.map_while(Result::ok).collect();
-        let status = server.wait().unwrap();
+        let ctext = output_text(&client);
+        let stext = server.finish(std::time::Duration::from_secs(120));
         assert!(client.status.success(), "client:\n{ctext}");
-        assert!(status.success(), "server: {status}\n{}", rest.join("\n"));
-        return ctext;
-    }
-    panic!("PACKET_FANOUT collision six times");
+        assert!(stext.ends_with("[exit status: 0]\n"), "server:\n{stext}");
+        Some(ctext)
+    })
 }
 
 /// perftest's command lines: the program without an address is the server; `-s -n -q -t -Q -F

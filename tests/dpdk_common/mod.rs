@@ -366,9 +366,9 @@ pub const LISTEN_LOG: &str = "warn,dpdk_roce::cm::listen=info";
 /// what its killed EAL could not remove (runtime directory, hugepage files) removed.
 pub struct Proc {
     child: std::process::Child,
-    out: Option<std::thread::JoinHandle<Vec<u8>>>,
+    out: std::sync::Arc<Stream>,
     err: std::sync::Arc<Stream>,
-    err_reader: Option<std::thread::JoinHandle<()>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// A pipe's bytes so far, and whether it reached its end; signalled on every read.
@@ -378,29 +378,17 @@ struct Stream {
     grew: std::sync::Condvar,
 }
 
-impl Proc {
-    /// Starts `cmd` with piped stdout and stderr.
-    pub fn spawn(cmd: &mut Command) -> Proc {
-        use std::io::Read;
-        use std::process::Stdio;
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()));
-        let mut stdout = child.stdout.take().expect("piped stdout");
-        let out = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = stdout.read_to_end(&mut buf);
-            buf
-        });
-        let err = std::sync::Arc::new(Stream::default());
-        let mut stderr = child.stderr.take().expect("piped stderr");
-        let sink = err.clone();
-        let err_reader = std::thread::spawn(move || {
+impl Stream {
+    /// A thread appending what `pipe` gives to a new stream until its end.
+    fn read(
+        mut pipe: impl std::io::Read + Send + 'static,
+    ) -> (std::sync::Arc<Stream>, std::thread::JoinHandle<()>) {
+        let stream = std::sync::Arc::new(Stream::default());
+        let sink = stream.clone();
+        let reader = std::thread::spawn(move || {
             let mut chunk = [0u8; 4096];
             loop {
-                let n = stderr.read(&mut chunk).unwrap_or(0);
+                let n = pipe.read(&mut chunk).unwrap_or(0);
                 let mut s = sink.state.lock().unwrap();
                 s.0.extend_from_slice(&chunk[..n]);
                 s.1 = n == 0;
@@ -410,11 +398,50 @@ impl Proc {
                 }
             }
         });
+        (stream, reader)
+    }
+
+    /// Waits until the stream holds `needle`: `Err` with why when it ended first or `limit`
+    /// passed.
+    fn wait_for(&self, needle: &str, limit: std::time::Duration) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + limit;
+        let mut s = self.state.lock().unwrap();
+        loop {
+            if String::from_utf8_lossy(&s.0).contains(needle) {
+                return Ok(());
+            }
+            if s.1 {
+                return Err(format!("it ended before printing {needle:?}"));
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(format!("no {needle:?} within {limit:?}"));
+            }
+            s = self.grew.wait_timeout(s, deadline - now).unwrap().0;
+        }
+    }
+
+    fn take(&self) -> Vec<u8> {
+        std::mem::take(&mut self.state.lock().unwrap().0)
+    }
+}
+
+impl Proc {
+    /// Starts `cmd` with piped stdout and stderr.
+    pub fn spawn(cmd: &mut Command) -> Proc {
+        use std::process::Stdio;
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()));
+        let (out, out_reader) = Stream::read(child.stdout.take().expect("piped stdout"));
+        let (err, err_reader) = Stream::read(child.stderr.take().expect("piped stderr"));
         Proc {
             child,
-            out: Some(out),
+            out,
             err,
-            err_reader: Some(err_reader),
+            readers: vec![out_reader, err_reader],
         }
     }
 
@@ -442,21 +469,12 @@ impl Proc {
     /// Waits until the program's stderr holds `needle`: `Err` with why when it closed its
     /// stderr (exited) first or `limit` passed.
     pub fn wait_for_stderr(&self, needle: &str, limit: std::time::Duration) -> Result<(), String> {
-        let deadline = std::time::Instant::now() + limit;
-        let mut s = self.err.state.lock().unwrap();
-        loop {
-            if String::from_utf8_lossy(&s.0).contains(needle) {
-                return Ok(());
-            }
-            if s.1 {
-                return Err(format!("it ended before printing {needle:?}"));
-            }
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                return Err(format!("no {needle:?} within {limit:?}"));
-            }
-            s = self.err.grew.wait_timeout(s, deadline - now).unwrap().0;
-        }
+        self.err.wait_for(needle, limit)
+    }
+
+    /// [`Proc::wait_for_stderr`] for its stdout.
+    pub fn wait_for_stdout(&self, needle: &str, limit: std::time::Duration) -> Result<(), String> {
+        self.out.wait_for(needle, limit)
     }
 
     /// Waits until the program's kernel TCP port `port` listens (a dtest server publishing its
@@ -493,15 +511,10 @@ impl Proc {
         if killed {
             remove_runtime_dirs_of(self.pid());
         }
-        let stdout = self
-            .out
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default();
-        if let Some(h) = self.err_reader.take() {
-            let _ = h.join();
+        for r in self.readers.drain(..) {
+            let _ = r.join();
         }
-        let stderr = std::mem::take(&mut self.err.state.lock().unwrap().0);
+        let (stdout, stderr) = (self.out.take(), self.err.take());
         let mut text = output_text(&Output {
             status,
             stdout,
