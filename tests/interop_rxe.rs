@@ -1325,7 +1325,7 @@ fn guest_server_served(theirs: &str) -> Result<(), String> {
     }
     if !theirs.contains("RESULT 0 failed") {
         println!(
-            "note: the guest's server did not see its connection end within 60 s (no \
+            "note: the guest's server did not see its connection end within 8 s (no \
              disconnection or flush from libdaplofa); its memory check did not run:\n{theirs}"
         );
     }
@@ -1378,7 +1378,9 @@ fn the_reference_udapl_on_rxe_serves_dpdk_roce_over_ipv6() {
             dpdk_common::fanout_retry_wait();
             continue;
         }
-        let (_, theirs) = g.collect("srv", 60);
+        // libdaplofa over IPv6 delivers the guest's server no end of its connection (the
+        // capture shows its DREP): waiting longer than a few seconds shows nothing more.
+        let (_, theirs) = g.collect("srv", 8);
         result = consumer_passed("dpdk-roce's client", &ours, "CASE verify.traffic")
             .and_then(|_| guest_server_served(&theirs))
             .and_then(|_| Capture::check(&pcap))

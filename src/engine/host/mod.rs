@@ -197,6 +197,17 @@ pub enum HostError {
     Srq(QpError),
 }
 
+impl HostError {
+    /// The reason a work request's completion reports for it: the QP's or SRQ's own error,
+    /// else an invalid argument (an unknown QP or SRQ, a CM error).
+    pub fn work_request_error(&self) -> QpError {
+        match self {
+            HostError::Qp(e) | HostError::Srq(e) => *e,
+            _ => QpError::InvalidArgument,
+        }
+    }
+}
+
 /// One port with its neighbour layer, CM, QPs, SRQs and memory.
 pub struct Host<M: Memory> {
     config: HostConfig,

@@ -70,52 +70,17 @@ impl<M: Memory> Host<M> {
         self.poll_outgoing(now, out, Some((pinned, min_pinned)))
     }
 
+    /// The next frame to send, into `out` (or, with `pinned`, a data packet's headers there
+    /// and its payload pinned): the neighbour layer's first, then connection management's,
+    /// then the QPs' packets round robin, one per QP and turn.
     pub(super) fn poll_outgoing<B: FrameBuf + ?Sized>(
         &mut self,
         now: Instant,
         out: &mut B,
         mut pinned: Option<(&mut PinnedTx, usize)>,
     ) -> Option<TxOut> {
-        if self.arp_into(now, out) {
+        if self.arp_into(now, out) || self.control_frame_into(now, out) {
             return Some(TxOut::Whole);
-        }
-        // Held MADs whose destination got resolved (or failed: then they are dropped; the CM
-        // retransmits and finally reports the connection unreachable).
-        for _ in 0..self.held_mads.len() {
-            let Some((dst, mad)) = self.held_mads.pop_front() else {
-                break;
-            };
-            match self.net.resolve(now, dst) {
-                Resolve::Ready(_) => {
-                    if self.mad_frame(now, dst, &mad, out) {
-                        return Some(TxOut::Whole);
-                    }
-                }
-                Resolve::Pending => self.held_mads.push_back((dst, mad)),
-                Resolve::Failed(_) => self.stats.tx_mads_dropped += 1,
-            }
-        }
-        while let Some(&qpn) = self.work.before_cm.last() {
-            if self.qp_frame_before_cm(now, qpn, out) {
-                return Some(TxOut::Whole);
-            }
-            self.work.before_cm.pop();
-        }
-        while let Some(t) = self.cm.poll_transmit(now) {
-            match self.net.resolve(now, t.dst) {
-                Resolve::Ready(_) => {
-                    if self.mad_frame(now, t.dst, &t.mad, out) {
-                        return Some(TxOut::Whole);
-                    }
-                }
-                Resolve::Pending if self.held_mads.len() < MAX_HELD_MADS => {
-                    self.held_mads.push_back((t.dst, t.mad));
-                    if self.arp_into(now, out) {
-                        return Some(TxOut::Whole);
-                    }
-                }
-                Resolve::Pending | Resolve::Failed(_) => self.stats.tx_mads_dropped += 1,
-            }
         }
         // QPs touched since they last ran dry, round robin: one frame per turn.
         for _ in 0..self.work.tx_ready.len() {
@@ -247,6 +212,51 @@ impl<M: Memory> Host<M> {
             }
         }
         None
+    }
+
+    /// Connection management goes before data: held MADs whose destination got resolved, the
+    /// last acknowledgements of QPs the CM moved to ERROR, then the CM's own MADs (held while
+    /// their destination resolves). True when a frame is in `out`.
+    fn control_frame_into<B: FrameBuf + ?Sized>(&mut self, now: Instant, out: &mut B) -> bool {
+        // Held MADs whose destination got resolved (or failed: then they are dropped; the CM
+        // retransmits and finally reports the connection unreachable).
+        for _ in 0..self.held_mads.len() {
+            let Some((dst, mad)) = self.held_mads.pop_front() else {
+                break;
+            };
+            match self.net.resolve(now, dst) {
+                Resolve::Ready(_) => {
+                    if self.mad_frame(now, dst, &mad, out) {
+                        return true;
+                    }
+                }
+                Resolve::Pending => self.held_mads.push_back((dst, mad)),
+                Resolve::Failed(_) => self.stats.tx_mads_dropped += 1,
+            }
+        }
+        while let Some(&qpn) = self.work.before_cm.last() {
+            if self.qp_frame_before_cm(now, qpn, out) {
+                return true;
+            }
+            self.work.before_cm.pop();
+        }
+        while let Some(t) = self.cm.poll_transmit(now) {
+            match self.net.resolve(now, t.dst) {
+                Resolve::Ready(_) => {
+                    if self.mad_frame(now, t.dst, &t.mad, out) {
+                        return true;
+                    }
+                }
+                Resolve::Pending if self.held_mads.len() < MAX_HELD_MADS => {
+                    self.held_mads.push_back((t.dst, t.mad));
+                    if self.arp_into(now, out) {
+                        return true;
+                    }
+                }
+                Resolve::Pending | Resolve::Failed(_) => self.stats.tx_mads_dropped += 1,
+            }
+        }
+        false
     }
 
     /// The neighbour layer's next frame (ARP, neighbour discovery) into `out`; false when it

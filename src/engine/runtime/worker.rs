@@ -14,13 +14,13 @@ use super::command::{Command, EngineError};
 use super::event::{AsyncEvent, ConnEvent, ConnRequest, Event, EventSink, QpRoute};
 use super::shard_io::{CrossShard, ShardIo, ShardIoStats};
 use super::steer::shard_of_qpn;
-use crate::cm::{CmEvent, CmId};
-use crate::engine::host::{HostEvent, QpOptions};
+use crate::cm::{AcceptParams, CmError, CmEvent, CmId, ConnectParams};
+use crate::engine::host::{HostError, HostEvent, QpOptions};
 use crate::engine::io::FrameIo;
 use crate::engine::shard::{Shard, ShardStats};
 use crate::time::Instant;
 use crate::transport::memory::Memory;
-use crate::transport::types::{QpState, SendWr, WcOpcode, WcStatus, WorkCompletion};
+use crate::transport::types::{QpState, RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
 use crossbeam_queue::ArrayQueue;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -292,190 +292,175 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
 
     /// Applies one submission; true if it may have moved a QP through the CM.
     fn execute(&mut self, now: Instant, cmd: Command<M>) -> bool {
-        let host = &mut self.shard.host;
         match cmd {
-            Command::PostSend { qpn, wr } => {
-                let (wr_id, opcode) = (wr.wr_id, wr.op.wc_opcode());
-                if let Err(e) = host.post_send(now, qpn, wr) {
-                    self.stats.post_errors += 1;
-                    let error = match e {
-                        crate::engine::host::HostError::Qp(q) => q,
-                        _ => crate::transport::types::QpError::InvalidArgument,
-                    };
-                    self.failed_post(qpn, wr_id, opcode, error);
-                }
-                false
-            }
-            Command::PostRecv { qpn, wr } => {
-                let wr_id = wr.wr_id;
-                if let Err(e) = host.post_recv(qpn, wr) {
-                    self.stats.post_errors += 1;
-                    let error = match e {
-                        crate::engine::host::HostError::Qp(q) => q,
-                        _ => crate::transport::types::QpError::InvalidArgument,
-                    };
-                    self.failed_post(qpn, wr_id, WcOpcode::Recv, error);
-                }
-                false
-            }
-            Command::PostSrqRecv { srqn, wr } => {
-                let wr_id = wr.wr_id;
-                if let Err(e) = host.post_srq_recv(srqn, wr) {
-                    self.stats.post_errors += 1;
-                    let error = match e {
-                        crate::engine::host::HostError::Qp(q) => q,
-                        _ => crate::transport::types::QpError::InvalidArgument,
-                    };
-                    self.push_async(AsyncEvent::SrqPostFailed { srqn, wr_id, error });
-                }
-                false
-            }
+            Command::PostSend { qpn, wr } => self.post_send(now, qpn, wr),
+            Command::PostRecv { qpn, wr } => self.post_recv(qpn, wr),
+            Command::PostSrqRecv { srqn, wr } => self.post_srq_recv(srqn, wr),
             Command::CreateQp { opts, route, reply } => {
-                let r = host
-                    .create_qp_in_space(now, opts, self.index as u32, self.shards as u32)
-                    .map_err(EngineError::from);
-                if let Ok(qpn) = r {
-                    if let Some(c) = &route.counters {
-                        let _ = host.count_unsignaled_into(qpn, c.unsignaled.clone());
-                    }
-                    self.routes.insert(qpn, route);
-                }
-                Self::reply(reply, r);
-                false
+                Self::reply(reply, self.create_qp(now, opts, route))
             }
             Command::SetRoute { qpn, route, reply } => {
-                let r = if host.qp(qpn).is_some() {
-                    if let Some(c) = &route.counters {
-                        let _ = host.count_unsignaled_into(qpn, c.unsignaled.clone());
-                    }
-                    self.routes.insert(qpn, route);
-                    Ok(())
-                } else {
-                    Err(EngineError::Host(crate::engine::host::HostError::UnknownQp))
-                };
-                Self::reply(reply, r);
-                false
+                Self::reply(reply, self.set_route(qpn, route))
             }
-            Command::DestroyQp { qpn, reply } => {
-                let r = if self.index == 0 && shard_of_qpn(qpn, self.shards) != 0 {
-                    // The CM's stand-in of another shard's QP (absent if it never connected).
-                    if self.stand_ins.remove(&qpn).is_some() {
-                        let _ = host.destroy_qp(qpn);
-                    }
-                    Ok(())
-                } else {
-                    self.routes.remove(&qpn);
-                    host.destroy_qp(qpn).map_err(EngineError::from)
-                };
-                self.broken.remove(&qpn);
-                self.conn_qpn.retain(|_, q| *q != qpn);
-                Self::reply(reply, r);
-                false
-            }
+            Command::DestroyQp { qpn, reply } => Self::reply(reply, self.destroy_qp(qpn)),
             Command::CreateSrq {
                 depth,
                 async_events,
                 reply,
-            } => {
-                let srqn = host.create_srq(depth);
-                if let Some(sink) = async_events {
-                    self.srq_async.insert(srqn, sink);
-                }
-                Self::reply(reply, srqn);
-                false
-            }
-            Command::DestroySrq { srqn, reply } => {
-                let r = host.destroy_srq(srqn).map_err(EngineError::from);
-                if r.is_ok() {
-                    self.srq_async.remove(&srqn);
-                }
-                Self::reply(reply, r);
-                false
-            }
+            } => Self::reply(reply, self.create_srq(depth, async_events)),
+            Command::DestroySrq { srqn, reply } => Self::reply(reply, self.destroy_srq(srqn)),
             Command::Connect { params, reply } => {
-                let qpn = params.local_qpn;
-                let r = self
-                    .ensure_stand_in(now, qpn, params.dst_ip, params.access)
-                    .and_then(|()| {
-                        self.shard
-                            .host
-                            .connect(now, params)
-                            .map_err(EngineError::from)
-                    });
-                if let Ok(id) = r {
-                    self.conn_qpn.insert(id, qpn);
-                }
-                Self::reply(reply, r);
-                true
+                Self::reply(reply, self.connect(now, params));
+                return true;
             }
             Command::Accept { id, params, reply } => {
-                let qpn = params.local_qpn;
-                let r = match self.requests.get(&id).copied() {
-                    None => Err(EngineError::Host(crate::engine::host::HostError::Cm(
-                        crate::cm::CmError::UnknownId,
-                    ))),
-                    Some(src) => {
-                        self.ensure_stand_in(now, qpn, src, params.access)
-                            .and_then(|()| {
-                                self.shard
-                                    .host
-                                    .accept(now, id, params)
-                                    .map_err(EngineError::from)
-                            })
-                    }
-                };
-                if r.is_ok() {
-                    self.requests.remove(&id);
-                    self.conn_qpn.insert(id, qpn);
-                }
-                Self::reply(reply, r);
-                true
+                Self::reply(reply, self.accept(now, id, params));
+                return true;
             }
             Command::Reject {
                 id,
                 private_data,
                 reply,
             } => {
-                let r = host
-                    .reject(now, id, &private_data)
-                    .map_err(EngineError::from);
+                let r = self.shard.host.reject(now, id, &private_data);
                 self.requests.remove(&id);
-                Self::reply(reply, r);
-                false
+                Self::reply(reply, r.map_err(EngineError::from))
             }
             Command::Disconnect { qpn, reply } => {
-                let r = host.disconnect(now, qpn).map_err(EngineError::from);
-                Self::reply(reply, r);
-                true
+                let r = self.shard.host.disconnect(now, qpn);
+                Self::reply(reply, r.map_err(EngineError::from));
+                return true;
             }
             Command::BreakConnection { qpn, reply } => {
-                let r = self.break_connection(now, qpn);
-                Self::reply(reply, r);
-                false
+                Self::reply(reply, self.break_connection(now, qpn))
             }
-            Command::Listen { port, sink, reply } => {
-                let r = host.listen(port).map_err(EngineError::from);
-                if r.is_ok() {
-                    self.listeners.insert(port, sink);
-                }
-                Self::reply(reply, r);
-                false
-            }
+            Command::Listen { port, sink, reply } => Self::reply(reply, self.listen(port, sink)),
             Command::Unlisten { port, reply } => {
-                let r = host.unlisten(port).map_err(EngineError::from);
+                let r = self.shard.host.unlisten(port);
                 self.listeners.remove(&port);
-                Self::reply(reply, r);
-                false
+                Self::reply(reply, r.map_err(EngineError::from))
             }
-            Command::Stats { reply } => {
-                Self::reply(reply, self.stats());
-                false
-            }
-            Command::WithHost(f) => {
-                f(host);
-                false
-            }
+            Command::Stats { reply } => Self::reply(reply, self.stats()),
+            Command::WithHost(f) => f(&mut self.shard.host),
         }
+        false
+    }
+
+    // Work requests: a refused one completes in error (or, for an SRQ, is an async event),
+    // never silently dropped.
+
+    fn post_send(&mut self, now: Instant, qpn: u32, wr: SendWr) {
+        let (wr_id, opcode) = (wr.wr_id, wr.op.wc_opcode());
+        if let Err(e) = self.shard.host.post_send(now, qpn, wr) {
+            self.stats.post_errors += 1;
+            self.failed_post(qpn, wr_id, opcode, e.work_request_error());
+        }
+    }
+
+    fn post_recv(&mut self, qpn: u32, wr: RecvWr) {
+        let wr_id = wr.wr_id;
+        if let Err(e) = self.shard.host.post_recv(qpn, wr) {
+            self.stats.post_errors += 1;
+            self.failed_post(qpn, wr_id, WcOpcode::Recv, e.work_request_error());
+        }
+    }
+
+    fn post_srq_recv(&mut self, srqn: u32, wr: RecvWr) {
+        let wr_id = wr.wr_id;
+        if let Err(e) = self.shard.host.post_srq_recv(srqn, wr) {
+            self.stats.post_errors += 1;
+            let error = e.work_request_error();
+            self.push_async(AsyncEvent::SrqPostFailed { srqn, wr_id, error });
+        }
+    }
+
+    // QPs and SRQs.
+
+    fn create_qp(
+        &mut self,
+        now: Instant,
+        opts: QpOptions,
+        route: QpRoute,
+    ) -> Result<u32, EngineError> {
+        let host = &mut self.shard.host;
+        let qpn = host.create_qp_in_space(now, opts, self.index as u32, self.shards as u32)?;
+        if let Some(c) = &route.counters {
+            let _ = host.count_unsignaled_into(qpn, c.unsignaled.clone());
+        }
+        self.routes.insert(qpn, route);
+        Ok(qpn)
+    }
+
+    fn set_route(&mut self, qpn: u32, route: QpRoute) -> Result<(), EngineError> {
+        let host = &mut self.shard.host;
+        if host.qp(qpn).is_none() {
+            return Err(EngineError::Host(HostError::UnknownQp));
+        }
+        if let Some(c) = &route.counters {
+            let _ = host.count_unsignaled_into(qpn, c.unsignaled.clone());
+        }
+        self.routes.insert(qpn, route);
+        Ok(())
+    }
+
+    fn destroy_qp(&mut self, qpn: u32) -> Result<(), EngineError> {
+        let host = &mut self.shard.host;
+        let r = if self.index == 0 && shard_of_qpn(qpn, self.shards) != 0 {
+            // The CM's stand-in of another shard's QP (absent if it never connected).
+            if self.stand_ins.remove(&qpn).is_some() {
+                let _ = host.destroy_qp(qpn);
+            }
+            Ok(())
+        } else {
+            self.routes.remove(&qpn);
+            host.destroy_qp(qpn).map_err(EngineError::from)
+        };
+        self.broken.remove(&qpn);
+        self.conn_qpn.retain(|_, q| *q != qpn);
+        r
+    }
+
+    fn create_srq(&mut self, depth: u32, async_events: Option<Arc<EventSink>>) -> u32 {
+        let srqn = self.shard.host.create_srq(depth);
+        if let Some(sink) = async_events {
+            self.srq_async.insert(srqn, sink);
+        }
+        srqn
+    }
+
+    fn destroy_srq(&mut self, srqn: u32) -> Result<(), EngineError> {
+        self.shard.host.destroy_srq(srqn)?;
+        self.srq_async.remove(&srqn);
+        Ok(())
+    }
+
+    // Connections (shard 0 runs the CM).
+
+    fn connect(&mut self, now: Instant, params: ConnectParams) -> Result<CmId, EngineError> {
+        let qpn = params.local_qpn;
+        self.ensure_stand_in(now, qpn, params.dst_ip, params.access)?;
+        let id = self.shard.host.connect(now, params)?;
+        self.conn_qpn.insert(id, qpn);
+        Ok(id)
+    }
+
+    fn accept(&mut self, now: Instant, id: CmId, params: AcceptParams) -> Result<(), EngineError> {
+        let qpn = params.local_qpn;
+        let src = *self
+            .requests
+            .get(&id)
+            .ok_or(EngineError::Host(HostError::Cm(CmError::UnknownId)))?;
+        self.ensure_stand_in(now, qpn, src, params.access)?;
+        self.shard.host.accept(now, id, params)?;
+        self.requests.remove(&id);
+        self.conn_qpn.insert(id, qpn);
+        Ok(())
+    }
+
+    fn listen(&mut self, port: u16, sink: Arc<EventSink>) -> Result<(), EngineError> {
+        self.shard.host.listen(port)?;
+        self.listeners.insert(port, sink);
+        Ok(())
     }
 
     /// Shard 0: makes sure the CM has a QP numbered `qpn` to drive (a stand-in when the QP
