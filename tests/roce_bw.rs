@@ -320,6 +320,7 @@ fn every_op_verified_briefly(link: &Link, env: &[(&str, &Path)]) -> Vec<(&'stati
 #[test]
 fn every_operation_verified_under_injected_faults_over_af_packet() {
     let link = af_packet("f");
+    with_fast_cm(&link);
     let faults = Path::new("loss=0.05,dup=0.01,reorder=0.02,seed=3");
     for (op, text) in every_op_verified_briefly(&link, &[("DPDK_ROCE_FAULTS", faults)]) {
         assert_eq!(
@@ -339,11 +340,27 @@ fn every_operation_verified_under_injected_faults_over_af_packet() {
     assert_no_runtime_dirs(&format!("{}-", link.prefix));
 }
 
+/// CM timers for a lossy link (`[roce] cm_response_timeout`, `cm_max_retries`): a lost MAD
+/// costs 67 ms, not rdma_cm's 4.3 s.
+fn with_fast_cm(link: &Link) {
+    for profile in [&link.server, &link.client] {
+        let text = std::fs::read_to_string(profile).unwrap();
+        assert!(text.contains("\n[roce]\n"), "{}", profile.display());
+        let text = text.replacen(
+            "\n[roce]\n",
+            "\n[roce]\ncm_response_timeout = 14\ncm_max_retries = 15\n",
+            1,
+        );
+        std::fs::write(profile, text).unwrap();
+    }
+}
+
 /// Every operation moves every byte as planned through a link that drops 5 % of the frames each
 /// way in the kernel (not the provider's own injection), and both directions did lose frames.
 #[test]
 fn every_operation_verified_through_a_lossy_kernel_link_between_two_veth_pairs() {
     let link = lossy_kernel_link("k", "0.05");
+    with_fast_cm(&link);
     let (x, y) = (&link._veths[0].prefix, &link._veths[1].prefix);
     let mut retransmits = 0;
     for (op, text) in every_op_verified_briefly(&link, &[]) {
