@@ -822,11 +822,7 @@ fn pair(
                 let mut srv = g.host(program, &a, &pcap);
                 // The server is up once it publishes on TCP 15828 (dtest, dtestx), or once
                 // its listener is (the others publish nothing).
-                let ready = if publishes {
-                    srv.wait_for_tcp_listen(15828, Duration::from_secs(30))
-                } else {
-                    srv.wait_for_stderr(dpdk_common::LISTENING, Duration::from_secs(30))
-                };
+                let ready = srv.wait_server_ready(publishes, Duration::from_secs(30));
                 if ready.is_err() {
                     (srv.finish(LIMIT), String::new())
                 } else {

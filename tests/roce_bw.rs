@@ -344,14 +344,7 @@ fn every_operation_verified_under_injected_faults_over_af_packet() {
 /// costs 67 ms, not rdma_cm's 4.3 s.
 fn with_fast_cm(link: &Link) {
     for profile in [&link.server, &link.client] {
-        let text = std::fs::read_to_string(profile).unwrap();
-        assert!(text.contains("\n[roce]\n"), "{}", profile.display());
-        let text = text.replacen(
-            "\n[roce]\n",
-            "\n[roce]\ncm_response_timeout = 14\ncm_max_retries = 15\n",
-            1,
-        );
-        std::fs::write(profile, text).unwrap();
+        dpdk_common::add_roce_keys(profile, "cm_response_timeout = 14\ncm_max_retries = 15");
     }
 }
 

@@ -489,12 +489,7 @@ fn pair(
     let publishes = client_args.contains(&"127.0.0.1");
     dpdk_common::retry_fanout(|_| {
         let mut server = start(server_args, None);
-        let limit = Duration::from_secs(30);
-        let ready = if publishes {
-            server.wait_for_tcp_listen(15828, limit)
-        } else {
-            server.wait_for_stderr(dpdk_common::LISTENING, limit)
-        };
+        let ready = server.wait_server_ready(publishes, Duration::from_secs(30));
         if let Err(why) = ready {
             let server = server.kill();
             assert!(

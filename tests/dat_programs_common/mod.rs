@@ -232,15 +232,7 @@ impl Setup {
     /// Adds `keys` (TOML lines) to both sides' `[roce]` sections (e.g. the CM timers).
     pub fn with_roce_keys(self, keys: &str) -> Setup {
         for side in ['a', 'b'] {
-            let profile = self.dir.join(format!("{side}.toml"));
-            let text = std::fs::read_to_string(&profile).unwrap();
-            assert!(
-                text.contains("\n[roce]\n"),
-                "{} has no [roce]",
-                profile.display()
-            );
-            let text = text.replacen("\n[roce]\n", &format!("\n[roce]\n{keys}\n"), 1);
-            std::fs::write(&profile, text).unwrap();
+            dpdk_common::add_roce_keys(&self.dir.join(format!("{side}.toml")), keys);
         }
         self
     }
@@ -438,11 +430,7 @@ pub fn run_pair(
     let mut server = Proc::spawn(cmd('a', false).env("DPDK_ROCE_LOG", dpdk_common::LISTEN_LOG));
     // The server is ready once it publishes its address on TCP 15828 (dtest, dtestx, dtestcm:
     // after their PSP listens), or (dtestsrq) once its listener is up.
-    let ready = if host == LOCALHOST {
-        server.wait_for_tcp_listen(15828, SERVER_READY_LIMIT)
-    } else {
-        server.wait_for_stderr(dpdk_common::LISTENING, SERVER_READY_LIMIT)
-    };
+    let ready = server.wait_server_ready(host == LOCALHOST, SERVER_READY_LIMIT);
     if let Err(why) = ready {
         // Not started (the fanout collision, which the caller retries): its output says why.
         let server = server.kill();

@@ -95,6 +95,18 @@ impl Drop for Veth {
     }
 }
 
+/// Adds `keys` (TOML lines) at the top of the `[roce]` section of the profile at `profile`.
+pub fn add_roce_keys(profile: &std::path::Path, keys: &str) {
+    let text = std::fs::read_to_string(profile).unwrap();
+    assert!(
+        text.contains("\n[roce]\n"),
+        "{} has no [roce]",
+        profile.display()
+    );
+    let text = text.replacen("\n[roce]\n", &format!("\n[roce]\n{keys}\n"), 1);
+    std::fs::write(profile, text).unwrap();
+}
+
 /// Whether a failed run is the fanout collision (DPDK logs go to stderr, ours to stdout).
 pub fn is_fanout_collision(out: &Output) -> bool {
     !out.status.success()
@@ -356,6 +368,9 @@ impl Drop for Router {
 /// What a server's provider logs once its listener takes connection requests
 /// (`dpdk_roce::log::LISTEN_TARGET` at `info`, enabled by [`LISTEN_LOG`]).
 pub const LISTENING: &str = "dpdk_roce::cm::listen: listening";
+/// The kernel TCP port where dtest, dtestx and dtestcm servers publish their IA address (fixed
+/// in the programs: one such server per network namespace at a time).
+pub const DTEST_PORT: u16 = 15828;
 /// The provider's log filter (`DPDK_ROCE_LOG`) of a server a test waits for: warnings, and the
 /// listener's ready line.
 pub const LISTEN_LOG: &str = "warn,dpdk_roce::cm::listen=info";
@@ -475,6 +490,21 @@ impl Proc {
     /// [`Proc::wait_for_stderr`] for its stdout.
     pub fn wait_for_stdout(&self, needle: &str, limit: std::time::Duration) -> Result<(), String> {
         self.out.wait_for(needle, limit)
+    }
+
+    /// Waits until a DAT server is ready for its client: a dtest server (`publishes`) once it
+    /// publishes its address on TCP [`DTEST_PORT`] (after its PSP listens), any other once its
+    /// listener logs [`LISTENING`] (started with [`LISTEN_LOG`]). `Err` with why otherwise.
+    pub fn wait_server_ready(
+        &mut self,
+        publishes: bool,
+        limit: std::time::Duration,
+    ) -> Result<(), String> {
+        if publishes {
+            self.wait_for_tcp_listen(DTEST_PORT, limit)
+        } else {
+            self.wait_for_stderr(LISTENING, limit)
+        }
     }
 
     /// Waits until the program's kernel TCP port `port` listens (a dtest server publishing its
