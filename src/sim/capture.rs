@@ -13,11 +13,17 @@ use std::time::Duration;
 /// A pcap file being written. The capture owns its writer so that [`flush`](Self::flush) can
 /// push what it holds to the file at any time: an engine flushes after every turn that wrote,
 /// so the file is complete up to the last turn however the process ends (a kill included).
+///
+/// Each record (its 16-byte header and its frame) reaches the writer in one `write_all`, so a
+/// `BufWriter` never hands the file half a record when its buffer fills: what a killed process
+/// leaves behind ends on a record boundary and tshark reads all of it.
 pub struct PcapCapture<W: Write> {
     writer: W,
     header: PcapHeader,
     frames: u64,
     unflushed: bool,
+    /// The record being written, reused from frame to frame.
+    record: Vec<u8>,
 }
 
 /// Errors writing a capture.
@@ -51,6 +57,7 @@ impl<W: Write> PcapCapture<W> {
             header,
             frames: 0,
             unflushed: true,
+            record: Vec::new(),
         })
     }
 
@@ -58,11 +65,13 @@ impl<W: Write> PcapCapture<W> {
     pub fn write(&mut self, at: Instant, frame: &[u8]) -> Result<(), CaptureError> {
         let ts = Duration::from_nanos(at.as_nanos());
         let pkt = PcapPacket::new(ts, frame.len() as u32, frame);
+        self.record.clear();
         pkt.write_to::<_, LittleEndian>(
-            &mut self.writer,
+            &mut self.record,
             self.header.ts_resolution,
             self.header.snaplen,
         )?;
+        self.writer.write_all(&self.record)?;
         self.frames += 1;
         self.unflushed = true;
         Ok(())
@@ -111,6 +120,57 @@ mod tests {
         assert_eq!(p1.timestamp, Duration::from_nanos(1_500_000_000));
         let p2 = r.next_packet().unwrap().unwrap();
         assert_eq!(p2.data.len(), 60);
+        assert!(r.next_packet().is_none());
+    }
+
+    /// A file that remembers where each write it was handed ended.
+    #[derive(Debug, Default)]
+    struct WriteEnds {
+        bytes: Vec<u8>,
+        ends: Vec<usize>,
+    }
+
+    impl Write for WriteEnds {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.bytes.extend_from_slice(buf);
+            self.ends.push(self.bytes.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn every_write_reaching_the_file_ends_on_a_record_boundary() {
+        // A 1 KiB buffer fills mid-frame often: frames of 60..1500 bytes, and one larger than
+        // the buffer, which BufWriter hands straight to the file.
+        let mut cap =
+            PcapCapture::new(BufWriter::with_capacity(1024, WriteEnds::default())).unwrap();
+        let sizes: Vec<usize> = (0..200)
+            .map(|i| 60 + (i * 379) % 1441)
+            .chain([4000])
+            .collect();
+        for (i, &n) in sizes.iter().enumerate() {
+            cap.write(Instant::from_nanos(i as u64), &vec![i as u8; n])
+                .unwrap();
+        }
+        let file = cap.finish().unwrap().into_inner().unwrap();
+        let mut boundaries = vec![24usize];
+        for &n in &sizes {
+            boundaries.push(boundaries.last().unwrap() + 16 + n);
+        }
+        assert!(file.ends.len() > 20, "the buffer filled many times");
+        for end in &file.ends {
+            assert!(
+                boundaries.contains(end),
+                "a write ended at byte {end}, inside a record"
+            );
+        }
+        let mut r = PcapReader::new(&file.bytes[..]).unwrap();
+        for &n in &sizes {
+            assert_eq!(r.next_packet().unwrap().unwrap().data.len(), n);
+        }
         assert!(r.next_packet().is_none());
     }
 
