@@ -3,7 +3,7 @@
 //!
 //!     cargo run --release --example host_poll_cost -- 1 64 256 1024
 
-use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
+use dpdk_roce::host::{Host, HostConfig, QpOptions};
 use dpdk_roce::net::NetConfig;
 use dpdk_roce::time::Instant;
 use dpdk_roce::transport::vec_memory::VecMemory;
@@ -30,7 +30,7 @@ fn main() {
                 ),
                 ca_guid: 1,
                 seed: 1,
-                qpns: dpdk_roce::engine::host::QpnPolicy::Sequential,
+                qpns: dpdk_roce::host::QpnPolicy::Sequential,
                 cm: Default::default(),
             },
             VecMemory::new(),

@@ -8,11 +8,14 @@
 //! receive accounting), `dpdk` (safe owners over the system DPDK), `config` (DPDK profiles).
 
 pub mod cm;
+pub mod capture;
 pub mod config;
 pub mod dat;
 pub mod decode;
 pub mod dpdk;
 pub mod engine;
+pub mod host;
+pub mod io;
 pub mod log;
 pub mod mem;
 pub mod net;

@@ -9,7 +9,7 @@ use dpdk_roce::config::Progress;
 use dpdk_roce::dat::{
     ConnectionEventKind, DatEvent, Ep, Evd, EvdFlags, Ia, IaConfig, Lmr, Psp, Pz,
 };
-use dpdk_roce::engine::io::ChannelIo;
+use dpdk_roce::engine::channel_io::ChannelIo;
 use dpdk_roce::engine::runtime::EngineConfig;
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};

@@ -5,8 +5,8 @@
 
 use dpdk_roce::cm::{AcceptParams, ConnectParams};
 use dpdk_roce::config::Progress;
-use dpdk_roce::engine::host::{Host, HostConfig, QpOptions};
-use dpdk_roce::engine::io::ChannelIo;
+use dpdk_roce::host::{Host, HostConfig, QpOptions};
+use dpdk_roce::engine::channel_io::ChannelIo;
 use dpdk_roce::engine::runtime::{
     verify, AsyncEvent, ConnEvent, Engine, EngineConfig, EngineError, Event, EventSink, QpRoute,
 };
@@ -40,7 +40,7 @@ fn hosts(mac: [u8; 6], ip: Ipv4Addr, shards: usize, seed: u64) -> Vec<Host<VecMe
                     net: NetConfig::new(EthernetAddress(mac), ip, 24),
                     ca_guid: 0x0200_00ff_fe00_0000 | seed,
                     seed: seed.wrapping_mul(31).wrapping_add(i as u64),
-                    qpns: dpdk_roce::engine::host::QpnPolicy::Sequential,
+                    qpns: dpdk_roce::host::QpnPolicy::Sequential,
                     cm: Default::default(),
                 },
                 VecMemory::new(),

@@ -10,7 +10,7 @@ use host_common::{host, MrHost};
 use std::net::Ipv4Addr;
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
-use dpdk_roce::engine::host::{HostEvent, QpOptions};
+use dpdk_roce::host::{HostEvent, QpOptions};
 use dpdk_roce::mem::{Pz, Region};
 use dpdk_roce::srq::RecvQuery;
 use dpdk_roce::time::Instant;
@@ -447,8 +447,8 @@ fn collect_looks_only_at_qps_that_did_something() {
 
 #[test]
 fn pinned_frames_match_whole_frames_and_hold_their_region_until_unpinned() {
-    use dpdk_roce::engine::host::{PinnedTx, TxOut};
-    use dpdk_roce::engine::io::PinnedFrame;
+    use dpdk_roce::host::{PinnedTx, TxOut};
+    use dpdk_roce::io::PinnedFrame;
     use dpdk_roce::mem::MrError;
     use dpdk_roce::wire::frame::RoceFrame;
 

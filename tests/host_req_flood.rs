@@ -1,11 +1,11 @@
 //! A flood of connection requests from spoofed addresses at a host, with a legitimate
 //! connection made in the middle of it (issue: hostile networks, bounded connection
-//! management). A REQ waits until its source answers ARP (`engine::host::req_gate`): the
+//! management). A REQ waits until its source answers ARP (`host::req_gate`): the
 //! spoofed ones never reach the CM or the consumer, the state they cost stays bounded, and the
 //! legitimate client, which resolved the host's address first, connects at once.
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
-use dpdk_roce::engine::host::QpOptions;
+use dpdk_roce::host::QpOptions;
 use dpdk_roce::sim::link::{LinkConfig, Side};
 use dpdk_roce::sim::pair::{ConnSpec, Pair, IP_A, IP_B};
 use dpdk_roce::wire::frame::RoceFrame;

@@ -539,7 +539,7 @@ fn endpoints_find_each_other_with_arp_then_move_data() {
 
 #[test]
 fn connecting_to_an_address_nobody_answers_fails_with_unresolvable() {
-    use dpdk_roce::engine::host::HostEvent;
+    use dpdk_roce::host::HostEvent;
     use dpdk_roce::net::NetEvent;
     let mut pair = Pair::with_arp(LinkConfig::clean());
     let now = pair.now();
@@ -566,7 +566,7 @@ fn connecting_to_an_address_nobody_answers_fails_with_unresolvable() {
 #[test]
 fn a_connect_to_an_unresolvable_address_is_unreachable_when_arp_fails() {
     use dpdk_roce::cm::CmEvent;
-    use dpdk_roce::engine::host::HostEvent;
+    use dpdk_roce::host::HostEvent;
     use dpdk_roce::net::NetEvent;
     let mut pair = Pair::with_arp(LinkConfig::clean());
     let t0 = pair.now();

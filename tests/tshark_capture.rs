@@ -182,7 +182,7 @@ fn simulate_rejects_bad_arguments() {
 /// The check above can fail: a damaged capture (bad IP checksum, truncated MAD) is flagged.
 #[test]
 fn the_tshark_check_flags_damaged_frames() {
-    use dpdk_roce::sim::capture::PcapCapture;
+    use dpdk_roce::capture::PcapCapture;
     use dpdk_roce::time::Instant;
     use pcap_file::pcap::PcapReader;
 

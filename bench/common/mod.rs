@@ -8,9 +8,10 @@ pub mod dat;
 
 use dpdk_roce::config::Profile;
 use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
-use dpdk_roce::engine::faults::{FaultConfig, FaultyIo};
-use dpdk_roce::engine::host::{Host, HostConfig};
-use dpdk_roce::engine::io::{Built, FrameBuf, FrameIo, IoStats, PinnedFrame};
+use dpdk_roce::config::faults::FaultConfig;
+use dpdk_roce::engine::faults::FaultyIo;
+use dpdk_roce::host::{Host, HostConfig};
+use dpdk_roce::io::{Built, FrameBuf, FrameIo, IoStats, PinnedFrame};
 use dpdk_roce::engine::shard::{Shard, StageTimes};
 use dpdk_roce::mem::MrTable;
 use dpdk_roce::transport::qp::QpStats;
@@ -141,7 +142,7 @@ pub fn host(
                 mac[0], mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5],
             ]),
             seed: dpdk_roce::random::os_u64().map_err(|e| format!("OS random source: {e}"))?,
-            qpns: dpdk_roce::engine::host::QpnPolicy::Random,
+            qpns: dpdk_roce::host::QpnPolicy::Random,
             cm: Default::default(),
         },
         Arc::new(table),

@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
-use dpdk_roce::engine::host::{Host, HostConfig, QpOptions, QpnPolicy};
+use dpdk_roce::host::{Host, HostConfig, QpOptions, QpnPolicy};
 use dpdk_roce::mem::{MrTable, Region};
 use dpdk_roce::net::NetConfig;
 use dpdk_roce::time::Instant;

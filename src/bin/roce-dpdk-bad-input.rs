@@ -20,8 +20,8 @@
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::dpdk::{DpdkFrameIo, Eal, EalArgs, Port, PortConfig};
-use dpdk_roce::engine::host::{Host, HostConfig, HostStats, QpOptions};
-use dpdk_roce::engine::io::FrameIo;
+use dpdk_roce::host::{Host, HostConfig, HostStats, QpOptions};
+use dpdk_roce::io::FrameIo;
 use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::mem::{MrTable, Pz, Region};
 use dpdk_roce::net::{ArpFrame, DropReason, NetConfig, NetStats};
@@ -193,7 +193,7 @@ impl Lab {
             net: NetConfig::new(mac, ip, 24),
             ca_guid: 0x0200_0000_0000_0000 | u64::from(mac.0[5]),
             seed,
-            qpns: dpdk_roce::engine::host::QpnPolicy::Random,
+            qpns: dpdk_roce::host::QpnPolicy::Random,
             cm: Default::default(),
         };
         let vhost = Host::new(host_config(victim_mac, VICTIM_IP, seed), MrTable::new(64))

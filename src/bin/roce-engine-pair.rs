@@ -21,7 +21,7 @@
 
 use dpdk_roce::config::Progress;
 use dpdk_roce::dpdk::{DpdkFrameIo, Eal, EalArgs, Port, PortConfig};
-use dpdk_roce::engine::host::{Host, HostConfig};
+use dpdk_roce::host::{Host, HostConfig};
 use dpdk_roce::engine::runtime::{verify, Engine, EngineConfig, EventSink};
 use dpdk_roce::net::NetConfig;
 use dpdk_roce::transport::vec_memory::VecMemory;
@@ -110,7 +110,7 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
                         net: NetConfig::new(mac, ip, 24),
                         ca_guid: 0x0200_00ff_fe00_0000 | seed,
                         seed: seed * 31 + i as u64,
-                        qpns: dpdk_roce::engine::host::QpnPolicy::Random,
+                        qpns: dpdk_roce::host::QpnPolicy::Random,
                         cm: Default::default(),
                     },
                     VecMemory::new(),

@@ -26,6 +26,7 @@
 
 mod cidr;
 mod error;
+pub mod faults;
 mod port_addresses;
 
 pub use cidr::{IpCidr, Ipv4Cidr, Ipv6Cidr};
@@ -98,7 +99,7 @@ pub struct Profile {
     pub engine: Engine,
     /// `[faults]`: fault injection on the port's frames (`engine::faults`; the environment's
     /// `DPDK_ROCE_FAULTS` wins). Absent: none.
-    pub faults: Option<crate::engine::faults::FaultConfig>,
+    pub faults: Option<faults::FaultConfig>,
 }
 
 /// `[eal]`: the EAL command line.
@@ -1086,7 +1087,7 @@ struct RawProfile {
     roce: RawRoce,
     engine: RawEngine,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    faults: Option<crate::engine::faults::FaultConfig>,
+    faults: Option<faults::FaultConfig>,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -162,7 +162,7 @@ mod tests {
 
     /// An in-memory IA (no peer) at 10.35.0.`host`, its engine in `progress` mode.
     pub(super) fn ia_with(host: u8, progress: crate::config::Progress) -> Ia {
-        let (io, _other) = crate::engine::io::ChannelIo::pair(16);
+        let (io, _other) = crate::engine::channel_io::ChannelIo::pair(16);
         Ia::open_with(
             IaConfig {
                 mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 9, host]),

@@ -20,7 +20,7 @@ use super::lmr::{LmrTriplet, RmrTriplet};
 use super::pz::{Pz, PzInner};
 use super::srq::{Srq, SrqInner};
 use crate::cm::ConnectParams;
-use crate::engine::host::QpOptions;
+use crate::host::QpOptions;
 use crate::engine::runtime::{shard_of_qpn, DtoCounters, QpRoute};
 use crate::srq::EpRecvHandle;
 use crate::transport::memory::Access;
@@ -575,7 +575,7 @@ impl Ep {
         match c.state {
             EpState::Disconnected | EpState::DisconnectPending => Ok(()),
             EpState::Connected | EpState::ActiveConnectionPending | EpState::CompletionPending => {
-                use crate::engine::host::HostError;
+                use crate::host::HostError;
                 use crate::engine::runtime::EngineError;
                 match self.inner.ia.engine.disconnect(c.qpn) {
                     Ok(()) => {}

@@ -311,7 +311,7 @@ impl DatError {
 
 impl From<crate::engine::runtime::EngineError> for DatError {
     fn from(e: crate::engine::runtime::EngineError) -> Self {
-        use crate::engine::host::HostError;
+        use crate::host::HostError;
         use crate::engine::runtime::EngineError as E;
         match e {
             E::RingFull(_) => DatError::InsufficientResources(e.to_string()),

@@ -9,8 +9,9 @@ use super::evd::{Evd, EvdFlags};
 use super::memory::SharedMemory;
 use super::port_io::PortIo;
 use crate::config::Profile;
-use crate::engine::faults::{FaultConfig, FaultyIo};
-use crate::engine::host::{Host, HostConfig};
+use crate::config::faults::FaultConfig;
+use crate::engine::faults::FaultyIo;
+use crate::host::{Host, HostConfig};
 use crate::engine::runtime::{Engine, EngineConfig, EventSink};
 use crate::mem::MrTable;
 use crate::wire::ethernet::EthernetAddress;
@@ -289,7 +290,7 @@ impl Ia {
                     net,
                     ca_guid: guid,
                     seed: random()?,
-                    qpns: crate::engine::host::QpnPolicy::Random,
+                    qpns: crate::host::QpnPolicy::Random,
                     cm: config.cm,
                 },
                 SharedMemory(mem.clone()),

@@ -1,7 +1,7 @@
 //! The port queue of an IA, whatever drives it (a DPDK queue pair, an in-memory cable), behind
 //! one type so the DAT objects are not generic over the I/O.
 
-use crate::engine::io::{Built, FrameBuf, FrameIo, PinnedFrame, RxInterrupt};
+use crate::io::{Built, FrameBuf, FrameIo, PinnedFrame, RxInterrupt};
 
 /// A boxed queue pair.
 pub type PortIo = Box<dyn FrameIo + Send>;

@@ -31,7 +31,7 @@ use super::device::{self, Device};
 use super::memory::SharedMemory;
 use crate::cm::MadCounts;
 use crate::dpdk::telemetry::{self as tel, Dict, Value};
-use crate::engine::host::{Host, HostStats};
+use crate::host::{Host, HostStats};
 use crate::engine::runtime::{shard_of_qpn, RuntimeStats};
 use crate::net::{DropReason, NetStats};
 use crate::transport::qp::{Qp, QpStats};
@@ -600,7 +600,7 @@ mod tests {
 
     #[test]
     fn a_qp_reports_its_state_and_every_counter() {
-        let (io, _other) = crate::engine::io::ChannelIo::pair(16);
+        let (io, _other) = crate::engine::channel_io::ChannelIo::pair(16);
         let ia = Ia::open_with(
             IaConfig {
                 mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 9, 7]),

@@ -4,7 +4,7 @@
 use super::pinned_tx::{SlotPool, TX_OFFLOAD_MULTI_SEGS};
 use super::{DpdkError, Eal, Mbuf, Mempool, Port, PortConfig, RxQueue, TxQueue};
 use crate::config::{MemifRole, PortDriver, Profile};
-use crate::engine::io::{Built, FrameBuf, FrameIo, IoStats, PinnedFrame, RxInterrupt};
+use crate::io::{Built, FrameBuf, FrameIo, IoStats, PinnedFrame, RxInterrupt};
 use crate::net::{Received, Vlan, TAG_LEN};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};

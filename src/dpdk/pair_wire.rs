@@ -4,7 +4,7 @@
 //! real DPDK I/O ("two ports in one process").
 
 use super::frame_io::DpdkFrameIo;
-use crate::engine::io::FrameIo;
+use crate::io::FrameIo;
 use crate::sim::link::Side;
 use crate::sim::pair::RealWireIo;
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::burst::RxQueue;
 use super::port::PortInner;
-use crate::engine::io::RxInterrupt;
+use crate::io::RxInterrupt;
 
 /// The interrupt of one RX queue, registered with its port's epoll instance while it lives.
 pub struct QueueInterrupt {

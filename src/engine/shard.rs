@@ -3,10 +3,10 @@
 //! runs `poll` in a loop; in inline mode the thread waiting for a completion calls it.
 
 use super::clock::Clock;
-use super::host::{Host, PinnedTx, TxOut};
-use super::io::{Built, FrameIo, PinnedFrame};
+use crate::host::{Host, PinnedTx, TxOut};
+use crate::io::{Built, FrameIo, PinnedFrame};
 use super::raw_l2::{turn_around, RawChannel, RawMode};
-use crate::sim::capture::{CaptureError, PcapCapture};
+use crate::capture::{CaptureError, PcapCapture};
 use crate::time::Instant;
 use crate::transport::memory::Memory;
 use std::fs::File;
@@ -558,8 +558,8 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
 mod tests {
     use super::*;
     use crate::cm::ConnectParams;
-    use crate::engine::host::{HostConfig, QpOptions};
-    use crate::engine::io::ChannelIo;
+    use crate::host::{HostConfig, QpOptions};
+    use crate::engine::channel_io::ChannelIo;
     use crate::mem::MrTable;
     use crate::net::NetConfig;
     use crate::transport::memory::Access;
@@ -595,7 +595,7 @@ mod tests {
                 net,
                 ca_guid: 1,
                 seed: 1,
-                qpns: crate::engine::host::QpnPolicy::Sequential,
+                qpns: crate::host::QpnPolicy::Sequential,
                 cm: Default::default(),
             },
             Arc::new(MrTable::new(16)),
@@ -978,7 +978,7 @@ mod tests {
                 net,
                 ca_guid: last.into(),
                 seed: last.into(),
-                qpns: crate::engine::host::QpnPolicy::Sequential,
+                qpns: crate::host::QpnPolicy::Sequential,
                 cm: Default::default(),
             };
             Shard::new(Host::new(config, VecMemory::new()).unwrap(), io)

@@ -15,7 +15,7 @@
 //! failing DAT call with the source location of the provider entry, at `debug`; also turned on
 //! by `DPDK_ROCE_DAT_TRACE`). What a peer's frames cause (the `cm`, `net` and `transport`
 //! events) is rate-limited per kind of message: a burst of 10, then 10 a second; the next
-//! message logged carries `suppressed = N`, the number held back (`engine::host::log_limit`).
+//! message logged carries `suppressed = N`, the number held back (`host::log_limit`).
 
 use tracing_subscriber::EnvFilter;
 

@@ -609,7 +609,7 @@ impl Qp {
 
     /// The state the QP left for ERROR since the last call, if it did: the QP does not log
     /// (it has no clock of its own); its host logs the transition, limited
-    /// (`engine::host::event_log`).
+    /// (`host::event_log`).
     pub fn take_error_entry(&mut self) -> Option<QpState> {
         self.error_from.take()
     }

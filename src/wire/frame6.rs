@@ -550,7 +550,7 @@ mod tests {
     /// with the ICRC where we put it. tshark is required (scripts/setup.sh installs it).
     #[test]
     fn tshark_decodes_our_ipv6_frames() {
-        use crate::sim::capture::PcapCapture;
+        use crate::capture::PcapCapture;
         use crate::time::Instant;
         use std::process::Command;
 

@@ -7,7 +7,7 @@ use dpdk_roce::dat::{
     ConnectionEventKind, DatError, DatEvent, DtoEvent, Ep, EpState, Evd, EvdFlags, Ia, IaConfig,
     Psp, Pz,
 };
-use dpdk_roce::engine::io::ChannelIo;
+use dpdk_roce::engine::channel_io::ChannelIo;
 use dpdk_roce::engine::runtime::EngineConfig;
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::wire::ethernet::EthernetAddress;

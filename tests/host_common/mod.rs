@@ -3,7 +3,7 @@
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-use dpdk_roce::engine::host::{Host, HostConfig, QpnPolicy};
+use dpdk_roce::host::{Host, HostConfig, QpnPolicy};
 use dpdk_roce::mem::MrTable;
 use dpdk_roce::net::NetConfig;
 use dpdk_roce::wire::ethernet::EthernetAddress;

@@ -13,7 +13,7 @@
 
 use super::{Conn, Lab, REGION_LEN};
 use dpdk_roce::cm::CmEvent;
-use dpdk_roce::engine::io::FrameIo;
+use dpdk_roce::io::FrameIo;
 use dpdk_roce::net::DropReason;
 use dpdk_roce::transport::types::{SendOp, Sge};
 use dpdk_roce::wire::ethernet;

@@ -175,14 +175,14 @@ fn a_panic_inside_an_entry_becomes_internal_error() {
 
 /// An IA over an in-memory cable (no peer), registered as a C handle of `p`.
 fn in_memory_ia(p: &'static d::DAT_PROVIDER) -> (d::DAT_IA_HANDLE, std::sync::Arc<IaState>) {
-    let (io, _other) = crate::engine::io::ChannelIo::pair(256);
+    let (io, _other) = crate::engine::channel_io::ChannelIo::pair(256);
     in_memory_ia_on(p, io, 1)
 }
 
 /// An IA on one end of an in-memory cable, with address 10.34.0.`host`.
 fn in_memory_ia_on(
     p: &'static d::DAT_PROVIDER,
-    io: crate::engine::io::ChannelIo,
+    io: crate::engine::channel_io::ChannelIo,
     host: u8,
 ) -> (d::DAT_IA_HANDLE, std::sync::Arc<IaState>) {
     let ia = crate::dat::Ia::open_with(
@@ -925,7 +925,7 @@ unsafe fn next_event(
 #[test]
 fn a_psp_with_the_provider_flag_creates_the_ep_of_each_request() {
     let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
-    let (io_a, io_b) = crate::engine::io::ChannelIo::pair(256);
+    let (io_a, io_b) = crate::engine::channel_io::ChannelIo::pair(256);
     let (ia_a, sa) = in_memory_ia_on(p, io_a, 1);
     let (ia_b, sb) = in_memory_ia_on(p, io_b, 2);
     let null = core::ptr::null_mut();

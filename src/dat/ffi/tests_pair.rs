@@ -71,8 +71,8 @@ impl Drop for Ias {
 
 fn ias() -> Ias {
     let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(table::provider(c"dr-pair")));
-    let (io_a, io_b) = crate::engine::io::ChannelIo::pair(1024);
-    let open = |mac: u8, ip, io: crate::engine::io::ChannelIo| {
+    let (io_a, io_b) = crate::engine::channel_io::ChannelIo::pair(1024);
+    let open = |mac: u8, ip, io: crate::engine::channel_io::ChannelIo| {
         let ia = crate::dat::Ia::open_with(
             crate::dat::IaConfig {
                 mac: crate::wire::ethernet::EthernetAddress([2, 0, 0, 0, 2, mac]),

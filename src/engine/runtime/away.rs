@@ -35,7 +35,7 @@
 //! `away_irq_sleeps`, `away_irq_wakes`).
 
 use super::{AsyncEvent, Shared, WorkerStats};
-use crate::engine::io::{FrameIo, RxInterrupt};
+use crate::io::{FrameIo, RxInterrupt};
 use crate::transport::memory::Memory;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

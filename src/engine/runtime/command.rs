@@ -5,7 +5,7 @@
 use super::event::{EventSink, QpRoute};
 use super::worker::RuntimeStats;
 use crate::cm::{AcceptParams, CmId, ConnectParams};
-use crate::engine::host::{Host, HostError, QpOptions};
+use crate::host::{Host, HostError, QpOptions};
 use crate::transport::types::{RecvWr, SendWr};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;

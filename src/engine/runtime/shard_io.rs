@@ -17,7 +17,7 @@
 
 use super::event::Event;
 use super::steer::{classify, roce_dest_qpn, Steer};
-use crate::engine::io::{tx_built_copy, Built, FrameBuf, FrameIo};
+use crate::io::{tx_built_copy, Built, FrameBuf, FrameIo};
 use crate::transport::types::{QpAttr, QpState};
 use crossbeam_queue::ArrayQueue;
 use std::collections::VecDeque;
@@ -443,13 +443,13 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
         self.port.as_ref().map_or(0, |p| p.rx_other_vlan())
     }
 
-    fn tx_pinned(&mut self, frame: crate::engine::io::PinnedFrame<'_>) -> bool {
+    fn tx_pinned(&mut self, frame: crate::io::PinnedFrame<'_>) -> bool {
         if self.to_own_mac(frame.headers) {
-            return crate::engine::io::tx_gathered(self, frame);
+            return crate::io::tx_gathered(self, frame);
         }
         match self.port.as_mut() {
             Some(port) => port.tx_pinned(frame),
-            None => crate::engine::io::tx_gathered(self, frame),
+            None => crate::io::tx_gathered(self, frame),
         }
     }
 }
@@ -457,7 +457,7 @@ impl<Io: FrameIo> FrameIo for ShardIo<Io> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::io::ChannelIo;
+    use crate::engine::channel_io::ChannelIo;
 
     /// A minimal IPv4/UDP 4791/BTH frame to `dest_qpn` whose byte 60 is `tag`.
     fn roce_frame(dest_qpn: u32, tag: u8) -> Vec<u8> {

@@ -5,8 +5,8 @@
 
 use super::{ConnEvent, Engine, Event, EventSink, QpRoute};
 use crate::cm::{AcceptParams, ConnectParams};
-use crate::engine::host::QpOptions;
-use crate::engine::io::FrameIo;
+use crate::host::QpOptions;
+use crate::io::FrameIo;
 use crate::transport::memory::Access;
 use crate::transport::types::{RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 use crate::transport::vec_memory::{Region, VecMemory};

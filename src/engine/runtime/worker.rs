@@ -15,8 +15,8 @@ use super::event::{AsyncEvent, ConnEvent, ConnRequest, Event, EventSink, QpRoute
 use super::shard_io::{CrossShard, ShardIo, ShardIoStats};
 use super::steer::shard_of_qpn;
 use crate::cm::{AcceptParams, CmError, CmEvent, CmId, ConnectParams};
-use crate::engine::host::{HostError, HostEvent, QpOptions};
-use crate::engine::io::FrameIo;
+use crate::host::{HostError, HostEvent, QpOptions};
+use crate::io::FrameIo;
 use crate::engine::shard::{Shard, ShardStats};
 use crate::time::Instant;
 use crate::transport::memory::Memory;

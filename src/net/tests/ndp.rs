@@ -515,7 +515,7 @@ fn destinations_and_configuration_are_checked() {
 /// them. tshark is required (scripts/setup.sh installs it).
 #[test]
 fn tshark_decodes_our_neighbor_discovery_frames() {
-    use crate::sim::capture::PcapCapture;
+    use crate::capture::PcapCapture;
     use std::process::Command;
 
     let mut ndp = ndp();

@@ -1,7 +1,7 @@
 //! The ARP frames we send, as tshark decodes them (tshark is required: scripts/setup.sh installs it).
 
 use super::*;
-use crate::sim::capture::PcapCapture;
+use crate::capture::PcapCapture;
 use std::process::Command;
 
 #[test]

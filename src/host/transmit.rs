@@ -2,7 +2,7 @@
 //! frame leaves next and to whom (the frames themselves are built in `frames`).
 
 use super::*;
-use crate::engine::io::FrameBuf;
+use crate::io::FrameBuf;
 
 impl<M: Memory> Host<M> {
     /// The next frame to send, if any: ARP first, then CM MADs, then the QPs round robin. A QP
@@ -58,7 +58,7 @@ impl<M: Memory> Host<M> {
     /// ([`Memory::pin_table`]): `out` then holds only the Ethernet/IPv4/UDP/BTH/extension
     /// headers, `pinned.segments` the payload ranges pinned in registered memory (in order) and
     /// `pinned.trailer()` the BTH pad and the ICRC, computed over the pinned bytes. The caller
-    /// owns the pins (see `engine::io::PinnedFrame`). Everything else (ARP, CM MADs, small
+    /// owns the pins (see `io::PinnedFrame`). Everything else (ARP, CM MADs, small
     /// payloads) comes out whole in `out`.
     pub fn poll_transmit_pinned(
         &mut self,

@@ -4,7 +4,7 @@
 //! `Net::headers_len`).
 
 use super::*;
-use crate::engine::io::FrameBuf;
+use crate::io::FrameBuf;
 
 /// The parts of a [`Host`] a frame is built from, borrowed apart from its QP table: the
 /// transmit path builds a QP's frame while that QP's entry (its cached route) stays borrowed.
