@@ -7,8 +7,8 @@
 //! `mem` (protection zones and memory regions), `srq` (shared receive queue pools and per-EP
 //! receive accounting), `dpdk` (safe owners over the system DPDK), `config` (DPDK profiles).
 
-pub mod cm;
 pub mod capture;
+pub mod cm;
 pub mod config;
 pub mod dat;
 pub mod decode;

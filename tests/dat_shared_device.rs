@@ -173,7 +173,7 @@ fn conflicts(ia: &Ia) -> usize {
 #[test]
 fn an_event_of_the_device_itself_reaches_every_open_ia() {
     use dpdk_roce::engine::channel_io::ChannelIo;
-use dpdk_roce::io::FrameIo;
+    use dpdk_roce::io::FrameIo;
     let (io, mut station) = ChannelIo::pair(64);
     let ia1 = Ia::open_with(
         dpdk_roce::dat::IaConfig {

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant as WallInstant};
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::dpdk::{DpdkFrameIo, Eal, EalArgs, Port, PortConfig};
+use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::host::QpOptions;
 use dpdk_roce::io::FrameIo;
-use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::mem::{MrTable, Region};
 use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus, WorkCompletion};

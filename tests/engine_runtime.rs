@@ -5,12 +5,13 @@
 
 use dpdk_roce::cm::{AcceptParams, ConnectParams};
 use dpdk_roce::config::Progress;
-use dpdk_roce::host::{Host, HostConfig, QpOptions};
 use dpdk_roce::engine::channel_io::ChannelIo;
 use dpdk_roce::engine::runtime::{
-    verify, AsyncEvent, ConnEvent, Engine, EngineConfig, EngineError, Event, EventSink, QpRoute,
+    AsyncEvent, ConnEvent, Engine, EngineConfig, EngineError, Event, EventSink, QpRoute,
 };
+use dpdk_roce::host::{Host, HostConfig, QpOptions};
 use dpdk_roce::net::NetConfig;
+use dpdk_roce::sim::verify;
 use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus};
 use dpdk_roce::transport::vec_memory::{Region, VecMemory};
 use dpdk_roce::wire::ethernet::EthernetAddress;

@@ -6,13 +6,13 @@
 
 pub mod dat;
 
+use dpdk_roce::config::faults::FaultConfig;
 use dpdk_roce::config::Profile;
 use dpdk_roce::dpdk::{DpdkFrameIo, HugepageAllocator, ProfilePort};
-use dpdk_roce::config::faults::FaultConfig;
 use dpdk_roce::engine::faults::FaultyIo;
+use dpdk_roce::engine::shard::{Shard, StageTimes};
 use dpdk_roce::host::{Host, HostConfig};
 use dpdk_roce::io::{Built, FrameBuf, FrameIo, IoStats, PinnedFrame};
-use dpdk_roce::engine::shard::{Shard, StageTimes};
 use dpdk_roce::mem::MrTable;
 use dpdk_roce::transport::qp::QpStats;
 use dpdk_roce::wire::ethernet::EthernetAddress;

@@ -20,9 +20,9 @@
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::dpdk::{DpdkFrameIo, Eal, EalArgs, Port, PortConfig};
+use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::host::{Host, HostConfig, HostStats, QpOptions};
 use dpdk_roce::io::FrameIo;
-use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::mem::{MrTable, Pz, Region};
 use dpdk_roce::net::{ArpFrame, DropReason, NetConfig, NetStats};
 use dpdk_roce::transport::memory::Access;

@@ -11,12 +11,16 @@
 //! (default 64) each moving data, then disconnects them all and reconnects. Prints `RESULT`
 //! lines; exit 0 when everything verified.
 
+#[path = "roce_dpdk_pair/pair_wire.rs"]
+mod pair_wire;
+
 use dpdk_roce::cm::CmEvent;
-use dpdk_roce::dpdk::{DpdkFrameIo, DpdkPairWire, Eal, EalArgs, Port, PortConfig};
+use dpdk_roce::dpdk::{DpdkFrameIo, Eal, EalArgs, Port, PortConfig};
 use dpdk_roce::sim::endpoint::QpOptions;
 use dpdk_roce::sim::pair::{ConnSpec, Pair};
 use dpdk_roce::sim::workload::{run_workload, WorkloadKind, WorkloadSpec};
 use dpdk_roce::wire::ethernet::EthernetAddress;
+use pair_wire::DpdkPairWire;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! roce-engine-pair: the engine runtime over two real DPDK ports of one process (net_af_packet
 //! on the two ends of a veth pair): two engines (two "hosts") with N shards each in `core`
 //! progress, the shard threads pinned on the given cores, then the verified workload of
-//! `engine::runtime::verify` (QPs over every shard, SEND / WRITE-imm / READ / fetch-add, data
+//! `sim::verify` (QPs over every shard, SEND / WRITE-imm / READ / fetch-add, data
 //! checked, disconnect). Used by `tests/dpdk_engine.rs`.
 //!
 //! `--queues Q` gives each port Q queue pairs (net_af_packet `qpairs=Q`); with at least one per
@@ -21,9 +21,10 @@
 
 use dpdk_roce::config::Progress;
 use dpdk_roce::dpdk::{DpdkFrameIo, Eal, EalArgs, Port, PortConfig};
+use dpdk_roce::engine::runtime::{Engine, EngineConfig, EventSink};
 use dpdk_roce::host::{Host, HostConfig};
-use dpdk_roce::engine::runtime::{verify, Engine, EngineConfig, EventSink};
 use dpdk_roce::net::NetConfig;
+use dpdk_roce::sim::verify;
 use dpdk_roce::transport::vec_memory::VecMemory;
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use std::net::Ipv4Addr;

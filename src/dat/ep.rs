@@ -20,8 +20,8 @@ use super::lmr::{LmrTriplet, RmrTriplet};
 use super::pz::{Pz, PzInner};
 use super::srq::{Srq, SrqInner};
 use crate::cm::ConnectParams;
-use crate::host::QpOptions;
 use crate::engine::runtime::{shard_of_qpn, DtoCounters, QpRoute};
+use crate::host::QpOptions;
 use crate::srq::EpRecvHandle;
 use crate::transport::memory::Access;
 use crate::transport::qp::{Qp, QpStats};
@@ -575,8 +575,8 @@ impl Ep {
         match c.state {
             EpState::Disconnected | EpState::DisconnectPending => Ok(()),
             EpState::Connected | EpState::ActiveConnectionPending | EpState::CompletionPending => {
-                use crate::host::HostError;
                 use crate::engine::runtime::EngineError;
+                use crate::host::HostError;
                 match self.inner.ia.engine.disconnect(c.qpn) {
                     Ok(()) => {}
                     // The peer tore the connection down and the CM is done with it; its

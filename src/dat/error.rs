@@ -311,8 +311,8 @@ impl DatError {
 
 impl From<crate::engine::runtime::EngineError> for DatError {
     fn from(e: crate::engine::runtime::EngineError) -> Self {
-        use crate::host::HostError;
         use crate::engine::runtime::EngineError as E;
+        use crate::host::HostError;
         match e {
             E::RingFull(_) => DatError::InsufficientResources(e.to_string()),
             E::Host(HostError::NoQpn) => DatError::InsufficientResources(e.to_string()),

@@ -14,8 +14,8 @@
 //! when the queue pair goes (a `warn` event of target `dpdk_roce::faults`, shown by the
 //! default filter: `dpdk-roce faults: ...`). Off, nothing is wrapped.
 
-use crate::io::{FrameIo, PinnedFrame};
 use crate::config::faults::FaultConfig;
+use crate::io::{FrameIo, PinnedFrame};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;

@@ -3,10 +3,10 @@
 //! runs `poll` in a loop; in inline mode the thread waiting for a completion calls it.
 
 use super::clock::Clock;
-use crate::host::{Host, PinnedTx, TxOut};
-use crate::io::{Built, FrameIo, PinnedFrame};
 use super::raw_l2::{turn_around, RawChannel, RawMode};
 use crate::capture::{CaptureError, PcapCapture};
+use crate::host::{Host, PinnedTx, TxOut};
+use crate::io::{Built, FrameIo, PinnedFrame};
 use crate::time::Instant;
 use crate::transport::memory::Memory;
 use std::fs::File;
@@ -558,8 +558,8 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
 mod tests {
     use super::*;
     use crate::cm::ConnectParams;
-    use crate::host::{HostConfig, QpOptions};
     use crate::engine::channel_io::ChannelIo;
+    use crate::host::{HostConfig, QpOptions};
     use crate::mem::MrTable;
     use crate::net::NetConfig;
     use crate::transport::memory::Access;

@@ -5,4 +5,5 @@ pub mod endpoint;
 pub mod frame_fuzz;
 pub mod link;
 pub mod pair;
+pub mod verify;
 pub mod workload;

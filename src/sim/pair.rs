@@ -1,9 +1,9 @@
 //! Two endpoints joined by the simulated wire, driven by a virtual clock: the in-memory
 //! stand-in for two hosts on a link. Everything is deterministic for a link seed.
 
-use crate::capture::{CaptureError, PcapCapture};
 use super::endpoint::{Endpoint, EndpointError, QpOptions};
 use super::link::{Link, LinkConfig, Side};
+use crate::capture::{CaptureError, PcapCapture};
 use crate::cm::{AcceptParams, CmEvent, ConnectParams};
 use crate::host::{HostConfig, QpnPolicy};
 use crate::net::NetConfig;

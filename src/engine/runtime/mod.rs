@@ -39,7 +39,6 @@ pub mod command;
 pub mod event;
 pub mod shard_io;
 pub mod steer;
-pub mod verify;
 pub mod worker;
 
 pub use capture::capture_path;
@@ -59,9 +58,9 @@ pub use worker::{RuntimeStats, Worker, WorkerStats};
 use crate::cm::{AcceptParams, CmId, ConnectParams};
 use crate::config::Progress;
 use crate::engine::event_queue::{Idle, WaitError};
+use crate::engine::shard::Shard;
 use crate::host::{Host, QpOptions};
 use crate::io::{FrameIo, RxInterrupt};
-use crate::engine::shard::Shard;
 use crate::transport::memory::Memory;
 use crate::transport::types::{RecvWr, SendWr};
 use crossbeam_queue::ArrayQueue;

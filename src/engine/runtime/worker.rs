@@ -15,9 +15,9 @@ use super::event::{AsyncEvent, ConnEvent, ConnRequest, Event, EventSink, QpRoute
 use super::shard_io::{CrossShard, ShardIo, ShardIoStats};
 use super::steer::shard_of_qpn;
 use crate::cm::{AcceptParams, CmError, CmEvent, CmId, ConnectParams};
+use crate::engine::shard::{Shard, ShardStats};
 use crate::host::{HostError, HostEvent, QpOptions};
 use crate::io::FrameIo;
-use crate::engine::shard::{Shard, ShardStats};
 use crate::time::Instant;
 use crate::transport::memory::Memory;
 use crate::transport::types::{QpState, RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};

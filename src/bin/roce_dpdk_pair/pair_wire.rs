@@ -1,12 +1,12 @@
-//! Two DPDK ports of one process as the wire of a [`Pair`](crate::sim::pair::Pair): side A
+//! Two DPDK ports of one process as the wire of a [`Pair`](dpdk_roce::sim::pair::Pair): side A
 //! sends on port A, side B on port B, and what each port receives goes to its side. With the
 //! ports on the two ends of a veth pair, the verified workloads of `sim::workload` run over
 //! real DPDK I/O ("two ports in one process").
 
-use super::frame_io::DpdkFrameIo;
-use crate::io::FrameIo;
-use crate::sim::link::Side;
-use crate::sim::pair::RealWireIo;
+use dpdk_roce::dpdk::DpdkFrameIo;
+use dpdk_roce::io::FrameIo;
+use dpdk_roce::sim::link::Side;
+use dpdk_roce::sim::pair::RealWireIo;
 
 /// Port A and port B.
 pub struct DpdkPairWire {

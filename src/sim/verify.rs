@@ -3,8 +3,8 @@
 //! fetch-add on each, every byte and completion checked, then disconnect and destroy. Used by
 //! the in-memory tests and by `roce-engine-pair` over real DPDK ports.
 
-use super::{ConnEvent, Engine, Event, EventSink, QpRoute};
 use crate::cm::{AcceptParams, ConnectParams};
+use crate::engine::runtime::{ConnEvent, Engine, Event, EventSink, QpRoute};
 use crate::host::QpOptions;
 use crate::io::FrameIo;
 use crate::transport::memory::Access;
@@ -149,7 +149,7 @@ pub fn run<Io: FrameIo>(
 ) -> Result<Report, String> {
     let shards = a.engine.shards().min(b.engine.shards());
     let mut report = Report::default();
-    let e = |e: super::EngineError| e.to_string();
+    let e = |e: crate::engine::runtime::EngineError| e.to_string();
     b.engine.listen(port, b.requests.clone()).map_err(e)?;
     let mut conns = Vec::new();
     for i in 0..n {
@@ -163,7 +163,7 @@ pub fn run<Io: FrameIo>(
             .create_qp(s, QpOptions::default(), route(b))
             .map_err(e)?;
         ensure!(
-            super::shard_of_qpn(qa, a.engine.shards()) == s,
+            crate::engine::runtime::shard_of_qpn(qa, a.engine.shards()) == s,
             "QPN {qa:#x} is not in shard {s}'s space"
         );
         let ra = register(a, s, 4096)?;
