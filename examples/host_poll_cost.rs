@@ -4,9 +4,9 @@
 //!     cargo run --release --example host_poll_cost -- 1 64 256 1024
 
 use dpdk_roce::host::{Host, HostConfig, QpOptions};
+use dpdk_roce::mem::vec_memory::VecMemory;
 use dpdk_roce::net::NetConfig;
 use dpdk_roce::time::Instant;
-use dpdk_roce::transport::vec_memory::VecMemory;
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use std::hint::black_box;
 use std::net::Ipv4Addr;

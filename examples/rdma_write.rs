@@ -19,7 +19,7 @@ use dpdk_roce::config::Profile;
 use dpdk_roce::dat::{
     ConnectionEventKind, DatError, DatEvent, Ep, Evd, EvdFlags, Ia, Lmr, Psp, Pz, RmrTriplet,
 };
-use dpdk_roce::transport::memory::Access;
+use dpdk_roce::mem::access::Access;
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};
 use std::process::ExitCode;
 use std::time::Duration;

@@ -260,7 +260,7 @@ fn connect_timeout_and_unreachable_to_an_address_nobody_answers() {
 #[test]
 fn ia_counters_count_objects_and_requests_since_the_last_reset() {
     use dpdk_roce::dat::{Evd, EvdFlags, Pz, Rmr, Srq};
-    use dpdk_roce::transport::memory::Access;
+    use dpdk_roce::mem::access::Access;
     let (a, b, psp) = pair();
     b.ia.counters(true).unwrap();
     let (ea, eb) = (ep(&a), ep(&b));

@@ -9,7 +9,7 @@ use dat_sys as sys;
 use dpdk_roce::dat::{
     Cno, DatError, DatEvent, Evd, EvdFlags, Lmr, LmrTriplet, MemPriv, Pz, Srq, StateKind,
 };
-use dpdk_roce::transport::memory::Access;
+use dpdk_roce::mem::access::Access;
 use std::sync::Arc;
 use std::time::Duration;
 

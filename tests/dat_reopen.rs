@@ -8,7 +8,7 @@ mod dpdk_common;
 use dpdk_common::Veth;
 use dpdk_roce::config::Profile;
 use dpdk_roce::dat::{DatError, Ep, Evd, EvdFlags, HandleKind, Ia, Lmr, Pz};
-use dpdk_roce::transport::memory::Access;
+use dpdk_roce::mem::access::Access;
 
 /// Objects that exercise the device: a PZ, an LMR, EVDs and an EP (whose QP the engine creates).
 fn use_ia(ia: &Ia) -> (Pz, Lmr, Evd, Evd, Ep) {

@@ -10,7 +10,7 @@ use dpdk_roce::dat::{
     CompletionFlags, ConnectionEventKind, DatError, DtoEvent, EpState, Lmr, MemPriv, Pz, Rmr,
     RmrTriplet,
 };
-use dpdk_roce::transport::memory::Access;
+use dpdk_roce::mem::access::Access;
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};
 
 const REMOTE_RW: Access = Access::REMOTE_READ.union(Access::REMOTE_WRITE);

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use dpdk_roce::dpdk::{Eal, EalArgs, HugepageAllocator};
+use dpdk_roce::mem::access::{Access, KeyKind, MemRef};
 use dpdk_roce::mem::{Allocator, BackingKind, MrTable};
-use dpdk_roce::transport::memory::{Access, KeyKind, MemRef};
 
 /// Removes this process's EAL runtime directory at the end (also on failure).
 struct RuntimeDir(String);

@@ -10,10 +10,10 @@ use dpdk_roce::engine::runtime::{
     AsyncEvent, ConnEvent, Engine, EngineConfig, EngineError, Event, EventSink, QpRoute,
 };
 use dpdk_roce::host::{Host, HostConfig, QpOptions};
+use dpdk_roce::mem::vec_memory::{Region, VecMemory};
 use dpdk_roce::net::NetConfig;
 use dpdk_roce::sim::verify;
 use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus};
-use dpdk_roce::transport::vec_memory::{Region, VecMemory};
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use dpdk_roce::wire::psn::Psn;
 use std::net::Ipv4Addr;

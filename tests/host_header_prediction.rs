@@ -14,10 +14,10 @@ use std::net::Ipv4Addr;
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::host::{HostStats, QpOptions};
+use dpdk_roce::mem::access::Access;
 use dpdk_roce::mem::Region;
 use dpdk_roce::net::NetStats;
 use dpdk_roce::time::Instant;
-use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::qp::QpStats;
 use dpdk_roce::transport::types::{
     RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,

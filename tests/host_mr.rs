@@ -11,10 +11,10 @@ use std::net::Ipv4Addr;
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::host::{HostEvent, QpOptions};
+use dpdk_roce::mem::access::Access;
 use dpdk_roce::mem::{Pz, Region};
 use dpdk_roce::srq::RecvQuery;
 use dpdk_roce::time::Instant;
-use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use dpdk_roce::wire::psn::Psn;

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use dpdk_roce::mem::access::{Access, AtomicOp, KeyKind, MemError, MemRef};
 use dpdk_roce::mem::{Allocator, MrTable, QuarantineAllocator, Region};
-use dpdk_roce::transport::memory::{Access, AtomicOp, KeyKind, MemError, MemRef};
 
 const LEN: usize = 64;
 const POISON: u8 = 0xdd;

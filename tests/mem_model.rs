@@ -2,8 +2,8 @@
 //! IBTA vol. 1 §10.6 checking: the table must give the model's result for every step, and
 //! successful reads must return the model's bytes.
 
+use dpdk_roce::mem::access::{Access, AtomicOp, KeyKind, MemError, MemRef};
 use dpdk_roce::mem::{MrTable, Pz, Region};
-use dpdk_roce::transport::memory::{Access, AtomicOp, KeyKind, MemError, MemRef};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]

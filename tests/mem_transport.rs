@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
+use dpdk_roce::mem::access::{Access, KeyKind, MemError, MemRef};
 use dpdk_roce::mem::{MrTable, Pz, Region};
 use dpdk_roce::time::Instant;
-use dpdk_roce::transport::memory::{Access, KeyKind, MemError, MemRef};
 use dpdk_roce::transport::types::{
     Mtu, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge, WcStatus, WorkCompletion,
 };

@@ -3,15 +3,15 @@
 
 use core::time::Duration;
 use dpdk_roce::cm::CmEvent;
+use dpdk_roce::mem::access::Access;
+use dpdk_roce::mem::vec_memory::Region;
 use dpdk_roce::sim::endpoint::{EndpointError, QpOptions};
 use dpdk_roce::sim::link::LinkConfig;
 use dpdk_roce::sim::pair::{Conn, ConnSpec, Pair};
 use dpdk_roce::sim::workload::{run_workload, WorkloadKind, WorkloadReport, WorkloadSpec};
-use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{
     Mtu, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
-use dpdk_roce::transport::vec_memory::Region;
 use dpdk_roce::wire::frame::RoceFrame;
 use dpdk_roce::wire::psn::Psn;
 

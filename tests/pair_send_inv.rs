@@ -5,9 +5,9 @@
 //! R_Key it cannot invalidate is answered with an Invalid Request NAK.
 
 use core::time::Duration;
+use dpdk_roce::mem::access::Access;
 use dpdk_roce::sim::link::LinkConfig;
 use dpdk_roce::sim::pair::{Conn, ConnSpec, Pair};
-use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{
     RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };

@@ -38,10 +38,10 @@ use dpdk_roce::engine::raw_l2::{RawChannel, RawMode};
 use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::host::QpOptions;
 use dpdk_roce::io::FrameIo;
+use dpdk_roce::mem::access::Access;
 use dpdk_roce::mem::{MrTable, Region};
 use dpdk_roce::perf::perftest::RULE;
 use dpdk_roce::perf::progress::Progress;
-use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::types::{
     RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };

@@ -10,7 +10,7 @@ use dpdk_roce::dat::{
     CompletionFlags, ConnectionEventKind, DatError, DatEvent, Ep, EpAttr, Evd, EvdFlags, Ia, Lmr,
     Pz, RmrTriplet,
 };
-use dpdk_roce::transport::memory::Access;
+use dpdk_roce::mem::access::Access;
 
 fn dat(what: &str) -> impl Fn(DatError) -> String + '_ {
     move |e| format!("{what}: {e}")

@@ -30,7 +30,7 @@ use dpdk_roce::dat::{
     ConnectionEventKind, DatError, DatEvent, DtoEvent, Ep, EpAttr, Evd, EvdFlags, Ia, Lmr, Psp, Pz,
     RmrTriplet,
 };
-use dpdk_roce::transport::memory::Access;
+use dpdk_roce::mem::access::Access;
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};
 use std::collections::VecDeque;
 use std::io::Write;

@@ -7,10 +7,10 @@
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::host::{Host, HostConfig, QpOptions, QpnPolicy};
+use dpdk_roce::mem::access::Access;
 use dpdk_roce::mem::{MrTable, Region};
 use dpdk_roce::net::NetConfig;
 use dpdk_roce::time::Instant;
-use dpdk_roce::transport::memory::Access;
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use dpdk_roce::wire::psn::Psn;
 use std::cell::Cell;

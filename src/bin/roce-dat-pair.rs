@@ -14,7 +14,7 @@ use dpdk_roce::dat::{
 };
 use dpdk_roce::dpdk::{DpdkFrameIo, Eal, EalArgs, Port, PortConfig};
 use dpdk_roce::engine::runtime::EngineConfig;
-use dpdk_roce::transport::memory::Access;
+use dpdk_roce::mem::access::Access;
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use std::net::Ipv4Addr;

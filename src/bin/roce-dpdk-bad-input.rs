@@ -23,12 +23,12 @@ use dpdk_roce::dpdk::{DpdkFrameIo, Eal, EalArgs, Port, PortConfig};
 use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::host::{Host, HostConfig, HostStats, QpOptions};
 use dpdk_roce::io::FrameIo;
+use dpdk_roce::mem::access::Access;
+use dpdk_roce::mem::vec_memory::VecMemory;
 use dpdk_roce::mem::{MrTable, Pz, Region};
 use dpdk_roce::net::{ArpFrame, DropReason, NetConfig, NetStats};
-use dpdk_roce::transport::memory::Access;
 use dpdk_roce::transport::qp::QpStats;
 use dpdk_roce::transport::types::{QpState, RecvWr, SendOp, SendWr, Sge, WcStatus};
-use dpdk_roce::transport::vec_memory::VecMemory;
 use dpdk_roce::wire::aeth::Syndrome;
 use dpdk_roce::wire::ethernet::{self, EtherType, EthernetAddress, EthernetRepr};
 use dpdk_roce::wire::ipv4::{self, Ipv4Repr, IPPROTO_UDP};
@@ -117,8 +117,8 @@ struct Lab {
     watched: Vec<Watched>,
     recv: Region,
     /// Peer buffers for legitimate traffic: source and READ destination.
-    peer_src: dpdk_roce::transport::vec_memory::Region,
-    peer_dst: dpdk_roce::transport::vec_memory::Region,
+    peer_src: dpdk_roce::mem::vec_memory::Region,
+    peer_dst: dpdk_roce::mem::vec_memory::Region,
     rng: ChaCha8Rng,
     cases: usize,
 }
@@ -854,7 +854,7 @@ impl Lab {
             .bytes_mut(self.peer_src.lkey)
             .ok_or("peer src")?
             .copy_from_slice(&pattern);
-        let sge = |r: &dpdk_roce::transport::vec_memory::Region| Sge {
+        let sge = |r: &dpdk_roce::mem::vec_memory::Region| Sge {
             addr: r.addr,
             len: REGION_LEN as u32,
             lkey: r.lkey,

@@ -1,7 +1,7 @@
 //! What the consumer passes to `Cm::connect` / `Cm::accept`, and the CM's own settings
 //! (IBTA vol. 1 §12.7 field meanings; defaults are what Linux rdma_cm over rxe sends).
 
-use crate::transport::memory::Access;
+use crate::mem::access::Access;
 use crate::transport::types::Mtu;
 use crate::wire::psn::Psn;
 use std::net::IpAddr;

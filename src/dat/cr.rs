@@ -11,7 +11,7 @@ use super::error::{DatError, Refused};
 use super::ia::IaInner;
 use crate::cm::{AcceptParams, CmId};
 use crate::engine::runtime::{ConnRequest, Event};
-use crate::transport::memory::Access;
+use crate::mem::access::Access;
 use crate::wire::psn::Psn;
 use std::net::IpAddr;
 use std::sync::Arc;

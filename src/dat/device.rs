@@ -154,7 +154,7 @@ pub(crate) fn shared(
 #[cfg(test)]
 mod tests {
     use crate::dat::{Ep, Ia, IaConfig, Lmr, Pz};
-    use crate::transport::memory::Access;
+    use crate::mem::access::Access;
 
     fn ia(host: u8) -> Ia {
         ia_with(host, crate::config::Progress::Inline)

@@ -7,7 +7,7 @@ use super::ep::Ep;
 use super::ep_attr::CompletionFlags;
 use super::error::{AccessKind, DatError};
 use super::lmr::{LmrTriplet, RmrTriplet};
-use crate::transport::memory::Access;
+use crate::mem::access::Access;
 use crate::transport::types::SendOp;
 use std::sync::Arc;
 

@@ -8,8 +8,8 @@ use super::error::{DatError, Refused};
 use super::ia::Ia;
 use super::mem_priv::MemPriv;
 use super::pz::{Pz, PzInner};
+use crate::mem::access::Access;
 use crate::mem::{MrError, Region};
-use crate::transport::memory::Access;
 use std::sync::Arc;
 
 /// An LMR triplet (DAT_LMR_TRIPLET): local memory of a DTO, one segment of its IOV. It must

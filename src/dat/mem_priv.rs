@@ -2,7 +2,7 @@
 //! dat_lmr_create(3DAT); the IB extension's remote atomic, dat_ib_extensions.h), kept as asked
 //! so dat_lmr_query reports them, and the access rights of the region they grant.
 
-use crate::transport::memory::Access;
+use crate::mem::access::Access;
 use bitflags::bitflags;
 
 bitflags! {

@@ -1,8 +1,8 @@
 //! The registered memory of an IA: one lock-free [`MrTable`] shared by the consumer (LMR
 //! create/free, local reads and writes) and every shard of the engine (checked accesses).
 
+use crate::mem::access::{Access, AtomicOp, MemError, MemRef, Memory};
 use crate::mem::MrTable;
-use crate::transport::memory::{Access, AtomicOp, MemError, MemRef, Memory};
 use std::sync::Arc;
 
 /// An `MrTable` shared between the consumer and the shards.

@@ -24,8 +24,8 @@ use super::lmr::{Lmr, LmrTriplet, Registered};
 use super::mem_priv::MemPriv;
 use super::pz::{Pz, PzInner};
 use crate::engine::runtime::Event;
+use crate::mem::access::Access;
 use crate::mem::{MrError, Region};
-use crate::transport::memory::Access;
 use crate::transport::types::{WcOpcode, WcStatus, WorkCompletion};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 

@@ -150,10 +150,10 @@ mod tests {
     use super::super::log_limit::{BURST, PER_SECOND};
     use super::super::{Host, HostConfig, QpOptions, QpnPolicy};
     use crate::log::capture::captured;
+    use crate::mem::vec_memory::VecMemory;
     use crate::net::NetConfig;
     use crate::time::Instant;
     use crate::transport::types::{QpAttr, QpState};
-    use crate::transport::vec_memory::VecMemory;
     use crate::wire::ethernet::EthernetAddress;
     use std::net::Ipv4Addr;
 

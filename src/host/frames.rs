@@ -337,8 +337,8 @@ impl PinnedTx {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mem::access::MemRef;
     use crate::mem::MrTable;
-    use crate::transport::memory::MemRef;
     use crate::transport::transmit::Payload;
     use crate::wire::frame6::RoceFrame6;
     use crate::wire::reth::RethRepr;

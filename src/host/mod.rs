@@ -53,13 +53,13 @@ pub use frames::{PinnedTx, TxOut};
 use qps::{QpEntry, QpTable, RecvAcct, Work};
 
 use crate::cm::{AcceptParams, Cm, CmError, CmEvent, CmId, ConnectParams, QpControl, CM_QPN};
+use crate::mem::access::Access;
+use crate::mem::access::KeyKind;
+use crate::mem::access::Memory;
 use crate::mem::{MrTable, PinToken, Pz};
 use crate::net::{Inbound, Net, NetConfig, NetEvent, NetStats, Resolve, Route};
 use crate::srq::{EpRecvAccount, EpRecvHandle, RecvSource, SharedSrq, SrqPort, WatermarkEvents};
 use crate::time::Instant;
-use crate::transport::memory::Access;
-use crate::transport::memory::KeyKind;
-use crate::transport::memory::Memory;
 use crate::transport::qp::Qp;
 use crate::transport::transmit::Transmit;
 use crate::transport::types::{
@@ -392,14 +392,14 @@ impl<M: Memory> Host<M> {
     }
 }
 
-impl Host<crate::transport::vec_memory::VecMemory> {
+impl Host<crate::mem::vec_memory::VecMemory> {
     /// Registers `len` bytes of zeroed memory in protection domain `pd` (test memory).
     pub fn register(
         &mut self,
         pd: u32,
         len: usize,
         access: Access,
-    ) -> crate::transport::vec_memory::Region {
+    ) -> crate::mem::vec_memory::Region {
         self.mem.register(pd, len, access)
     }
 }

@@ -5,7 +5,7 @@
 //! # What is checked
 //!
 //! Every access names a key, a protection zone, an address range and the rights it needs
-//! ([`MemRef`](crate::transport::memory::MemRef)); [`MrTable`] checks, in this order:
+//! ([`MemRef`](crate::mem::access::MemRef)); [`MrTable`] checks, in this order:
 //! 1. the key: kind (bit 31 set in R_Keys only), slot index and generation match a live region,
 //!    and for an R_Key that it was not invalidated (§10.6.6) → `InvalidKey`;
 //! 2. the protection zone (§10.6.3.2) → `PdMismatch`;
@@ -68,9 +68,11 @@
 //! to the raw registration, the allocator and the three raw accessors (copy out, copy in,
 //! atomic), each with its `SAFETY` argument.
 
+pub mod access;
 pub mod alloc;
 mod key_field;
 pub mod table;
+pub mod vec_memory;
 
 pub use alloc::{Allocation, Allocator, FreeCheck, HeapAllocator, QuarantineAllocator};
 pub use table::{

@@ -11,7 +11,7 @@ use thiserror::Error;
 
 use super::alloc::{Allocation, Allocator, HeapAllocator};
 use super::key_field::KeyField;
-use crate::transport::memory::{Access, AtomicOp, KeyKind, MemError, MemRef, Memory};
+use crate::mem::access::{Access, AtomicOp, KeyKind, MemError, MemRef, Memory};
 
 /// Bit 31 of a key: set in R_Keys, clear in L_Keys.
 pub const RKEY_BIT: u32 = 1 << 31;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::transport::memory::{Access, AtomicOp, KeyKind, MemError, MemRef};
+use crate::mem::access::{Access, AtomicOp, KeyKind, MemError, MemRef};
 
 fn mr(kind: KeyKind, pz: Pz, key: u32, addr: u64, len: u32) -> MemRef {
     MemRef {
@@ -263,7 +263,7 @@ fn the_memory_trait_object_is_the_same_checked_table() {
         .register_alloc(pz, 16, 8, Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
         .unwrap();
     let mut view = &t;
-    let m: &mut dyn crate::transport::memory::Memory = &mut view;
+    let m: &mut dyn crate::mem::access::Memory = &mut view;
     let w = mr(KeyKind::Remote, pz, r.rkey, r.addr, 8);
     m.write(&w, Access::REMOTE_WRITE, &7u64.to_ne_bytes())
         .unwrap();
@@ -597,7 +597,7 @@ fn a_window_bound_on_a_qp_serves_only_that_qp() {
     // A dead key is left to the access check (which refuses it).
     t.deregister(on_qp.lkey).unwrap();
     assert!(t.rkey_usable_on(on_qp.rkey, 0x43));
-    let m: &dyn crate::transport::memory::Memory = &&t;
+    let m: &dyn crate::mem::access::Memory = &&t;
     assert!(m.rkey_usable_on(any.rkey, 7));
     t.deregister(any.lkey).unwrap();
     t.deregister(r.lkey).unwrap();
@@ -629,7 +629,7 @@ fn a_remote_write_on_a_qp_checks_what_rkey_usable_on_and_write_check() {
         len,
     };
     let mut m: &MrTable = &t;
-    let mem: &mut dyn crate::transport::memory::Memory = &mut m;
+    let mem: &mut dyn crate::mem::access::Memory = &mut m;
     // The bound QP writes; another QP is refused and writes nothing.
     mem.remote_write_on(&at(on_qp.rkey, r.addr, 4), 0x42, &[1, 2, 3, 4])
         .unwrap();

@@ -3,4 +3,4 @@
 pub use crate::host::{HostError as EndpointError, HostStats as EndpointStats, QpOptions};
 
 /// A simulated port.
-pub type Endpoint = crate::host::Host<crate::transport::vec_memory::VecMemory>;
+pub type Endpoint = crate::host::Host<crate::mem::vec_memory::VecMemory>;

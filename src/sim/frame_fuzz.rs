@@ -9,9 +9,9 @@
 use super::link::{LinkConfig, Side};
 use super::pair::{ConnSpec, Pair};
 use crate::cm::CmEvent;
-use crate::transport::memory::Access;
+use crate::mem::access::Access;
+use crate::mem::vec_memory::Region;
 use crate::transport::types::{SendOp, SendWr, Sge, WcStatus};
-use crate::transport::vec_memory::Region;
 use crate::wire::reseal::{fix_lengths, reseal};
 use core::time::Duration;
 

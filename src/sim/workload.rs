@@ -4,12 +4,12 @@
 //! posting order. Used by the integration tests and by `roce-tool simulate`.
 
 use super::pair::{Conn, Pair, SimError};
-use crate::transport::memory::Access;
+use crate::mem::access::Access;
+use crate::mem::vec_memory::Region;
 use crate::transport::qp::QpStats;
 use crate::transport::types::{
     RecvWr, SendOp, SendWr, SgList, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
-use crate::transport::vec_memory::Region;
 use core::fmt;
 use core::time::Duration;
 use std::collections::VecDeque;

@@ -16,12 +16,12 @@
 //!   the WR in error and move the QP to ERROR.
 //! - Completions are delivered in posting order: only the head of the send queue completes.
 
-use super::memory::{Access, KeyKind, MemError, MemRef, Memory};
 use super::qp::{send_completion, Qp, RecvWqe};
 use super::requester::is_rd_atomic;
 use super::requester::MAX_OUTSTANDING_PSNS;
 use super::timers::{ack_timeout_duration, rnr_timer_duration, Timer};
 use super::types::{QpState, SendOp, Sge, WcOpcode, WcStatus, WorkCompletion};
+use crate::mem::access::{Access, KeyKind, MemError, MemRef, Memory};
 use crate::time::Instant;
 use crate::wire::aeth::{NakCode, Syndrome};
 use crate::wire::opcode::{OpFlags, Opcode};

@@ -7,10 +7,10 @@
 //! general dispatch. Anything else (another state, a PSN out of sequence or duplicate, a
 //! message in progress, an access error to NAK) is left unchanged to `handle_packet`.
 
-use super::memory::{Access, KeyKind, MemRef, Memory};
 use super::qp::Qp;
 use super::responder::InMsg;
 use super::types::QpState;
+use crate::mem::access::{Access, KeyKind, MemRef, Memory};
 use crate::time::Instant;
 use crate::wire::bth::{pkey_match, BthRepr};
 use crate::wire::opcode::Opcode;

@@ -9,9 +9,9 @@
 //! time, a fence, WRITE with immediate, SEND, READ, atomics, several SGEs, several packets, an
 //! empty payload, a full window) is left unchanged to `poll_transmit`.
 
-use super::memory::{KeyKind, MemRef};
 use super::qp::Qp;
 use super::types::{QpState, SendOp};
+use crate::mem::access::{KeyKind, MemRef};
 use crate::time::Instant;
 use crate::wire::bth::BthRepr;
 use crate::wire::opcode::Opcode;

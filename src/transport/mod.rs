@@ -5,7 +5,7 @@
 mod completer;
 mod fast_write;
 mod fast_write_request;
-pub mod memory;
+
 pub mod qp;
 mod requester;
 mod responder;
@@ -15,7 +15,6 @@ pub mod srq;
 pub mod timers;
 pub mod transmit;
 pub mod types;
-pub mod vec_memory;
 pub mod window;
 
 #[cfg(test)]
@@ -27,4 +26,3 @@ pub use requester::{ACK_REQ_EVERY, MAX_OUTSTANDING_PSNS};
 pub use responder::MAX_QUEUED_RESPONSES;
 pub use srq::{RecvSource, Srq};
 pub use timers::{ack_timeout_duration, rnr_timer_duration};
-pub use vec_memory::{Region, VecMemory};

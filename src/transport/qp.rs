@@ -15,7 +15,6 @@
 use std::collections::VecDeque;
 
 use super::completer::flush_status;
-use super::memory::{Access, KeyKind, MemRef, Memory};
 use super::requester::{ReqState, SendWqe};
 use super::responder::{KeepResponses, RespState};
 use super::srq::RecvSource;
@@ -25,6 +24,7 @@ use super::types::{
     QpAttr, QpConfig, QpError, QpState, RecvWr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
     MAX_SGE,
 };
+use crate::mem::access::{Access, KeyKind, MemRef, Memory};
 use crate::time::Instant;
 use crate::wire::bth::pkey_match;
 use crate::wire::opcode::{OpFlags, Transport};

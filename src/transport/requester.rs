@@ -13,11 +13,11 @@
 
 use std::collections::VecDeque;
 
-use super::memory::{KeyKind, MemRef};
 use super::qp::{peer_headers, Qp};
 use super::timers::{ack_timeout_duration, Timer};
 use super::transmit::{Payload, Transmit};
 use super::types::{Mtu, QpState, SendOp, SendWr, Sge, WcStatus};
+use crate::mem::access::{KeyKind, MemRef};
 use crate::time::Instant;
 use crate::wire::atomic_eth::AtomicEthRepr;
 use crate::wire::bth::BthRepr;

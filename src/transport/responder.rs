@@ -27,11 +27,11 @@
 use std::collections::VecDeque;
 
 use super::completer::scatter;
-use super::memory::{Access, AtomicOp, KeyKind, MemError, MemRef, Memory};
 use super::qp::{Qp, RecvWqe, MAX_MSG_SIZE};
 use super::srq::RecvSource;
 use super::transmit::{Payload, Transmit};
 use super::types::{QpState, WcOpcode, WcStatus, WorkCompletion};
+use crate::mem::access::{Access, AtomicOp, KeyKind, MemError, MemRef, Memory};
 use crate::time::Instant;
 use crate::wire::aeth::{AethRepr, NakCode, Syndrome, CREDITS_UNLIMITED};
 use crate::wire::atomic_ack_eth::AtomicAckEthRepr;

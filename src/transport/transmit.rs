@@ -2,8 +2,8 @@
 //! memory. The caller (the in-memory harness, or the DPDK engine attaching external buffers)
 //! puts the payload on the wire; no byte is copied inside the transport.
 
-use super::memory::{Access, KeyKind, MemError, MemRef, Memory};
 use super::types::{INLINE_SGE, MAX_SGE};
+use crate::mem::access::{Access, KeyKind, MemError, MemRef, Memory};
 use crate::wire::roce::RoceHeaders;
 
 /// Most memory segments one packet's payload can span.

@@ -125,7 +125,7 @@ pub struct QpAttr {
     pub dest_qpn: u32,
     pub pkey: u16,
     /// Remote access rights the responder grants on this QP.
-    pub access: crate::transport::memory::Access,
+    pub access: crate::mem::access::Access,
 }
 
 impl Default for QpAttr {
@@ -142,7 +142,7 @@ impl Default for QpAttr {
             max_dest_rd_atomic: 16,
             dest_qpn: 0,
             pkey: crate::wire::bth::DEFAULT_PKEY,
-            access: crate::transport::memory::Access::empty(),
+            access: crate::mem::access::Access::empty(),
         }
     }
 }

@@ -9,7 +9,7 @@ use dpdk_roce::dat::{
 };
 use dpdk_roce::engine::channel_io::ChannelIo;
 use dpdk_roce::engine::runtime::EngineConfig;
-use dpdk_roce::transport::memory::Access;
+use dpdk_roce::mem::access::Access;
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};

@@ -176,7 +176,7 @@ impl Lab {
         let target = super::region(self, "target");
         let src = self.peer_src;
         let dst = self.peer_dst;
-        let sge = |r: &dpdk_roce::transport::vec_memory::Region, len: usize| Sge {
+        let sge = |r: &dpdk_roce::mem::vec_memory::Region, len: usize| Sge {
             addr: r.addr,
             len: len as u32,
             lkey: r.lkey,

@@ -1109,7 +1109,7 @@ fn lmr_sync_checks_the_ranges_of_the_rust_lmr_through_the_c_table() {
 fn the_lmr_length_limit_is_the_rust_one_through_the_c_table() {
     use crate::dat::ia_attr::MAX_LMR_BLOCK_SIZE;
     use crate::dat::{DatError, Lmr, Pz};
-    use crate::transport::memory::Access;
+    use crate::mem::access::Access;
     let p: &'static d::DAT_PROVIDER = Box::leak(Box::new(provider()));
     let (ia, state) = in_memory_ia(p);
     let null = core::ptr::null_mut();

@@ -36,7 +36,7 @@
 
 use super::{AsyncEvent, Shared, WorkerStats};
 use crate::io::{FrameIo, RxInterrupt};
-use crate::transport::memory::Memory;
+use crate::mem::access::Memory;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 

@@ -40,7 +40,7 @@ pub enum EngineError {
 pub type HostFn<M> = Box<dyn FnOnce(&mut Host<M>) + Send>;
 
 /// One submission.
-pub enum Command<M: crate::transport::memory::Memory> {
+pub enum Command<M: crate::mem::access::Memory> {
     PostSend {
         qpn: u32,
         wr: SendWr,

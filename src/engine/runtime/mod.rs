@@ -61,7 +61,7 @@ use crate::engine::event_queue::{Idle, WaitError};
 use crate::engine::shard::Shard;
 use crate::host::{Host, QpOptions};
 use crate::io::{FrameIo, RxInterrupt};
-use crate::transport::memory::Memory;
+use crate::mem::access::Memory;
 use crate::transport::types::{RecvWr, SendWr};
 use crossbeam_queue::ArrayQueue;
 use std::path::PathBuf;

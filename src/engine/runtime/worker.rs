@@ -18,8 +18,8 @@ use crate::cm::{AcceptParams, CmError, CmEvent, CmId, ConnectParams};
 use crate::engine::shard::{Shard, ShardStats};
 use crate::host::{HostError, HostEvent, QpOptions};
 use crate::io::FrameIo;
+use crate::mem::access::Memory;
 use crate::time::Instant;
-use crate::transport::memory::Memory;
 use crate::transport::types::{QpState, RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
 use crossbeam_queue::ArrayQueue;
 use rustc_hash::FxHashMap;
@@ -470,7 +470,7 @@ impl<M: Memory, Io: FrameIo> Worker<M, Io> {
         now: Instant,
         qpn: u32,
         peer: IpAddr,
-        access: crate::transport::memory::Access,
+        access: crate::mem::access::Access,
     ) -> Result<(), EngineError> {
         let owner = shard_of_qpn(qpn, self.shards);
         if owner == self.index {

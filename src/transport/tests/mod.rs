@@ -16,13 +16,13 @@ use std::collections::VecDeque;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use super::memory::Access;
 use super::qp::Qp;
 use super::srq::Srq;
 use super::types::{
     Mtu, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, SgList, Sge, WorkCompletion,
 };
-use super::vec_memory::{Region, VecMemory};
+use crate::mem::access::Access;
+use crate::mem::vec_memory::{Region, VecMemory};
 use crate::time::Instant;
 use crate::wire::aeth::Syndrome;
 use crate::wire::opcode::Opcode;

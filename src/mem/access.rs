@@ -93,7 +93,7 @@ pub trait Memory {
     /// The shared region table behind this memory when its ranges can be pinned and handed to
     /// a NIC as external buffers (zero-copy transmit); `None` (the default) means payloads are
     /// copied out with [`read`](Self::read).
-    fn pin_table(&self) -> Option<&std::sync::Arc<crate::mem::MrTable>> {
+    fn pin_table(&self) -> Option<&std::sync::Arc<super::MrTable>> {
         None
     }
 }

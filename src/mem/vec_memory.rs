@@ -6,7 +6,7 @@
 //! in L_Keys. Deregistering bumps the slot's generation, so a freed key never matches again; a
 //! slot whose generation would wrap is retired.
 
-use super::memory::{Access, AtomicOp, KeyKind, MemError, MemRef, Memory};
+use crate::mem::access::{Access, AtomicOp, KeyKind, MemError, MemRef, Memory};
 
 const RKEY_BIT: u32 = 0x8000_0000;
 const MAX_SLOTS: usize = (1 << 23) - 1;
