@@ -7,22 +7,16 @@
 //! `mem` (protection zones and memory regions), `srq` (shared receive queue pools and per-EP
 //! receive accounting), `dpdk` (safe owners over the system DPDK), `config` (DPDK profiles).
 
-pub mod capture;
-pub mod cm;
 pub mod config;
 pub mod dat;
-pub mod decode;
 pub mod dpdk;
 pub mod engine;
-pub mod host;
-pub mod io;
 pub mod log;
-pub mod mem;
-pub mod net;
 pub mod perf;
-pub mod random;
 pub mod sim;
-pub mod srq;
-pub mod time;
-pub mod transport;
-pub mod wire;
+
+// The protocol crate's modules at their old paths: `dpdk_roce::wire::...` and `crate::wire::...`
+// name the same items as `roce_proto::wire::...`.
+pub use roce_proto::{
+    capture, cm, decode, host, io, mem, net, random, sgl, srq, time, transport, wire,
+};

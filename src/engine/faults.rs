@@ -374,7 +374,7 @@ mod tests {
     /// default filter), sent when the queue pair goes.
     #[test]
     fn the_report_is_a_warning_logged_when_the_queue_pair_goes() {
-        crate::log::capture::captured(|capture| {
+        roce_proto::log_capture::captured(|capture| {
             let (a, _b) = ChannelIo::pair(64);
             let config = FaultConfig::parse("loss=1,seed=1").unwrap();
             let mut io = FaultyIo::new(a, config, 0);

@@ -76,6 +76,3 @@ pub fn init_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| install(&provider_directive()));
 }
-
-#[cfg(test)]
-pub(crate) mod capture;

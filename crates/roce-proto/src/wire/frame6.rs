@@ -271,8 +271,8 @@ impl<'a> RoceFrame6<'a> {
 /// RoCEv2/IPv6 frames built by scapy 2.8 (`scapy.contrib.roce`, an ICRC implementation we did
 /// not write: it masks the IPv6 traffic class, flow label and hop limit, the UDP checksum and
 /// BTH byte 4, as annex A17.4.1 says), shared by the wire tests.
-#[cfg(test)]
-pub(crate) mod fixtures {
+#[cfg(any(test, feature = "test-support"))]
+pub mod fixtures {
     /// 02:..:01 > 02:..:02, fd00:77::1 > fd00:77::2, traffic class 0x6a (DSCP 26, ECN 2), flow
     /// label 0x12345, hop limit 64, UDP 0xc001 > 4791 checksum 0, RC SEND Only to QP 0x11,
     /// PSN 5, AckReq, "hello" and 3 pad bytes, ICRC 0x66911da3 (little-endian on the wire).

@@ -50,7 +50,7 @@ static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
 /// address stand in, and the table says so in the log.
 fn key_secret() -> u64 {
     crate::random::os_u64().unwrap_or_else(|e| {
-        tracing::warn!("memory keys from a weak seed: OS random source: {e}");
+        tracing::warn!(target: "dpdk_roce::mem", "memory keys from a weak seed: OS random source: {e}");
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);

@@ -202,3 +202,41 @@ pub struct IoStats {
     /// Frames of another VLAN (or untagged on a VLAN port) the port dropped (`net::vlan`).
     pub rx_other_vlan: u64,
 }
+
+/// A boxed queue pair is one (the DAT objects hold their port so, not generic over the I/O).
+impl FrameIo for Box<dyn FrameIo + Send> {
+    fn rx_burst(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
+        (**self).rx_burst(f)
+    }
+    fn tx(&mut self, frame: &[u8]) -> bool {
+        (**self).tx(frame)
+    }
+    fn tx_build(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        build: &mut dyn FnMut(&mut dyn FrameBuf) -> bool,
+    ) -> Built {
+        (**self).tx_build(scratch, build)
+    }
+    fn flush(&mut self) {
+        (**self).flush()
+    }
+    fn ready(&mut self) -> bool {
+        (**self).ready()
+    }
+    fn tx_pending(&self) -> bool {
+        (**self).tx_pending()
+    }
+    fn zero_copy_min(&self) -> Option<usize> {
+        (**self).zero_copy_min()
+    }
+    fn rx_other_vlan(&self) -> u64 {
+        (**self).rx_other_vlan()
+    }
+    fn tx_pinned(&mut self, frame: PinnedFrame<'_>) -> bool {
+        (**self).tx_pinned(frame)
+    }
+    fn rx_interrupt(&self) -> Option<Box<dyn RxInterrupt>> {
+        (**self).rx_interrupt()
+    }
+}

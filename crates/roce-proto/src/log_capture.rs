@@ -8,7 +8,7 @@ use tracing_subscriber::Layer;
 
 /// One event.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Seen {
+pub struct Seen {
     pub level: tracing::Level,
     pub target: String,
     pub message: String,
@@ -33,7 +33,7 @@ impl Visit for Fields<'_> {
 
 /// The events seen so far.
 #[derive(Clone, Default)]
-pub(crate) struct Capture(Arc<Mutex<Vec<Seen>>>);
+pub struct Capture(Arc<Mutex<Vec<Seen>>>);
 
 impl<S: tracing::Subscriber> Layer<S> for Capture {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
@@ -51,7 +51,7 @@ impl<S: tracing::Subscriber> Layer<S> for Capture {
 
 impl Capture {
     /// The events whose message is `message`, taken out.
-    pub(crate) fn take(&self, message: &str) -> Vec<Seen> {
+    pub fn take(&self, message: &str) -> Vec<Seen> {
         let mut all = self.0.lock().unwrap();
         let (these, rest) = all.drain(..).partition(|s| s.message == message);
         *all = rest;
@@ -59,7 +59,7 @@ impl Capture {
     }
 
     /// Every event of `target`, taken out.
-    pub(crate) fn take_target(&self, target: &str) -> Vec<Seen> {
+    pub fn take_target(&self, target: &str) -> Vec<Seen> {
         let mut all = self.0.lock().unwrap();
         let (these, rest) = all.drain(..).partition(|s| s.target == target);
         *all = rest;
@@ -68,7 +68,7 @@ impl Capture {
 }
 
 /// Runs `f` with every event of this thread, at every level, captured.
-pub(crate) fn captured<R>(f: impl FnOnce(&Capture) -> R) -> R {
+pub fn captured<R>(f: impl FnOnce(&Capture) -> R) -> R {
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
     tracing::subscriber::with_default(subscriber, || f(&capture))

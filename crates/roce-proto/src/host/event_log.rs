@@ -149,7 +149,7 @@ pub(super) fn qp_error(limit: &mut LogLimit, now: Instant, qpn: u32, from: QpSta
 mod tests {
     use super::super::log_limit::{BURST, PER_SECOND};
     use super::super::{Host, HostConfig, QpOptions, QpnPolicy};
-    use crate::log::capture::captured;
+    use crate::log_capture::captured;
     use crate::mem::vec_memory::VecMemory;
     use crate::net::NetConfig;
     use crate::time::Instant;
