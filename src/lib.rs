@@ -12,7 +12,6 @@ pub mod dat;
 pub mod dpdk;
 pub mod engine;
 pub mod log;
-pub mod perf;
 pub mod sim;
 
 // The protocol crate's modules at their old paths: `dpdk_roce::wire::...` and `crate::wire::...`

@@ -2,7 +2,7 @@
 //! PyPI `hdrhistogram` package (installed by scripts/setup.sh into target/python), fed the same
 //! recorded values through tests/hgrm_reference.py.
 
-use dpdk_roce::perf::latency::{LatencySeries, Scale};
+use roce_perf::latency::{LatencySeries, Scale};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

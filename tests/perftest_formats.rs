@@ -4,8 +4,8 @@
 //! formats run through python3's printf-style `%` (which takes and ignores the `l` length
 //! modifier) with the numbers we format, and the test-info title put together from its pieces.
 
-use dpdk_roce::perf::latency::{table_header, table_line, LatencyRow};
-use dpdk_roce::perf::perftest::{
+use roce_perf::latency::{table_header, table_line, LatencyRow};
+use roce_perf::perftest::{
     bw_header, bw_row, bw_title, cpu_util_column, lat_title, BwUnit, CPU_UTIL_HEADER, RULE,
 };
 use std::process::Command;

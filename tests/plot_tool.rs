@@ -5,7 +5,7 @@
 //! the font the plot is drawn with, lies inside the picture; `--log-latency` puts latency on a
 //! logarithmic axis.
 
-use dpdk_roce::perf::latency::{LatencySeries, Scale};
+use roce_perf::latency::{LatencySeries, Scale};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -150,7 +150,7 @@ fn svg_texts(svg: &str) -> (Vec<SvgText>, f64, f64) {
 #[track_caller]
 fn assert_texts_inside(svg: &str, what: &str) {
     use plotters::style::{FontDesc, FontFamily, FontStyle};
-    let font = std::fs::read(dpdk_roce::perf::plot::DEFAULT_FONT).expect("fonts-dejavu-core");
+    let font = std::fs::read(roce_perf::plot::DEFAULT_FONT).expect("fonts-dejavu-core");
     let _ = plotters::style::register_font(
         "sans-serif",
         FontStyle::Normal,
@@ -260,7 +260,7 @@ fn labels_stay_inside_and_log_latency_is_logarithmic() {
 /// in the table's unit, and every label inside the picture.
 #[test]
 fn a_sweep_to_8_mib_keeps_its_labels_inside() {
-    use dpdk_roce::perf::plot::{sweep, SweepPoint};
+    use roce_perf::plot::{sweep, SweepPoint};
     let d = dir("sweep");
     let rows: Vec<SweepPoint> = (1..=23)
         .map(|s| SweepPoint {

@@ -12,7 +12,7 @@ use dpdk_common::{
     assert_no_runtime_dirs, decode_all_valid, output_text, profile_copy as profile, provider_lib,
     repo, retry_fanout_collision, tshark_clean, Router, Veth,
 };
-use dpdk_roce::perf::perftest;
+use roce_perf::perftest;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -17,8 +17,8 @@ use super::*;
 use dat_sys as d;
 use dat_sys::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
 use dpdk_roce::dat::immediate;
-use dpdk_roce::perf::perftest::RULE;
-use dpdk_roce::perf::progress::Progress;
+use roce_perf::perftest::RULE;
+use roce_perf::progress::Progress;
 
 /// The cookie bit of the receives (control messages from the server, its `-b` stream).
 const RECV_COOKIE: u64 = 1 << 62;

@@ -40,12 +40,12 @@ use dpdk_roce::host::QpOptions;
 use dpdk_roce::io::FrameIo;
 use dpdk_roce::mem::access::Access;
 use dpdk_roce::mem::{MrTable, Region};
-use dpdk_roce::perf::perftest::RULE;
-use dpdk_roce::perf::progress::Progress;
 use dpdk_roce::transport::types::{
     RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use dpdk_roce::wire::psn::Psn;
+use roce_perf::perftest::RULE;
+use roce_perf::progress::Progress;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::net::IpAddr;

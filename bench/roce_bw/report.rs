@@ -1,11 +1,11 @@
 //! The report: perftest's test-info block and table (`ib_write_bw`'s, character for character:
-//! [`dpdk_roce::perf::perftest`]), one row per size (the two sides' tallies combined), the raw
+//! [`roce_perf::perftest`]), one row per size (the two sides' tallies combined), the raw
 //! blast's line under it, the JSON file and the plot. Bandwidth is in perftest's units: MB/sec
 //! is MiB/s (2^20 bytes), Gb/sec 10^9 bits/s.
 
 use super::{Args, Ctl, Op, Params};
-use dpdk_roce::perf::perftest::{self, BwUnit, RULE};
-use dpdk_roce::perf::plot::SweepPoint;
+use roce_perf::perftest::{self, BwUnit, RULE};
+use roce_perf::plot::SweepPoint;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -171,7 +171,7 @@ pub(crate) fn write_plot(args: &Args, p: &Params, rows: &[Row]) -> Result<(), St
         p.qps,
         p.tx_depth
     );
-    dpdk_roce::perf::plot::sweep(path, &title, unit(args).label(), &points)?;
+    roce_perf::plot::sweep(path, &title, unit(args).label(), &points)?;
     eprintln!("plot: {}", path.display());
     Ok(())
 }

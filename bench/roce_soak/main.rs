@@ -771,7 +771,7 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
         .map(|c| c.steps.iter().map(|s| u64::from(s.wrs())).sum::<u64>())
         .sum();
     let mut report = Instant::now();
-    let bar = dpdk_roce::perf::progress::Progress::new(total, "work requests");
+    let bar = roce_perf::progress::Progress::new(total, "work requests");
     let mut since_bar = 0u32;
     loop {
         for (qp, c) in conns.iter_mut().enumerate() {

@@ -3,8 +3,8 @@
 //! `--log-latency` puts latency on a logarithmic axis.
 
 use clap::Args;
-use dpdk_roce::perf::hgrm;
-use dpdk_roce::perf::plot::{percentiles, Distribution, LatencyAxis};
+use roce_perf::hgrm;
+use roce_perf::plot::{percentiles, Distribution, LatencyAxis};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

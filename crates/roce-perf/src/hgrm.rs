@@ -38,7 +38,7 @@ pub fn parse(text: &str) -> Result<Vec<HgrmPoint>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::latency::{LatencySeries, Scale};
+    use crate::latency::{LatencySeries, Scale};
 
     #[test]
     fn what_latency_series_writes_reads_back() {
