@@ -7,11 +7,7 @@
 //! `mem` (protection zones and memory regions), `srq` (shared receive queue pools and per-EP
 //! receive accounting), `dpdk` (safe owners over the system DPDK), `config` (DPDK profiles).
 
-pub mod config;
 pub mod dat;
-pub mod dpdk;
-pub mod engine;
-pub mod log;
 pub mod sim;
 
 // The protocol crate's modules at their old paths: `dpdk_roce::wire::...` and `crate::wire::...`
@@ -19,3 +15,6 @@ pub mod sim;
 pub use roce_proto::{
     capture, cm, decode, host, io, mem, net, random, sgl, srq, time, transport, wire,
 };
+
+// The engine crate's modules at their old paths.
+pub use roce_engine::{config, dpdk, engine, log};

@@ -42,6 +42,7 @@ impl RxQueue {
         };
         if ret < 0 {
             tracing::debug!(
+                target: "dpdk_roce::dpdk::rx_interrupt",
                 port = self.port.id,
                 queue = self.queue,
                 ret,
@@ -115,6 +116,7 @@ impl Drop for QueueInterrupt {
         };
         if ret < 0 {
             tracing::debug!(
+                target: "dpdk_roce::dpdk::rx_interrupt",
                 port = self.port.id,
                 queue = self.queue,
                 ret,

@@ -230,7 +230,7 @@ pub(super) fn run<M: Memory, Io: FrameIo>(
                         (Sleep::Timer, period)
                     }
                     Armed::Refused => {
-                        tracing::debug!("receive interrupt refused: the helper sleeps on a timer");
+                        tracing::debug!(target: "dpdk_roce::engine::runtime::away", "receive interrupt refused: the helper sleeps on a timer");
                         irqs.clear();
                         backoff(quiet, sleep)
                     }
@@ -261,7 +261,7 @@ fn poll<M: Memory, Io: FrameIo>(
             // engine takes no more submissions and the IAs hear of it.
             w.push_async(AsyncEvent::ShardFailed { shard: i });
             shared.failed.store(true, Ordering::Release);
-            tracing::error!(shard = i, "progress helper panicked: the engine is stopped");
+            tracing::error!(target: "dpdk_roce::engine::runtime::away", shard = i, "progress helper panicked: the engine is stopped");
             None
         }
     }

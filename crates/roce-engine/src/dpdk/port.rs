@@ -142,12 +142,12 @@ impl Drop for PortInner {
         // Arc), so no thread polls the port any more.
         let stop = unsafe { dpdk_sys::rte_eth_dev_stop(self.id) };
         if stop < 0 {
-            tracing::warn!(port = self.id, ret = stop, "rte_eth_dev_stop failed");
+            tracing::warn!(target: "dpdk_roce::dpdk::port", port = self.id, ret = stop, "rte_eth_dev_stop failed");
         }
         // SAFETY: as above; after close the port id is not used again by this object.
         let close = unsafe { dpdk_sys::rte_eth_dev_close(self.id) };
         if close < 0 {
-            tracing::warn!(port = self.id, ret = close, "rte_eth_dev_close failed");
+            tracing::warn!(target: "dpdk_roce::dpdk::port", port = self.id, ret = close, "rte_eth_dev_close failed");
         }
         // rx_pools are dropped after this: the closed port no longer holds their mbufs.
     }
@@ -210,7 +210,7 @@ impl Port {
         let mut ret =
             unsafe { dpdk_sys::rte_eth_dev_configure(id, cfg.rx_queues, cfg.tx_queues, &conf) };
         if ret < 0 && intr {
-            tracing::debug!(port = id, ret, "no RX interrupts: configured without");
+            tracing::debug!(target: "dpdk_roce::dpdk::port", port = id, ret, "no RX interrupts: configured without");
             conf.intr_conf.set_rxq(0);
             // SAFETY: as above.
             ret =

@@ -351,7 +351,7 @@ fn poll_thread<M: Memory, Io: FrameIo>(
     // The event first: a waiter that sees the engine failed finds it queued.
     w.push_async(AsyncEvent::ShardFailed { shard: i });
     shared.failed.store(true, Ordering::Release);
-    tracing::error!(shard = i, "poll thread panicked: the shard is stopped");
+    tracing::error!(target: "dpdk_roce::engine::runtime", shard = i, "poll thread panicked: the shard is stopped");
     let commands = shared.slots[i].commands.clone();
     while !shared.stop.load(Ordering::Relaxed) {
         while commands.pop().is_some() {}
@@ -371,7 +371,7 @@ impl<M: Memory, Io: FrameIo> Drop for Engine<M, Io> {
         for slot in &self.shared.slots {
             let mut w = slot.worker.lock();
             if let Err(e) = w.shard.finish_capture() {
-                tracing::warn!("capture: {e}");
+                tracing::warn!(target: "dpdk_roce::engine::runtime", "capture: {e}");
             }
         }
     }

@@ -62,7 +62,7 @@ fn install(directive: &str) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     if let Some(e) = refused {
-        tracing::warn!("log filter {directive:?}: {e}; logging warnings");
+        tracing::warn!(target: "dpdk_roce::log", "log filter {directive:?}: {e}; logging warnings");
     }
 }
 

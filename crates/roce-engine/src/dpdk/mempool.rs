@@ -129,6 +129,7 @@ impl Drop for Mempool {
         let in_use = self.in_use();
         if in_use != 0 {
             tracing::warn!(
+                target: "dpdk_roce::dpdk::mempool",
                 pool = %self.name,
                 in_use,
                 "mempool dropped with mbufs still out: leaking it instead of freeing"

@@ -566,7 +566,7 @@ fn remove_at_exit(dirs: &[std::path::PathBuf], hugepages: Option<&str>) {
         // provider library is linked `-z nodelete` (build.rs), so the code outlives `dlclose`.
         let ret = unsafe { libc::atexit(remove_dirs_at_exit) };
         if ret != 0 {
-            tracing::warn!("atexit failed: the EAL runtime directory stays after exit");
+            tracing::warn!(target: "dpdk_roce::dpdk::frame_io", "atexit failed: the EAL runtime directory stays after exit");
         }
     }
 }

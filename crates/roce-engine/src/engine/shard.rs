@@ -250,7 +250,7 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
     fn flush_capture(&mut self) {
         if let Some(c) = self.capture.as_mut() {
             if let Err(e) = c.flush() {
-                tracing::warn!("capture stopped: {e}");
+                tracing::warn!(target: "dpdk_roce::engine::shard", "capture stopped: {e}");
                 self.capture = None;
             }
         }
