@@ -8,7 +8,6 @@
 //! receive accounting), `dpdk` (safe owners over the system DPDK), `config` (DPDK profiles).
 
 pub mod dat;
-pub mod sim;
 
 // The protocol crate's modules at their old paths: `dpdk_roce::wire::...` and `crate::wire::...`
 // name the same items as `roce_proto::wire::...`.

@@ -12,10 +12,10 @@ use dpdk_roce::engine::runtime::{
 use dpdk_roce::host::{Host, HostConfig, QpOptions};
 use dpdk_roce::mem::vec_memory::{Region, VecMemory};
 use dpdk_roce::net::NetConfig;
-use dpdk_roce::sim::verify;
 use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus};
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use dpdk_roce::wire::psn::Psn;
+use roce_sim::verify;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;

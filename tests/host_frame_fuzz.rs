@@ -4,9 +4,9 @@
 //! key reaches unchanged and a new connection able to move verified data (the harness panics
 //! otherwise).
 
-use dpdk_roce::sim::frame_fuzz::FrameFuzz;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use roce_sim::frame_fuzz::FrameFuzz;
 
 #[test]
 fn seeded_inputs_of_edited_frames_break_no_invariant_of_a_connected_host() {

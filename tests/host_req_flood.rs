@@ -6,11 +6,11 @@
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::host::QpOptions;
-use dpdk_roce::sim::link::{LinkConfig, Side};
-use dpdk_roce::sim::pair::{ConnSpec, Pair, IP_A, IP_B};
 use dpdk_roce::wire::frame::RoceFrame;
 use dpdk_roce::wire::psn::Psn;
 use dpdk_roce::wire::reseal::reseal;
+use roce_sim::link::{LinkConfig, Side};
+use roce_sim::pair::{ConnSpec, Pair, IP_A, IP_B};
 use std::net::Ipv4Addr;
 
 /// A REQ frame A really sent (through ARP and the CM of a pair of its own).

@@ -5,15 +5,15 @@ use core::time::Duration;
 use dpdk_roce::cm::CmEvent;
 use dpdk_roce::mem::access::Access;
 use dpdk_roce::mem::vec_memory::Region;
-use dpdk_roce::sim::endpoint::{EndpointError, QpOptions};
-use dpdk_roce::sim::link::LinkConfig;
-use dpdk_roce::sim::pair::{Conn, ConnSpec, Pair};
-use dpdk_roce::sim::workload::{run_workload, WorkloadKind, WorkloadReport, WorkloadSpec};
 use dpdk_roce::transport::types::{
     Mtu, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use dpdk_roce::wire::frame::RoceFrame;
 use dpdk_roce::wire::psn::Psn;
+use roce_sim::endpoint::{EndpointError, QpOptions};
+use roce_sim::link::LinkConfig;
+use roce_sim::pair::{Conn, ConnSpec, Pair};
+use roce_sim::workload::{run_workload, WorkloadKind, WorkloadReport, WorkloadSpec};
 
 const SIZES: [usize; 7] = [0, 1, 1023, 1024, 1025, 65536, 1 << 20];
 const KINDS: [WorkloadKind; 6] = [
@@ -417,7 +417,7 @@ fn connecting_to_a_port_without_listener_is_rejected() {
     let mut pair = Pair::new(LinkConfig::clean());
     let now = pair.now();
     let qpn = pair.a.create_qp(now, QpOptions::default()).unwrap();
-    let cp = dpdk_roce::cm::ConnectParams::new(dpdk_roce::sim::pair::IP_B, 4000, qpn, Psn::new(5));
+    let cp = dpdk_roce::cm::ConnectParams::new(roce_sim::pair::IP_B, 4000, qpn, Psn::new(5));
     pair.a.connect(now, cp).unwrap();
     let mut rejected = None;
     pair.run_until(Duration::from_secs(1), |p| {
@@ -528,8 +528,8 @@ fn endpoints_find_each_other_with_arp_then_move_data() {
     assert!(a.tx_arp_requests >= 1, "A asked for B's MAC");
     assert!(b.tx_arp_replies >= 1, "B answered");
     assert_eq!(
-        pair.a.net().lookup(dpdk_roce::sim::pair::IP_B.into()),
-        Some(dpdk_roce::sim::pair::MAC_B)
+        pair.a.net().lookup(roce_sim::pair::IP_B.into()),
+        Some(roce_sim::pair::MAC_B)
     );
     assert_eq!(
         a.dropped(DropReason::BadIcrc) + b.dropped(DropReason::BadIcrc),

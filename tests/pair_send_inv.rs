@@ -6,8 +6,6 @@
 
 use core::time::Duration;
 use dpdk_roce::mem::access::Access;
-use dpdk_roce::sim::link::LinkConfig;
-use dpdk_roce::sim::pair::{Conn, ConnSpec, Pair};
 use dpdk_roce::transport::types::{
     RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
@@ -16,6 +14,8 @@ use dpdk_roce::wire::frame::RoceFrame;
 use dpdk_roce::wire::opcode::Opcode;
 use dpdk_roce::wire::roce::RoceHeaders;
 use pcap_file::pcap::PcapReader;
+use roce_sim::link::LinkConfig;
+use roce_sim::pair::{Conn, ConnSpec, Pair};
 
 /// Removes the capture file also when an assertion fails.
 struct TempFile(std::path::PathBuf);

@@ -4,7 +4,7 @@
 //! and move verified data).
 #![no_main]
 
-use dpdk_roce::sim::frame_fuzz::run_one;
+use roce_sim::frame_fuzz::run_one;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

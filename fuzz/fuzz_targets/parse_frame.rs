@@ -2,7 +2,7 @@
 //! frame it accepts re-emits to bytes that parse back to the same frame.
 #![no_main]
 
-use dpdk_roce::wire::frame::RoceFrame;
+use roce_proto::wire::frame::RoceFrame;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

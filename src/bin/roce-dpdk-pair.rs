@@ -16,11 +16,11 @@ mod pair_wire;
 
 use dpdk_roce::cm::CmEvent;
 use dpdk_roce::dpdk::{DpdkFrameIo, Eal, EalArgs, Port, PortConfig};
-use dpdk_roce::sim::endpoint::QpOptions;
-use dpdk_roce::sim::pair::{ConnSpec, Pair};
-use dpdk_roce::sim::workload::{run_workload, WorkloadKind, WorkloadSpec};
 use dpdk_roce::wire::ethernet::EthernetAddress;
 use pair_wire::DpdkPairWire;
+use roce_sim::endpoint::QpOptions;
+use roce_sim::pair::{ConnSpec, Pair};
+use roce_sim::workload::{run_workload, WorkloadKind, WorkloadSpec};
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::Duration;

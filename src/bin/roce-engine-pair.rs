@@ -25,8 +25,8 @@ use dpdk_roce::engine::runtime::{Engine, EngineConfig, EventSink};
 use dpdk_roce::host::{Host, HostConfig};
 use dpdk_roce::mem::vec_memory::VecMemory;
 use dpdk_roce::net::NetConfig;
-use dpdk_roce::sim::verify;
 use dpdk_roce::wire::ethernet::EthernetAddress;
+use roce_sim::verify;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
 

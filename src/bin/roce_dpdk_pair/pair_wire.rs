@@ -1,12 +1,12 @@
-//! Two DPDK ports of one process as the wire of a [`Pair`](dpdk_roce::sim::pair::Pair): side A
+//! Two DPDK ports of one process as the wire of a [`Pair`](roce_sim::pair::Pair): side A
 //! sends on port A, side B on port B, and what each port receives goes to its side. With the
 //! ports on the two ends of a veth pair, the verified workloads of `sim::workload` run over
 //! real DPDK I/O ("two ports in one process").
 
 use dpdk_roce::dpdk::DpdkFrameIo;
 use dpdk_roce::io::FrameIo;
-use dpdk_roce::sim::link::Side;
-use dpdk_roce::sim::pair::RealWireIo;
+use roce_sim::link::Side;
+use roce_sim::pair::RealWireIo;
 
 /// Port A and port B.
 pub struct DpdkPairWire {

@@ -3,11 +3,11 @@
 //! happened and can write every frame to a pcap.
 
 use clap::Args;
-use dpdk_roce::sim::link::LinkConfig;
-use dpdk_roce::sim::pair::{ConnSpec, Pair};
-use dpdk_roce::sim::workload::{run_workload, WorkloadKind, WorkloadSpec};
 use dpdk_roce::transport::types::Mtu;
 use dpdk_roce::wire::psn::Psn;
+use roce_sim::link::LinkConfig;
+use roce_sim::pair::{ConnSpec, Pair};
+use roce_sim::workload::{run_workload, WorkloadKind, WorkloadSpec};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

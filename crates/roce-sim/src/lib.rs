@@ -1,0 +1,15 @@
+//! roce-sim: dpdk-roce's test harnesses. The in-memory pair (two endpoints over a simulated
+//! wire with a virtual clock, for tests and the `roce-tool simulate` demo; no I/O but an
+//! optional pcap capture), its verified workloads and frame fuzzer, and the verified workload
+//! over two engines (`verify`).
+
+pub mod endpoint;
+pub mod frame_fuzz;
+pub mod link;
+pub mod pair;
+pub mod verify;
+pub mod workload;
+
+// The layers below, so `crate::wire::...` names `roce_proto::wire::...` here too.
+use roce_engine::engine;
+use roce_proto::{capture, cm, host, io, mem, net, sgl, time, transport, wire};
