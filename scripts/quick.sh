@@ -15,5 +15,6 @@ start=$SECONDS
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --lib --bins
+cargo build --examples
 cargo test --test dpdk_pair
 echo "quick: ok in $((SECONDS - start))s"

@@ -5,6 +5,8 @@
 //! case named here must be present and PASS, and the consumer must exit 0.
 
 mod dat_programs_common;
+mod test_programs;
+use test_programs::test_program;
 
 use dat_programs_common::dpdk_common::{
     decode_all_valid, retry_fanout, tshark_clean, FANOUT_COLLISION,
@@ -16,7 +18,9 @@ use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const CONSUMER: &str = env!("CARGO_BIN_EXE_roce-dat-consumer");
+fn consumer() -> std::path::PathBuf {
+    test_program("roce-dat-consumer")
+}
 /// The RoCE addresses of profiles af_packet-a / -b, and one nobody answers.
 const SERVER_IP: &str = "10.77.0.1";
 const NOBODY_IP: &str = "10.77.0.99";
@@ -43,7 +47,7 @@ impl Proc {
 
     /// `start` with `env` set too.
     fn start_with(s: &Setup, side: char, args: &[&str], env: &[(&str, &str)]) -> Proc {
-        let mut child = Command::new(CONSUMER)
+        let mut child = Command::new(consumer())
             .envs(env.iter().copied())
             .env("DAT_OVERRIDE", s.conf(side))
             .env("DPDK_ROCE_PROGRESS", "inline")

@@ -5,11 +5,15 @@
 //! seed pages and the disconnect are cases of the consumer (`loopback.*`), each checked here.
 
 mod dat_programs_common;
+mod test_programs;
+use test_programs::test_program;
 
 use dat_programs_common::*;
 use std::process::Command;
 
-const CONSUMER: &str = env!("CARGO_BIN_EXE_roce-dat-consumer");
+fn consumer() -> std::path::PathBuf {
+    test_program("roce-dat-consumer")
+}
 
 const CASES: &[&str] = &[
     "loopback.connect_to_own_address",
@@ -38,7 +42,7 @@ const CASES: &[&str] = &[
 #[test]
 fn two_eps_of_one_process_connect_over_loopback_through_libdat2() {
     let s = Setup::new("lo");
-    let out = Command::new(CONSUMER)
+    let out = Command::new(consumer())
         .env("DAT_OVERRIDE", s.conf('b'))
         .env("DPDK_ROCE_PROGRESS", "inline")
         .args(["loopback", "--own", "10.77.0.2", "--qual", "7300"])

@@ -11,13 +11,17 @@
 //! Needs root (veth pair) and DPDK (scripts/setup.sh); fails loudly otherwise.
 
 mod dpdk_common;
+mod test_programs;
+use test_programs::test_program;
 
 use dpdk_common::{assert_no_runtime_dirs, output_text, retry_fanout_collision, Veth};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_roce-dpdk-bad-input");
+fn bin() -> std::path::PathBuf {
+    test_program("roce-dpdk-bad-input")
+}
 
 /// The cases of one run, by name.
 struct Run {
@@ -40,7 +44,7 @@ fn run_lab(tag: &str, args: &[&str]) -> Run {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let veth = Veth::up(tag);
     let out = retry_fanout_collision(|| {
-        Command::new(BIN)
+        Command::new(bin())
             .arg(veth.end('a'))
             .arg(veth.end('b'))
             .args(args)

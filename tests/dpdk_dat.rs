@@ -5,14 +5,18 @@
 //! Needs root (veth) and DPDK (scripts/setup.sh); fails loudly otherwise.
 
 mod dpdk_common;
+mod test_programs;
+use test_programs::test_program;
 
 use dpdk_common::{os_args, run_two_port_bin};
 
-const BIN: &str = env!("CARGO_BIN_EXE_roce-dat-pair");
+fn bin() -> std::path::PathBuf {
+    test_program("roce-dat-pair")
+}
 
 #[test]
 fn dat_api_over_two_af_packet_ports_two_pinned_shards_every_operation_verified() {
-    let text = run_two_port_bin(BIN, "d", &os_args(&[]));
+    let text = run_two_port_bin(&bin(), "d", &os_args(&[]));
     for k in 0..4 {
         assert!(text.contains(&format!("RESULT ep={k} shard=")), "{text}");
     }

@@ -6,15 +6,19 @@
 //! Needs root (veth) and DPDK (scripts/setup.sh); fails loudly otherwise.
 
 mod dpdk_common;
+mod test_programs;
+use test_programs::test_program;
 
 use dpdk_common::{decode_all_valid, os_args, run_two_port_bin, tshark_clean};
 
-const BIN: &str = env!("CARGO_BIN_EXE_roce-engine-pair");
+fn bin() -> std::path::PathBuf {
+    test_program("roce-engine-pair")
+}
 
 #[test]
 fn two_shards_in_core_mode_over_two_af_packet_ports_64_qps_verified() {
     let text = run_two_port_bin(
-        BIN,
+        &bin(),
         "e",
         &os_args(&["--shards", "2", "--qps", "64", "--cores", "0,1"]),
     );
@@ -56,7 +60,7 @@ fn field(line: &str, key: &str) -> u64 {
 #[test]
 fn two_shards_each_on_its_own_queue_pair_64_qps_verified() {
     let text = run_two_port_bin(
-        BIN,
+        &bin(),
         "q",
         &os_args(&[
             "--shards", "2", "--queues", "2", "--qps", "64", "--cores", "0,1",
@@ -116,7 +120,7 @@ fn engine_capture_writes_one_clean_pcap_per_shard() {
         "--capture",
     ]);
     args.push(base.as_os_str());
-    let text = run_two_port_bin(BIN, "c", &args);
+    let text = run_two_port_bin(&bin(), "c", &args);
     assert!(text.contains("RESULT connections=16"), "{text}");
     assert!(!base.exists(), "several shards: no unsuffixed file");
     let mut rocev2 = 0;

@@ -6,12 +6,16 @@
 //! Needs root (veth, taps) and DPDK (scripts/setup.sh); fails loudly otherwise.
 
 mod dpdk_common;
+mod test_programs;
+use test_programs::test_program;
 
 use dpdk_common::{retry_fanout_collision, Veth};
 use std::path::PathBuf;
 use std::process::Command;
 
-const PAIR: &str = env!("CARGO_BIN_EXE_roce-dpdk-pair");
+fn pair() -> std::path::PathBuf {
+    test_program("roce-dpdk-pair")
+}
 const TOOL: &str = env!("CARGO_BIN_EXE_roce-tool");
 
 #[test]
@@ -19,7 +23,7 @@ fn every_operation_64_qps_and_reconnect_over_two_af_packet_ports() {
     let veth = Veth::up("p");
     let pcap = std::env::temp_dir().join(format!("dpdk-roce-pair-{}.pcap", std::process::id()));
     let out = retry_fanout_collision(|| {
-        Command::new(PAIR)
+        Command::new(pair())
             .arg("af-packet")
             .arg(veth.end('a'))
             .arg(veth.end('b'))
@@ -94,7 +98,7 @@ fn check_results(text: &str, qps: usize) {
 fn every_operation_and_many_qps_over_net_memif() {
     let sock = std::env::temp_dir().join(format!("dpdk-roce-memif-{}.sock", std::process::id()));
     let _ = std::fs::remove_file(&sock);
-    let out = Command::new(PAIR)
+    let out = Command::new(pair())
         .arg("memif")
         .arg(&sock)
         .args(["--qps", "64"])
@@ -122,7 +126,7 @@ fn every_operation_and_many_qps_over_net_tap_joined_by_tc_mirred() {
         .env("TAP_WAIT", "30")
         .spawn()
         .unwrap();
-    let out = Command::new(PAIR)
+    let out = Command::new(pair())
         .args(["tap", &ta, &tb, "--qps", "32"])
         .output()
         .unwrap();

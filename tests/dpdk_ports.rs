@@ -4,13 +4,18 @@
 //! Needs root (creates veth pairs and tap devices) and the DPDK packages; without them the tests
 //! fail with a message saying so, they never skip.
 
+mod test_programs;
+use test_programs::test_program;
+
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_dpdk-port-check");
+fn bin() -> std::path::PathBuf {
+    test_program("dpdk-port-check")
+}
 
 fn ip(args: &[&str]) -> Output {
     Command::new("ip")
@@ -61,7 +66,7 @@ fn af_packet_veth_pair_carries_frames_intact() {
         must(&["link", "set", i, "mtu", "9000", "up"]);
     }
 
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .args(["af-packet", &a, &b, "--count", "40", "--mem", "no-huge"])
         .output()
         .expect("run dpdk-port-check");
@@ -133,7 +138,7 @@ fn tap_port_answers_arp_and_receives_kernel_udp() {
     let dpdk_ip = format!("{}.{}.{}.{}", net[0], net[1], net[2], net[3] + 2);
     let _guard = LinkGuard(vec![iface.clone()]);
 
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(bin())
         .args(["tap", &iface, "--ip", &dpdk_ip, "--timeout-ms", "8000"])
         .args(["--mem", "no-huge"])
         .stdout(Stdio::piped())

@@ -7,33 +7,11 @@
 //! puts beside the test binary (see tests/example_rdma_write.rs).
 
 mod dpdk_common;
+mod test_programs;
+use test_programs::test_program;
 
 use dpdk_common::{output_text, repo, retry_fanout_collision, Veth};
-use std::path::PathBuf;
 use std::process::{Command, Output};
-
-/// The example program of this build, not older than its source.
-fn example_program() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let bin = exe
-        .parent()
-        .and_then(std::path::Path::parent)
-        .expect("target/<profile>")
-        .join("examples/away_read");
-    let build = "cargo build --examples (with --release for a release test run)";
-    assert!(
-        bin.is_file(),
-        "example program missing: {}; build it with {build}",
-        bin.display()
-    );
-    let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap();
-    assert!(
-        modified(&bin) >= modified(&repo().join("examples/away_read.rs")),
-        "{} is older than examples/away_read.rs; rebuild it with {build}",
-        bin.display()
-    );
-    bin
-}
 
 /// The target helper's counters the example prints last.
 #[derive(Debug)]
@@ -74,7 +52,7 @@ const ARGS: [&str; 6] = ["--reads", "20", "--gap-us", "20000", "--idle-s", "1"];
 
 #[test]
 fn over_net_tap_the_idle_helper_sleeps_on_the_receive_interrupt_and_reads_wake_it() {
-    let bin = example_program();
+    let bin = test_program("away_read");
     let n = std::process::id() % 100_000;
     let (ta, tb) = (format!("awt{n}a"), format!("awt{n}b"));
     // The taps appear when the process starts; the script waits for them, then joins them.
@@ -101,7 +79,7 @@ fn over_net_tap_the_idle_helper_sleeps_on_the_receive_interrupt_and_reads_wake_i
 
 #[test]
 fn over_net_af_packet_the_idle_helper_backs_off_on_its_timer() {
-    let bin = example_program();
+    let bin = test_program("away_read");
     let prefix = format!("awv{}", std::process::id() % 100_000);
     let up = Command::new("bash")
         .arg(repo().join("scripts/veth.sh"))

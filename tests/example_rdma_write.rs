@@ -8,40 +8,17 @@
 //! deps/ directory. scripts/test.sh builds it before the tests run.
 
 mod dpdk_common;
+mod test_programs;
+use test_programs::test_program;
 
 use dpdk_common::{
-    assert_no_runtime_dirs, output_text, profile_copy, repo, retry_fanout_collision, Veth,
+    assert_no_runtime_dirs, output_text, profile_copy, retry_fanout_collision, Veth,
 };
-use std::path::PathBuf;
 use std::process::Command;
-
-/// The example program of this build (target/<profile>/examples/rdma_write), not older than
-/// its source.
-fn example_program() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let bin = exe
-        .parent()
-        .and_then(std::path::Path::parent)
-        .expect("target/<profile>")
-        .join("examples/rdma_write");
-    let build = "cargo build --examples (with --release for a release test run)";
-    assert!(
-        bin.is_file(),
-        "example program missing: {}; build it with {build}",
-        bin.display()
-    );
-    let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap();
-    assert!(
-        modified(&bin) >= modified(&repo().join("examples/rdma_write.rs")),
-        "{} is older than examples/rdma_write.rs; rebuild it with {build}",
-        bin.display()
-    );
-    bin
-}
 
 #[test]
 fn the_rdma_write_example_writes_and_verifies_4096_bytes_over_af_packet() {
-    let bin = example_program();
+    let bin = test_program("rdma_write");
     let veth = Veth::up("ex");
     let prefix = format!("exrw{}", std::process::id());
     let dir = std::env::temp_dir().join(format!("dpdk-roce-example-{}", std::process::id()));

@@ -23,6 +23,8 @@
 //! `cargo test --release --test interop_rxe -- --nocapture` shows the figures.
 
 mod dpdk_common;
+mod test_programs;
+use test_programs::test_program;
 
 use dpdk_common::{output_text, Proc, FANOUT_COLLISION};
 use std::collections::BTreeMap;
@@ -234,9 +236,9 @@ impl Guest {
         // An IPv6 guest runs roce-dat-consumer (the reference DAT programs cannot connect over
         // IPv6: see `the_reference_udapl_on_rxe_serves_dpdk_roce_over_ipv6`).
         let extra = if net.ipv6 {
-            env!("CARGO_BIN_EXE_roce-dat-consumer")
+            test_program("roce-dat-consumer").display().to_string()
         } else {
-            ""
+            String::new()
         };
         let out = Command::new("bash")
             .arg(script())
@@ -1362,7 +1364,7 @@ fn the_reference_udapl_on_rxe_serves_dpdk_roce_over_ipv6() {
         g.wait_guest_listening(false);
         let ours = g
             .host(
-                env!("CARGO_BIN_EXE_roce-dat-consumer"),
+                &test_program("roce-dat-consumer").display().to_string(),
                 &[
                     "--ia", IPV6.ia, "verify", "--server", IPV6.guest, "--qual", "4100",
                 ],

@@ -8,6 +8,8 @@
 //! pair), DPDK and the dpdk-dev package's `dpdk-telemetry.py` (scripts/setup.sh).
 
 mod dpdk_common;
+mod test_programs;
+use test_programs::test_program;
 
 use dpdk_common::soak::{run_soak_client, SoakServer};
 use dpdk_common::{
@@ -357,7 +359,9 @@ fn watch_two_samples(prefix: &str, command: &str) -> (String, String) {
     (samples.remove(0), samples.remove(0))
 }
 
-const HOLD_QPS: &str = env!("CARGO_BIN_EXE_roce-hold-qps");
+fn hold_qps() -> std::path::PathBuf {
+    test_program("roce-hold-qps")
+}
 /// QPs of the process of the paging test: more than DPDK's 512 array entries, four pages.
 const MANY_QPS: usize = 1000;
 /// QPNs per `/roce/qps` page at most (`dpdk_roce::dat::telemetry::QPS_PAGE`).
@@ -376,7 +380,7 @@ impl QpHolder {
     /// collision, and waits for `HOLDING`.
     fn start(profile: &std::path::Path, name: &str, eps: usize) -> QpHolder {
         retry_fanout(|_| {
-            let mut child = Command::new(HOLD_QPS)
+            let mut child = Command::new(hold_qps())
                 .arg("--profile")
                 .arg(profile)
                 .args(["--eps", &eps.to_string()])

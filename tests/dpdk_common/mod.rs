@@ -205,7 +205,7 @@ pub fn assert_no_runtime_dirs(profile_prefix: &str) {
 /// Runs a two-port test binary (`bin <veth end a> <veth end b> args...`) on a fresh veth pair
 /// named after `tag` (retrying the fanout collision), asserts it succeeded and that its EAL
 /// left no runtime directory (the binary prints `prefix=<file prefix>`); returns its stdout.
-pub fn run_two_port_bin(bin: &str, tag: &str, args: &[&std::ffi::OsStr]) -> String {
+pub fn run_two_port_bin(bin: &std::path::Path, tag: &str, args: &[&std::ffi::OsStr]) -> String {
     let veth = Veth::up(tag);
     let out = retry_fanout_collision(|| {
         Command::new(bin)
@@ -216,7 +216,12 @@ pub fn run_two_port_bin(bin: &str, tag: &str, args: &[&std::ffi::OsStr]) -> Stri
             .expect("start the test binary")
     });
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{bin} failed:\n{}", output_text(&out));
+    assert!(
+        out.status.success(),
+        "{} failed:\n{}",
+        bin.display(),
+        output_text(&out)
+    );
     let eal_prefix = text
         .lines()
         .find_map(|l| l.split("prefix=").nth(1))
