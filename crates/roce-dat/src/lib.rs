@@ -10,6 +10,9 @@
 //! - from `roce-engine`: `dpdk` (safe owners over the system DPDK), `engine` (poll-mode shards
 //!   and event queues), `config` (DPDK profiles), `log`.
 
+// `unsafe` only in the C ABI layer (dat::ffi).
+#![deny(unsafe_code)]
+
 pub mod dat;
 
 // The protocol crate's modules at their old paths: `dpdk_roce::wire::...` and `crate::wire::...`

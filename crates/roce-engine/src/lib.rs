@@ -4,7 +4,11 @@
 //! profiles and their environment overrides), `log` (the stderr subscriber and its filters).
 //! docs/DESIGN.md "Layers" and "Progress".
 
+// `unsafe` only in the DPDK bindings (dpdk).
+#![deny(unsafe_code)]
+
 pub mod config;
+#[allow(unsafe_code)]
 pub mod dpdk;
 pub mod engine;
 pub mod log;

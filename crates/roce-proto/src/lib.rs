@@ -9,6 +9,9 @@
 //! pools), `host` (one port's hosts: the layers above joined, frames in, frames out), `decode`
 //! (frames as text), `capture` (pcap files).
 
+// `unsafe` only in the registered-memory accessors (mem::alloc, mem::table).
+#![deny(unsafe_code)]
+
 pub mod capture;
 pub mod cm;
 pub mod decode;

@@ -3,6 +3,8 @@
 //! optional pcap capture), its verified workloads and frame fuzzer, and the verified workload
 //! over two engines (`verify`).
 
+#![forbid(unsafe_code)]
+
 pub mod endpoint;
 pub mod frame_fuzz;
 pub mod link;

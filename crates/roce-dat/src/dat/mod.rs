@@ -26,6 +26,7 @@ pub mod evd;
 pub(crate) mod evd_streams;
 // The DAT parameter structs are large C structs filled field by field from a zeroed default.
 #[allow(clippy::field_reassign_with_default)]
+#[allow(unsafe_code)]
 pub mod ffi;
 pub mod ia;
 pub mod ia_attr;

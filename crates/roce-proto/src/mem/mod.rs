@@ -69,8 +69,10 @@
 //! atomic), each with its `SAFETY` argument.
 
 pub mod access;
+#[allow(unsafe_code)]
 pub mod alloc;
 mod key_field;
+#[allow(unsafe_code)]
 pub mod table;
 pub mod vec_memory;
 
@@ -81,4 +83,5 @@ pub use table::{
 };
 
 #[cfg(test)]
+#[allow(unsafe_code)]
 mod tests;
