@@ -20,6 +20,7 @@
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::dpdk::{DpdkFrameIo, Eal, EalArgs, Port, PortConfig};
+use dpdk_roce::engine::deregister::Deregister;
 use dpdk_roce::engine::shard::Shard;
 use dpdk_roce::host::{Host, HostConfig, HostStats, QpOptions};
 use dpdk_roce::io::FrameIo;

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use dpdk_roce::dpdk::{Eal, EalArgs, HugepageAllocator};
+use dpdk_roce::engine::deregister::Deregister;
 use dpdk_roce::mem::access::{Access, KeyKind, MemRef};
 use dpdk_roce::mem::{Allocator, BackingKind, MrTable};
 

@@ -13,6 +13,7 @@ use host_common::{host, MrHost};
 use std::net::Ipv4Addr;
 
 use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
+use dpdk_roce::engine::deregister::Deregister;
 use dpdk_roce::host::{HostStats, QpOptions};
 use dpdk_roce::mem::access::Access;
 use dpdk_roce::mem::Region;

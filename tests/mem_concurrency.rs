@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use dpdk_roce::engine::deregister::Deregister;
 use dpdk_roce::mem::access::{Access, AtomicOp, KeyKind, MemError, MemRef};
 use dpdk_roce::mem::{Allocator, MrTable, QuarantineAllocator, Region};
 

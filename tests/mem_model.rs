@@ -2,6 +2,7 @@
 //! IBTA vol. 1 §10.6 checking: the table must give the model's result for every step, and
 //! successful reads must return the model's bytes.
 
+use dpdk_roce::engine::deregister::Deregister;
 use dpdk_roce::mem::access::{Access, AtomicOp, KeyKind, MemError, MemRef};
 use dpdk_roce::mem::{MrTable, Pz, Region};
 use proptest::prelude::*;

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use dpdk_roce::engine::deregister::Deregister;
 use dpdk_roce::mem::access::{Access, KeyKind, MemError, MemRef};
 use dpdk_roce::mem::{MrTable, Pz, Region};
 use dpdk_roce::time::Instant;

@@ -8,6 +8,7 @@ use super::error::{DatError, Refused};
 use super::ia::Ia;
 use super::mem_priv::MemPriv;
 use super::pz::{Pz, PzInner};
+use crate::engine::deregister::Deregister;
 use crate::mem::access::Access;
 use crate::mem::{MrError, Region};
 use std::sync::Arc;

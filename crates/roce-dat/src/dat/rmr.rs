@@ -23,6 +23,7 @@ use super::error::{DatError, HandleKind};
 use super::lmr::{Lmr, LmrTriplet, Registered};
 use super::mem_priv::MemPriv;
 use super::pz::{Pz, PzInner};
+use crate::engine::deregister::Deregister;
 use crate::engine::runtime::Event;
 use crate::mem::access::Access;
 use crate::mem::{MrError, Region};

@@ -3,6 +3,7 @@
 
 pub mod channel_io;
 pub mod clock;
+pub mod deregister;
 pub mod event_queue;
 pub mod faults;
 pub mod raw_l2;

@@ -19,7 +19,8 @@ pub const RKEY_BIT: u32 = 1 << 31;
 pub const MAX_CAPACITY: u32 = (1 << 23) - 1;
 /// Capacity of [`MrTable::default`].
 pub const DEFAULT_CAPACITY: u32 = 4096;
-/// How long [`MrTable::deregister`] waits for the pins in progress on a region.
+/// How long the engine's `deregister` waits for the pins in progress on a region
+/// ([`MrTable::deregister_until`]).
 pub const DEREGISTER_WAIT: Duration = Duration::from_secs(10);
 
 // Slot state word: bits 63..32 generation, bit 31 live, bit 30 R_Key valid, bits 29..0 the
@@ -46,15 +47,14 @@ fn key_live(s: u64, kind: KeyKind, gen: u32) -> bool {
 static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The secret of a table's key fields, from the OS random source. Should the OS have none to
-/// give (getrandom(2) does not fail on a Linux that runs DPDK), the clock and the table's
-/// address stand in, and the table says so in the log.
+/// give (getrandom(2) does not fail on a Linux that runs DPDK), the table's address and
+/// number stand in (no clock: this crate reads none), and the table says so in the log.
 fn key_secret() -> u64 {
     crate::random::os_u64().unwrap_or_else(|e| {
         tracing::warn!(target: "dpdk_roce::mem", "memory keys from a weak seed: OS random source: {e}");
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        t ^ (&t as *const u64 as u64)
+        let here = 0u8;
+        let table = NEXT_TABLE_ID.load(Ordering::Relaxed);
+        (&here as *const u8 as u64).rotate_left(17) ^ table.wrapping_mul(0x9e37_79b9_7f4a_7c15)
     })
 }
 
@@ -698,15 +698,16 @@ impl MrTable {
     /// Frees a region by its L_Key (`dat_lmr_free`); its R_Key dies with it. Waits until the
     /// accesses and pins in progress on the region are over: after `Ok` returns no core touches
     /// the memory again, and every later access with either key fails with `InvalidKey`. The
-    /// wait is bounded ([`DEREGISTER_WAIT`]): a pin held longer (a TX buffer a PMD never gives
-    /// back, a [`PinGuard`] of the calling thread) gives `Busy`, the region registered and
-    /// usable again, never a hang.
-    pub fn deregister(&self, lkey: u32) -> Result<(), MrError> {
-        self.deregister_within(lkey, DEREGISTER_WAIT)
-    }
-
-    /// [`deregister`](Self::deregister) waiting at most `limit` for the pins in progress.
-    pub fn deregister_within(&self, lkey: u32, limit: Duration) -> Result<(), MrError> {
+    /// caller bounds the wait: once `expired()` says so (it is asked after each yield of the
+    /// thread), a pin still held (a TX buffer a PMD never gives back, a [`PinGuard`] of the
+    /// calling thread) gives `Busy`, the region registered and usable again, never a hang.
+    /// The engine's `deregister` bounds it by [`DEREGISTER_WAIT`] on the process clock; this
+    /// crate reads no clock.
+    pub fn deregister_until(
+        &self,
+        lkey: u32,
+        mut expired: impl FnMut() -> bool,
+    ) -> Result<(), MrError> {
         let (idx, gen) = self.local_slot(lkey)?;
         let slot = &self.slots[idx];
         let mut s = slot.state.load(Ordering::Acquire);
@@ -728,7 +729,6 @@ impl MrTable {
         // No new access can start (they need LIVE); wait for the ones in progress. Acquire pairs
         // with their Release decrement, so their memory accesses happen-before the free below.
         let mut spins = 0u32;
-        let mut started: Option<std::time::Instant> = None;
         while slot.state.load(Ordering::Acquire) & COUNT_MASK != 0 {
             spins += 1;
             if spins < 64 {
@@ -736,8 +736,7 @@ impl MrTable {
                 continue;
             }
             std::thread::yield_now();
-            let t0 = *started.get_or_insert_with(std::time::Instant::now);
-            if t0.elapsed() >= limit {
+            if expired() {
                 // Give the region back as it was: still pinned, nothing may be freed.
                 let mut s = slot.state.load(Ordering::Acquire);
                 loop {

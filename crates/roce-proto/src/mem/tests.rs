@@ -1,5 +1,18 @@
+use super::table::DEREGISTER_WAIT;
 use super::*;
 use crate::mem::access::{Access, AtomicOp, KeyKind, MemError, MemRef};
+
+/// A wait bounded by `limit` on the process clock, as the engine bounds `deregister` (tests
+/// may read the clock; the crate does not).
+fn within(limit: std::time::Duration) -> impl FnMut() -> bool {
+    let mut started: Option<std::time::Instant> = None;
+    move || {
+        started
+            .get_or_insert_with(std::time::Instant::now)
+            .elapsed()
+            >= limit
+    }
+}
 
 fn mr(kind: KeyKind, pz: Pz, key: u32, addr: u64, len: u32) -> MemRef {
     MemRef {
@@ -76,7 +89,7 @@ fn local_pz_of_live_local_keys_only() {
     let r = t.register_alloc(pz, 64, 8, Access::REMOTE_READ).unwrap();
     assert_eq!(t.local_pz(r.lkey), Some(pz));
     assert_eq!(t.local_pz(r.rkey), None, "an R_Key");
-    t.deregister(r.lkey).unwrap();
+    t.deregister_until(r.lkey, within(DEREGISTER_WAIT)).unwrap();
     assert_eq!(t.local_pz(r.lkey), None, "deregistered");
     let again = t.register_alloc(other, 64, 8, Access::REMOTE_READ).unwrap();
     assert_eq!(t.local_pz(r.lkey), None, "the old key of a reused slot");
@@ -166,8 +179,11 @@ fn stale_keys_never_match_after_free_and_reuse() {
     let t = MrTable::new(1);
     let pz = t.create_pz();
     let a = t.register_alloc(pz, 16, 8, Access::REMOTE_WRITE).unwrap();
-    t.deregister(a.lkey).unwrap();
-    assert_eq!(t.deregister(a.lkey), Err(MrError::InvalidKey));
+    t.deregister_until(a.lkey, within(DEREGISTER_WAIT)).unwrap();
+    assert_eq!(
+        t.deregister_until(a.lkey, within(DEREGISTER_WAIT)),
+        Err(MrError::InvalidKey)
+    );
     let b = t.register_alloc(pz, 16, 8, Access::REMOTE_WRITE).unwrap();
     assert_ne!(a.lkey, b.lkey, "same slot, new generation");
     assert_eq!(t.query(a.lkey), Err(MrError::InvalidKey));
@@ -201,7 +217,7 @@ fn keys_depend_on_the_tables_secret() {
         (0..4)
             .map(|_| {
                 let r = t.register_alloc(pz, 8, 8, Access::REMOTE_WRITE).unwrap();
-                t.deregister(r.lkey).unwrap();
+                t.deregister_until(r.lkey, within(DEREGISTER_WAIT)).unwrap();
                 r.rkey
             })
             .collect::<Vec<u32>>()
@@ -222,7 +238,7 @@ fn a_slots_keys_come_around_after_its_cycle() {
         let r = t.register_alloc(pz, 8, 8, Access::empty()).unwrap();
         assert!(!seen.contains(&r.lkey), "a key repeated within the cycle");
         seen.push(r.lkey);
-        t.deregister(r.lkey).unwrap();
+        t.deregister_until(r.lkey, within(DEREGISTER_WAIT)).unwrap();
         assert_eq!(
             t.query(r.lkey),
             Err(MrError::InvalidKey),
@@ -243,7 +259,9 @@ fn slots_retire_when_generations_run_out() {
         let r = small.register_alloc(pz, 8, 8, Access::empty()).unwrap();
         assert!(seen.insert(r.lkey), "key repeated");
         assert!(seen.insert(r.rkey), "key repeated");
-        small.deregister(r.lkey).unwrap();
+        small
+            .deregister_until(r.lkey, within(DEREGISTER_WAIT))
+            .unwrap();
     }
     assert_eq!(small.retired_slots(), 1);
     assert_eq!(
@@ -329,8 +347,9 @@ fn invalidate_kills_rkey_not_region() {
     );
     let parent_rem = mr(KeyKind::Remote, pz, parent.rkey, parent.addr, 4);
     assert_eq!(t.check(&parent_rem, Access::REMOTE_WRITE), Ok(()));
-    t.deregister(r.lkey).unwrap();
-    t.deregister(parent.lkey).unwrap();
+    t.deregister_until(r.lkey, within(DEREGISTER_WAIT)).unwrap();
+    t.deregister_until(parent.lkey, within(DEREGISTER_WAIT))
+        .unwrap();
 }
 
 #[test]
@@ -404,7 +423,7 @@ fn deregistration_gives_up_on_a_pin_held_past_its_bound() {
     let g = t.pin(&l, Access::LOCAL_READ).unwrap();
     let t0 = std::time::Instant::now();
     assert_eq!(
-        t.deregister_within(r.lkey, std::time::Duration::from_millis(50)),
+        t.deregister_until(r.lkey, within(std::time::Duration::from_millis(50))),
         Err(MrError::Busy)
     );
     assert!(t0.elapsed() >= std::time::Duration::from_millis(50));
@@ -416,7 +435,7 @@ fn deregistration_gives_up_on_a_pin_held_past_its_bound() {
         "its R_Key too"
     );
     drop(g);
-    assert_eq!(t.deregister(r.lkey), Ok(()));
+    assert_eq!(t.deregister_until(r.lkey, within(DEREGISTER_WAIT)), Ok(()));
     assert_eq!(t.query(r.lkey), Err(MrError::InvalidKey));
 }
 
@@ -441,7 +460,7 @@ fn pins_block_try_deregister_and_deregister_waits() {
     assert_eq!(t.try_deregister(r.lkey), Err(MrError::Busy));
     let t2 = t.clone();
     let lkey = r.lkey;
-    let h = std::thread::spawn(move || t2.deregister(lkey));
+    let h = std::thread::spawn(move || t2.deregister_until(lkey, within(DEREGISTER_WAIT)));
     // Once deregister has begun the region is dying: no new access. Wait for that (the
     // thread's start is not ours to time).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -486,7 +505,7 @@ fn pz_lifecycle() {
     );
     let r = t.register_alloc(pz, 8, 8, Access::empty()).unwrap();
     assert_eq!(t.free_pz(pz), Err(MrError::PzInUse));
-    t.deregister(r.lkey).unwrap();
+    t.deregister_until(r.lkey, within(DEREGISTER_WAIT)).unwrap();
     assert_eq!(t.free_pz(pz), Ok(()));
     assert_eq!(t.free_pz(pz), Err(MrError::InvalidPz));
     assert_eq!(
@@ -518,7 +537,7 @@ fn raw_registration_reads_and_writes_consumer_memory() {
     let w = mr(KeyKind::Remote, pz, r.rkey, r.addr + 16, 8);
     m.atomic(&w, AtomicOp::FetchAdd { add: 41 }).unwrap();
     m.atomic(&w, AtomicOp::FetchAdd { add: 1 }).unwrap();
-    t.deregister(r.lkey).unwrap();
+    t.deregister_until(r.lkey, within(DEREGISTER_WAIT)).unwrap();
     assert_eq!(backing, vec![0, 0, 42, 0]);
     // SAFETY: a range whose end wraps the address space is refused before anything is touched.
     let wrap = unsafe {
@@ -568,7 +587,7 @@ fn window_reaches_only_its_range_with_its_rights_and_pins_its_parent() {
     );
     // The parent is pinned while the window lives.
     assert_eq!(t.try_deregister(p.lkey), Err(MrError::Busy));
-    t.deregister(w.lkey).unwrap();
+    t.deregister_until(w.lkey, within(DEREGISTER_WAIT)).unwrap();
     assert_eq!(
         t.check(&inside, Access::REMOTE_READ),
         Err(MemError::InvalidKey)
@@ -595,12 +614,14 @@ fn a_window_bound_on_a_qp_serves_only_that_qp() {
     assert!(t.rkey_usable_on(any.rkey, 0x43));
     assert!(t.rkey_usable_on(r.rkey, 0x43), "regions serve any QP");
     // A dead key is left to the access check (which refuses it).
-    t.deregister(on_qp.lkey).unwrap();
+    t.deregister_until(on_qp.lkey, within(DEREGISTER_WAIT))
+        .unwrap();
     assert!(t.rkey_usable_on(on_qp.rkey, 0x43));
     let m: &dyn crate::mem::access::Memory = &&t;
     assert!(m.rkey_usable_on(any.rkey, 7));
-    t.deregister(any.lkey).unwrap();
-    t.deregister(r.lkey).unwrap();
+    t.deregister_until(any.lkey, within(DEREGISTER_WAIT))
+        .unwrap();
+    t.deregister_until(r.lkey, within(DEREGISTER_WAIT)).unwrap();
 }
 
 #[test]
@@ -666,7 +687,8 @@ fn a_remote_write_on_a_qp_checks_what_rkey_usable_on_and_write_check() {
         mem.remote_write_on(&at(r.lkey, r.addr, 4), 0x42, &[0; 4]),
         Err(MemError::InvalidKey)
     );
-    t.deregister(on_qp.lkey).unwrap();
+    t.deregister_until(on_qp.lkey, within(DEREGISTER_WAIT))
+        .unwrap();
     assert_eq!(
         mem.remote_write_on(&at(on_qp.rkey, r.addr, 4), 0x42, &[0; 4]),
         Err(MemError::InvalidKey)
@@ -680,8 +702,9 @@ fn a_remote_write_on_a_qp_checks_what_rkey_usable_on_and_write_check() {
         "the refused write left memory as it was"
     );
     assert_eq!(&got[60..], &[5, 6, 7, 8]);
-    t.deregister(read_only.lkey).unwrap();
-    t.deregister(r.lkey).unwrap();
+    t.deregister_until(read_only.lkey, within(DEREGISTER_WAIT))
+        .unwrap();
+    t.deregister_until(r.lkey, within(DEREGISTER_WAIT)).unwrap();
 }
 
 #[test]
