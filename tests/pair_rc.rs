@@ -1,5 +1,5 @@
 //! Two endpoints over the simulated wire: connect through the IB CM, then move data with every
-//! RC operation and check each byte and each completion (src/sim/workload.rs does the checks).
+//! RC operation and check each byte and each completion (crates/roce-sim/src/workload.rs does the checks).
 
 use core::time::Duration;
 use dpdk_roce::cm::CmEvent;
