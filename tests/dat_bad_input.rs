@@ -325,7 +325,9 @@ fn local_bad_input_gets_dat_errors() {
         traced.len()
     );
     assert!(
-        traced.iter().all(|l| l.contains("crates/roce-dat/src/dat/ffi/")),
+        traced
+            .iter()
+            .all(|l| l.contains("crates/roce-dat/src/dat/ffi/")),
         "{traced:?}"
     );
     assert_no_dpdk_runtime_dir("bl");

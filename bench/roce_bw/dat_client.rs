@@ -11,12 +11,12 @@
 //! control messages are RDMA WRITEs with immediate (`dat_ib_post_rdma_write_immed`) into the
 //! server's control inboxes, and a verified WRITE's marker is a zero-length one.
 
-use super::common::dat::{dat_err, evd, lmr, must, open_ia};
 use super::stream::{self, Poster, StreamSet};
 use super::*;
 use dat_sys as d;
 use dat_sys::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
 use dpdk_roce::dat::immediate;
+use roce_bench::dat::{dat_err, evd, lmr, must, open_ia};
 use roce_perf::perftest::RULE;
 use roce_perf::progress::Progress;
 
@@ -355,7 +355,7 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
     if p.raw {
         return Err("--raw needs --api rust (a DAT consumer has no port to blast)".into());
     }
-    let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
+    let server_ip = args.peer.server_ip.ok_or("--client needs --server-ip")?;
     let layout = Layout::new(&p)?;
     let timeout = Duration::from_millis(args.timeout_ms);
     let (ia, pz) = open_ia(ia_name)?;
@@ -412,7 +412,7 @@ pub(crate) fn client(args: &Args, p: Params, ia_name: &str) -> Result<(), String
         let us = u32::try_from(timeout.as_micros()).unwrap_or(c::INFINITE - 1);
         must(
             "dat_ep_connect",
-            c::ep_connect(ep, server_ip, u64::from(args.port), us, &pdata),
+            c::ep_connect(ep, server_ip, u64::from(args.peer.port), us, &pdata),
         )?;
     }
     let mut peer = None;

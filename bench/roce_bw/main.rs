@@ -44,21 +44,18 @@ use dpdk_roce::transport::types::{
     RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use dpdk_roce::wire::psn::Psn;
+use roce_bench::args::{PayloadArgs, PeerArgs, PerftestCompat};
+use roce_bench::{poll_until, BenchIo, BenchShard};
 use roce_perf::perftest::RULE;
 use roce_perf::progress::Progress;
 use std::collections::VecDeque;
 use std::io::Write;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[path = "../common/mod.rs"]
-mod common;
 mod dat_client;
-
-use common::{poll_until, BenchShard};
 mod report;
 mod stream;
 
@@ -108,7 +105,14 @@ enum Api {
     long_about = "perftest-style RDMA bandwidth and message rate over a DPDK port. Without a \
                   server address (and without --client) this process is the server, as \
                   perftest's; with one it is the client. Note: MB/sec is MiB/s (2^20 bytes), \
-                  Gb/sec is 10^9 bits/s, as perftest's."
+                  Gb/sec is 10^9 bits/s, as perftest's.",
+    // `--server` and `--client` (`PeerArgs`) in this program's words: its server takes the
+    // test parameters from the client.
+    mut_arg("server", |a| a.help(
+        "Run the server side (listens; takes the test parameters from the client). The \
+         default without a server address"
+    )),
+    mut_arg("client", |a| a.help("Run the client side (connects, streams, reports)"))
 )]
 struct Args {
     /// dpdk-config profile of this process (with `--api rust`).
@@ -121,23 +125,8 @@ struct Args {
     /// The IA name in dat.conf (`--api dat`).
     #[arg(long)]
     ia: Option<String>,
-    /// Run the server side (listens; takes the test parameters from the client). The
-    /// default without a server address.
-    #[arg(long, conflicts_with = "client")]
-    server: bool,
-    /// Run the client side (connects, streams, reports).
-    #[arg(long)]
-    client: bool,
-    /// The server's RoCE address (client only; without --server it makes this side the
-    /// client).
-    #[arg(long)]
-    server_ip: Option<IpAddr>,
-    /// The server's address as perftest takes it: given, this side is the client.
-    #[arg(value_name = "SERVER")]
-    server_addr: Option<IpAddr>,
-    /// rdma_cm port to listen on / connect to.
-    #[arg(short = 'p', long, default_value_t = 18515)]
-    port: u16,
+    #[command(flatten)]
+    peer: PeerArgs,
     #[arg(long, value_enum, default_value_t = Op::Write)]
     op: Op,
     /// Message size in bytes (1 ..= 8 MiB; atomics are 8 B).
@@ -167,10 +156,8 @@ struct Args {
     /// Stream both ways at once; the table sums both directions.
     #[arg(short = 'b', long = "bidirectional")]
     bidirectional: bool,
-    /// Accepted for perftest's command lines (it ignores a CPU frequency warning there);
-    /// this tool reads no CPU frequency, so it changes nothing.
-    #[arg(short = 'F', long = "CPU-freq")]
-    cpu_freq: bool,
+    #[command(flatten)]
+    compat: PerftestCompat,
     /// Report bandwidth in Gb/sec (10^9 bits/s) instead of MB/sec (MiB/s: 2^20 bytes/s).
     #[arg(long = "report_gbits", alias = "report-gbits")]
     report_gbits: bool,
@@ -178,9 +165,6 @@ struct Args {
     /// JSON has both sides' always).
     #[arg(long = "cpu_util", alias = "cpu-util")]
     cpu_util: bool,
-    /// Check every byte of every message (slower; for tests).
-    #[arg(long)]
-    verify: bool,
     /// Write the table as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -201,12 +185,8 @@ struct Args {
     /// Give up when the peer does not answer for this many milliseconds.
     #[arg(long, default_value_t = 10_000)]
     timeout_ms: u64,
-    /// Smallest payload sent zero-copy (attached from registered memory); default: the port's.
-    #[arg(long, conflicts_with = "no_zero_copy")]
-    zero_copy_min: Option<usize>,
-    /// Copy every payload into the frame (no external buffers).
-    #[arg(long)]
-    no_zero_copy: bool,
+    #[command(flatten)]
+    payload: PayloadArgs,
     /// Time each side's loop by stage (PMD receive, handling, frame build, copy into the
     /// mbuf, TX burst, the rest) and print it per message, both sides (the clock reads add
     /// to every stage they time).
@@ -250,12 +230,7 @@ const PEER_GONE_WAIT: Duration = Duration::from_secs(3);
 fn main() -> ExitCode {
     dpdk_roce::log::init_program();
     let mut args = Args::parse();
-    if let Err(e) = common::role(
-        args.server_addr,
-        &mut args.server,
-        &mut args.server_ip,
-        &mut args.client,
-    ) {
+    if let Err(e) = args.peer.resolve_role() {
         eprintln!("roce-bw: {e}");
         return ExitCode::FAILURE;
     }
@@ -312,7 +287,7 @@ impl Params {
         }
         Ok(Params {
             op: a.op,
-            verify: a.verify,
+            verify: a.payload.verify,
             bidirectional: a.bidirectional,
             raw: a.raw,
             all: a.all && a.op != Op::Atomic,
@@ -322,7 +297,7 @@ impl Params {
             tx_depth: a.tx_depth,
             post_list: a.post_list,
             // Checking a READ or an atomic needs its own completion.
-            cq_mod: if a.verify && matches!(a.op, Op::Read | Op::Atomic) {
+            cq_mod: if a.payload.verify && matches!(a.op, Op::Read | Op::Atomic) {
                 1
             } else {
                 a.cq_mod.min(a.tx_depth)
@@ -1153,7 +1128,7 @@ fn peak_rate(s: &[(Instant, u64)], elapsed: Duration) -> f64 {
 }
 
 fn run(args: &Args) -> Result<(), String> {
-    let params = if args.client {
+    let params = if args.peer.client {
         let p = Params::from_args(args)?;
         Layout::new(&p)?;
         Some(p)
@@ -1173,19 +1148,13 @@ fn run(args: &Args) -> Result<(), String> {
     let profile = Profile::load_with_env(profile_path).map_err(|e| e.to_string())?;
     let pp = ProfilePort::open(&profile).map_err(|e| format!("DPDK: {e}"))?;
     let mac = pp.port.mac().map_err(|e| e.to_string())?;
-    if args.client && !pp.wait_link_up(Duration::from_secs(10)) {
+    if args.peer.client && !pp.wait_link_up(Duration::from_secs(10)) {
         return Err("the port's link did not come up within 10 s".into());
     }
     let mut io = DpdkFrameIo::new(pp.eal, &pp.port, 2047).map_err(|e| e.to_string())?;
-    if args.no_zero_copy {
-        io.set_zero_copy_min(None, &pp.port)
-            .map_err(|e| e.to_string())?;
-    } else if let Some(min) = args.zero_copy_min {
-        io.set_zero_copy_min(Some(min), &pp.port)
-            .map_err(|e| e.to_string())?;
-    }
-    let host = common::host(&profile, &pp, mac, 16)?;
-    let mut shard = Shard::new(host, common::BenchIo::new(io, &profile)?);
+    args.payload.set_zero_copy(&mut io, &pp.port)?;
+    let host = roce_bench::host(&profile, &pp, mac, 16)?;
+    let mut shard = Shard::new(host, BenchIo::new(io, &profile)?);
     let timeout = Duration::from_millis(args.timeout_ms);
     match params {
         Some(p) => client(args, p, &mut shard, &profile, timeout),
@@ -1235,10 +1204,13 @@ fn server(
     pp: &ProfilePort,
     timeout: Duration,
 ) -> Result<(), String> {
-    shard.host.listen(args.port).map_err(|e| e.to_string())?;
+    shard
+        .host
+        .listen(args.peer.port)
+        .map_err(|e| e.to_string())?;
     println!(
         "READY listening on port {} ({} {})",
-        args.port,
+        args.peer.port,
         shard.host.config().net.primary_address(),
         shard.host.config().net.mac
     );
@@ -1364,7 +1336,7 @@ fn server(
                     {
                         side.shard.time_stages(false);
                         let messages = if p.bidirectional { sent } else { *theirs };
-                        let line = common::stream_stages_line(
+                        let line = roce_bench::stream_stages_line(
                             "server",
                             size as usize,
                             &t,
@@ -1422,7 +1394,7 @@ fn server(
         eprintln!("the client was still there {wait:?} after its disconnect");
     }
     // This side's drops and retransmissions (a READ's data, a bidirectional stream's).
-    common::print_summary(side.shard, &side.qpns);
+    roce_bench::print_summary(side.shard, &side.qpns);
     println!("server done");
     Ok(())
 }
@@ -1434,7 +1406,7 @@ fn client(
     profile: &Profile,
     timeout: Duration,
 ) -> Result<(), String> {
-    let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
+    let server_ip = args.peer.server_ip.ok_or("--client needs --server-ip")?;
     let layout = Layout::new(&p)?;
     let (pd, out, inc, rx) = regions(shard, &layout)?;
     let mut qpns = Vec::with_capacity(usize::from(p.qps));
@@ -1445,7 +1417,7 @@ fn client(
             .create_qp(now, qp_options(pd, &p))
             .map_err(|e| e.to_string())?;
         qpns.push(qpn);
-        let mut cp = ConnectParams::new(server_ip, args.port, qpn, Psn::new(0x4000));
+        let mut cp = ConnectParams::new(server_ip, args.peer.port, qpn, Psn::new(0x4000));
         cp.responder_resources = 16;
         cp.initiator_depth = 16;
         cp.min_rnr_timer = 1;
@@ -1536,7 +1508,7 @@ fn client(
         progress.println(&report::row_text(&row, args.cpu_util));
         if let Some(t) = stages {
             let ns = mine.elapsed.as_nanos() as u64;
-            progress.println(&common::stream_stages_line(
+            progress.println(&roce_bench::stream_stages_line(
                 "client", size, &t, mine.sent, ns,
             ));
         }
@@ -1565,7 +1537,7 @@ fn client(
         }
         Ok((gone >= n).then_some(()))
     });
-    common::print_summary(side.shard, &side.qpns);
+    roce_bench::print_summary(side.shard, &side.qpns);
     report::write_json(args, &p, Some(pmtu), &rows)?;
     report::write_plot(args, &p, &rows)?;
     Ok(())

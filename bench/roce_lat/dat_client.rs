@@ -6,12 +6,12 @@
 //! progress runs), RDMA READ and the lone WRITE completion (`write-completion`: post, then
 //! `dat_evd_dequeue` until its event). `--stages` times the loop's calls (`CallTimes`).
 
-use super::common::dat::{dat_err, evd, lmr, must, open_ia};
 use super::*;
 use dat_sys as d;
 use dat_sys::consumer::{self as c, Event, Handle, Lmr, Remote, Segment};
 use dpdk_roce::dpdk::Tsc;
 use hdrhistogram::Histogram;
+use roce_bench::dat::{dat_err, evd, lmr, must, open_ia};
 
 /// `--stages` through DAT: how long each call of the client's loop takes, in TSC cycles, over
 /// the measured iterations: the post, a `dat_evd_dequeue` that finds nothing (it drives the
@@ -171,7 +171,7 @@ impl Dat {
 
 /// Opens the IA, connects one EP to the server and exchanges buffers as the Rust client does.
 fn connect(args: &Args, ia_name: &str) -> Result<Dat, String> {
-    let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
+    let server_ip = args.peer.server_ip.ok_or("--client needs --server-ip")?;
     let timeout = Duration::from_millis(args.timeout_ms);
     let (ia, pz) = open_ia(ia_name)?;
     let dto = evd(ia, 64, d::DAT_EVD_DTO_FLAG)?;
@@ -197,7 +197,7 @@ fn connect(args: &Args, ia_name: &str) -> Result<Dat, String> {
     let us = u32::try_from(timeout.as_micros()).unwrap_or(c::INFINITE - 1);
     must(
         "dat_ep_connect",
-        c::ep_connect(ep, server_ip, u64::from(args.port), us, &pdata),
+        c::ep_connect(ep, server_ip, u64::from(args.peer.port), us, &pdata),
     )?;
     let peer = match c::evd_wait(conn, us, true) {
         Ok(Event::Connection {
@@ -228,7 +228,7 @@ fn connect(args: &Args, ia_name: &str) -> Result<Dat, String> {
 }
 
 pub(crate) fn client(args: &Args, ia_name: &str) -> Result<(), String> {
-    if args.op == Op::Send || args.raw || args.with_raw || args.verify {
+    if args.op == Op::Send || args.raw || args.with_raw || args.payload.verify {
         return Err("--api dat measures write, read and write-completion \
                     (no --raw, --with-raw or --verify)"
             .into());

@@ -40,14 +40,14 @@ pub(crate) fn client(args: &Args) -> Result<(), String> {
     if !matches!(args.op, Op::WriteCompletion | Op::Read)
         || args.raw
         || args.with_raw
-        || args.verify
+        || args.payload.verify
         || args.stages
     {
         return Err("--api dat-rust measures read and write-completion \
                     (no --raw, --with-raw, --verify or --stages)"
             .into());
     }
-    let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
+    let server_ip = args.peer.server_ip.ok_or("--client needs --server-ip")?;
     let timeout = Duration::from_millis(args.timeout_ms);
     let profile = Profile::load_with_env(&args.profile).map_err(|e| e.to_string())?;
     let ia = Ia::open(&profile).map_err(dat("Ia::open"))?;
@@ -79,7 +79,7 @@ pub(crate) fn client(args: &Args) -> Result<(), String> {
     pdata.extend_from_slice(&dst.address().to_be_bytes());
     pdata.extend_from_slice(&dst.rmr_context().to_be_bytes());
     pdata.extend_from_slice(&(dst.length() as u32).to_be_bytes());
-    ep.connect_with_timeout(server_ip, args.port, &pdata, Some(timeout))
+    ep.connect_with_timeout(server_ip, args.peer.port, &pdata, Some(timeout))
         .map_err(dat("Ep::connect"))?;
     let (peer_addr, peer_rkey) = match conn.wait(Some(timeout), 1) {
         Ok(DatEvent::Connection {

@@ -27,7 +27,6 @@
 //! copies every payload into the frame's mbuf.
 
 use clap::{Parser, ValueEnum};
-use common::stages_line;
 use dpdk_roce::cm::timeout::cm_timeout;
 use dpdk_roce::cm::{AcceptParams, CmConfig, CmEvent, ConnectParams};
 use dpdk_roce::config::Profile;
@@ -41,21 +40,18 @@ use dpdk_roce::mem::access::{Access, KeyKind, MemRef};
 use dpdk_roce::mem::{MrTable, PinGuard, Region};
 use dpdk_roce::transport::types::{RecvWr, SendOp, SendWr, Sge, WcStatus, WorkCompletion};
 use dpdk_roce::wire::psn::Psn;
+use roce_bench::args::{PayloadArgs, PeerArgs, PerftestCompat};
+use roce_bench::{poll_until, stages_line, BenchIo, BenchShard};
 use roce_perf::latency::{table_header, table_line, LatencySeries, Scale};
 use roce_perf::perftest::{lat_title, RULE};
 use roce_perf::progress::Progress;
 use std::io::Write;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-#[path = "../common/mod.rs"]
-mod common;
 mod dat_client;
 mod dat_rust_client;
-
-use common::{poll_until, BenchShard};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Op {
@@ -115,22 +111,8 @@ struct Args {
     /// The IA name in dat.conf (`--api dat`).
     #[arg(long)]
     ia: Option<String>,
-    /// Run the server side (listens, answers). The default without a server address.
-    #[arg(long, conflicts_with = "client")]
-    server: bool,
-    /// Run the client side (connects, measures).
-    #[arg(long)]
-    client: bool,
-    /// The server's RoCE address (client only; without --server it makes this side the
-    /// client).
-    #[arg(long)]
-    server_ip: Option<IpAddr>,
-    /// The server's address as perftest takes it: given, this side is the client.
-    #[arg(value_name = "SERVER")]
-    server_addr: Option<IpAddr>,
-    /// rdma_cm port to listen on / connect to.
-    #[arg(short = 'p', long, default_value_t = 18515)]
-    port: u16,
+    #[command(flatten)]
+    peer: PeerArgs,
     #[arg(long, value_enum, default_value_t = Op::Write)]
     op: Op,
     /// Message size in bytes (2 ..= 8 MiB).
@@ -143,10 +125,8 @@ struct Args {
     /// Measured iterations per size.
     #[arg(short = 'n', long, default_value_t = 10_000)]
     iters: usize,
-    /// Accepted for perftest's command lines (it ignores a CPU frequency warning there);
-    /// this tool reads no CPU frequency, so it changes nothing.
-    #[arg(short = 'F', long = "CPU-freq")]
-    cpu_freq: bool,
+    #[command(flatten)]
+    compat: PerftestCompat,
     /// Unmeasured iterations before measuring.
     #[arg(long, default_value_t = 1_000)]
     warmup: usize,
@@ -176,18 +156,11 @@ struct Args {
     /// Write every frame sent and received to this pcap file.
     #[arg(long)]
     capture: Option<PathBuf>,
-    /// Check every byte of every message (slower; for tests).
-    #[arg(long)]
-    verify: bool,
     /// Give up when the peer does not answer for this many milliseconds.
     #[arg(long, default_value_t = 5_000)]
     timeout_ms: u64,
-    /// Smallest payload sent zero-copy (attached from registered memory); default: the port's.
-    #[arg(long, conflicts_with = "no_zero_copy")]
-    zero_copy_min: Option<usize>,
-    /// Copy every payload into the frame (no external buffers).
-    #[arg(long)]
-    no_zero_copy: bool,
+    #[command(flatten)]
+    payload: PayloadArgs,
     /// Time the loop's stages over the measured iterations (PMD receive, handling, frame
     /// build, copy into mbufs, TX burst) and print them per size, on both sides. With
     /// `--api dat`: the client's calls instead (post, empty and completing dequeue).
@@ -196,15 +169,10 @@ struct Args {
 }
 
 impl Args {
-    /// The side this process plays (`common::role`): the client of a server address given,
-    /// else the server.
+    /// The side this process plays (`PeerArgs::resolve_role`): the client of a server address
+    /// given, else the server.
     fn with_role(mut self) -> Result<Args, String> {
-        common::role(
-            self.server_addr,
-            &mut self.server,
-            &mut self.server_ip,
-            &mut self.client,
-        )?;
+        self.peer.resolve_role()?;
         Ok(self)
     }
 }
@@ -312,14 +280,14 @@ fn run(args: &Args) -> Result<(), String> {
     if args.iters == 0 {
         return Err("--iters must be at least 1".into());
     }
-    if args.client && args.api == Api::Dat {
+    if args.peer.client && args.api == Api::Dat {
         let ia = args.ia.as_deref().ok_or("--api dat needs --ia")?;
         return dat_client::client(args, ia);
     }
-    if args.client && args.api == Api::DatRust {
+    if args.peer.client && args.api == Api::DatRust {
         return dat_rust_client::client(args);
     }
-    if args.op == Op::WriteCompletion && args.verify {
+    if args.op == Op::WriteCompletion && args.payload.verify {
         return Err(
             "--verify checks write, send and read (a write-completion peer is passive)".into(),
         );
@@ -330,23 +298,17 @@ fn run(args: &Args) -> Result<(), String> {
     }
     let pp = ProfilePort::open(&profile).map_err(|e| format!("DPDK: {e}"))?;
     let mac = pp.port.mac().map_err(|e| e.to_string())?;
-    if args.client && !pp.wait_link_up(Duration::from_secs(10)) {
+    if args.peer.client && !pp.wait_link_up(Duration::from_secs(10)) {
         return Err("the port's link did not come up within 10 s".into());
     }
     let mut io = DpdkFrameIo::new(pp.eal, &pp.port, 2047).map_err(|e| e.to_string())?;
-    if args.no_zero_copy {
-        io.set_zero_copy_min(None, &pp.port)
-            .map_err(|e| e.to_string())?;
-    } else if let Some(min) = args.zero_copy_min {
-        io.set_zero_copy_min(Some(min), &pp.port)
-            .map_err(|e| e.to_string())?;
-    }
+    args.payload.set_zero_copy(&mut io, &pp.port)?;
     let timeout = Duration::from_millis(args.timeout_ms);
     if args.raw {
         return raw(args, io, mac, &pp, timeout);
     }
     // Buffers from DPDK hugepages when the EAL has them (the provider's LMR memory), else heap.
-    let mut host = common::host(&profile, &pp, mac, MR_CAPACITY)?;
+    let mut host = roce_bench::host(&profile, &pp, mac, MR_CAPACITY)?;
     host.set_header_prediction(!args.no_header_prediction);
     eprintln!(
         "memory: {} regions, zero-copy TX from {}",
@@ -358,9 +320,9 @@ fn run(args: &Args) -> Result<(), String> {
         io.zero_copy_min()
             .map_or("never (copy)".to_string(), |m| format!("{m} B payloads"))
     );
-    let mut shard = Shard::new(host, common::BenchIo::new(io, &profile)?);
+    let mut shard = Shard::new(host, BenchIo::new(io, &profile)?);
     if args.with_raw {
-        let mode = if args.server {
+        let mode = if args.peer.server {
             RawMode::Echo
         } else {
             RawMode::Queue
@@ -375,7 +337,7 @@ fn run(args: &Args) -> Result<(), String> {
     if let Some(c) = &profile.engine.capture {
         shard.capture_to(c).map_err(|e| e.to_string())?;
     }
-    let result = if args.server {
+    let result = if args.peer.server {
         server(args, &mut shard, &pp, timeout)
     } else {
         client(args, &mut shard, &profile, timeout)
@@ -493,10 +455,13 @@ fn server(
         .host
         .create_qp(now, qp_options(&bufs))
         .map_err(|e| e.to_string())?;
-    shard.host.listen(args.port).map_err(|e| e.to_string())?;
+    shard
+        .host
+        .listen(args.peer.port)
+        .map_err(|e| e.to_string())?;
     println!(
         "READY listening on port {} ({} {})",
-        args.port,
+        args.peer.port,
         shard.host.config().net.primary_address(),
         shard.host.config().net.mac
     );
@@ -554,10 +519,10 @@ fn server(
                         shard.time_stages(true);
                     }
                     wait_byte(shard, &dst_view, size, tag(i), timeout)?;
-                    if args.verify {
+                    if args.payload.verify {
                         verify_dst(shard, &bufs, size, i, "RDMA WRITE")?;
                     }
-                    post_write(shard, &bufs, &src_view, &peer, size, i, args.verify)?;
+                    post_write(shard, &bufs, &src_view, &peer, size, i, args.payload.verify)?;
                     shard.send_now();
                 }
             }
@@ -567,10 +532,10 @@ fn server(
                         shard.time_stages(true);
                     }
                     wait_recv(shard, qpn, &bufs, timeout)?;
-                    if args.verify {
+                    if args.payload.verify {
                         verify_dst(shard, &bufs, size, i, "SEND")?;
                     }
-                    post_send(shard, &bufs, &peer, size, i, args.verify)?;
+                    post_send(shard, &bufs, &peer, size, i, args.payload.verify)?;
                     shard.send_now();
                 }
             }
@@ -825,7 +790,7 @@ fn client(
     p: &Profile,
     timeout: Duration,
 ) -> Result<(), String> {
-    let server_ip = args.server_ip.ok_or("--client needs --server-ip")?;
+    let server_ip = args.peer.server_ip.ok_or("--client needs --server-ip")?;
     let bufs = buffers(shard)?;
     let now = shard.clock().now();
     let qpn = shard
@@ -833,7 +798,7 @@ fn client(
         .create_qp(now, qp_options(&bufs))
         .map_err(|e| e.to_string())?;
     pre_post_recvs(shard, qpn, &bufs)?;
-    let mut cp = ConnectParams::new(server_ip, args.port, qpn, Psn::new(0x4000));
+    let mut cp = ConnectParams::new(server_ip, args.peer.port, qpn, Psn::new(0x4000));
     cp.responder_resources = 16;
     cp.initiator_depth = 16;
     cp.access = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
@@ -885,17 +850,17 @@ fn client(
             let t0 = Instant::now();
             match args.op {
                 Op::Write => {
-                    post_write(shard, &bufs, &src_view, &peer, size, i, args.verify)?;
+                    post_write(shard, &bufs, &src_view, &peer, size, i, args.payload.verify)?;
                     shard.send_now();
                     wait_byte(shard, &dst_view, size, tag(i), timeout)?;
                 }
                 Op::Send => {
-                    post_send(shard, &bufs, &peer, size, i, args.verify)?;
+                    post_send(shard, &bufs, &peer, size, i, args.payload.verify)?;
                     shard.send_now();
                     wait_recv(shard, qpn, &bufs, timeout)?;
                 }
                 Op::Read => {
-                    if args.verify {
+                    if args.payload.verify {
                         write_region(shard, &bufs.dst, 0, &vec![0u8; size])?;
                     }
                     let now = shard.clock().now();
@@ -962,7 +927,7 @@ fn client(
                 }
             }
             let dt = t0.elapsed();
-            if args.verify {
+            if args.payload.verify {
                 match args.op {
                     Op::Write => verify_dst(shard, &bufs, size, i, "RDMA WRITE")?,
                     Op::Send => verify_dst(shard, &bufs, size, i, "SEND")?,
@@ -996,7 +961,7 @@ fn client(
             _ => None,
         })
     });
-    common::print_summary(shard, &[qpn]);
+    roce_bench::print_summary(shard, &[qpn]);
     if let Some(r) = shard.raw_channel() {
         eprintln!("raw channel: {:?}", r.stats());
     }
@@ -1082,8 +1047,8 @@ fn report_interleaved_raw(
 
 fn report(args: &Args, label: &str, memory: &str, series: &[LatencySeries]) -> Result<(), String> {
     let device = match (args.api, args.ia.as_deref()) {
-        (Api::Dat, Some(ia)) if args.client => format!("IA {ia} through libdat2"),
-        (Api::DatRust, _) if args.client => {
+        (Api::Dat, Some(ia)) if args.peer.client => format!("IA {ia} through libdat2"),
+        (Api::DatRust, _) if args.peer.client => {
             format!("{} through the Rust DAT API", args.profile.display())
         }
         _ => args.profile.display().to_string(),
@@ -1183,7 +1148,7 @@ fn raw(
     timeout: Duration,
 ) -> Result<(), String> {
     let total = args.warmup + args.iters;
-    if args.server {
+    if args.peer.server {
         println!("READY raw echo");
         let _ = std::io::stdout().flush();
         let deadline_idle = Duration::from_secs(60);

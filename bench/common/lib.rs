@@ -1,9 +1,11 @@
-//! What the bench programs share: a port's host from its profile, the poll-until loop of a
-//! consumer driving its shard inline, and the DAT consumer helpers of their `--api dat`
-//! clients. Each program includes it with `#[path = "../common/mod.rs"] mod common;`.
+//! roce_bench, the top package's library: what roce-lat and roce-bw share. The command-line
+//! arguments they have in common (`args`), a port's host from its profile, the poll-until loop
+//! of a consumer driving its shard inline, and the DAT consumer helpers of their `--api dat`
+//! clients (`dat`).
 
-#![allow(dead_code)]
+#![forbid(unsafe_code)]
 
+pub mod args;
 pub mod dat;
 
 use dpdk_roce::config::faults::FaultConfig;
@@ -242,37 +244,6 @@ pub fn poll_until<T>(
             return Err(format!("timed out waiting for {what}"));
         }
     }
-}
-
-/// The side this process plays, as perftest decides it: a server address (positional as
-/// perftest takes it, `ib_write_lat 10.0.0.1`, or `--server-ip`) or `--client` makes the
-/// client; with neither it is the server, perftest's program without an address. `--server`
-/// says so explicitly and may come with `--server-ip` (scripts/run-pair.sh gives both sides
-/// the same arguments), never with a positional address. On return exactly one of `server`
-/// and `client` is set.
-pub fn role(
-    addr: Option<std::net::IpAddr>,
-    server: &mut bool,
-    server_ip: &mut Option<std::net::IpAddr>,
-    client: &mut bool,
-) -> Result<(), String> {
-    if let Some(a) = addr {
-        if *server {
-            return Err("a server address makes this side the client: drop --server".into());
-        }
-        if server_ip.is_some_and(|s| s != a) {
-            return Err(format!(
-                "two server addresses: {a} and --server-ip {server_ip:?}"
-            ));
-        }
-        *server_ip = Some(a);
-        *client = true;
-    }
-    if !*server && !*client {
-        *client = server_ip.is_some();
-    }
-    *server = !*client;
-    Ok(())
 }
 
 /// One line of `--stages` output: mean nanoseconds per event of each stage.
