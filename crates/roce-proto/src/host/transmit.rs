@@ -87,129 +87,147 @@ impl<M: Memory> Host<M> {
             let Some(qpn) = self.work.tx_ready.pop_front() else {
                 break;
             };
-            let Some(e) = self.qps.get_mut(&qpn) else {
-                continue;
-            };
-            let Some(dst) = e.peer else {
-                // Not connected: nothing can be sent; `connect`/`accept` touch it again.
-                e.tx_queued = false;
-                continue;
-            };
-            let routed = e.route.as_ref().is_some_and(|r| {
-                r.leads_to(dst, e.qp.attr().dest_qpn) && self.net.route_valid(r, now)
-            });
-            if !routed && self.net.lookup(dst).is_none() {
-                // Start (or keep) resolving; the QP's packets wait for the neighbour layer.
-                self.work.arp_wait.push(qpn);
-                let _ = self.net.resolve(now, dst);
-                if self.arp_into(now, out) {
-                    return Some(TxOut::Whole);
-                }
-                continue;
+            if let Some(kind) = self.qp_frame_into(now, qpn, out, &mut pinned) {
+                return Some(kind);
             }
-            // The entry looked up above serves the first frame; it is looked up again only
-            // after a packet that could not be built. The route checked above stays valid for
-            // the first frame (polling the QP changes neither it, the peer nor the neighbour
-            // layer); later ones check it again.
-            let mut e = e;
-            let mut checked_fresh = routed;
-            // Header prediction on send: a new WRITE Only (not for the pinned path) is written
-            // from its BTH and RETH straight into the frame, along the route checked above.
-            let fast_max = match pinned.as_ref() {
-                Some((_, min)) => u32::try_from(*min).unwrap_or(u32::MAX).saturating_sub(1),
-                None => u32::MAX,
-            };
-            if self.predict && routed {
-                if let Some(w) = e.qp.next_write_only(now, fast_max) {
-                    // It completes nothing (no `polled`): only its bookkeeping follows.
-                    let awaited = e.qp.take_awaited();
-                    let more = e.qp.has_output();
-                    if !more {
-                        e.tx_queued = false;
-                    }
-                    self.work.timer_changed(e);
-                    let mut b = FrameBuilder {
-                        mem: &self.mem,
-                        net: &mut self.net,
-                        stats: &mut self.stats,
-                    };
-                    if let Some(route) = e.route.as_ref() {
-                        if b.build_write_only(route, &w, out) {
-                            if more {
-                                self.work.tx_ready.push_back(qpn);
-                            }
-                            self.awaited = awaited;
-                            return Some(TxOut::Whole);
-                        }
-                    }
-                    // Dropped and counted: its next packet, if any, by the general path.
-                    checked_fresh = false;
-                }
+        }
+        None
+    }
+
+    /// QP `qpn`'s turn on the line: its next packet built into `out` (headers there and the
+    /// payload pinned when `pinned` takes it), by header prediction for a new WRITE Only, else
+    /// by the general path. `None` when it has nothing to send, waits for its neighbour, or
+    /// each packet it had was dropped (counted). The QP goes back to the end of the line when
+    /// it has more. One lookup of the QP per turn, again only after a dropped packet.
+    #[inline]
+    fn qp_frame_into<B: FrameBuf + ?Sized>(
+        &mut self,
+        now: Instant,
+        qpn: u32,
+        out: &mut B,
+        pinned: &mut Option<(&mut PinnedTx, usize)>,
+    ) -> Option<TxOut> {
+        let e = self.qps.get_mut(&qpn)?;
+        let Some(dst) = e.peer else {
+            // Not connected: nothing can be sent; `connect`/`accept` touch it again.
+            e.tx_queued = false;
+            return None;
+        };
+        let routed = e
+            .route
+            .as_ref()
+            .is_some_and(|r| r.leads_to(dst, e.qp.attr().dest_qpn) && self.net.route_valid(r, now));
+        if !routed && self.net.lookup(dst).is_none() {
+            // Start (or keep) resolving; the QP's packets wait for the neighbour layer.
+            self.work.arp_wait.push(qpn);
+            let _ = self.net.resolve(now, dst);
+            if self.arp_into(now, out) {
+                return Some(TxOut::Whole);
             }
-            loop {
-                let dest_qpn = e.qp.attr().dest_qpn;
-                let polled = e.qp.poll_transmit(now);
+            return None;
+        }
+        // The entry looked up above serves the first frame; it is looked up again only
+        // after a packet that could not be built. The route checked above stays valid for
+        // the first frame (polling the QP changes neither it, the peer nor the neighbour
+        // layer); later ones check it again.
+        let mut e = e;
+        let mut checked_fresh = routed;
+        // Header prediction on send: a new WRITE Only (not for the pinned path) is written
+        // from its BTH and RETH straight into the frame, along the route checked above.
+        let fast_max = match pinned.as_ref() {
+            Some((_, min)) => u32::try_from(*min).unwrap_or(u32::MAX).saturating_sub(1),
+            None => u32::MAX,
+        };
+        if self.predict && routed {
+            if let Some(w) = e.qp.next_write_only(now, fast_max) {
+                // It completes nothing (no `polled`): only its bookkeeping follows.
                 let awaited = e.qp.take_awaited();
-                self.work.polled(qpn, e);
-                let Some(tx) = polled.as_ref() else {
-                    e.tx_queued = false;
-                    break;
-                };
-                // A QP with nothing more leaves the line now, so the caller's next
-                // `has_output` is false and no empty transmit poll follows this frame.
                 let more = e.qp.has_output();
                 if !more {
                     e.tx_queued = false;
                 }
                 self.work.timer_changed(e);
-                // The QP's cached route, rebuilt when the neighbour layer says it is stale
-                // (a failure leaves none: `build_frame` then counts the packet as unroutable).
-                let fresh = checked_fresh
-                    || e.route
-                        .as_ref()
-                        .is_some_and(|r| r.leads_to(dst, dest_qpn) && self.net.route_valid(r, now));
-                checked_fresh = false;
-                if !fresh {
-                    e.route = self.net.route(now, dst, qpn, dest_qpn).ok();
-                }
-                // Built from the host's other parts while the entry (its route) stays borrowed.
                 let mut b = FrameBuilder {
                     mem: &self.mem,
                     net: &mut self.net,
                     stats: &mut self.stats,
                 };
-                let pinned_built = match pinned.as_mut() {
-                    Some((p, min))
-                        if tx.payload.len() >= *min && tx.payload.len() <= ZERO_PAYLOAD.len() =>
-                    {
-                        b.build_pinned(now, dst, qpn, dest_qpn, tx, out, p)
+                if let Some(route) = e.route.as_ref() {
+                    if b.build_write_only(route, &w, out) {
+                        if more {
+                            self.work.tx_ready.push_back(qpn);
+                        }
+                        self.awaited = awaited;
+                        return Some(TxOut::Whole);
                     }
-                    _ => None,
-                };
-                let out_kind = match pinned_built {
-                    Some(true) => Some(TxOut::Pinned),
-                    Some(false) => None,
-                    None => {
-                        let body = Body::Gather(&tx.payload);
-                        let to = To::Route(dst, e.route.as_ref());
-                        b.build_frame(now, to, qpn, dest_qpn, &tx.headers, body, out)
-                            .then_some(TxOut::Whole)
-                    }
-                };
-                if let Some(kind) = out_kind {
-                    // It may have more: back to the end of the line.
-                    if more {
-                        self.work.tx_ready.push_back(qpn);
-                    }
-                    self.awaited = awaited;
-                    return Some(kind);
                 }
-                // Dropped and counted: its next packet, if any.
-                let Some(again) = self.qps.get_mut(&qpn) else {
-                    break;
-                };
-                e = again;
+                // Dropped and counted: its next packet, if any, by the general path.
+                checked_fresh = false;
             }
+        }
+        loop {
+            let dest_qpn = e.qp.attr().dest_qpn;
+            let polled = e.qp.poll_transmit(now);
+            let awaited = e.qp.take_awaited();
+            self.work.polled(qpn, e);
+            let Some(tx) = polled.as_ref() else {
+                e.tx_queued = false;
+                break;
+            };
+            // A QP with nothing more leaves the line now, so the caller's next
+            // `has_output` is false and no empty transmit poll follows this frame.
+            let more = e.qp.has_output();
+            if !more {
+                e.tx_queued = false;
+            }
+            self.work.timer_changed(e);
+            // The QP's cached route, rebuilt when the neighbour layer says it is stale
+            // (a failure leaves none: `build_frame` then counts the packet as unroutable).
+            let fresh = checked_fresh
+                || e.route
+                    .as_ref()
+                    .is_some_and(|r| r.leads_to(dst, dest_qpn) && self.net.route_valid(r, now));
+            checked_fresh = false;
+            if !fresh {
+                e.route = self.net.route(now, dst, qpn, dest_qpn).ok();
+            }
+            // Built from the host's other parts while the entry (its route) stays borrowed.
+            let mut b = FrameBuilder {
+                mem: &self.mem,
+                net: &mut self.net,
+                stats: &mut self.stats,
+            };
+            let pinned_built = match pinned.as_mut() {
+                Some((p, min))
+                    if tx.payload.len() >= *min && tx.payload.len() <= ZERO_PAYLOAD.len() =>
+                {
+                    b.build_pinned(now, dst, qpn, dest_qpn, tx, out, p)
+                }
+                _ => None,
+            };
+            let out_kind = match pinned_built {
+                Some(true) => Some(TxOut::Pinned),
+                Some(false) => None,
+                None => {
+                    let body = Body::Gather(&tx.payload);
+                    let to = To::Route(dst, e.route.as_ref());
+                    b.build_frame(now, to, qpn, dest_qpn, &tx.headers, body, out)
+                        .then_some(TxOut::Whole)
+                }
+            };
+            if let Some(kind) = out_kind {
+                // It may have more: back to the end of the line.
+                if more {
+                    self.work.tx_ready.push_back(qpn);
+                }
+                self.awaited = awaited;
+                return Some(kind);
+            }
+            // Dropped and counted: its next packet, if any.
+            let Some(again) = self.qps.get_mut(&qpn) else {
+                break;
+            };
+            e = again;
         }
         None
     }
