@@ -3,9 +3,6 @@
 //! IA its connection management. Each counts since the EP or IA was made or last reset
 //! (the query's `reset`); the C layer maps the fields onto the `DCNT_*` indices.
 
-use super::ep::Ep;
-use super::error::DatError;
-use super::ia::Ia;
 use crate::cm::CmStats;
 use crate::transport::types::SendOp;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -252,7 +249,7 @@ pub(crate) struct ObjectCounts {
 
 impl ObjectCounts {
     /// `c` with the object counts filled in.
-    fn fill(&self, c: &mut IaCounters) {
+    pub(crate) fn fill(&self, c: &mut IaCounters) {
         (c.pz_create, c.pz_free) = self.pz.read();
         (c.lmr_create, c.lmr_free) = self.lmr.read();
         (c.rmr_create, c.rmr_free) = self.rmr.read();
@@ -291,42 +288,5 @@ impl From<CmStats> for IaCounters {
             unexpected: s.malformed + s.unmatched,
             ..IaCounters::default()
         }
-    }
-}
-
-impl Ep {
-    /// The EP's counters since it was created or last reset; `reset` starts them again.
-    pub fn counters(&self, reset: bool) -> EpCounters {
-        let mut c = self.inner.lock();
-        let d = &c.counters;
-        let now = EpCounters {
-            recv: d.recv_plain.load(Ordering::Relaxed),
-            recv_data: d.recv_plain_bytes.load(Ordering::Relaxed),
-            recv_imm: d.recv_imm.load(Ordering::Relaxed),
-            recv_imm_data: d.recv_imm_bytes.load(Ordering::Relaxed),
-            recv_rdma_imm: d.recv_rdma_imm.load(Ordering::Relaxed),
-            recv_rdma_imm_data: d.recv_rdma_imm_bytes.load(Ordering::Relaxed),
-            ..c.posts
-        };
-        let out = now.since(&c.counters_base);
-        if reset {
-            c.counters_base = now;
-        }
-        out
-    }
-}
-
-impl Ia {
-    /// The connection-management and object counters since the IA was opened or last reset;
-    /// `reset` starts them again (for this IA only).
-    pub fn counters(&self, reset: bool) -> Result<IaCounters, DatError> {
-        let mut now = IaCounters::from(self.inner.engine.with_host(0, |h| h.cm().stats())?);
-        self.inner.objects.fill(&mut now);
-        let mut base = self.inner.lock_counters_base();
-        let out = now.since(&base);
-        if reset {
-            *base = now;
-        }
-        Ok(out)
     }
 }

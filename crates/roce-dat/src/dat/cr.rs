@@ -6,7 +6,8 @@
 
 use super::conn_qual::ConnQual;
 use super::context::ConsumerContext;
-use super::ep::{Ep, EpInner, EpState};
+use super::ep::{Ep, EpInner};
+use super::ep_state::EpState;
 use super::error::{DatError, Refused};
 use super::ia::IaInner;
 use crate::cm::{AcceptParams, CmId};
@@ -206,7 +207,7 @@ impl Cr {
     }
 
     fn accept_on(mut self, ep: &Arc<EpInner>, private_data: &[u8]) -> Result<(), Refused<Cr>> {
-        if let Err(error) = super::ia_attr::check_private_data(private_data, 3) {
+        if let Err(error) = super::limits::check_private_data(private_data, 3) {
             return self.refuse(error);
         }
         if !Arc::ptr_eq(ep.ia(), &self.ia) {
@@ -254,7 +255,7 @@ impl Cr {
     /// is; a rejection the engine could not send ends the request all the same
     /// ([`RejectError::Ended`]).
     pub fn reject(mut self, private_data: &[u8]) -> Result<(), RejectError> {
-        if let Err(error) = super::ia_attr::check_private_data(private_data, 2) {
+        if let Err(error) = super::limits::check_private_data(private_data, 2) {
             return self.refuse(error).map_err(RejectError::Pending);
         }
         self.answered = true;

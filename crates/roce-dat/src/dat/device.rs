@@ -40,7 +40,7 @@ pub(crate) struct Device {
     /// (dat_rsp_create).
     pub rsps: Mutex<HashMap<u16, (ConnQual, Weak<EpInner>)>>,
     /// Public service points by CM port (dat_cr_handoff, provider-created EPs).
-    pub psps: Mutex<HashMap<u16, super::psp::Listener>>,
+    pub psps: Mutex<HashMap<u16, super::listener::Listener>>,
     /// Where dat_psp_create_any starts looking for a free qualifier.
     pub next_any_qual: AtomicU32,
     /// The DPDK port of a profile's device (none for an IA on caller-started queues); its
@@ -102,7 +102,7 @@ impl Device {
         self.rsps.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn lock_psps(&self) -> MutexGuard<'_, HashMap<u16, super::psp::Listener>> {
+    pub fn lock_psps(&self) -> MutexGuard<'_, HashMap<u16, super::listener::Listener>> {
         self.psps.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -15,10 +15,10 @@ use super::error::{AccessKind, DatError, HandleKind};
 use super::evd::{ConnectionEventKind, Evd, EvdInner};
 use super::evd_streams::Stream;
 use super::ia::{Ia, IaInner};
-use super::ia_attr;
-use super::lmr::{LmrTriplet, RmrTriplet};
+use super::limits;
 use super::pz::{Pz, PzInner};
 use super::srq::{Srq, SrqInner};
+use super::triplet::{LmrTriplet, RmrTriplet};
 use crate::cm::ConnectParams;
 use crate::engine::runtime::{shard_of_qpn, DtoCounters, QpRoute};
 use crate::host::QpOptions;
@@ -33,35 +33,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 pub use super::ep_attr::EpParamMask;
-
-/// EP states (DAT_EP_STATE_*, dat_ep_get_status(3DAT)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EpState {
-    /// DAT_EP_STATE_UNCONNECTED: created (dat_ep_create(3DAT)) or reset, ready to connect or
-    /// to accept a request.
-    Unconnected,
-    /// Bound to a reserved service point (dat_rsp_create).
-    Reserved,
-    /// A connection request arrived for this EP (RSP) and is not answered yet.
-    PassiveConnectionPending,
-    /// DAT_EP_STATE_ACTIVE_CONNECTION_PENDING: [`Ep::connect`] sent a request; the outcome
-    /// comes on the connection EVD.
-    ActiveConnectionPending,
-    /// A provider-created EP of a connection request not answered yet.
-    TentativeConnectionPending,
-    /// Passive side after dat_cr_accept, before ESTABLISHED
-    /// (DAT_EP_STATE_COMPLETION_PENDING).
-    CompletionPending,
-    /// DAT_EP_STATE_CONNECTED: `Established` was dequeued from the connection EVD; DTOs flow.
-    Connected,
-    /// DAT_EP_STATE_DISCONNECT_PENDING: [`Ep::disconnect`] started the teardown, the
-    /// `Disconnected` event is not dequeued yet.
-    DisconnectPending,
-    /// DAT_EP_STATE_DISCONNECTED: the connection is down (disconnected, rejected, broken,
-    /// unreachable or timed out); outstanding DTOs flushed. [`Ep::reset`] makes it
-    /// UNCONNECTED again.
-    Disconnected,
-}
+pub use super::ep_state::EpState;
 
 /// Mutable part of an EP.
 pub(crate) struct EpCore {
@@ -153,8 +125,8 @@ pub(crate) fn check_attr(attr: &EpAttr, srq: bool, arg: u8) -> Result<(), DatErr
     }
     if attr.max_request_dtos == 0
         || (!srq && attr.max_recv_dtos == 0)
-        || attr.max_request_dtos > ia_attr::MAX_DTO_PER_EP
-        || attr.max_recv_dtos > ia_attr::MAX_DTO_PER_EP
+        || attr.max_request_dtos > limits::MAX_DTO_PER_EP
+        || attr.max_recv_dtos > limits::MAX_DTO_PER_EP
     {
         return bad("DTO counts outside 1..=max_dto_per_ep");
     }
@@ -163,8 +135,8 @@ pub(crate) fn check_attr(attr: &EpAttr, srq: bool, arg: u8) -> Result<(), DatErr
     {
         return bad("sizes above the IA's maximum");
     }
-    if u32::from(attr.max_rdma_read_in) > ia_attr::MAX_RDMA_READ_PER_EP
-        || u32::from(attr.max_rdma_read_out) > ia_attr::MAX_RDMA_READ_PER_EP
+    if u32::from(attr.max_rdma_read_in) > limits::MAX_RDMA_READ_PER_EP
+        || u32::from(attr.max_rdma_read_out) > limits::MAX_RDMA_READ_PER_EP
     {
         return bad("RDMA reads above the IA's maximum");
     }
@@ -359,7 +331,7 @@ impl Ep {
             }
         }
         if let Some(e) = connect_evd {
-            if !e.flags().contains(super::evd::EvdFlags::CONNECTION) {
+            if !e.flags().contains(super::evd_flags::EvdFlags::CONNECTION) {
                 return Err(DatError::InvalidArg {
                     arg: 5,
                     what: "connect EVD without CONNECTION flag",
@@ -375,7 +347,7 @@ impl Ep {
             }
         }
         check_attr(&attr, srq.is_some(), attr_arg)?;
-        if ia.lock_eps().len() >= ia_attr::MAX_EPS as usize {
+        if ia.lock_eps().len() >= limits::MAX_EPS as usize {
             return Err(DatError::InsufficientResources(
                 "the IA's max_eps EPs exist".into(),
             ));
@@ -532,7 +504,7 @@ impl Ep {
         if c.state != EpState::Unconnected {
             return Err(state_error(c.state));
         }
-        super::ia_attr::check_private_data(private_data, 5)?;
+        super::limits::check_private_data(private_data, 5)?;
         let ia = &self.inner.ia;
         let mut p = ConnectParams::new(remote, conn_qual, c.qpn, Psn::new(ia.next_psn()));
         p.src_port = ia.next_src_port();
@@ -559,7 +531,8 @@ impl Ep {
         if c.attr.qos == qos {
             return Ok(());
         }
-        let states = super::ep_modify::modifiable_states(super::EpParamMask::QOS).unwrap_or(&[]);
+        let states =
+            super::ep_modifiable::modifiable_states(super::EpParamMask::QOS).unwrap_or(&[]);
         if !states.contains(&c.state) {
             return Err(state_error(c.state));
         }
@@ -616,7 +589,7 @@ impl Ep {
                 what: "dup EP of another IA",
             });
         }
-        super::ia_attr::check_private_data(private_data, 4)?;
+        super::limits::check_private_data(private_data, 4)?;
         let Some((remote, qual)) = dup.remote() else {
             return Err(DatError::InvalidArg {
                 arg: 2,

@@ -16,12 +16,16 @@
 //! A parameter in a state that does not allow it is DAT_INVALID_STATE (EP state subtype).
 //! Nothing changes unless the whole call succeeds, and only masked parameters change.
 
-use super::ep::{attach_streams, check_attr, detach_streams, state_error, Ep, EpState};
+use super::ep::{attach_streams, check_attr, detach_streams, state_error, Ep};
 use super::ep_attr::{EpAttr, EpParamMask};
+use super::ep_modifiable::UNMODIFIABLE;
 use super::error::{DatError, HandleKind};
-use super::evd::{Evd, EvdFlags};
+use super::evd::Evd;
+use super::evd_flags::EvdFlags;
 use super::pz::Pz;
 use std::sync::Arc;
+
+pub use super::ep_modifiable::modifiable_states;
 
 /// The consumer-requested parameters of `dat_ep_modify` (DAT_EP_PARAM: the modifiable part);
 /// only the fields the mask names are read. An EVD of `None` is DAT_HANDLE_NULL.
@@ -51,47 +55,6 @@ pub struct EpParam<'a> {
     /// DAT_EP_ATTR.num_provider_attr (`NUM_PROVIDER_ATTR`): only 0, this provider has no
     /// provider-specific attributes.
     pub num_provider_attr: u32,
-}
-
-/// Parameters that cannot be modified in any state.
-const UNMODIFIABLE: EpParamMask = EpParamMask::IA_HANDLE
-    .union(EpParamMask::EP_STATE)
-    .union(EpParamMask::COMM)
-    .union(EpParamMask::LOCAL_IA_ADDRESS)
-    .union(EpParamMask::LOCAL_PORT_QUAL)
-    .union(EpParamMask::REMOTE_IA_ADDRESS)
-    .union(EpParamMask::REMOTE_PORT_QUAL)
-    .union(EpParamMask::SRQ_HANDLE);
-
-/// The quiescent states (PZ).
-const QUIESCENT: &[EpState] = &[EpState::Unconnected, EpState::TentativeConnectionPending];
-/// Before a connection is requested or accepted.
-const BEFORE_CONNECTION: &[EpState] = &[
-    EpState::Unconnected,
-    EpState::Reserved,
-    EpState::PassiveConnectionPending,
-    EpState::TentativeConnectionPending,
-];
-/// Transport/provider-specific attributes.
-const UNCONNECTED_ONLY: &[EpState] = &[EpState::Unconnected];
-
-/// The states in which the parameter `field` (one bit) may change; `None`: never.
-pub fn modifiable_states(field: EpParamMask) -> Option<&'static [EpState]> {
-    if UNMODIFIABLE.intersects(field) {
-        return None;
-    }
-    if field == EpParamMask::PZ_HANDLE {
-        return Some(QUIESCENT);
-    }
-    if field.intersects(
-        EpParamMask::NUM_TRANSPORT_ATTR
-            | EpParamMask::TRANSPORT_SPECIFIC_ATTR
-            | EpParamMask::NUM_PROVIDER_ATTR
-            | EpParamMask::PROVIDER_SPECIFIC_ATTR,
-    ) {
-        return Some(UNCONNECTED_ONLY);
-    }
-    Some(BEFORE_CONNECTION)
 }
 
 impl Ep {

@@ -6,7 +6,7 @@
 use super::ep::Ep;
 use super::ep_attr::CompletionFlags;
 use super::error::{AccessKind, DatError};
-use super::lmr::{LmrTriplet, RmrTriplet};
+use super::triplet::{LmrTriplet, RmrTriplet};
 use crate::mem::access::Access;
 use crate::transport::types::SendOp;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! one `DAT_RETURN` value, type and subtype ([`DatError::code`], built from the `dat-sys`
 //! constants), so the C ABI only calls `code()`.
 
-use super::ep::EpState;
+use super::ep_state::EpState;
 use dat_sys as sys;
 
 /// Handle types (DAT_INVALID_HANDLE subtypes, dat_error.h): which kind of handle argument

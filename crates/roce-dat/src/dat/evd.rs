@@ -22,34 +22,11 @@ use crate::engine::event_queue::GatedWaitError;
 use crate::engine::runtime::{AsyncEvent, ConnEvent, Event, EventSink};
 use crate::transport::types::{WcOpcode, WcStatus};
 use crate::wire::cm_msg::RejReason;
-use bitflags::bitflags;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-bitflags! {
-    /// Event streams an EVD accepts (DAT_EVD_*_FLAG, with the DAT values).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub struct EvdFlags: u32 {
-        /// DAT_EVD_SOFTWARE_FLAG: software events posted with [`Evd::post_se`].
-        const SOFTWARE = 0x001;
-        /// DAT_EVD_CR_FLAG: connection requests of the PSPs and RSPs that name this EVD
-        /// ([`DatEvent::ConnectionRequest`]).
-        const CR = 0x010;
-        /// DAT_EVD_DTO_FLAG: DTO completions of the EPs that use it as receive or request
-        /// EVD ([`DatEvent::Dto`]).
-        const DTO = 0x020;
-        /// DAT_EVD_CONNECTION_FLAG: connection events of the EPs that use it as connection
-        /// EVD ([`DatEvent::Connection`]); dat_ep_create(3DAT) requires it there.
-        const CONNECTION = 0x040;
-        /// DAT_EVD_RMR_BIND_FLAG: RMR bind completions (they arrive on the EP's request EVD
-        /// as [`DatEvent::Dto`] with opcode `BindMw`).
-        const RMR_BIND = 0x080;
-        /// DAT_EVD_ASYNC_FLAG: asynchronous errors ([`DatEvent::Async`]); the IA's own
-        /// [`Ia::async_evd`] has it.
-        const ASYNC = 0x100;
-    }
-}
+pub use super::evd_flags::EvdFlags;
 
 /// A DTO completion (DAT_DTO_COMPLETION_EVENT).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -224,7 +201,7 @@ impl Evd {
     /// [`check_evd_qlen`](super::ia_attr::check_evd_qlen)), no stream or
     /// [`EvdFlags::ASYNC`] (argument 4: the IA's one async EVD is made by dat_ia_open).
     pub fn create(ia: &Ia, size: usize, flags: EvdFlags) -> Result<Evd, DatError> {
-        super::ia_attr::check_evd_qlen(size, 2)?;
+        super::limits::check_evd_qlen(size, 2)?;
         if flags.is_empty() || flags.contains(EvdFlags::ASYNC) {
             return Err(DatError::InvalidArg {
                 arg: 4,
@@ -286,7 +263,7 @@ impl Evd {
     /// DAT_INVALID_STATE when more events are queued than `size` holds, DAT_INVALID_PARAMETER
     /// (argument 2) outside 1..=max_evd_qlen, as [`Evd::create`].
     pub fn resize(&self, size: usize) -> Result<(), DatError> {
-        super::ia_attr::check_evd_qlen(size, 2)?;
+        super::limits::check_evd_qlen(size, 2)?;
         self.inner.sink.queue.resize(size).map_err(|queued| {
             DatError::InvalidState(format!("{queued} events queued, more than {size}"))
         })

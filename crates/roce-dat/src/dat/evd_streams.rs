@@ -7,7 +7,7 @@
 //!   (no request completions, no other event streams).
 
 use super::ep_attr::CompletionFlags;
-use super::evd::EvdFlags;
+use super::evd_flags::EvdFlags;
 
 /// The two DTO completion streams of an EP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

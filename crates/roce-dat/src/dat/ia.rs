@@ -5,7 +5,8 @@
 
 use super::device::Device;
 use super::error::{DatError, HandleKind, Refused, StateKind};
-use super::evd::{Evd, EvdFlags};
+use super::evd::Evd;
+use super::evd_flags::EvdFlags;
 use super::memory::SharedMemory;
 use super::port_io::PortIo;
 use crate::config::faults::FaultConfig;
@@ -59,7 +60,7 @@ pub(crate) struct IaInner {
     pub async_sink: Arc<EventSink>,
     /// Bound RMRs of this IA by `rmr_context` (dat_ep_post_rdma_read_to_rmr resolves its
     /// local RMR triplet here).
-    pub windows: Mutex<HashMap<u32, super::rmr::WindowSink>>,
+    pub windows: Mutex<HashMap<u32, super::window_sink::WindowSink>>,
     /// The CM counters at the IA's open or last reset ([`Ia::counters`]).
     pub counters_base: Mutex<super::counters::IaCounters>,
     /// Its objects made and ended ([`Ia::counters`]).
@@ -75,7 +76,7 @@ impl std::ops::Deref for IaInner {
 }
 
 impl IaInner {
-    pub fn lock_windows(&self) -> MutexGuard<'_, HashMap<u32, super::rmr::WindowSink>> {
+    pub fn lock_windows(&self) -> MutexGuard<'_, HashMap<u32, super::window_sink::WindowSink>> {
         self.windows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -178,7 +179,7 @@ impl Ia {
         let async_sink = match shared {
             Some(evd) => evd.inner.sink.clone(),
             None => {
-                let sink = EventSink::new(super::ia_attr::DEFAULT_ASYNC_EVD_QLEN);
+                let sink = EventSink::new(super::limits::DEFAULT_ASYNC_EVD_QLEN);
                 // The device's own events (ARP, address conflicts) reach every async EVD once.
                 dev.engine.async_listeners().add(&sink);
                 sink
@@ -340,7 +341,7 @@ impl Ia {
     /// ([`ia_attr::async_evd_qlen`](super::ia_attr::async_evd_qlen): never fewer than its
     /// default, DAT_INVALID_PARAMETER of argument 2 outside 1..=max_evd_qlen). It only grows.
     pub fn reserve_async_events(&self, min_qlen: i64) -> Result<(), DatError> {
-        let qlen = super::ia_attr::async_evd_qlen(min_qlen)?;
+        let qlen = super::limits::async_evd_qlen(min_qlen)?;
         if qlen > self.async_evd.size() {
             self.async_evd.resize(qlen)?;
         }

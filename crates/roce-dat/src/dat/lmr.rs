@@ -13,30 +13,7 @@ use crate::mem::access::Access;
 use crate::mem::{MrError, Region};
 use std::sync::Arc;
 
-/// An LMR triplet (DAT_LMR_TRIPLET): local memory of a DTO, one segment of its IOV. It must
-/// lie inside the LMR `lmr_context` names ([`Lmr::triplet`] makes one).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LmrTriplet {
-    /// The LMR's L_Key ([`Lmr::lmr_context`]).
-    pub lmr_context: u32,
-    /// Start of the segment in the LMR's address space ([`Lmr::address`] plus an offset).
-    pub virtual_address: u64,
-    /// Length of the segment, in bytes.
-    pub segment_length: u32,
-}
-
-/// An RMR triplet (DAT_RMR_TRIPLET): remote memory of an RDMA operation, as the peer
-/// advertised it ([`Lmr::rmr_triplet`] makes one on the peer's side).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RmrTriplet {
-    /// The peer's R_Key: the `rmr_context` of its LMR or of an RMR bound over it.
-    pub rmr_context: u32,
-    /// Start of the range in the peer's address space (DAT 2.0 `virtual_address`; DAT 1.x
-    /// called it `target_address`).
-    pub target_address: u64,
-    /// Length of the range, in bytes.
-    pub segment_length: u32,
-}
+pub use super::triplet::{LmrTriplet, RmrTriplet};
 
 /// What dat_lmr_query reports (DAT_LMR_PARAM).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,7 +114,7 @@ impl Lmr {
     /// Allocates and registers `len` zeroed bytes in `pz` with `access` rights; a length
     /// outside 1..=max_lmr_block_size is DAT_LENGTH_ERROR ([`super::ia_attr::check_lmr_length`]).
     pub fn create(pz: &Pz, len: usize, access: Access) -> Result<Lmr, DatError> {
-        let len = super::ia_attr::check_lmr_length(len as u64)?;
+        let len = super::limits::check_lmr_length(len as u64)?;
         let region = pz
             .inner
             .ia

@@ -4,7 +4,7 @@
 
 use super::ep_attr::CompletionFlags;
 use super::ia::Ia;
-use super::ia_attr::MAX_PRIVATE_DATA_SIZE;
+use super::limits::MAX_PRIVATE_DATA_SIZE;
 
 /// What [`Ia::provider_attr`] reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,10 +5,12 @@
 use super::conn_qual::ConnQual;
 use super::context::ConsumerContext;
 use super::error::{DatError, HandleKind};
-use super::evd::{Evd, EvdFlags, EvdInner};
+use super::evd::{Evd, EvdInner};
+use super::evd_flags::EvdFlags;
 use super::ia::Ia;
-use super::pz::{Pz, PzInner};
-use std::sync::{Arc, Weak};
+use super::listener::Listener;
+use super::pz::Pz;
+use std::sync::Arc;
 
 /// DAT_PSP_FLAGS (dat_psp_create(3DAT)): who provides the EP of a request.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -21,14 +23,6 @@ pub enum PspFlag {
     /// with dat_ep_modify); the request names it ([`Cr::provider_ep`](super::Cr::provider_ep)),
     /// and a rejected request takes it along.
     Provider,
-}
-
-/// What the IA knows of a listening PSP, by CM port.
-pub(crate) struct Listener {
-    pub qual: ConnQual,
-    pub evd: Weak<EvdInner>,
-    /// [`PspFlag::Provider`]: the PZ of the EPs made for its requests.
-    pub provider_pz: Option<Arc<PzInner>>,
 }
 
 /// A listening service point.

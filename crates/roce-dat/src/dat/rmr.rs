@@ -20,27 +20,17 @@ use super::context::ConsumerContext;
 use super::ep::{Ep, EpInner};
 use super::ep_attr::CompletionFlags;
 use super::error::{DatError, HandleKind};
-use super::lmr::{Lmr, LmrTriplet, Registered};
+use super::lmr::{Lmr, Registered};
 use super::mem_priv::MemPriv;
 use super::pz::{Pz, PzInner};
+use super::triplet::LmrTriplet;
+use super::window_sink::WindowSink;
 use crate::engine::deregister::Deregister;
 use crate::engine::runtime::Event;
 use crate::mem::access::Access;
 use crate::mem::{MrError, Region};
 use crate::transport::types::{WcOpcode, WcStatus, WorkCompletion};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-
-/// What a bound RMR's `rmr_context` resolves to for dat_ep_post_rdma_read_to_rmr: the bound
-/// range of its LMR, the RMR's rights and the EP it is confined to, if any.
-#[derive(Clone, Debug)]
-pub(crate) struct WindowSink {
-    /// The window's own L_Key (to see whether the R_Key is still valid).
-    pub window_lkey: u32,
-    pub pz_id: u32,
-    pub triplet: LmrTriplet,
-    pub access: Access,
-    pub ep: Option<Weak<EpInner>>,
-}
 
 /// The rights a window can grant: remote ones (its local use is the LMR's own).
 pub const REMOTE_RIGHTS: Access = Access::REMOTE_READ

@@ -7,9 +7,11 @@
 
 use super::conn_qual::ConnQual;
 use super::context::ConsumerContext;
-use super::ep::{state_error, Ep, EpInner, EpState};
+use super::ep::{state_error, Ep, EpInner};
+use super::ep_state::EpState;
 use super::error::{DatError, HandleKind};
-use super::evd::{Evd, EvdFlags, EvdInner};
+use super::evd::{Evd, EvdInner};
+use super::evd_flags::EvdFlags;
 use super::ia::Ia;
 use std::sync::Arc;
 

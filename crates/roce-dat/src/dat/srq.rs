@@ -12,8 +12,8 @@
 use super::context::ConsumerContext;
 use super::error::{DatError, Refused};
 use super::ia::IaInner;
-use super::lmr::LmrTriplet;
 use super::pz::{Pz, PzInner};
+use super::triplet::LmrTriplet;
 use crate::transport::types::{RecvWr, Sge, MAX_SGE};
 use std::sync::Arc;
 
@@ -61,7 +61,7 @@ impl Srq {
     /// Creates an SRQ of `max_recv_dtos` receives (1..=`max_recv_per_srq`) of at most
     /// `max_recv_iov` segments (1..=the IA's) in `pz`.
     pub fn create(pz: &Pz, max_recv_dtos: u32, max_recv_iov: u32) -> Result<Srq, DatError> {
-        if !(1..=super::ia_attr::MAX_DTO_PER_EP).contains(&max_recv_dtos)
+        if !(1..=super::limits::MAX_DTO_PER_EP).contains(&max_recv_dtos)
             || max_recv_iov == 0
             || max_recv_iov as usize > MAX_SGE
         {
@@ -141,7 +141,7 @@ impl Srq {
                 what: "SRQ size 0",
             });
         }
-        if max_recv_dtos > super::ia_attr::MAX_DTO_PER_EP {
+        if max_recv_dtos > super::limits::MAX_DTO_PER_EP {
             // Above the IA's max_recv_per_srq.
             return Err(DatError::InsufficientResources(format!(
                 "SRQ size {max_recv_dtos} above max_recv_per_srq"
