@@ -16,67 +16,19 @@
 //!   the WR in error and move the QP to ERROR.
 //! - Completions are delivered in posting order: only the head of the send queue completes.
 
-use super::qp::{send_completion, Qp, RecvWqe};
-use super::requester::is_rd_atomic;
-use super::requester::MAX_OUTSTANDING_PSNS;
+use super::limits::MAX_OUTSTANDING_PSNS;
+use super::qp::Qp;
+use super::resp_state::KeepResponses;
+use super::scatter::scatter;
 use super::timers::{ack_timeout_duration, rnr_timer_duration, Timer};
-use super::types::{QpState, SendOp, Sge, WcOpcode, WcStatus, WorkCompletion};
-use crate::mem::access::{Access, KeyKind, MemError, MemRef, Memory};
+use super::types::{QpState, SendOp, WcStatus};
+use super::wqe::{is_rd_atomic, send_completion};
+use crate::mem::access::Memory;
 use crate::time::Instant;
 use crate::wire::aeth::{NakCode, Syndrome};
 use crate::wire::opcode::{OpFlags, Opcode};
 use crate::wire::psn::Psn;
 use crate::wire::roce::RocePacket;
-
-/// The flush completion of a receive WQE.
-pub(super) fn flush_status(w: &RecvWqe, qpn: u32) -> WorkCompletion {
-    WorkCompletion {
-        wr_id: w.wr.wr_id,
-        status: WcStatus::WrFlushErr,
-        opcode: WcOpcode::Recv,
-        byte_len: 0,
-        imm_data: None,
-        invalidated_rkey: None,
-        qp_num: qpn,
-        srq: w.srq,
-    }
-}
-
-/// Writes `data` at byte offset `off` of the SGL (local write access).
-pub(super) fn scatter(
-    mem: &mut dyn Memory,
-    pd: u32,
-    sgl: &[Sge],
-    mut off: u64,
-    data: &[u8],
-) -> Result<(), MemError> {
-    let mut pos = 0usize;
-    for s in sgl {
-        if pos == data.len() {
-            break;
-        }
-        let slen = u64::from(s.len);
-        if off >= slen {
-            off -= slen;
-            continue;
-        }
-        let n = ((slen - off) as usize).min(data.len() - pos);
-        let r = MemRef {
-            kind: KeyKind::Local,
-            pd,
-            key: s.lkey,
-            addr: s.addr.checked_add(off).ok_or(MemError::OutOfBounds)?,
-            len: n as u32,
-        };
-        mem.write(&r, Access::LOCAL_WRITE, &data[pos..pos + n])?;
-        pos += n;
-        off = 0;
-    }
-    if pos < data.len() {
-        return Err(MemError::OutOfBounds);
-    }
-    Ok(())
-}
 
 impl Qp {
     /// A response packet (ACK, NAK, READ response, atomic ACK) for this QP's requester.
@@ -482,6 +434,6 @@ impl Qp {
             self.cq
                 .push_back(send_completion(w.wr_id, &w.op, status, 0, self.config.qpn));
         }
-        self.enter_error(super::responder::KeepResponses::None);
+        self.enter_error(KeepResponses::None);
     }
 }

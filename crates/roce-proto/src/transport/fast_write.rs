@@ -8,7 +8,7 @@
 //! message in progress, an access error to NAK) is left unchanged to `handle_packet`.
 
 use super::qp::Qp;
-use super::responder::InMsg;
+use super::resp_state::InMsg;
 use super::types::QpState;
 use crate::mem::access::{Access, KeyKind, MemRef, Memory};
 use crate::time::Instant;

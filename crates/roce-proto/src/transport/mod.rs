@@ -6,23 +6,27 @@ mod completer;
 mod fast_write;
 mod fast_write_request;
 
+mod limits;
 pub mod qp;
+mod req_state;
 mod requester;
+mod resp_state;
 mod responder;
 pub(crate) mod rto;
+mod scatter;
 pub mod snapshot;
 pub mod srq;
 pub mod timers;
 pub mod transmit;
 pub mod types;
 pub mod window;
+mod wqe;
 
 #[cfg(test)]
 mod tests;
 
 pub use fast_write_request::WriteOnlyRequest;
-pub use qp::{Qp, QpStats, MAX_MSG_SIZE};
-pub use requester::{ACK_REQ_EVERY, MAX_OUTSTANDING_PSNS};
-pub use responder::MAX_QUEUED_RESPONSES;
+pub use limits::{ACK_REQ_EVERY, MAX_MSG_SIZE, MAX_OUTSTANDING_PSNS, MAX_QUEUED_RESPONSES};
+pub use qp::{Qp, QpStats};
 pub use srq::{RecvSource, Srq};
 pub use timers::{ack_timeout_duration, rnr_timer_duration};

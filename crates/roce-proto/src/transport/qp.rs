@@ -2,7 +2,9 @@
 //! and receive queues (§10.8), completion ordering (§10.8.5) and the sans-IO driver surface.
 //! The protocol work is split like Linux rxe: `requester.rs` (§9.7.4 requester side: packets
 //! out), `responder.rs` (§9.7.5 responder side: requests in, responses out) and `completer.rs`
-//! (§9.7.4.1 ACK/response processing, retries, completions).
+//! (§9.7.4.1 ACK/response processing, retries, completions). Their state (`req_state.rs`,
+//! `resp_state.rs`) and the vocabulary they share (`wqe.rs`, `scatter.rs`, `limits.rs`) are
+//! leaf files that import none of these four.
 //!
 //! Choices where IB leaves room:
 //! - `post_send` is accepted in RTS and SQD; in SQD the WR is queued and starts after SQD->RTS
@@ -14,9 +16,10 @@
 
 use std::collections::VecDeque;
 
-use super::completer::flush_status;
-use super::requester::{ReqState, SendWqe};
-use super::responder::{KeepResponses, RespState};
+// Public here too: `transport::qp::MAX_MSG_SIZE` was its path before `limits.rs`.
+pub use super::limits::MAX_MSG_SIZE;
+use super::req_state::ReqState;
+use super::resp_state::{KeepResponses, RespState};
 use super::srq::RecvSource;
 use super::timers::{Timer, TimerTable};
 use super::transmit::Transmit;
@@ -24,15 +27,12 @@ use super::types::{
     QpAttr, QpConfig, QpError, QpState, RecvWr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
     MAX_SGE,
 };
+use super::wqe::{flush_status, send_completion, RecvWqe, SendWqe};
 use crate::mem::access::{Access, KeyKind, MemRef, Memory};
 use crate::time::Instant;
 use crate::wire::bth::pkey_match;
 use crate::wire::opcode::{OpFlags, Transport};
 use crate::wire::roce::{RoceHeaders, RocePacket, EXTENSION_HEADERS};
-
-/// Largest message this transport sends or accepts (bytes); keeps a READ's PSN span far
-/// below the 2^23 window at the smallest MTU.
-pub const MAX_MSG_SIZE: u32 = 1 << 30;
 
 /// Counters of one QP.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -170,14 +170,6 @@ impl QpStats {
             *k += 1;
         }
     }
-}
-
-/// A posted receive.
-#[derive(Clone, Debug)]
-pub(super) struct RecvWqe {
-    pub wr: RecvWr,
-    pub len: u64,
-    pub srq: Option<u32>,
 }
 
 /// An RC queue pair.
@@ -671,27 +663,6 @@ pub(super) fn peer_headers(
         pkey,
         ..crate::wire::bth::BthRepr::new(opcode, dest_qp, psn)
     })
-}
-
-/// The completion of a send WR `wr_id` (`op`) with `status` and `byte_len` on QP `qpn`.
-#[inline(always)]
-pub(super) fn send_completion(
-    wr_id: u64,
-    op: &SendOp,
-    status: WcStatus,
-    byte_len: u32,
-    qpn: u32,
-) -> WorkCompletion {
-    WorkCompletion {
-        wr_id,
-        status,
-        opcode: op.wc_opcode(),
-        byte_len,
-        imm_data: op.immediate(),
-        invalidated_rkey: None,
-        qp_num: qpn,
-        srq: None,
-    }
 }
 
 /// Exactly the extension headers the opcode table names are present, and opcodes without a

@@ -5,9 +5,10 @@
 //!   carrying the expected PSN (§9.7.5.2.1), then silent drops until it arrives.
 //! - Duplicates (§9.7.5.1.1): SEND/WRITE are re-ACKed (when AckReq is set) without executing
 //!   again. The re-ACK of a duplicate whose original this responder executed in the same busy
-//!   spell (no [`QUIET_GAP_NS`] between requests since) is an ACK of its own, not merged into the
-//!   original's: the copy came right behind the original (the requester probed a peer that was
-//!   merely slow) and the repeat tells the requester so (`rto.rs`); the re-ACK of an older
+//!   spell (no [`QUIET_GAP_NS`](super::resp_state::QUIET_GAP_NS) between requests since) is an
+//!   ACK of its own, not merged into the original's: the copy came right behind the original
+//!   (the requester probed a peer that was merely slow) and the repeat tells the requester so
+//!   (`rto.rs`); the re-ACK of an older
 //!   one (the original's ACK was lost) merges as any ACK does. A duplicate READ is executed again from the retransmitted request, if it falls in
 //!   one of the last `max_dest_rd_atomic` READs (its queued response restarts, or it goes
 //!   before the responses to later PSNs: one response per READ is queued, in PSN order); a
@@ -24,13 +25,14 @@
 //!   frame (`Shard::poll_holding_acks`); NAKs, atomic ACKs and READ responses always go first.
 //! - READ responses are segmented by path MTU with an AETH on FIRST/LAST/ONLY (§9.7.5.1.6).
 
-use std::collections::VecDeque;
-
-use super::completer::scatter;
-use super::qp::{Qp, RecvWqe, MAX_MSG_SIZE};
+use super::limits::{MAX_MSG_SIZE, MAX_QUEUED_RESPONSES};
+use super::qp::Qp;
+use super::resp_state::{npsn_of, InMsg, KeepResponses, RdEntry, Response};
+use super::scatter::scatter;
 use super::srq::RecvSource;
 use super::transmit::{Payload, Transmit};
 use super::types::{QpState, WcOpcode, WcStatus, WorkCompletion};
+use super::wqe::RecvWqe;
 use crate::mem::access::{Access, AtomicOp, KeyKind, MemError, MemRef, Memory};
 use crate::time::Instant;
 use crate::wire::aeth::{AethRepr, NakCode, Syndrome, CREDITS_UNLIMITED};
@@ -38,263 +40,6 @@ use crate::wire::atomic_ack_eth::AtomicAckEthRepr;
 use crate::wire::opcode::{OpFlags, Opcode};
 use crate::wire::psn::Psn;
 use crate::wire::roce::{RoceHeaders, RocePacket};
-
-/// Most responses (ACK/NAK, READ response streams, atomic ACKs) queued at once; beyond it new
-/// READ/atomic requests are dropped unexecuted and the requester retries.
-pub const MAX_QUEUED_RESPONSES: usize = 64;
-
-/// A response waiting to be sent.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Response {
-    Ack {
-        psn: Psn,
-        msn: u32,
-    },
-    Nak {
-        psn: Psn,
-        syndrome: Syndrome,
-        msn: u32,
-    },
-    Atomic {
-        psn: Psn,
-        orig: u64,
-        msn: u32,
-    },
-    /// A READ response stream: packet `idx` of the responses to a request at `psn`.
-    Read {
-        psn: Psn,
-        va: u64,
-        rkey: u32,
-        len: u32,
-        idx: u32,
-    },
-}
-
-impl Response {
-    /// The PSN it answers (a READ response stream: its request's, where the stream starts).
-    fn psn(&self) -> Psn {
-        match *self {
-            Response::Ack { psn, .. }
-            | Response::Nak { psn, .. }
-            | Response::Atomic { psn, .. }
-            | Response::Read { psn, .. } => psn,
-        }
-    }
-}
-
-/// Requests closer together than this belong to one busy spell of the responder
-/// (`RespState::note_request`): half the requester's shortest probe wait, so a probe that
-/// follows a lost ACK always finds the responder quiet since the original.
-pub const QUIET_GAP_NS: u64 = super::rto::PROBE_FLOOR.as_nanos() as u64 / 2;
-
-/// A recently executed READ or atomic, kept to answer duplicates.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct RdEntry {
-    psn: Psn,
-    npsn: u32,
-    /// `Some(original value)` for an atomic.
-    atomic: Option<u64>,
-}
-
-/// The message being received across packets.
-#[derive(Debug, Default)]
-pub(super) enum InMsg {
-    #[default]
-    None,
-    Send {
-        wqe: RecvWqe,
-        off: u64,
-    },
-    Write {
-        va: u64,
-        rkey: u32,
-        len: u32,
-        off: u32,
-    },
-}
-
-/// Responder state of a QP.
-#[derive(Debug)]
-pub(super) struct RespState {
-    pub epsn: Psn,
-    /// The first expected PSN of the connection (nothing executed while `epsn` is still it).
-    pub start_psn: Psn,
-    pub msn: u32,
-    pub nak_sent: bool,
-    pub in_msg: InMsg,
-    pub queue: VecDeque<Response>,
-    pub ring: VecDeque<RdEntry>,
-    /// A queued ACK must leave now: it trailed one request packet already (`Qp::ack_may_trail`).
-    pub ack_due: bool,
-    /// When the last request arrived, and the expected PSN when the current busy spell began
-    /// (the first request after a [`QUIET_GAP_NS`]).
-    pub last_request_at: Instant,
-    pub spell_psn: Psn,
-}
-
-impl RespState {
-    pub fn new() -> RespState {
-        RespState {
-            epsn: Psn::new(0),
-            start_psn: Psn::new(0),
-            msn: 0,
-            nak_sent: false,
-            in_msg: InMsg::None,
-            queue: VecDeque::with_capacity(MAX_QUEUED_RESPONSES),
-            ring: VecDeque::new(),
-            ack_due: false,
-            last_request_at: Instant::from_nanos(0),
-            spell_psn: Psn::new(0),
-        }
-    }
-
-    /// A request arrived at `now` (before it is executed): a quiet gap before it starts a new
-    /// busy spell at the expected PSN.
-    #[inline(always)]
-    pub fn note_request(&mut self, now: Instant) {
-        if now.saturating_nanos_since(self.last_request_at) > QUIET_GAP_NS {
-            self.spell_psn = self.epsn;
-        }
-        self.last_request_at = now;
-    }
-
-    pub fn reset(&mut self, rq_psn: Psn) {
-        *self = RespState::new();
-        self.epsn = rq_psn;
-        self.start_psn = rq_psn;
-    }
-
-    /// True when the queue holds exactly one response and it is a plain ACK.
-    #[inline]
-    pub fn only_an_ack(&self) -> bool {
-        self.queue.len() == 1 && matches!(self.queue.front(), Some(Response::Ack { .. }))
-    }
-
-    pub fn take_in_progress_recv(&mut self) -> Option<RecvWqe> {
-        match core::mem::take(&mut self.in_msg) {
-            InMsg::Send { wqe, .. } => Some(wqe),
-            _ => None,
-        }
-    }
-
-    pub fn on_error(&mut self, keep: KeepResponses) {
-        self.in_msg = InMsg::None;
-        self.ring.clear();
-        match keep {
-            KeepResponses::None => self.queue.clear(),
-            KeepResponses::Naks => self.queue.retain(|r| matches!(r, Response::Nak { .. })),
-            KeepResponses::Acknowledgements => {
-                self.queue.retain(|r| !matches!(r, Response::Read { .. }));
-                if self.epsn != self.start_psn {
-                    // Coalesces into a queued ACK of the same PSN (one frame either way).
-                    self.push(Response::Ack {
-                        psn: self.epsn.sub(1),
-                        msn: self.msn,
-                    });
-                }
-                // Nothing may hold them any more (the QP's timers are cleared).
-                self.ack_due = !self.queue.is_empty();
-            }
-        }
-    }
-
-    /// A duplicate READ from `psn` (its whole response, or its rest: `len` bytes at `va`). The
-    /// requester went back to `psn` (go-back-N, an implied NAK, a probe, IBTA vol. 1
-    /// §9.7.4.1.5), or the wire delivered its request again. The queue stays in PSN order
-    /// and holds at most one response per READ:
-    /// - a queued response that holds `psn` is that READ's: it restarts in place from `psn`;
-    /// - otherwise the response goes before every queued response to a later PSN, and the
-    ///   READ responses among those start again from their first packet. A requester that
-    ///   went back needs all of them again, in order; one given a stale duplicate drops the
-    ///   packets it has (they are duplicates) and still gets the rest. Dropping them instead
-    ///   would leave the requester, whose go-back-N requests a reordering wire may deliver
-    ///   newest first, waiting out a timeout for each.
-    fn restart_read(&mut self, psn: Psn, va: u64, rkey: u32, len: u32, mtu: u32) {
-        let read = Response::Read {
-            psn,
-            va,
-            rkey,
-            len,
-            idx: 0,
-        };
-        let holds = |r: &Response| match *r {
-            Response::Read { psn: p, len, .. } => {
-                !psn.before(p) && psn.distance_from(p) < npsn_of(len, mtu)
-            }
-            _ => false,
-        };
-        if let Some(r) = self.queue.iter_mut().find(|r| holds(r)) {
-            *r = read;
-            return;
-        }
-        let Some(at) = self.queue.iter().position(|r| psn.before(r.psn())) else {
-            self.push(read);
-            return;
-        };
-        if self.queue.len() >= MAX_QUEUED_RESPONSES {
-            return;
-        }
-        for r in self.queue.range_mut(at..) {
-            if let Response::Read { idx, .. } = r {
-                *idx = 0;
-            }
-        }
-        self.queue.insert(at, read);
-    }
-
-    fn push(&mut self, r: Response) {
-        if let (Response::Ack { .. }, Some(Response::Ack { .. })) = (&r, self.queue.back()) {
-            // Coalesce: the newer ACK covers the older one.
-            if let Some(b) = self.queue.back_mut() {
-                *b = r;
-            }
-            return;
-        }
-        self.push_separate(r);
-    }
-
-    /// Queues the re-ACK of a duplicate as a packet of its own after an ACK queued before it
-    /// (the original's), so the requester sees the repeat; more repeats merge into that one,
-    /// so a burst full of duplicates queues two ACKs, not one each.
-    fn push_repeat(&mut self, r: Response) {
-        let n = self.queue.len();
-        let ack = |k: usize| matches!(self.queue.get(k), Some(Response::Ack { .. }));
-        if n >= 2 && ack(n - 2) && ack(n - 1) {
-            self.push(r);
-        } else {
-            self.push_separate(r);
-        }
-    }
-
-    /// Queues `r` as a packet of its own.
-    fn push_separate(&mut self, r: Response) {
-        if self.queue.len() < MAX_QUEUED_RESPONSES {
-            self.queue.push_back(r);
-        }
-    }
-}
-
-/// Which queued responses still leave when the QP moves to ERROR.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum KeepResponses {
-    /// None (a requester error: the connection is gone).
-    None,
-    /// The NAK of the request that caused a responder error (IBTA vol. 1 §9.7.5.2).
-    Naks,
-    /// ACKs, NAKs and atomic ACKs of requests this responder already executed: a modify to
-    /// ERROR (a disconnect) must not make the peer flush sends that completed here, so their
-    /// acknowledgements still leave, and the ACK of the last
-    /// executed PSN is sent once more (a peer whose ACK of its last request was lost would
-    /// otherwise flush that request when the disconnect reaches it; a repeated ACK is a
-    /// duplicate the requester ignores, IBTA vol. 1 §9.7.5.1.5, and one past an unanswered
-    /// READ re-requests it, §9.7.4.1.5). READ response streams are dropped: their memory may
-    /// be going away.
-    Acknowledgements,
-}
-
-fn npsn_of(len: u32, mtu: u32) -> u32 {
-    len.div_ceil(mtu).max(1)
-}
 
 impl Qp {
     /// A request packet for this QP's responder.

@@ -8,7 +8,7 @@
 //! each acknowledged PSN widens it by one, above it every full window acknowledged widens it by
 //! [`ADDITIVE_STEP`]. It starts (and stays, without losses) at [`MAX_OUTSTANDING_PSNS`].
 
-use super::requester::MAX_OUTSTANDING_PSNS;
+use super::limits::MAX_OUTSTANDING_PSNS;
 
 /// The smallest window. Go-back-N resends everything sent behind a lost packet before the
 /// NAK came back, so at a steady loss rate the window the AIMD keeps coming back to bounds the

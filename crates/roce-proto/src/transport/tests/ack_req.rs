@@ -6,8 +6,8 @@
 //! sender does not hold it behind the rest of a burst.
 
 use super::*;
-use crate::transport::requester::ACK_REQ_EVERY;
 use crate::transport::types::WcStatus;
+use crate::transport::ACK_REQ_EVERY;
 
 fn write(id: u64, from: &Region, to: &Region, signaled: bool) -> SendWr {
     let mut w = wr(
