@@ -190,7 +190,7 @@ impl CmMessage {
             attr::DREQ => dreq::Packet::new_checked(d)
                 .and_then(|p| DreqRepr::parse(&p))
                 .map(CmMessage::Dreq),
-            attr::DREP => drep::Packet::new_checked(d)
+            attr::DREP => rtu::Packet::new_checked(d)
                 .and_then(|p| DrepRepr::parse(&p))
                 .map(CmMessage::Drep),
             other => return Err(CmCodecError::UnknownAttribute(other)),
@@ -213,7 +213,7 @@ impl CmMessage {
             CmMessage::Rep(m) => m.emit(&mut rep::Packet::new_unchecked(d)),
             CmMessage::Rtu(m) => m.emit(&mut rtu::Packet::new_unchecked(d)),
             CmMessage::Dreq(m) => m.emit(&mut dreq::Packet::new_unchecked(d)),
-            CmMessage::Drep(m) => m.emit(&mut drep::Packet::new_unchecked(d)),
+            CmMessage::Drep(m) => m.emit(&mut rtu::Packet::new_unchecked(d)),
         };
         // The attribute data of a 256-byte MAD is the 232 bytes every message spans.
         debug_assert!(written.is_ok(), "{written:?}");
