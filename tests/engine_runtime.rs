@@ -108,8 +108,15 @@ fn many_qps(shards: usize, progress: Progress, n: usize) {
     }
     let report = verify::run(&side(&a), &side(&b), IP_B, PORT, n).expect("verified workload");
     assert_eq!(report.connections, n);
-    assert_eq!(report.completions_a, 4 * n);
-    assert_eq!(report.completions_b, 2 * n);
+    // Per connection: every operation of the mixed workload, and a receive for each SEND,
+    // SEND with immediate and WRITE with immediate (3 of its 7 operations).
+    assert_eq!(report.completions_a, verify::SPEC.count * n);
+    assert_eq!(report.completions_b, verify::SPEC.count * 3 / 7 * n);
+    // SENDs, WRITEs and READs (5 of 7) moved their bytes, each checked.
+    assert_eq!(
+        report.bytes_verified,
+        (verify::SPEC.count * 5 / 7 * verify::MSG * n) as u64
+    );
     // Cross-shard paths were used when there are several shards; nothing overflowed.
     for s in 0..shards {
         let st = a.engine.stats(s).expect("stats");

@@ -146,12 +146,9 @@ impl DatSide {
             match self.params.op {
                 Op::Read => {
                     let b = self.out.1.read(off, self.size);
-                    if let Some(j) = (0..self.size).find(|&j| b[j] != inc_fill(off + j)) {
-                        return Err(format!(
-                            "RDMA READ {seq} of EP {qp} ({} B): byte {j} differs",
-                            self.size
-                        ));
-                    }
+                    check_read_source(&b, off).map_err(|e| {
+                        format!("RDMA READ {seq} of EP {qp} ({} B): {e}", self.size)
+                    })?;
                 }
                 Op::Atomic => {
                     let got = u64::from_ne_bytes(
@@ -230,13 +227,8 @@ impl DatSide {
         what: &str,
     ) -> Result<(), String> {
         let b = r.read(off, self.size);
-        match (0..self.size).find(|&j| b[j] != pattern(qp, seq, j)) {
-            Some(j) => Err(format!(
-                "{what} {seq} of EP {qp} ({} B): byte {j} differs",
-                self.size
-            )),
-            None => Ok(()),
-        }
+        payload::check(&b, qp as u64, seq)
+            .map_err(|e| format!("{what} {seq} of EP {qp} ({} B): {e}", self.size))
     }
 
     /// Offset of message `seq` of EP `qp` in `out` and in the peer's `inc`.
@@ -286,7 +278,7 @@ impl Poster for DatSide {
         let verify = self.params.verify;
         match self.params.op {
             Op::Write | Op::Send if verify => {
-                let msg: Vec<u8> = (0..self.size).map(|j| pattern(qp, seq, j)).collect();
+                let msg = payload::message(qp as u64, seq, self.size);
                 self.out.1.write(off as usize, &msg);
             }
             Op::Read if verify => self.out.1.write(off as usize, &vec![0u8; self.size]),

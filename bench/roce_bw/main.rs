@@ -48,6 +48,7 @@ use roce_bench::args::{PayloadArgs, PeerArgs, PerftestCompat};
 use roce_bench::{poll_until, BenchIo, BenchShard};
 use roce_perf::perftest::RULE;
 use roce_perf::progress::Progress;
+use roce_sim::payload;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::PathBuf;
@@ -615,14 +616,14 @@ impl Ctl {
     }
 }
 
-/// Byte `j` of message `seq` of QP `qp`.
-fn pattern(qp: usize, seq: u64, j: usize) -> u8 {
-    (seq.wrapping_mul(31) as usize ^ qp.wrapping_mul(131) ^ j.wrapping_mul(7) ^ (j >> 8)) as u8
-}
+/// The payload stream of the server's READ source: one message over its whole slot area
+/// (QP `qp`'s messages are the payload stream `qp`, `roce_sim::payload`).
+const READ_SOURCE: u64 = u64::MAX;
 
-/// Byte at offset `off` of an `inc` region as filled for READs.
-fn inc_fill(off: usize) -> u8 {
-    (off.wrapping_mul(13) ^ (off >> 9) ^ 0x5a) as u8
+/// Whether `b`, read back from offset `off` of a READ's source, holds what the server put
+/// there.
+fn check_read_source(b: &[u8], off: usize) -> Result<(), payload::Mismatch> {
+    payload::check_at(b, READ_SOURCE, 0, off)
 }
 
 /// This thread's time on the CPU so far (`/proc/thread-self/schedstat`), in nanoseconds.
@@ -863,15 +864,9 @@ impl Side<'_> {
         self.table()
             .read_local(self.out.lkey, self.out.addr + off, &mut b)
             .map_err(|e| format!("reading the READ buffer: {e:?}"))?;
-        let bad = (0..self.size).find(|&j| b[j] != inc_fill(off as usize + j));
+        let bad = check_read_source(&b, off as usize);
         self.scratch = b;
-        match bad {
-            Some(j) => Err(format!(
-                "RDMA READ {seq} of QP {qp} ({} B): byte {j} differs",
-                self.size
-            )),
-            None => Ok(()),
-        }
+        bad.map_err(|e| format!("RDMA READ {seq} of QP {qp} ({} B): {e}", self.size))
     }
 
     fn check_atomic(&mut self, qp: usize, seq: u64, before: u64) -> Result<(), String> {
@@ -980,15 +975,9 @@ impl Side<'_> {
         self.table()
             .read_local(r.lkey, r.addr + off, &mut b)
             .map_err(|e| format!("reading a {what}: {e:?}"))?;
-        let bad = (0..self.size).find(|&j| b[j] != pattern(qp, seq, j));
+        let bad = payload::check(&b, qp as u64, seq);
         self.scratch = b;
-        match bad {
-            Some(j) => Err(format!(
-                "{what} {seq} of QP {qp} ({} B): byte {j} differs",
-                self.size
-            )),
-            None => Ok(()),
-        }
+        bad.map_err(|e| format!("{what} {seq} of QP {qp} ({} B): {e}", self.size))
     }
 
     /// Posts message `seq` of QP `qp` (with `--verify` a WRITE's marker behind it).
@@ -1003,7 +992,7 @@ impl Side<'_> {
         };
         let verify = self.params.verify;
         if verify && matches!(self.params.op, Op::Write | Op::Send) {
-            let msg: Vec<u8> = (0..self.size).map(|j| pattern(qp, seq, j)).collect();
+            let msg = payload::message(qp as u64, seq, self.size);
             self.table()
                 .write_local(self.out.lkey, local.addr, &msg)
                 .map_err(|e| format!("filling a message: {e:?}"))?;
@@ -1180,7 +1169,7 @@ fn regions(
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
     )?;
     let rx = reg(layout.rx_len(), Access::LOCAL_WRITE)?;
-    let mut fill: Vec<u8> = (0..layout.slot_area()).map(inc_fill).collect();
+    let mut fill = payload::message(READ_SOURCE, 0, layout.slot_area());
     fill.resize(layout.inc_len(), 0);
     table
         .write_local(inc.lkey, inc.addr, &fill)

@@ -45,6 +45,7 @@ use roce_bench::{poll_until, stages_line, BenchIo, BenchShard};
 use roce_perf::latency::{table_header, table_line, LatencySeries, Scale};
 use roce_perf::perftest::{lat_title, RULE};
 use roce_perf::progress::Progress;
+use roce_sim::payload;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -483,7 +484,7 @@ fn server(
     pre_post_recvs(shard, qpn, &bufs)?;
     // What the client's READs find, in place before the connection is accepted.
     if args.op == Op::Read {
-        let b: Vec<u8> = (0..MAX_SIZE).map(|j| pattern(0, j)).collect();
+        let b = payload::message(READ_SOURCE, 0, MAX_SIZE);
         write_region(shard, &bufs.dst, 0, &b)?;
     }
     let mut ap = AcceptParams::new(qpn, Psn::new(0x4000));
@@ -590,28 +591,22 @@ struct Peer {
     qpn: u32,
 }
 
-/// Byte `j` of the message of iteration `i` (the last byte is the marker `tag(i)`).
-fn pattern(i: usize, j: usize) -> u8 {
-    (i.wrapping_mul(31) ^ j.wrapping_mul(7) ^ (j >> 9)) as u8
-}
-
+/// The message of iteration `i`: message `i` of payload stream 0 (`roce_sim::payload`) but
+/// for its last byte, the marker `tag(i)`.
 fn fill_message(buf: &mut [u8], i: usize) {
     let n = buf.len();
-    for (j, b) in buf[..n - 1].iter_mut().enumerate() {
-        *b = pattern(i, j);
-    }
+    payload::fill(&mut buf[..n - 1], 0, i as u64);
     buf[n - 1] = tag(i);
 }
 
+/// The payload stream of what the client's READs find at the server: one message over the
+/// whole buffer.
+const READ_SOURCE: u64 = u64::MAX;
+
 fn check_message(buf: &[u8], i: usize, what: &str) -> Result<(), String> {
     let n = buf.len();
-    if let Some(j) = (0..n - 1).find(|&j| buf[j] != pattern(i, j)) {
-        return Err(format!(
-            "{what} of iteration {i}: byte {j} of {n} is {:#04x}, expected {:#04x}",
-            buf[j],
-            pattern(i, j)
-        ));
-    }
+    payload::check(&buf[..n - 1], 0, i as u64)
+        .map_err(|e| format!("{what} of iteration {i} ({n} B): {e}"))?;
     if buf[n - 1] != tag(i) {
         return Err(format!("{what} of iteration {i}: marker byte wrong"));
     }
@@ -935,9 +930,8 @@ fn client(
                     Op::Read => {
                         let mut b = vec![0u8; size];
                         read_region(shard, &bufs.dst, 0, &mut b)?;
-                        if let Some(j) = (0..size).find(|&j| b[j] != pattern(0, j)) {
-                            return Err(format!("RDMA READ of {size} B: byte {j} differs"));
-                        }
+                        payload::check(&b, READ_SOURCE, 0)
+                            .map_err(|e| format!("RDMA READ of {size} B: {e}"))?;
                     }
                 }
             }

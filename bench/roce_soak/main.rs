@@ -32,6 +32,7 @@ use dpdk_roce::dat::{
 };
 use dpdk_roce::mem::access::Access;
 use dpdk_roce::transport::types::{WcOpcode, WcStatus};
+use roce_sim::payload;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::net::Ipv4Addr;
@@ -224,7 +225,7 @@ impl Target {
     /// Where READ step `i` of `qp` reads `size` bytes in the read-only area.
     fn read_only_at(&self, qp: u16, i: usize, size: u32) -> u64 {
         let room = u64::from(self.p.max_size - size) + 1;
-        self.read_only() + plan::payload_at(qp, i) as u64 % room
+        self.read_only() + plan::read_only_offset(qp, i, room)
     }
 }
 
@@ -303,7 +304,7 @@ fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
     let _psp = Psp::create(ia, args.port, &cr_evd).map_err(dat("PSP"))?;
     println!("READY listening on {}:{}", ia.address(), args.port);
     let _ = std::io::stdout().flush();
-    let mut setup: Option<(Params, Lmr, Lmr, Vec<u8>)> = None;
+    let mut setup: Option<(Params, Lmr, Lmr)> = None;
     let mut eps: Vec<Option<Ep>> = Vec::new();
     let mut first = true;
     while eps.is_empty() || eps.iter().any(Option::is_none) {
@@ -321,7 +322,7 @@ fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
         if setup.is_none() {
             let t = Target { p };
             let target = Lmr::create(&pz, t.len() as usize, RW).map_err(dat("target LMR"))?;
-            let ro: Vec<u8> = (0..p.max_size as usize).map(plan::read_only_byte).collect();
+            let ro = payload::message(plan::read_only_stream(p.seed), 0, p.max_size as usize);
             target
                 .write(t.read_only(), &ro)
                 .map_err(dat("read-only area"))?;
@@ -329,10 +330,10 @@ fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
             let rx = Lmr::create(&pz, rx_len as usize, Access::LOCAL_WRITE)
                 .map_err(dat("receive LMR"))?;
             eps = (0..p.qps).map(|_| None).collect();
-            setup = Some((p, target, rx, plan::noise(p.seed)));
+            setup = Some((p, target, rx));
             eprintln!("test: {p:?}");
         }
-        let Some((sp, target, rx, _)) = setup.as_ref() else {
+        let Some((sp, target, rx)) = setup.as_ref() else {
             return Err("no test set up".into());
         };
         if *sp != p || eps[usize::from(qp)].is_some() {
@@ -350,7 +351,7 @@ fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
         eps[usize::from(qp)] = Some(ep);
     }
     let eps: Vec<Ep> = eps.into_iter().flatten().collect();
-    let (p, _target, rx, noise) = setup.ok_or("no connection")?;
+    let (p, _target, rx) = setup.ok_or("no connection")?;
     wait_connections(&conn, eps.len(), ConnectionEventKind::Established, timeout)?;
     let by_qpn = |qpn: u32| eps.iter().position(|e| e.qpn() == qpn);
     // Each connection's receive-consuming steps, and how many of them arrived.
@@ -408,11 +409,9 @@ fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
                 let got = rx
                     .read(at, size as usize)
                     .map_err(dat("reading a receive"))?;
-                if got != plan::payload(&noise, qp as u16, i, size) {
-                    return Err(format!(
-                        "connection {qp} step {i}: SEND of {size} B corrupted"
-                    ));
-                }
+                payload::check(&got, plan::stream(p.seed, qp as u16), i as u64).map_err(|e| {
+                    format!("connection {qp} step {i}: SEND of {size} B corrupted: {e}")
+                })?;
             }
             Step::WriteImmRead { .. } => {
                 if d.opcode != WcOpcode::RecvRdmaWithImm || d.immediate != Some(i as u32) {
@@ -524,7 +523,6 @@ struct Client<'a> {
     t: Target,
     local: &'a Lmr,
     remote: RmrTriplet,
-    noise: Vec<u8>,
     bytes: u64,
 }
 
@@ -561,9 +559,10 @@ impl Client<'_> {
         let second = Self::cookie(qp, c.posted + 1);
         match step {
             Step::WriteRead { .. } | Step::WriteImmRead { .. } | Step::Send { .. } => {
-                let bytes = plan::payload(&self.noise, qp, i, size);
+                let bytes =
+                    payload::message(plan::stream(self.p.seed, qp), i as u64, size as usize);
                 self.local
-                    .write(out, bytes)
+                    .write(out, &bytes)
                     .map_err(dat("filling a source"))?;
                 let src = [self.local.triplet(out, size)];
                 let dst = self.remote(self.t.slot(qp, i), size);
@@ -665,20 +664,19 @@ impl Client<'_> {
                     .local
                     .read(back, size as usize)
                     .map_err(dat("reading back"))?;
+                let seed = self.p.seed;
                 let ok = if let Step::Read { .. } = o.step {
                     let at = (self.t.read_only_at(qp, o.index, size) - self.t.read_only()) as usize;
-                    got.iter()
-                        .enumerate()
-                        .all(|(j, &b)| b == plan::read_only_byte(at + j))
+                    payload::check_at(&got, plan::read_only_stream(seed), 0, at)
                 } else {
-                    got == plan::payload(&self.noise, qp, o.index, size)
+                    payload::check(&got, plan::stream(seed, qp), o.index as u64)
                 };
-                if !ok {
-                    return Err(format!(
-                        "connection {qp} step {}: {:?} read back other bytes",
+                ok.map_err(|e| {
+                    format!(
+                        "connection {qp} step {}: {:?} read back other bytes: {e}",
                         o.index, o.step
-                    ));
-                }
+                    )
+                })?;
                 self.bytes += u64::from(size) * u64::from(o.step.wrs());
             }
             Step::Send { size } => self.bytes += u64::from(size),
@@ -762,7 +760,6 @@ fn client(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
         t,
         local: &local,
         remote,
-        noise: plan::noise(p.seed),
         bytes: 0,
     };
     let started = Instant::now();

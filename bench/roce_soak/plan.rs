@@ -5,9 +5,6 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// Bytes of the noise every payload is cut from.
-pub const NOISE_LEN: usize = 1 << 17;
-
 /// One step of a connection's sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -78,29 +75,21 @@ pub fn steps(seed: u64, qp: u16, wrs: u32, max_size: u32) -> Vec<Step> {
     out
 }
 
-/// The noise payloads are cut from, the same on both sides.
-pub fn noise(seed: u64) -> Vec<u8> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed.rotate_left(17) ^ 0x5eed);
-    let mut v = vec![0u8; NOISE_LEN];
-    rng.fill(&mut v[..]);
-    v
+/// The payload stream (`roce_sim::payload`) of connection `qp`'s messages under `seed`: step
+/// `i` carries message `i` of it.
+pub fn stream(seed: u64, qp: u16) -> u64 {
+    seed.rotate_left(16) ^ u64::from(qp)
 }
 
-/// Where in the noise the payload of step `i` of connection `qp` starts.
-pub fn payload_at(qp: u16, i: usize) -> usize {
+/// The payload stream of the server's read-only area: one message over the whole area.
+pub fn read_only_stream(seed: u64) -> u64 {
+    stream(seed, u16::MAX).rotate_left(8)
+}
+
+/// Where in the read-only area READ step `i` of connection `qp` starts, out of `room` places.
+pub fn read_only_offset(qp: u16, i: usize, room: u64) -> u64 {
     let h = (i as u64 ^ (u64::from(qp) << 40)).wrapping_mul(0x2545_f491_4f6c_dd1d);
-    (h >> 20) as usize % (NOISE_LEN / 2)
-}
-
-/// The payload of step `i` of connection `qp`, `size` bytes.
-pub fn payload(noise: &[u8], qp: u16, i: usize, size: u32) -> &[u8] {
-    let at = payload_at(qp, i);
-    &noise[at..at + size as usize]
-}
-
-/// The byte at `off` of the server's read-only area.
-pub fn read_only_byte(off: usize) -> u8 {
-    (off.wrapping_mul(13) ^ (off >> 9) ^ 0xa5) as u8
+    (h >> 20) % room
 }
 
 #[cfg(test)]
@@ -131,10 +120,13 @@ mod tests {
     }
 
     #[test]
-    fn payloads_stay_inside_the_noise() {
-        let n = noise(1);
+    fn streams_differ_per_connection_and_seed_and_reads_stay_in_their_room() {
+        assert_ne!(stream(1, 0), stream(1, 1));
+        assert_ne!(stream(1, 0), stream(2, 0));
+        assert_ne!(read_only_stream(1), stream(1, 0));
         for i in 0..10_000 {
-            assert_eq!(payload(&n, 5, i, 65536).len(), 65536);
+            assert!(read_only_offset(5, i, 100) < 100);
         }
+        assert_eq!(read_only_offset(5, 3, 1), 0);
     }
 }

@@ -1,0 +1,180 @@
+//! The checks of the verified workload catch what they exist for: endpoints that misbehave
+//! on purpose (a wrapper around the simulated pair) make the run fail with the reason.
+
+use super::*;
+use crate::link::LinkConfig;
+use crate::pair::{ConnSpec, Pair};
+
+/// The simulated pair with one fault: `bend` changes what the workload sees.
+struct Bent<'a, F: FnMut(&mut Vec<(Side, WorkCompletion)>, &mut Vec<u8>)> {
+    inner: SimConn<'a>,
+    /// Called on every batch of completions (with an empty buffer) and on every read's bytes
+    /// (with an empty batch).
+    bend: F,
+}
+
+impl<F: FnMut(&mut Vec<(Side, WorkCompletion)>, &mut Vec<u8>)> Endpoints for Bent<'_, F> {
+    fn qpns(&self) -> (u32, u32) {
+        self.inner.qpns()
+    }
+    fn register(
+        &mut self,
+        side: Side,
+        len: usize,
+        access: Access,
+    ) -> Result<Region, WorkloadError> {
+        self.inner.register(side, len, access)
+    }
+    fn deregister(&mut self, side: Side, region: &Region) -> Result<(), WorkloadError> {
+        self.inner.deregister(side, region)
+    }
+    fn write(
+        &mut self,
+        side: Side,
+        r: &Region,
+        at: usize,
+        data: &[u8],
+    ) -> Result<(), WorkloadError> {
+        self.inner.write(side, r, at, data)
+    }
+    fn read(
+        &mut self,
+        side: Side,
+        r: &Region,
+        at: usize,
+        len: usize,
+    ) -> Result<Vec<u8>, WorkloadError> {
+        let mut b = self.inner.read(side, r, at, len)?;
+        (self.bend)(&mut Vec::new(), &mut b);
+        Ok(b)
+    }
+    fn post_send(&mut self, wr: SendWr) -> Result<(), WorkloadError> {
+        self.inner.post_send(wr)
+    }
+    fn post_recv(&mut self, wr: RecvWr) -> Result<(), WorkloadError> {
+        self.inner.post_recv(wr)
+    }
+    fn completions(
+        &mut self,
+        limit: Duration,
+    ) -> Result<Vec<(Side, WorkCompletion)>, WorkloadError> {
+        let mut got = self.inner.completions(limit)?;
+        (self.bend)(&mut got, &mut Vec::new());
+        Ok(got)
+    }
+    fn settle(&mut self) -> Result<Vec<(Side, WorkCompletion)>, WorkloadError> {
+        self.inner.settle()
+    }
+    fn elapsed(&self) -> Duration {
+        self.inner.elapsed()
+    }
+    fn qp_stats(&mut self) -> Result<QpStats, WorkloadError> {
+        self.inner.qp_stats()
+    }
+}
+
+fn spec(kind: WorkloadKind) -> WorkloadSpec {
+    WorkloadSpec {
+        kind,
+        size: 100,
+        count: 20,
+        depth: 4,
+        ..WorkloadSpec::default()
+    }
+}
+
+/// Runs `kind` over a clean wire with `bend` in the way; the run's error text.
+fn fails_with(
+    kind: WorkloadKind,
+    bend: impl FnMut(&mut Vec<(Side, WorkCompletion)>, &mut Vec<u8>),
+) -> String {
+    let mut pair = Pair::new(LinkConfig::clean());
+    let conn = pair.connect(&ConnSpec::default()).expect("connect");
+    let mut ends = Bent {
+        inner: SimConn::new(&mut pair, conn),
+        bend,
+    };
+    match run_verified(&mut ends, &spec(kind)) {
+        Ok(r) => panic!("the run passed: {r:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn unbent_every_kind_passes() {
+    for (_, kind) in WorkloadKind::ALL {
+        let mut pair = Pair::new(LinkConfig::clean());
+        let conn = pair.connect(&ConnSpec::default()).expect("connect");
+        let r = run_workload(&mut pair, conn, &spec(kind)).expect("clean run");
+        assert_eq!(r.completions_a, 20, "{kind}");
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_what_b_received_is_named() {
+    let mut reads = 0;
+    let e = fails_with(WorkloadKind::Write, |_, b| {
+        reads += usize::from(!b.is_empty());
+        if reads == 5 {
+            b[42] ^= 1;
+        }
+    });
+    assert!(
+        e.contains("RDMA WRITE target") && e.contains("byte 42"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_completion_of_another_qp_is_refused() {
+    let e = fails_with(WorkloadKind::Send, |got, _| {
+        if let Some((_, wc)) = got.first_mut() {
+            wc.qp_num ^= 0x10;
+        }
+    });
+    assert!(e.contains("not the run's"), "{e}");
+}
+
+#[test]
+fn a_duplicated_completion_is_refused() {
+    let mut once = true;
+    let e = fails_with(WorkloadKind::Read, |got, _| {
+        if let Some(&(Side::A, wc)) = got.first().filter(|_| once) {
+            once = false;
+            got.push((Side::A, wc));
+        }
+    });
+    // Refused as a duplicate of what is in flight, or as one with nothing in flight.
+    assert!(
+        e.contains("out of order or duplicate") || e.contains("nothing in flight"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_atomic_that_returns_a_stale_value_is_refused() {
+    let mut reads = 0;
+    // Fetch-and-add and compare-and-swap alternate: the third result read is the second
+    // fetch-and-add's, which must return 1.
+    let e = fails_with(WorkloadKind::Atomic, |_, b| {
+        reads += usize::from(!b.is_empty());
+        if reads == 3 && !b.is_empty() {
+            b.fill(0);
+        }
+    });
+    assert!(e.contains("returned 0, expected 1"), "{e}");
+}
+
+#[test]
+fn a_lost_receive_completion_is_named() {
+    let mut dropped = false;
+    let e = fails_with(WorkloadKind::Send, |got, _| {
+        if !dropped {
+            if let Some(i) = got.iter().position(|(s, _)| *s == Side::B) {
+                got.remove(i);
+                dropped = true;
+            }
+        }
+    });
+    assert!(e.contains("B expected receive 0"), "{e}");
+}
