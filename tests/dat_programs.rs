@@ -116,11 +116,17 @@ fn dtest_cno_mode_passes_over_tap() {
     dtest_cno("tdc", Link::Tap);
 }
 
+/// Round trips of each `-W` run (`-B`; dtest's default is 1000). Both programs spin on memory
+/// and each provider has a thread that must run to answer: four busy threads on the suite
+/// machine's two cores, so a round trip waits for the scheduler (about 7 ms over
+/// net_af_packet with inline progress: 14 s for dtest's default), and 200 prove as much.
+const PING_PONGS: &str = "200";
+
 /// `-W`: the RDMA write ping-pong spins on memory without DAT calls. With core progress each
 /// provider's poll thread receives the peer's writes; with inline progress (the shipped
 /// profiles) the away helper does, the program's thread being away from DAT.
 fn dtest_write_ping_pong(tag: &str, link: Link, progress: Progress) {
-    let cli = dtest(tag, link, &["-W"], progress);
+    let cli = dtest(tag, link, &["-W", "-B", PING_PONGS], progress);
     assert!(
         cli.contains("RDMA write ping-pong") || cli.contains("PingPong"),
         "{cli}"
@@ -144,7 +150,7 @@ fn dtest_rdma_write_ping_pong_passes_over_tap_with_core_progress() {
 
 /// `-W -D`: the same ping-pong with every received buffer's data checked.
 fn dtest_write_ping_pong_data_check(tag: &str, link: Link, progress: Progress) {
-    dtest(tag, link, &["-W", "-D"], progress);
+    dtest(tag, link, &["-W", "-D", "-B", PING_PONGS], progress);
 }
 
 #[test]

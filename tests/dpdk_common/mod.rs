@@ -521,7 +521,7 @@ impl Proc {
     ) -> Result<(), String> {
         let deadline = std::time::Instant::now() + limit;
         loop {
-            if tcp_listening(port) {
+            if tcp_listening(self.child.id(), port) {
                 return Ok(());
             }
             if !self.is_running() {
@@ -567,12 +567,13 @@ impl Proc {
     }
 }
 
-/// Whether kernel TCP port `port` listens on the host (/proc/net/tcp and tcp6; a probe
-/// connection would be taken by dtest's server for its client).
-pub fn tcp_listening(port: u16) -> bool {
+/// Whether kernel TCP port `port` listens in the network namespace of process `pid`
+/// (/proc/PID/net/tcp and tcp6: a test's own namespace too; a probe connection would be taken
+/// by dtest's server for its client).
+pub fn tcp_listening(pid: u32, port: u16) -> bool {
     let want = format!(":{port:04X} ");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
-        std::fs::read_to_string(table)
+    ["tcp", "tcp6"].iter().any(|table| {
+        std::fs::read_to_string(format!("/proc/{pid}/net/{table}"))
             .unwrap_or_default()
             .lines()
             .skip(1)
