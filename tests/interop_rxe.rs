@@ -414,9 +414,22 @@ impl Guest {
         assert_eq!(rc, 0, "spawn {cmd} in the guest:\n{out}");
     }
 
-    /// Waits up to `limit_s` for job `job` (killed then, status 124): status and output.
+    /// Waits up to `limit_s` for job `job` (killed then, status 124): status and output. When
+    /// the command channel gave no answer (exit 255, as `exec` retries it; seen in a
+    /// fresh-clone run where the job had ended and the guest's agent was late under the host's
+    /// load), it asks once more: a job's status and output stay in the guest until the next job
+    /// of its name, so the second answer is the job's.
     fn collect(&self, job: &str, limit_s: u32) -> (i32, String) {
-        self.run_script(&["collect", &self.name, job, "-t", &limit_s.to_string()])
+        let args = ["collect", &self.name, job, "-t", &limit_s.to_string()];
+        let first = self.run_script(&args);
+        if first.0 != 255 {
+            return first;
+        }
+        println!(
+            "guest {}: no answer to the collection of {job}, asking again",
+            self.name
+        );
+        self.run_script(&args)
     }
 
     /// Waits until a program in the guest is ready for its client: with `publishes` (dtest,
