@@ -13,6 +13,7 @@ use crate::mem::vec_memory::{Region, VecMemory};
 use crate::transport::qp::QpStats;
 use crate::transport::types::{RecvWr, SendWr, Sge, WcStatus, WorkCompletion};
 use crate::wire::psn::Psn;
+use crate::workload::endpoints::{missing, read_region, write_region};
 use crate::workload::{self, run_verified, WorkloadError, WorkloadKind, WorkloadSpec};
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
@@ -184,13 +185,10 @@ impl<Io: FrameIo> workload::Endpoints for EngineConn<'_, '_, Io> {
         let (lkey, data) = (region.lkey, data.to_vec());
         self.engine(side)
             .with_host(self.shard, move |h| {
-                h.mem
-                    .bytes_mut(lkey)
-                    .and_then(|b| b.get_mut(at..at + data.len()))
-                    .map(|b| b.copy_from_slice(&data))
+                write_region(&mut h.mem, lkey, at, &data)
             })
             .map_err(engine_error)?
-            .ok_or_else(|| WorkloadError::Endpoints(format!("{side:?} has no region {lkey:#x}")))
+            .ok_or_else(|| missing(side, lkey))
     }
 
     fn read(
@@ -202,14 +200,9 @@ impl<Io: FrameIo> workload::Endpoints for EngineConn<'_, '_, Io> {
     ) -> Result<Vec<u8>, WorkloadError> {
         let lkey = region.lkey;
         self.engine(side)
-            .with_host(self.shard, move |h| {
-                h.mem
-                    .bytes(lkey)
-                    .and_then(|b| b.get(at..at + len))
-                    .map(<[u8]>::to_vec)
-            })
+            .with_host(self.shard, move |h| read_region(&h.mem, lkey, at, len))
             .map_err(engine_error)?
-            .ok_or_else(|| WorkloadError::Endpoints(format!("{side:?} has no region {lkey:#x}")))
+            .ok_or_else(|| missing(side, lkey))
     }
 
     fn post_send(&mut self, wr: SendWr) -> Result<(), WorkloadError> {

@@ -3,7 +3,7 @@
 
 use super::WorkloadError;
 use crate::mem::access::Access;
-use crate::mem::vec_memory::Region;
+use crate::mem::vec_memory::{Region, VecMemory};
 use crate::transport::qp::QpStats;
 use crate::transport::types::{RecvWr, SendWr, WorkCompletion};
 use core::time::Duration;
@@ -54,4 +54,25 @@ pub trait Endpoints {
     fn elapsed(&self) -> Duration;
     /// The counters of A's QP plus B's.
     fn qp_stats(&mut self) -> Result<QpStats, WorkloadError>;
+}
+
+/// Copies `data` into region `lkey` of `mem` at `at`; None when the region or the range is not
+/// there. What both endpoint kinds do on the memory of a side.
+pub(crate) fn write_region(mem: &mut VecMemory, lkey: u32, at: usize, data: &[u8]) -> Option<()> {
+    mem.bytes_mut(lkey)
+        .and_then(|b| b.get_mut(at..at + data.len()))
+        .map(|b| b.copy_from_slice(data))
+}
+
+/// `len` bytes of region `lkey` of `mem` at `at`; None when the region or the range is not
+/// there.
+pub(crate) fn read_region(mem: &VecMemory, lkey: u32, at: usize, len: usize) -> Option<Vec<u8>> {
+    mem.bytes(lkey)
+        .and_then(|b| b.get(at..at + len))
+        .map(<[u8]>::to_vec)
+}
+
+/// The error of a region a side does not have.
+pub(crate) fn missing(side: Side, lkey: u32) -> WorkloadError {
+    WorkloadError::Endpoints(format!("{side:?} has no region {lkey:#x}"))
 }

@@ -6,7 +6,7 @@
 //! or on a real wire ([`sim`]: the integration tests, `roce-tool simulate`, `roce-dpdk-pair`),
 //! or two engines ([`crate::verify`]: `roce-engine-pair`).
 
-mod endpoints;
+pub(crate) mod endpoints;
 mod sim;
 #[cfg(test)]
 mod tests;
@@ -444,12 +444,7 @@ impl Checker {
         m: &Memories,
         wc: &WorkCompletion,
     ) -> Result<u64, WorkloadError> {
-        if wc.qp_num != self.qpn_a {
-            return Err(mismatch(format!(
-                "completion on A of QP {:#x}, not the run's {:#x}: {wc:?}",
-                wc.qp_num, self.qpn_a
-            )));
-        }
+        self.own_qp(Side::A, wc)?;
         let Some(f) = self.inflight.pop_front() else {
             return Err(mismatch(format!(
                 "completion on A with nothing in flight: {wc:?}"
@@ -524,12 +519,7 @@ impl Checker {
         m: &Memories,
         wc: &WorkCompletion,
     ) -> Result<(), WorkloadError> {
-        if wc.qp_num != self.qpn_b {
-            return Err(mismatch(format!(
-                "completion on B of QP {:#x}, not the run's {:#x}: {wc:?}",
-                wc.qp_num, self.qpn_b
-            )));
-        }
+        self.own_qp(Side::B, wc)?;
         let Some(f) = self.recvs.pop_front() else {
             return Err(mismatch(format!(
                 "completion on B with no receive posted: {wc:?}"
@@ -566,6 +556,21 @@ impl Checker {
             }
             _ => Err(mismatch(format!("unexpected receive completion {wc:?}"))),
         }
+    }
+
+    /// `wc` names the run's QP of `side`.
+    fn own_qp(&self, side: Side, wc: &WorkCompletion) -> Result<(), WorkloadError> {
+        let qpn = match side {
+            Side::A => self.qpn_a,
+            Side::B => self.qpn_b,
+        };
+        if wc.qp_num == qpn {
+            return Ok(());
+        }
+        Err(mismatch(format!(
+            "completion on {side:?} of QP {:#x}, not the run's {qpn:#x}: {wc:?}",
+            wc.qp_num
+        )))
     }
 
     /// `buf` holds message `i` of the run's stream.

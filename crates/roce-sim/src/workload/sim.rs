@@ -1,7 +1,7 @@
 //! The verified workload over the simulated pair: its virtual clock, or the wall clock of a
 //! real wire (`Pair::over_real_wire`).
 
-use super::endpoints::{Endpoints, Side};
+use super::endpoints::{missing, read_region, write_region, Endpoints, Side};
 use super::{run_verified, WorkloadError, WorkloadReport, WorkloadSpec};
 use crate::mem::access::Access;
 use crate::mem::vec_memory::Region;
@@ -25,10 +25,6 @@ impl<'a> SimConn<'a> {
     pub fn new(pair: &'a mut Pair, conn: Conn) -> SimConn<'a> {
         let start = pair.now();
         SimConn { pair, conn, start }
-    }
-
-    fn missing(side: Side, region: &Region) -> WorkloadError {
-        WorkloadError::Endpoints(format!("{side:?} has no region {:#x}", region.lkey))
     }
 }
 
@@ -71,13 +67,8 @@ impl Endpoints for SimConn<'_> {
         at: usize,
         data: &[u8],
     ) -> Result<(), WorkloadError> {
-        self.pair
-            .side(side)
-            .mem
-            .bytes_mut(region.lkey)
-            .and_then(|b| b.get_mut(at..at + data.len()))
-            .map(|b| b.copy_from_slice(data))
-            .ok_or_else(|| Self::missing(side, region))
+        write_region(&mut self.pair.side(side).mem, region.lkey, at, data)
+            .ok_or_else(|| missing(side, region.lkey))
     }
 
     fn read(
@@ -87,13 +78,8 @@ impl Endpoints for SimConn<'_> {
         at: usize,
         len: usize,
     ) -> Result<Vec<u8>, WorkloadError> {
-        self.pair
-            .side(side)
-            .mem
-            .bytes(region.lkey)
-            .and_then(|b| b.get(at..at + len))
-            .map(<[u8]>::to_vec)
-            .ok_or_else(|| Self::missing(side, region))
+        read_region(&self.pair.side(side).mem, region.lkey, at, len)
+            .ok_or_else(|| missing(side, region.lkey))
     }
 
     fn post_send(&mut self, wr: SendWr) -> Result<(), WorkloadError> {
