@@ -299,9 +299,16 @@ fn run_on<E: Endpoints>(
     let (mut faa_posted, mut cas_posted) = (0u64, 0u64);
     let mut posted = 0usize;
     let zeros = vec![0u8; slot_len];
-    while report.completions_a < spec.count {
-        // Post while there is room.
-        while posted < spec.count && c.inflight.len() < spec.depth {
+    // Until A's every work request and B's every receive completed: B's last receive may
+    // complete after A's last work request.
+    while report.completions_a < spec.count || !c.recvs.is_empty() {
+        // Post while there is room and the next message's slot is free: B's receive of
+        // the slot's last message may complete after A's completion of it (the ACK can
+        // overtake B's completion event), and its bytes are checked then.
+        while posted < spec.count
+            && c.inflight.len() < spec.depth
+            && !c.recvs.iter().any(|r| r.slot == posted % slots)
+        {
             let i = posted;
             let op = spec.kind.op(i);
             let slot = i % slots;
