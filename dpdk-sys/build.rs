@@ -1,37 +1,99 @@
-//! Generates the DPDK bindings with bindgen and compiles the C shim, both with the cflags that
-//! `pkg-config libdpdk` gives (include paths, `-include rte_config.h`, `-march=...`), and links the
-//! shared DPDK libraries the same way. Fails early with one clear message when DPDK or libclang is
-//! missing, instead of a page of compiler errors.
+//! Compiles the C shim (DPDK's static inline functions as real symbols) with the cflags that
+//! `pkg-config libdpdk` gives (include paths, `-include rte_config.h`, `-march=...`), links the
+//! shared DPDK libraries the same way, and checks the committed bindings (`src/bindings.rs`)
+//! against the system headers: every named type's size, alignment and field offsets and every
+//! constant, as C static assertions compiled beside the shim (crate `sys-layout`). Fails early
+//! with one clear message when DPDK is missing or not the version the bindings were made from.
+//!
+//! With the feature `regenerate` (scripts/bindings.sh) it first runs bindgen over the headers and
+//! rewrites `src/bindings.rs`; that needs libclang.
 
 use std::env;
-use std::path::{Path, PathBuf};
+#[cfg(feature = "regenerate")]
+use std::path::Path;
+use std::path::PathBuf;
 use std::process::Command;
 
 const DPDK_MISSING: &str = "DPDK not found via pkg-config libdpdk: install dpdk-dev libdpdk-dev \
                             (apt-get install dpdk-dev libdpdk-dev)";
-const LIBCLANG_MISSING: &str = "libclang not found (bindgen needs it): install libclang-dev \
-                                (apt-get install libclang-dev), or set LIBCLANG_PATH";
+/// The DPDK release the committed bindings were made from: an LTS keeps its ABI over its point
+/// releases; the layout check proves it for what the bindings hold.
+const BINDINGS_RELEASE: &str = "22.11";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=csrc/wrapper.h");
     println!("cargo:rerun-if-changed=csrc/shim.h");
     println!("cargo:rerun-if-changed=csrc/shim.c");
-    println!("cargo:rerun-if-env-changed=LIBCLANG_PATH");
+    println!("cargo:rerun-if-changed=src/bindings.rs");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
 
     // Link flags (-L, -lrte_*) are emitted by the pkg-config crate.
     let lib = match pkg_config::Config::new()
-        .atleast_version("22.11")
+        .atleast_version(BINDINGS_RELEASE)
         .probe("libdpdk")
     {
         Ok(lib) => lib,
         Err(e) => panic!("{DPDK_MISSING}\n(pkg-config said: {e})"),
     };
+    if !(lib.version == BINDINGS_RELEASE
+        || lib.version.starts_with(&format!("{BINDINGS_RELEASE}.")))
+    {
+        panic!(
+            "DPDK {} found; the committed bindings (dpdk-sys/src/bindings.rs) are for DPDK \
+             {BINDINGS_RELEASE}: regenerate them with scripts/bindings.sh",
+            lib.version
+        );
+    }
     // The raw cflags: the pkg-config crate keeps only -I and -D, but DPDK's headers also need
     // `-include rte_config.h` and the -march it was built for (its vector code paths).
     let cflags = raw_cflags();
 
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    // Read when the script runs, not when it was compiled: cargo reuses a build script's
+    // binary for a copy of the crate elsewhere.
+    let dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let csrc = dir.join("csrc");
+    let c = || {
+        let mut build = cc::Build::new();
+        build.include(&csrc).opt_level(2);
+        for path in &lib.include_paths {
+            build.include(path);
+        }
+        for flag in &cflags {
+            build.flag(flag);
+        }
+        build.flag_if_supported("-Wno-unused-parameter");
+        build.warnings(true).extra_warnings(false);
+        build
+    };
+
+    #[cfg(feature = "regenerate")]
+    regenerate(&csrc, &cflags, &lib.version, &dir.join("src/bindings.rs"));
+
+    // The layout check: the bindings' facts as static assertions over the real headers.
+    let wrapper = out.join("wrapper_tu.c");
+    std::fs::write(&wrapper, "#include \"wrapper.h\"\n").expect("write wrapper_tu.c");
+    let unit = c().file(&wrapper).expand();
+    let bindings = std::fs::read_to_string(dir.join("src/bindings.rs"))
+        .expect("read src/bindings.rs (scripts/bindings.sh makes it)");
+    let check = out.join("layout_check.c");
+    let asserts = sys_layout::c_assertions(&bindings, &String::from_utf8_lossy(&unit));
+    std::fs::write(&check, format!("#include \"wrapper.h\"\n{asserts}"))
+        .expect("write layout_check.c");
+
+    // The shim: DPDK's static inline functions as real symbols; the check adds no code.
+    c().file(csrc.join("shim.c"))
+        .file(&check)
+        .compile("dpdk_roce_shim");
+}
+
+/// Runs bindgen over `csrc/wrapper.h` and writes `to` (feature `regenerate`).
+#[cfg(feature = "regenerate")]
+fn regenerate(csrc: &Path, cflags: &[String], version: &str, to: &Path) {
+    const LIBCLANG_MISSING: &str = "libclang not found (bindgen needs it): install \
+                                    libclang-dev (apt-get install libclang-dev), or set LIBCLANG_PATH";
+    println!("cargo:rerun-if-env-changed=LIBCLANG_PATH");
     if let Some(dir) = find_libclang() {
         // Let clang-sys (inside bindgen) use exactly what was found.
         if env::var_os("LIBCLANG_PATH").is_none() {
@@ -40,31 +102,13 @@ fn main() {
     } else {
         panic!("{LIBCLANG_MISSING}");
     }
-
-    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
-    // Read when the script runs, not when it was compiled: cargo reuses a build script's
-    // binary for a copy of the crate elsewhere.
-    let csrc =
-        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("csrc");
-
-    // The shim: DPDK's static inline functions as real symbols.
-    let mut build = cc::Build::new();
-    build.file(csrc.join("shim.c")).include(&csrc).opt_level(2);
-    for path in &lib.include_paths {
-        build.include(path);
-    }
-    for flag in &cflags {
-        build.flag(flag);
-    }
-    build.flag_if_supported("-Wno-unused-parameter");
-    build.warnings(true).extra_warnings(false);
-    build.compile("dpdk_roce_shim");
-
     let bindings = bindgen::Builder::default()
+        .raw_line(format!(
+            "// Generated by scripts/bindings.sh (bindgen over DPDK {version}, csrc/wrapper.h): do not edit."
+        ))
         .header(csrc.join("wrapper.h").to_string_lossy())
         .clang_args(cflags.iter())
         .clang_arg(format!("-I{}", csrc.display()))
-        .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()))
         // EAL
         .allowlist_function("rte_eal_(init|cleanup|iova_mode|has_hugepages|process_type)")
         .allowlist_function("rte_eal_hotplug_(add|remove)")
@@ -125,9 +169,7 @@ fn main() {
         .prepend_enum_name(false)
         .generate()
         .unwrap_or_else(|e| panic!("bindgen failed on the DPDK headers: {e}"));
-    bindings
-        .write_to_file(out.join("bindings.rs"))
-        .expect("write bindings.rs");
+    bindings.write_to_file(to).expect("write src/bindings.rs");
 }
 
 /// `pkg-config --cflags libdpdk`, split into words.
@@ -149,6 +191,7 @@ fn raw_cflags() -> Vec<String> {
         .collect()
 }
 
+#[cfg(feature = "regenerate")]
 /// A directory holding libclang, looked up where clang-sys would look: `LIBCLANG_PATH`,
 /// `llvm-config --libdir`, then Debian's `/usr/lib/llvm-*/lib` and the multiarch lib directory.
 fn find_libclang() -> Option<PathBuf> {
@@ -184,6 +227,7 @@ fn find_libclang() -> Option<PathBuf> {
     dirs.into_iter().find(|d| has_libclang(d))
 }
 
+#[cfg(feature = "regenerate")]
 fn has_libclang(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|entries| {
         entries.flatten().any(|e| {

@@ -14,8 +14,8 @@ PACKAGES=(
   dpdk              # DPDK 22.11 runtime: EAL, ethdev and the PMDs (net_af_packet, net_tap...)
   dpdk-dev          # DPDK tools (dpdk-testpmd, dpdk-hugepages.py, dpdk-telemetry.py)
   libdpdk-dev       # DPDK headers and libdpdk.pc: dpdk-sys builds against them
-  libclang-dev      # bindgen (dpdk-sys build script) loads libclang to read the DPDK headers
-  libdapl-dev       # DAT 2.0 headers (dat-sys bindgen: the provider table, types, IB extensions)
+  libclang-dev      # bindgen (scripts/bindings.sh, regenerating dpdk-sys/dat-sys bindings) loads libclang
+  libdapl-dev       # DAT 2.0 headers (dat-sys: the provider table, types, IB extensions)
   libdapl2          # libdat2, the DAT registry that loads the provider through dat.conf
   dapl2-utils       # dtest, dtestx, dtestcm, dtestsrq, dapltest: the uDAPL programs run on it
   clang             # the C compiler bindgen's libclang pairs with

@@ -35,6 +35,13 @@ times() {
   rm -f "$log"
 }
 
+# A build from nothing (a fresh clone, CI) gains nothing from incremental caches and takes
+# about 10 % longer writing them (test build: 146 s against 160-165 s, alternated); a tree that
+# has them keeps them (switching the setting rebuilds everything once).
+if [[ -z ${CARGO_INCREMENTAL:-} && ! -d ${CARGO_TARGET_DIR:-target}/debug/incremental ]]; then
+  export CARGO_INCREMENTAL=0
+fi
+
 step cargo fmt --all -- --check
 # clippy with -D warnings also denies every rustc warning, so the build is warning-free.
 step cargo clippy --workspace --all-targets -- -D warnings

@@ -18,7 +18,9 @@
 #![allow(clippy::all)]
 #![allow(rustdoc::all)]
 
-include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+// bindgen output, kept in the repository (scripts/bindings.sh); build.rs checks it against
+// the system headers on every build.
+include!("bindings.rs");
 
 #[warn(clippy::all)]
 pub mod consumer;

@@ -13,7 +13,9 @@
 #![allow(clippy::all)]
 #![allow(rustdoc::all)]
 
-include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+// bindgen output, kept in the repository (scripts/bindings.sh); build.rs checks it against
+// the system headers on every build.
+include!("bindings.rs");
 
 use core::mem::{offset_of, size_of};
 
