@@ -152,9 +152,11 @@ pub fn host(
     .map_err(|e| e.to_string())
 }
 
-/// The end-of-run summary on stderr, four lines of `name: N` counters (the names the telemetry
+/// The end-of-run summary on stderr, five lines of `name: N` counters (the names the telemetry
 /// commands use): the frames through the port and their fast paths, the receive drops that
-/// happened by reason, and the QPs' packets, retransmissions, timeouts and NAKs. A running
+/// happened by reason, the QPs' packets, retransmissions, timeouts and NAKs, and the connection
+/// manager's retransmitted and duplicate MADs and the REQs held until their source answered
+/// ARP (`requests_unverified`: dropped unheard). A running
 /// process's full counters are in its telemetry (`roce-tool stats`).
 pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
     let s = shard.stats();
@@ -220,6 +222,12 @@ pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
         q.rnr_naks_received,
         q.fatal_naks_sent,
         q.fatal_naks_received
+    );
+    let cm = shard.host.cm().stats();
+    eprintln!(
+        "summary: CM: retransmits: {}  duplicates: {}  requests_held: {}  \
+         requests_unverified: {}",
+        cm.retransmits, cm.duplicates, host.rx_requests_held, host.rx_requests_unverified
     );
 }
 
