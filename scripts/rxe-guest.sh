@@ -414,7 +414,7 @@ up() {
   setsid qemu-system-x86_64 -name "rxe-guest-$name" -accel tcg -cpu max -smp 1 -m "$MEM" \
     -nodefaults -no-user-config -display none -no-reboot \
     -kernel "$cache/vmlinuz" -initrd "$initrd" \
-    -append "console=ttyS0 panic=-1 loglevel=4 rxe-guest=$name" \
+    -append "console=ttyS0 panic=-1 loglevel=7 printk.time=1 ${RXE_GUEST_APPEND:-} rxe-guest=$name" \
     -serial "file:$d/console.log" \
     -chardev "pipe,id=agent,path=$d/agent" -serial chardev:agent \
     -monitor "unix:$d/monitor.sock,server=on,wait=off" \

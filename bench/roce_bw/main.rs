@@ -30,8 +30,7 @@
 //! Each process drives its shard inline (one polling thread), so two processes fit two cores.
 
 use clap::{Parser, ValueEnum};
-use dpdk_roce::cm::timeout::cm_timeout;
-use dpdk_roce::cm::{AcceptParams, CmConfig, CmEvent, ConnectParams};
+use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::config::Profile;
 use dpdk_roce::dpdk::{DpdkFrameIo, ProfilePort};
 use dpdk_roce::engine::raw_l2::{RawChannel, RawMode};
@@ -1363,7 +1362,7 @@ fn server(
     // The DREPs go out; wait for the rest of the disconnects, then for the client to go.
     let mut gone = 1;
     let n = side.qpns.len();
-    let drep_wait = cm_timeout(CmConfig::default().cm_response_timeout) * 2;
+    let drep_wait = side.shard.host.config().cm.dreq_resend_wait();
     let _ = poll_until(side.shard, drep_wait, "the client's disconnects", |s| {
         while let Some(wc) = s.host.poll_completion() {
             if wc.status != WcStatus::Success && wc.status != WcStatus::WrFlushErr {
@@ -1516,7 +1515,7 @@ fn client(
     }
     let mut gone = 0;
     let n = side.qpns.len();
-    let drep_wait = cm_timeout(CmConfig::default().cm_response_timeout) * 2;
+    let drep_wait = side.shard.host.config().cm.dreq_resend_wait();
     let _ = poll_until(side.shard, drep_wait, "the DREPs", |s| {
         while s.host.poll_completion().is_some() {}
         while let Some(ev) = s.host.poll_event() {

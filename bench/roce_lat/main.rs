@@ -27,8 +27,7 @@
 //! copies every payload into the frame's mbuf.
 
 use clap::{Parser, ValueEnum};
-use dpdk_roce::cm::timeout::cm_timeout;
-use dpdk_roce::cm::{AcceptParams, CmConfig, CmEvent, ConnectParams};
+use dpdk_roce::cm::{AcceptParams, CmEvent, ConnectParams};
 use dpdk_roce::config::Profile;
 use dpdk_roce::dpdk::{DpdkFrameIo, ProfilePort};
 use dpdk_roce::engine::clock::Clock;
@@ -564,7 +563,7 @@ fn server(
     // The DREP goes out now, then this side stops polling until the client has gone (it ends
     // on the DREP; a lost one it waits for past one DREQ resend, `client`).
     shard.send_now();
-    let wait = cm_timeout(CmConfig::default().cm_response_timeout) * 2 + PEER_GONE_WAIT;
+    let wait = shard.host.config().cm.dreq_resend_wait() + PEER_GONE_WAIT;
     if !pp.wait_peer_gone(wait) {
         eprintln!("the client was still there {wait:?} after its disconnect");
     }
@@ -948,7 +947,7 @@ fn client(
     // A lost DREQ is sent again after the CM response timeout (IBTA vol. 1 §12.6.11; 4.3 s at
     // the default exponent 20): wait past one resend, or the server, which ends on the DREQ,
     // would wait for a client that is gone. The DREP normally comes within microseconds.
-    let drep_wait = cm_timeout(CmConfig::default().cm_response_timeout) * 2;
+    let drep_wait = shard.host.config().cm.dreq_resend_wait();
     let _ = poll_until(shard, drep_wait, "the DREP", |s| {
         Ok(match s.host.poll_event() {
             Some(CmEvent::Disconnected { .. }) => Some(()),

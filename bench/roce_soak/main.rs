@@ -237,7 +237,7 @@ fn run(args: &Args) -> Result<(), String> {
     let ia = Ia::open(&profile).map_err(|e| format!("opening the IA: {e}"))?;
     let timeout = Duration::from_millis(args.timeout_ms);
     let r = if args.server {
-        server(args, &ia, timeout)
+        server(args, &ia, timeout, &profile.roce.cm)
     } else {
         client(args, &ia, timeout)
     };
@@ -296,7 +296,14 @@ fn wait_connections(
     Ok(got)
 }
 
-fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
+/// `cm`: this side's connection manager settings (the profile's), which time the client's
+/// DREQ resends.
+fn server(
+    args: &Args,
+    ia: &Ia,
+    timeout: Duration,
+    cm: &dpdk_roce::cm::CmConfig,
+) -> Result<(), String> {
     let pz = Pz::create(ia).map_err(dat("PZ"))?;
     let dto = Evd::create(ia, 1 << 14, EvdFlags::DTO).map_err(dat("DTO EVD"))?;
     let conn = Evd::create(ia, 256, EvdFlags::CONNECTION).map_err(dat("connection EVD"))?;
@@ -435,8 +442,7 @@ fn server(args: &Args, ia: &Ia, timeout: Duration) -> Result<(), String> {
     wait_connections(&conn, eps.len(), ConnectionEventKind::Disconnected, timeout)?;
     // Stay a while: a DREP lost on the way makes the client send its DREQ again, and only a
     // port still running answers it (else the client waits out its DREQ retries).
-    let cm = dpdk_roce::cm::CmConfig::default();
-    let linger = Instant::now() + dpdk_roce::cm::timeout::cm_timeout(cm.cm_response_timeout) * 2;
+    let linger = Instant::now() + cm.dreq_resend_wait();
     while Instant::now() < linger {
         let _ = conn.wait(Some(Duration::from_millis(100)), 1);
     }

@@ -46,6 +46,17 @@ impl Default for CmConfig {
     }
 }
 
+impl CmConfig {
+    /// How long a side that answered a DREQ stays to answer it again: a DREP lost on the way
+    /// makes the peer send its DREQ again after this side's CM response timeout (which the
+    /// REQ/REP exchange gave it, IBTA vol. 1 §12.6.11), and only a port still running answers
+    /// it; the peer would otherwise wait out its DREQ retries. Two timeouts: one resend and
+    /// its way.
+    pub fn dreq_resend_wait(&self) -> core::time::Duration {
+        super::timeout::cm_timeout(self.cm_response_timeout) * 2
+    }
+}
+
 /// The local ACK timeout exponents (IBTA vol. 1 §12.7.34) the passive side takes from a REQ:
 /// 8 (1 ms) ..= 22 (17 s). A peer's 0, "wait forever", is taken as
 /// [`PEER_ACK_TIMEOUT_FOR_INFINITE`]: a peer never makes this side's requests wait without end.
