@@ -297,6 +297,38 @@ pub fn decode_all_valid(pcap: &std::path::Path) -> u64 {
     rocev2
 }
 
+/// Cuts a capture that a killed process left behind to its whole records: SIGKILL can stop the
+/// write in flight between two pages (the kernel ends a write for a fatal signal there), so
+/// the file may end in part of its last record, never anywhere else. Returns the bytes cut;
+/// panics when the file is not a pcap or a record before the last is damaged.
+pub fn cut_to_whole_records(pcap: &std::path::Path) -> usize {
+    let data = std::fs::read(pcap).unwrap();
+    assert!(
+        data.len() >= 24 && data[..4] == 0xa1b2_c3d4u32.to_le_bytes(),
+        "{} is not a little-endian pcap",
+        pcap.display()
+    );
+    let mut at = 24;
+    while data.len() - at >= 16 {
+        let word = |k: usize| u32::from_le_bytes(data[at + k..at + k + 4].try_into().unwrap());
+        let (caplen, len) = (word(8) as usize, word(12) as usize);
+        assert!(
+            caplen <= 65535 && caplen <= len,
+            "{}: a damaged record header at byte {at}",
+            pcap.display()
+        );
+        if data.len() - at - 16 < caplen {
+            break;
+        }
+        at += 16 + caplen;
+    }
+    let cut = data.len() - at;
+    if cut > 0 {
+        std::fs::write(pcap, &data[..at]).unwrap();
+    }
+    cut
+}
+
 /// tshark finds no malformed frame, no error-level expert note and no bad IPv4 checksum.
 /// Wireshark's RPC-over-RDMA heuristic is off: it claims SEND payloads of application data
 /// (roce-bw's) that merely look like its header, and reports them malformed.

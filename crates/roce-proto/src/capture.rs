@@ -15,8 +15,9 @@ use std::time::Duration;
 /// so the file is complete up to the last turn however the process ends (a kill included).
 ///
 /// Each record (its 16-byte header and its frame) reaches the writer in one `write_all`, so a
-/// `BufWriter` never hands the file half a record when its buffer fills: what a killed process
-/// leaves behind ends on a record boundary and tshark reads all of it.
+/// `BufWriter` never hands the file half a record when its buffer fills. Only SIGKILL during a
+/// flush can leave part of a record: the kernel ends a write for a fatal signal between two
+/// pages. Everything before it is whole.
 pub struct PcapCapture<W: Write> {
     writer: W,
     header: PcapHeader,

@@ -245,8 +245,9 @@ impl<M: Memory, Io: FrameIo> Shard<M, Io> {
     }
 
     /// Pushes what the capture wrote this turn to its file, so the file is complete up to the
-    /// last turn however the process ends (an exit without closing the IA, a kill). A failed
-    /// write ends the capture, never the port.
+    /// last turn however the process ends (an exit without closing the IA, a kill; SIGKILL
+    /// during this flush may cut its last record, `PcapCapture`). A failed write ends the
+    /// capture, never the port.
     fn flush_capture(&mut self) {
         if let Some(c) = self.capture.as_mut() {
             if let Err(e) = c.flush() {
