@@ -280,7 +280,8 @@ fn tap_attach_fails_loudly_when_the_taps_never_appear() {
 fn tap_attach_is_polled_until_it_gives_up() {
     let a = format!("dtpa{}a", std::process::id() % 100_000);
     let b = format!("dtpa{}b", std::process::id() % 100_000);
-    let mut mirred = TapMirred::start_waiting(&a, &b, 5);
+    // Two seconds: long enough that the first poll, right after the start, finds it waiting.
+    let mut mirred = TapMirred::start_waiting(&a, &b, 2);
     assert!(mirred.try_wait().is_none(), "attach gave up at once");
     let err = loop {
         if let Some(attached) = mirred.try_wait() {
