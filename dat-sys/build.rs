@@ -53,6 +53,9 @@ fn main() {
     let wrapper = out.join("wrapper_tu.c");
     std::fs::write(&wrapper, "#include \"wrapper.h\"\n").expect("write wrapper_tu.c");
     let unit = c().file(&wrapper).expand();
+    for header in sys_layout::included_files(&String::from_utf8_lossy(&unit)) {
+        println!("cargo:rerun-if-changed={header}");
+    }
     let bindings = std::fs::read_to_string(dir.join("src/bindings.rs"))
         .expect("read src/bindings.rs (scripts/bindings.sh makes it)");
     let check = out.join("layout_check.c");

@@ -82,6 +82,23 @@ pub fn c_assertions(bindings: &str, tags: &str) -> String {
     c
 }
 
+/// The header files a preprocessed C translation unit read (its `# LINE "FILE"` markers), for
+/// `cargo:rerun-if-changed`: the check runs again when a system header changes (a package
+/// upgrade), as bindgen's own callbacks made it do.
+pub fn included_files(preprocessed: &str) -> BTreeSet<String> {
+    preprocessed
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter_map(|l| l.split_once(" \""))
+        .filter_map(|(line, rest)| {
+            line.bytes().all(|b| b.is_ascii_digit()).then_some(rest)?;
+            rest.split_once('"').map(|(file, _)| file)
+        })
+        .filter(|f| f.starts_with('/') && f.ends_with(".h"))
+        .map(str::to_string)
+        .collect()
+}
+
 /// Names bindgen made up, with no C counterpart.
 fn invented(name: &str) -> bool {
     name.contains("bindgen") || name.starts_with('_') || name.contains('<')
@@ -210,6 +227,19 @@ const _: () = {
     ["Size of DAT_ANON"][::std::mem::size_of::<DAT_ANON>() - 8usize];
 };
 "#;
+
+    #[test]
+    fn the_headers_a_translation_unit_read_are_named_once() {
+        let unit = "# 1 \"/tmp/x/wrapper_tu.c\"\n# 1 \"<built-in>\"\n\
+                    # 1 \"/usr/include/dpdk/rte_eal.h\" 1\nint a;\n\
+                    # 12 \"/usr/include/stdio.h\" 3 4\n\
+                    # 40 \"/usr/include/dpdk/rte_eal.h\" 2\n#pragma once\n";
+        let files: Vec<String> = included_files(unit).into_iter().collect();
+        assert_eq!(
+            files,
+            ["/usr/include/dpdk/rte_eal.h", "/usr/include/stdio.h"]
+        );
+    }
 
     #[test]
     fn layout_tests_and_constants_become_static_assertions() {
