@@ -50,18 +50,8 @@ fn main() {
     regenerate(&csrc, &include, &dir.join("src/bindings.rs"));
 
     // The layout check: the bindings' facts as static assertions over the real headers.
-    let wrapper = out.join("wrapper_tu.c");
-    std::fs::write(&wrapper, "#include \"wrapper.h\"\n").expect("write wrapper_tu.c");
-    let unit = c().file(&wrapper).expand();
-    for header in sys_layout::included_files(&String::from_utf8_lossy(&unit)) {
-        println!("cargo:rerun-if-changed={header}");
-    }
-    let bindings = std::fs::read_to_string(dir.join("src/bindings.rs"))
-        .expect("read src/bindings.rs (scripts/bindings.sh makes it)");
-    let check = out.join("layout_check.c");
-    let asserts = sys_layout::c_assertions(&bindings, &String::from_utf8_lossy(&unit));
-    std::fs::write(&check, format!("#include \"wrapper.h\"\n{asserts}"))
-        .expect("write layout_check.c");
+    let unit = c().file(sys_layout::wrapper_unit(&out)).expand();
+    let check = sys_layout::write_check(&unit, &dir.join("src/bindings.rs"), &out);
 
     c().file(csrc.join("shim.c"))
         .file(&check)

@@ -7,6 +7,35 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+/// A C file in `out_dir` that includes the crate's `wrapper.h`: preprocess it (`cc`'s
+/// `expand`) with the shim's flags and give the result to [`write_check`].
+pub fn wrapper_unit(out_dir: &Path) -> PathBuf {
+    let unit = out_dir.join("wrapper_tu.c");
+    std::fs::write(&unit, "#include \"wrapper.h\"\n").expect("write wrapper_tu.c");
+    unit
+}
+
+/// The build script's part: names every header the preprocessed `wrapper.h` read as
+/// `rerun-if-changed`, writes `layout_check.c` (the assertions over `bindings`) to `out_dir`
+/// and returns it, to compile beside the shim.
+pub fn write_check(preprocessed: &[u8], bindings: &Path, out_dir: &Path) -> PathBuf {
+    let unit = String::from_utf8_lossy(preprocessed);
+    for header in included_files(&unit) {
+        println!("cargo:rerun-if-changed={header}");
+    }
+    let text = std::fs::read_to_string(bindings).unwrap_or_else(|e| {
+        panic!(
+            "read {} (scripts/bindings.sh makes it): {e}",
+            bindings.display()
+        )
+    });
+    let check = out_dir.join("layout_check.c");
+    let c = format!("#include \"wrapper.h\"\n{}", c_assertions(&text, &unit));
+    std::fs::write(&check, c).expect("write layout_check.c");
+    check
+}
 
 /// One fact bindgen recorded about the C side.
 #[derive(Clone, Debug, PartialEq, Eq)]

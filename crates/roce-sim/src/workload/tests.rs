@@ -5,6 +5,48 @@ use super::*;
 use crate::link::LinkConfig;
 use crate::pair::{ConnSpec, Pair};
 
+/// The [`Endpoints`] methods a wrapper with the simulated pair in `inner` passes through
+/// unchanged.
+macro_rules! pass_through {
+    () => {
+        fn qpns(&self) -> (u32, u32) {
+            self.inner.qpns()
+        }
+        fn register(
+            &mut self,
+            side: Side,
+            len: usize,
+            access: Access,
+        ) -> Result<Region, WorkloadError> {
+            self.inner.register(side, len, access)
+        }
+        fn deregister(&mut self, side: Side, region: &Region) -> Result<(), WorkloadError> {
+            self.inner.deregister(side, region)
+        }
+        fn write(
+            &mut self,
+            side: Side,
+            r: &Region,
+            at: usize,
+            data: &[u8],
+        ) -> Result<(), WorkloadError> {
+            self.inner.write(side, r, at, data)
+        }
+        fn post_send(&mut self, wr: SendWr) -> Result<(), WorkloadError> {
+            self.inner.post_send(wr)
+        }
+        fn post_recv(&mut self, wr: RecvWr) -> Result<(), WorkloadError> {
+            self.inner.post_recv(wr)
+        }
+        fn elapsed(&self) -> Duration {
+            self.inner.elapsed()
+        }
+        fn qp_stats(&mut self) -> Result<QpStats, WorkloadError> {
+            self.inner.qp_stats()
+        }
+    };
+}
+
 /// The simulated pair with one fault: `bend` changes what the workload sees.
 struct Bent<'a, F: FnMut(&mut Vec<(Side, WorkCompletion)>, &mut Vec<u8>)> {
     inner: SimConn<'a>,
@@ -14,29 +56,7 @@ struct Bent<'a, F: FnMut(&mut Vec<(Side, WorkCompletion)>, &mut Vec<u8>)> {
 }
 
 impl<F: FnMut(&mut Vec<(Side, WorkCompletion)>, &mut Vec<u8>)> Endpoints for Bent<'_, F> {
-    fn qpns(&self) -> (u32, u32) {
-        self.inner.qpns()
-    }
-    fn register(
-        &mut self,
-        side: Side,
-        len: usize,
-        access: Access,
-    ) -> Result<Region, WorkloadError> {
-        self.inner.register(side, len, access)
-    }
-    fn deregister(&mut self, side: Side, region: &Region) -> Result<(), WorkloadError> {
-        self.inner.deregister(side, region)
-    }
-    fn write(
-        &mut self,
-        side: Side,
-        r: &Region,
-        at: usize,
-        data: &[u8],
-    ) -> Result<(), WorkloadError> {
-        self.inner.write(side, r, at, data)
-    }
+    pass_through!();
     fn read(
         &mut self,
         side: Side,
@@ -48,12 +68,6 @@ impl<F: FnMut(&mut Vec<(Side, WorkCompletion)>, &mut Vec<u8>)> Endpoints for Ben
         (self.bend)(&mut Vec::new(), &mut b);
         Ok(b)
     }
-    fn post_send(&mut self, wr: SendWr) -> Result<(), WorkloadError> {
-        self.inner.post_send(wr)
-    }
-    fn post_recv(&mut self, wr: RecvWr) -> Result<(), WorkloadError> {
-        self.inner.post_recv(wr)
-    }
     fn completions(
         &mut self,
         limit: Duration,
@@ -64,12 +78,6 @@ impl<F: FnMut(&mut Vec<(Side, WorkCompletion)>, &mut Vec<u8>)> Endpoints for Ben
     }
     fn settle(&mut self) -> Result<Vec<(Side, WorkCompletion)>, WorkloadError> {
         self.inner.settle()
-    }
-    fn elapsed(&self) -> Duration {
-        self.inner.elapsed()
-    }
-    fn qp_stats(&mut self) -> Result<QpStats, WorkloadError> {
-        self.inner.qp_stats()
     }
 }
 
@@ -212,29 +220,7 @@ impl LateB<'_> {
 }
 
 impl Endpoints for LateB<'_> {
-    fn qpns(&self) -> (u32, u32) {
-        self.inner.qpns()
-    }
-    fn register(
-        &mut self,
-        side: Side,
-        len: usize,
-        access: Access,
-    ) -> Result<Region, WorkloadError> {
-        self.inner.register(side, len, access)
-    }
-    fn deregister(&mut self, side: Side, region: &Region) -> Result<(), WorkloadError> {
-        self.inner.deregister(side, region)
-    }
-    fn write(
-        &mut self,
-        side: Side,
-        r: &Region,
-        at: usize,
-        data: &[u8],
-    ) -> Result<(), WorkloadError> {
-        self.inner.write(side, r, at, data)
-    }
+    pass_through!();
     fn read(
         &mut self,
         side: Side,
@@ -243,12 +229,6 @@ impl Endpoints for LateB<'_> {
         len: usize,
     ) -> Result<Vec<u8>, WorkloadError> {
         self.inner.read(side, r, at, len)
-    }
-    fn post_send(&mut self, wr: SendWr) -> Result<(), WorkloadError> {
-        self.inner.post_send(wr)
-    }
-    fn post_recv(&mut self, wr: RecvWr) -> Result<(), WorkloadError> {
-        self.inner.post_recv(wr)
     }
     fn completions(
         &mut self,
@@ -265,12 +245,6 @@ impl Endpoints for LateB<'_> {
         got.append(&mut self.pending);
         got.extend(self.inner.settle()?);
         Ok(got)
-    }
-    fn elapsed(&self) -> Duration {
-        self.inner.elapsed()
-    }
-    fn qp_stats(&mut self) -> Result<QpStats, WorkloadError> {
-        self.inner.qp_stats()
     }
 }
 
