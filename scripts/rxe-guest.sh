@@ -49,8 +49,11 @@
 # The command channel is the guest's second serial port (ttyS1) on a pair of FIFOs: the guest's
 # /init runs a small agent that takes `RUN <nonce> <timeout> <base64 command>` lines and answers
 # `@@BEGIN <nonce>`, the output in base64, `@@END <nonce> <status>`, so any bytes survive and a
-# late answer to an earlier command is never taken for the current one. Commands are serialised
-# per guest (flock). The first serial port (ttyS0) is the kernel console, in console.log.
+# late answer to an earlier command is never taken for the current one. The agent acknowledges a
+# line at once (`@@ACK <nonce>`) and runs a nonce once: a line the serial port lost or garbled
+# (seen about once per interop run, under TCG on a busy host) is sent again after 3 s without
+# its acknowledgement, not waited out. Commands are serialised per guest (flock). The first
+# serial port (ttyS0) is the kernel console, in console.log.
 #
 # Environment: RXE_GUEST_MEM (MiB, default 1536), RXE_GUEST_BOOT_TIMEOUT (s, default 180),
 # RXE_GUEST_KERNEL (a linux-image-6.1.*-amd64 package name), RXE_GUEST_CACHE, RXE_GUEST_RUN
@@ -172,6 +175,7 @@ mkdir -p /run/agent /run/jobs
 stty -F /dev/ttyS1 raw -echo -echoe -echok -echoctl -echoke -icrnl -onlcr -opost 2>/dev/null
 exec 0</dev/ttyS1 1>/dev/ttyS1 2>&1
 echo "@@READY"
+last=""
 while IFS= read -r line; do
   case "$line" in
     "RUN "*) ;;
@@ -179,6 +183,10 @@ while IFS= read -r line; do
   esac
   set -- $line
   nonce=$2 t=$3
+  echo "@@ACK $nonce"
+  # A line sent again because its acknowledgement was late: it runs (and answers) once.
+  [ "$nonce" = "$last" ] && continue
+  last=$nonce
   echo "$4" | base64 -d >/run/agent/cmd.sh 2>/dev/null
   timeout -s KILL "$t" sh /run/agent/cmd.sh </dev/null >/run/agent/out 2>&1
   rc=$?
@@ -307,14 +315,30 @@ agent_run() {
   while IFS= read -r -t 0.05 -u 3 line; do :; done
   nonce=$$-$RANDOM-$RANDOM
   b64=$(printf '%s\n' "$script" | base64 -w0)
-  printf 'RUN %s %s %s\n' "$nonce" "$t" "$b64" >&4
+  local request
+  request=$(printf 'RUN %s %s %s' "$nonce" "$t" "$b64")
+  # RXE_GUEST_TEST_FIRST_SEND (tests of the channel only): `lose` the first sending of the
+  # command, or send it `twice` at once.
+  case ${RXE_GUEST_TEST_FIRST_SEND:-} in
+    lose) ;;
+    twice) printf '%s\n%s\n' "$request" "$request" >&4 ;;
+    *) printf '%s\n' "$request" >&4 ;;
+  esac
   deadline=$((SECONDS + t + 30))
+  # Sent again (same nonce: the agent runs it once) while no acknowledgement came.
+  local acked="" resend=$((SECONDS + 3)) sends=1
   local out
   out=$(mktemp)
   # `read -t` that times out in the middle of a line (the guest's serial port is slow under
   # TCG on a busy host) returns what it got so far: keep it for the rest of the line.
   local part=""
   while ((SECONDS < deadline)); do
+    if [[ -z $acked ]] && ((SECONDS >= resend && sends < 5)); then
+      log "guest $name: no acknowledgement of command $nonce, sending it again"
+      printf '%s\n' "$request" >&4
+      resend=$((SECONDS + 3))
+      sends=$((sends + 1))
+    fi
     if ! IFS= read -r -t 1 -u 3 line; then
       part+=$line
       qemu_pid "$name" >/dev/null || break
@@ -323,7 +347,8 @@ agent_run() {
     line=$part$line
     part=""
     case "$line" in
-      "@@BEGIN $nonce") got=1 ;;
+      "@@ACK $nonce") acked=1 ;;
+      "@@BEGIN $nonce") got=1 acked=1 ;;
       "@@END $nonce "*)
         rc=${line##* }
         break

@@ -28,6 +28,7 @@ use test_programs::test_program;
 
 use dpdk_common::{output_text, Proc, FANOUT_COLLISION};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -358,8 +359,14 @@ impl Guest {
     }
 
     fn run_script(&self, args: &[&str]) -> (i32, String) {
+        self.run_script_with(("RXE_GUEST_UNUSED", ""), args)
+    }
+
+    /// [`run_script`](Self::run_script) with one more environment variable.
+    fn run_script_with(&self, (var, value): (&str, &str), args: &[&str]) -> (i32, String) {
         let out = Command::new("bash")
             .arg(script())
+            .env(var, value)
             .args(args)
             .output()
             .expect("run scripts/rxe-guest.sh");
@@ -770,12 +777,18 @@ impl Cases {
         }
     }
 
+    /// Also on the test process's own stderr, past libtest's capture: a suite run shows where
+    /// this binary's time went.
     fn verdict(self, g: &Guest) {
-        println!(
-            "guest boot {:.1} s, all cases {:.1} s",
+        let line = format!(
+            "interop_rxe {}: guest boot {:.1} s, all cases {:.1} s, {} failed",
+            g.name,
             g.boot.as_secs_f64(),
-            self.start.elapsed().as_secs_f64()
+            self.start.elapsed().as_secs_f64(),
+            self.failures.len()
         );
+        println!("{line}");
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
         assert!(
             self.failures.is_empty(),
             "{} case(s) failed:\n{}",
@@ -950,6 +963,42 @@ fn check_command_channel(g: &Guest) {
     }
     assert_eq!(rc, 137, "{out}");
     assert!(took < Duration::from_secs(20), "{took:?}");
+    // A command line the serial port lost is sent again after 3 s without its
+    // acknowledgement (not after the 32 s its answer may take); one that arrives twice runs
+    // once.
+    let t0 = Instant::now();
+    let (rc, out) = g.run_script_with(
+        ("RXE_GUEST_TEST_FIRST_SEND", "lose"),
+        &[
+            "exec",
+            &g.name,
+            "-t",
+            "2",
+            "--",
+            "echo once >> /tmp/ran; wc -l < /tmp/ran",
+        ],
+    );
+    assert_eq!((rc, out.lines().next()), (0, Some("1")), "{out}");
+    assert!(out.contains("sending it again"), "{out}");
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    let (rc, out) = g.run_script_with(
+        ("RXE_GUEST_TEST_FIRST_SEND", "twice"),
+        &[
+            "exec",
+            &g.name,
+            "-t",
+            "2",
+            "--",
+            "echo once >> /tmp/ran; wc -l < /tmp/ran",
+        ],
+    );
+    assert_eq!((rc, out.trim_end()), (0, "2"), "{out}");
+    let (rc, out) = g.exec(30, "wc -l < /tmp/ran");
+    assert_eq!(
+        (rc, out.trim_end()),
+        (0, "2"),
+        "the command sent twice ran twice: {out}"
+    );
     let (rc, out) = g.exec(30, "cat /sys/class/infiniband/rxe0/ports/1/state; uname -r");
     assert_eq!(rc, 0, "{out}");
     assert!(out.contains("ACTIVE") && out.contains("6.1."), "{out}");
