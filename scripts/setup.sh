@@ -18,7 +18,8 @@ PACKAGES=(
   libdapl-dev       # DAT 2.0 headers (dat-sys: the provider table, types, IB extensions)
   libdapl2          # libdat2, the DAT registry that loads the provider through dat.conf
   dapl2-utils       # dtest, dtestx, dtestcm, dtestsrq, dapltest: the uDAPL programs run on it
-  clang             # the C compiler bindgen's libclang pairs with
+  clang             # the C compiler bindgen's libclang pairs with; also builds scripts/bpf/ce_marker.c (-target bpf)
+  libbpf-dev        # bpf/bpf_helpers.h for scripts/bpf/ce_marker.c, the ECN marker of scripts/bottleneck.sh
   iproute2          # `ip link` veth/tap set-up in the DPDK port tests
   ethtool           # scripts/veth.sh turns scatter-gather off on the veth ends
   arping            # the net_tap test: the kernel arpings the provider's address

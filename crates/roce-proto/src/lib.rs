@@ -13,6 +13,7 @@
 #![deny(unsafe_code)]
 
 pub mod capture;
+pub mod cc;
 pub mod cm;
 pub mod decode;
 pub mod host;

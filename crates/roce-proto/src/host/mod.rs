@@ -52,12 +52,13 @@ use frames::{Body, FrameBuilder, To, ZERO_PAYLOAD};
 pub use frames::{PinnedTx, TxOut};
 use qps::{QpEntry, QpTable, RecvAcct, Work};
 
+use crate::cc::CcConfig;
 use crate::cm::{AcceptParams, Cm, CmError, CmEvent, CmId, ConnectParams, QpControl, CM_QPN};
 use crate::mem::access::Access;
 use crate::mem::access::KeyKind;
 use crate::mem::access::Memory;
 use crate::mem::{MrTable, PinToken, Pz};
-use crate::net::{Inbound, Net, NetConfig, NetEvent, NetStats, Resolve, Route};
+use crate::net::{Inbound, Net, NetConfig, NetEvent, NetStats, Resolve, Route, TrafficClass};
 use crate::srq::{EpRecvAccount, EpRecvHandle, RecvSource, SharedSrq, SrqPort, WatermarkEvents};
 use crate::time::Instant;
 use crate::transport::qp::Qp;
@@ -96,6 +97,11 @@ pub struct HostConfig {
     pub qpns: QpnPolicy,
     /// The connection manager's settings (its timers: the profile's `roce.cm_*`).
     pub cm: crate::cm::CmConfig,
+}
+
+/// A CNP's traffic class: the configured DSCP (masked to 6 bits), Not-ECT.
+fn cnp_traffic_class(cc: &CcConfig) -> TrafficClass {
+    TrafficClass::new(cc.cnp_dscp & 0x3f, 0).unwrap_or_default()
 }
 
 /// MADs held while their destination is being resolved, at most.
@@ -251,6 +257,10 @@ pub struct Host<M: Memory> {
     /// The latest `now` passed to `handle_frame` or `handle_timeout`: the limiter's clock
     /// (events are logged when collected, possibly by a call without a time).
     clock: Instant,
+    /// Congestion control of every QP (`cc`; `set_congestion`).
+    cc: CcConfig,
+    /// The traffic class of the CNPs sent: the configuration's CNP DSCP, not ECN-capable.
+    cnp_tc: TrafficClass,
 }
 
 impl<M: Memory> Host<M> {
@@ -291,7 +301,24 @@ impl<M: Memory> Host<M> {
             awaited: false,
             log_limit: log_limit::LogLimit::default(),
             clock: Instant::ZERO,
+            cc: CcConfig::default(),
+            cnp_tc: cnp_traffic_class(&CcConfig::default()),
         })
+    }
+
+    /// Congestion control for every QP, those there already (their counters start again)
+    /// and those created later: the profile's `[congestion]` (`cc`).
+    pub fn set_congestion(&mut self, cc: CcConfig) {
+        self.cc = cc;
+        self.cnp_tc = cnp_traffic_class(&cc);
+        for e in self.qps.values_mut() {
+            e.qp.set_congestion(&cc);
+        }
+    }
+
+    /// The congestion control QPs get.
+    pub fn congestion(&self) -> &CcConfig {
+        &self.cc
     }
 
     /// The port's identity.

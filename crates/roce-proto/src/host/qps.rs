@@ -224,6 +224,7 @@ impl<M: Memory> Host<M> {
             srq: opts.srq,
             sig_all: opts.sig_all,
         });
+        qp.set_congestion(&self.cc);
         let attr = QpAttr {
             access: opts.access,
             ..QpAttr::default()

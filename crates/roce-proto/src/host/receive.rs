@@ -45,6 +45,14 @@ impl<M: Memory> Host<M> {
     #[inline(always)]
     pub(super) fn handle_predicted(&mut self, now: Instant, frame: &[u8]) -> bool {
         let c = self.net.config();
+        // A CE-marked frame takes the general path (the notification point's CNP): the
+        // predicted frame is untagged IPv4 (`WriteOnlyFrame::predict`), its TOS at byte 15.
+        if frame
+            .get(super::frames::ETH_LEN + 1)
+            .is_some_and(|tos| tos & 0b11 == ECN_CE)
+        {
+            return false;
+        }
         let Some(w) = c
             .ipv4_addr()
             .and_then(|ip| WriteOnlyFrame::predict(frame, c.mac, ip))
@@ -168,6 +176,9 @@ impl<M: Memory> Host<M> {
         } else {
             e
         };
+        if f.ecn == ECN_CE {
+            e.qp.on_congestion_experienced(now);
+        }
         let srq: Option<&mut dyn RecvSource> = match &mut e.recv {
             RecvAcct::Srq(p) => Some(p),
             RecvAcct::Own(_) => None,
@@ -176,6 +187,9 @@ impl<M: Memory> Host<M> {
         self.work.ran(dest, e);
     }
 }
+
+/// ECN congestion experienced (RFC 3168 §5).
+const ECN_CE: u8 = 0b11;
 
 /// Whether a GSI payload is a CM REQ (management class 7, attribute REQ).
 fn is_req(mad: &[u8]) -> bool {

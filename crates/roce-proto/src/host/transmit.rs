@@ -172,6 +172,8 @@ impl<M: Memory> Host<M> {
             self.work.polled(qpn, e);
             let Some(tx) = polled.as_ref() else {
                 e.tx_queued = false;
+                // Its pacer may have armed the release timer.
+                self.work.timer_changed(e);
                 break;
             };
             // A QP with nothing more leaves the line now, so the caller's next
@@ -205,12 +207,16 @@ impl<M: Memory> Host<M> {
                 }
                 _ => None,
             };
+            // A CNP leaves with the CNP's DSCP and not ECN-capable (`cc`).
+            let cnp_route = (tx.headers.bth.opcode == Opcode::CNP)
+                .then(|| e.route.as_ref().map(|r| r.with_traffic_class(self.cnp_tc)))
+                .flatten();
             let out_kind = match pinned_built {
                 Some(true) => Some(TxOut::Pinned),
                 Some(false) => None,
                 None => {
                     let body = Body::Gather(&tx.payload);
-                    let to = To::Route(dst, e.route.as_ref());
+                    let to = To::Route(dst, cnp_route.as_ref().or(e.route.as_ref()));
                     b.build_frame(now, to, qpn, dest_qpn, &tx.headers, body, out)
                         .then_some(TxOut::Whole)
                 }

@@ -25,6 +25,11 @@ pub struct Route {
 }
 
 impl Route {
+    /// The same path with packets of traffic class `tc` (a CNP's DSCP, not ECN-capable).
+    pub fn with_traffic_class(&self, tc: TrafficClass) -> Route {
+        Route { tc, ..self.clone() }
+    }
+
     /// True if this route leads to QP `dst_qpn` at `dst_ip`.
     pub fn leads_to(&self, dst_ip: IpAddr, dst_qpn: u32) -> bool {
         self.dst_ip == dst_ip && self.dst_qpn == dst_qpn

@@ -264,6 +264,11 @@ impl Qp {
         let acked = self.req.una.distance_from(self.req.window_una);
         if acked < MAX_OUTSTANDING_PSNS * 2 {
             self.req.window.on_ack(acked);
+            if acked > 0 {
+                if let Some(rtt) = self.cc.on_acked(now, self.req.una.sub(1).value()) {
+                    self.req.rto.on_rtt_sample(rtt);
+                }
+            }
         }
         self.req.window_una = self.req.una;
         self.req.retry_left = self.attr.retry_cnt;

@@ -7,7 +7,8 @@
 //! set: the frame writer gets the BTH, the RETH and the payload's place in registered memory.
 //! Anything else (responses to send first, a resend, a WQE already started or failed at post
 //! time, a fence, WRITE with immediate, SEND, READ, atomics, several SGEs, several packets, an
-//! empty payload, a full window) is left unchanged to `poll_transmit`.
+//! empty payload, a full window, a closed pacer, a CNP due) is left unchanged to
+//! `poll_transmit`.
 
 use super::qp::Qp;
 use super::types::{QpState, SendOp};
@@ -33,7 +34,11 @@ impl Qp {
     /// it; `None`, with nothing changed, when `poll_transmit` must build the next packet.
     #[inline(always)]
     pub fn next_write_only(&mut self, now: Instant, max_len: u32) -> Option<WriteOnlyRequest> {
-        if self.state != QpState::Rts || self.req.rnr_wait {
+        if self.state != QpState::Rts || self.req.rnr_wait || self.cc.cnp_due() {
+            return None;
+        }
+        // The pacer closed: `poll_transmit` arms its release timer.
+        if self.cc.wait_until(now).is_some() {
             return None;
         }
         // Responses go first (`next_packet`); only a trailing ACK lets a request pass.
@@ -54,7 +59,7 @@ impl Qp {
         // The window of `next_request`: a new WQE starts when nothing is in flight or one
         // more PSN fits (the window is at least one PSN, `window::MIN_WINDOW`).
         let psn = self.req.next_psn;
-        if psn.distance_from(self.req.una) >= self.req.window.limit() {
+        if psn.distance_from(self.req.una) >= self.send_window() {
             return None;
         }
         let (solicited, signaled, len) = (w.solicited, w.signaled, w.len);
@@ -82,6 +87,7 @@ impl Qp {
         self.note_request_sent(now, psn, 1, Some(signaled), ack_req);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += u64::from(len);
+        self.cc.on_sent(now, crate::cc::wire_bytes(len as usize));
         if !self.resp.queue.is_empty() {
             // A trailing ACK leaves right behind this request, in the same burst.
             self.resp.ack_due = true;

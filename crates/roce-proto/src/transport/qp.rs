@@ -28,10 +28,11 @@ use super::types::{
     MAX_SGE,
 };
 use super::wqe::{flush_status, send_completion, RecvWqe, SendWqe};
+use crate::cc::{wire_bytes, CcConfig, Congestion};
 use crate::mem::access::{Access, KeyKind, MemRef, Memory};
 use crate::time::Instant;
 use crate::wire::bth::pkey_match;
-use crate::wire::opcode::{OpFlags, Transport};
+use crate::wire::opcode::{OpFlags, Opcode, Transport};
 use crate::wire::roce::{RoceHeaders, RocePacket, EXTENSION_HEADERS};
 
 /// Counters of one QP.
@@ -191,6 +192,8 @@ pub struct Qp {
     /// The state the QP left for ERROR, until the host takes it for its log
     /// ([`take_error_entry`](Self::take_error_entry)).
     pub(super) error_from: Option<QpState>,
+    /// Congestion control: the pacer, the rate algorithm, CNPs due (`cc`).
+    pub(super) cc: Congestion,
 }
 
 fn check_attr(a: &QpAttr) -> Result<(), QpError> {
@@ -223,7 +226,27 @@ impl Qp {
             stats: QpStats::default(),
             timers: TimerTable::default(),
             error_from: None,
+            cc: Congestion::default(),
         }
+    }
+
+    /// Sets this QP's congestion control (`cc`; off by default): its mode, its parameters and
+    /// the notification point's CNP interval. Its counters start again.
+    pub fn set_congestion(&mut self, c: &CcConfig) {
+        self.cc = Congestion::new(c);
+        self.timers.stop(Timer::Pace);
+    }
+
+    /// PSNs that may be outstanding: the loss window's limit (`window`), within congestion
+    /// control's window (the delay mode's).
+    #[inline(always)]
+    pub(super) fn send_window(&self) -> u32 {
+        self.req.window.limit().min(self.cc.window_limit())
+    }
+
+    /// Congestion control's state: mode, rate, counters.
+    pub fn congestion(&self) -> &Congestion {
+        &self.cc
     }
 
     /// Changes the protection domain and queue depths of a QP that is not connected (RESET or
@@ -468,7 +491,8 @@ impl Qp {
         self.stats.bytes_received += pkt.payload.len() as u64;
         let h = &pkt.headers;
         let op = h.bth.opcode;
-        if op.transport() != Transport::Rc || !op.is_known() || !headers_match(h, pkt.payload) {
+        let rc_or_cnp = op.transport() == Transport::Rc || op == Opcode::CNP;
+        if !rc_or_cnp || !op.is_known() || !headers_match(h, pkt.payload) {
             self.stats.dropped += 1;
             return;
         }
@@ -477,7 +501,9 @@ impl Qp {
             return;
         }
         let flags = op.flags();
-        if flags.contains(OpFlags::REQUEST) {
+        if flags.contains(OpFlags::CNP) {
+            self.handle_cnp(now);
+        } else if flags.contains(OpFlags::REQUEST) {
             self.handle_request(now, pkt, mem, srq);
         } else if flags.contains(OpFlags::RESPONSE) {
             self.handle_response(now, pkt, mem);
@@ -486,8 +512,10 @@ impl Qp {
         }
     }
 
-    /// Fires expired timers (local ACK timeout, RNR wait).
+    /// Fires expired timers (local ACK timeout, RNR wait, the pacer's release: its expiry
+    /// only makes the QP ask to send again).
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.timers.expire(Timer::Pace, now);
         if self.timers.expire(Timer::Rnr, now) {
             self.on_rnr_timer(now);
         }
@@ -512,14 +540,16 @@ impl Qp {
     /// means it may have a packet (e.g. a held ACK, a full window).
     #[inline]
     pub fn has_output(&self) -> bool {
-        !self.resp.queue.is_empty() || self.req.cur < self.req.sq.len()
+        !self.resp.queue.is_empty() || self.req.cur < self.req.sq.len() || self.cc.cnp_due()
     }
 
     /// True when all this QP may send is one ACK (no other response, no request at the
     /// cursor): an ACK that may wait for the next frame of its shard's turn.
     #[inline]
     pub fn output_is_lone_ack(&self) -> bool {
-        self.req.cur >= self.req.sq.len() && (self.resp.queue.is_empty() || self.resp.only_an_ack())
+        self.req.cur >= self.req.sq.len()
+            && (self.resp.queue.is_empty() || self.resp.only_an_ack())
+            && !self.cc.cnp_due()
     }
 
     /// The next packet to send: responses first (they unblock the peer), then requests.
@@ -535,39 +565,93 @@ impl Qp {
     /// [`poll_transmit`](Self::poll_transmit) with something queued.
     #[inline(never)]
     fn next_packet(&mut self, now: Instant) -> Option<Transmit> {
+        if self.cc.cnp_due() {
+            if let Some(t) = self.next_cnp() {
+                return Some(t);
+            }
+        }
+        // Data (requests, READ responses) waits while the pacer is closed; the release time
+        // asks again (`Timer::Pace`).
+        let paced = self.cc.wait_until(now);
         // Each branch hands its callee's value straight back (no copy of the packet here).
         let trails = self.ack_may_trail();
-        if !trails {
+        let read_held = paced.is_some() && self.resp.front_is_read();
+        if !trails && !read_held {
             let t = self.next_response();
             if t.is_some() {
-                self.count_sent(&t);
+                self.count_sent(now, &t);
                 return t;
             }
         }
-        let t = self.next_request(now);
-        if t.is_some() {
-            self.count_sent(&t);
-            if !self.resp.queue.is_empty() {
-                // A trailing ACK leaves right behind this request, in the same burst.
-                self.resp.ack_due = true;
+        if let Some(at) = paced {
+            if self.req.cur < self.req.sq.len() || self.resp.front_is_read() {
+                self.cc.note_wait();
+                self.timers.set(Timer::Pace, at);
             }
-            return t;
+            if !trails {
+                return None;
+            }
+        } else {
+            let t = self.next_request(now);
+            if t.is_some() {
+                self.count_sent(now, &t);
+                if !self.resp.queue.is_empty() {
+                    // A trailing ACK leaves right behind this request, in the same burst.
+                    self.resp.ack_due = true;
+                }
+                return t;
+            }
+            if !trails {
+                return None;
+            }
         }
-        if !trails {
-            return None;
-        }
-        // No request could leave after all (a full window): the ACK goes alone.
+        // No request could leave after all (a full window, the pacer): the ACK goes alone.
         let t = self.next_response();
-        self.count_sent(&t);
+        self.count_sent(now, &t);
         t
     }
 
     #[inline(always)]
-    fn count_sent(&mut self, t: &Option<Transmit>) {
+    fn count_sent(&mut self, now: Instant, t: &Option<Transmit>) {
         if let Some(p) = t {
             self.stats.packets_sent += 1;
             self.stats.bytes_sent += p.payload.len() as u64;
+            self.cc.on_sent(now, wire_bytes(p.payload.len()));
         }
+    }
+
+    /// The CNP that is due (RoCEv2 annex A17.9.3): to the peer's QP, its P_Key, PSN 0, BECN
+    /// set as ConnectX sends it, 16 reserved bytes (the wire layer writes them). Only once
+    /// connected (RTR or later: the peer's QPN is known).
+    fn next_cnp(&mut self) -> Option<Transmit> {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd) || !self.cc.take_cnp()
+        {
+            return None;
+        }
+        let mut h = self.headers(Opcode::CNP, crate::wire::psn::Psn::new(0));
+        h.bth.becn = true;
+        self.stats.packets_sent += 1;
+        Some(Transmit {
+            headers: h,
+            payload: super::transmit::Payload::new(),
+        })
+    }
+
+    /// A CNP for this QP (annex A17.9.3), its origin, QPN and ICRC checked by the host and
+    /// its P_Key here: DCQCN's reaction point cuts the rate; counted and dropped when the QP
+    /// runs no DCQCN or is not connected.
+    fn handle_cnp(&mut self, now: Instant) {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            self.cc.ignore_cnp();
+            return;
+        }
+        self.cc.on_cnp(now);
+    }
+
+    /// A packet for this QP arrived marked congestion experienced (ECN CE, RFC 3168): the
+    /// notification point sends the peer's QP a CNP, at most one per interval (`cc`).
+    pub fn on_congestion_experienced(&mut self, now: Instant) {
+        self.cc.on_ce(now);
     }
 
     /// True when the only response queued is a plain ACK and a request waits at the cursor:

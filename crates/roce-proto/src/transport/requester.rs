@@ -34,6 +34,7 @@ impl Qp {
             return None;
         }
         let i = self.req.cur;
+        let window = self.send_window();
         // One lookup of the WQE (a fence check, rare, looks it up again).
         let mut w = self.req.sq.get_mut(i)?;
         if !w.started {
@@ -59,7 +60,7 @@ impl Qp {
             }
             let inflight = self.req.next_psn.distance_from(self.req.una);
             let need = if rd { w.npsn } else { 1 };
-            if inflight > 0 && inflight + need > self.req.window.limit() {
+            if inflight > 0 && inflight + need > window {
                 return None;
             }
             let first = self.req.next_psn;
@@ -73,9 +74,7 @@ impl Qp {
         let w = &*w;
         let k = self.req.cur_pkt;
         let psn = w.first_psn.add(k);
-        if psn.distance_from(self.req.una) >= self.req.window.limit()
-            && self.req.probe_pass != Some(psn)
-        {
+        if psn.distance_from(self.req.una) >= window && self.req.probe_pass != Some(psn) {
             return None;
         }
         if is_rd_atomic(&w.op) {
@@ -179,11 +178,13 @@ impl Qp {
             self.req.cur_pkt += 1;
         }
         let end = psn.add(span);
-        if psn.before(self.req.sent_hw) {
+        let resend = psn.before(self.req.sent_hw);
+        if resend {
             self.stats.retransmits += 1;
         } else {
             self.req.rto.on_new_packet(end, now);
         }
+        self.cc.on_request_sent(now, end.sub(1).value(), resend);
         if end.after(self.req.sent_hw) {
             self.req.sent_hw = end;
         }
@@ -303,15 +304,18 @@ impl Qp {
     /// leaves the choice to the requester): after `ACK_REQ_EVERY - 1` packets without one, so
     /// a long message keeps the window moving; when the send queue is half full of unretired
     /// WQEs or the PSN window half used; and on a resend of the last packet sent (a go-back-N
-    /// must be answered) or of a probe's first one.
+    /// must be answered) or of a probe's first one; and on every packet of a QP its pacer
+    /// limits (`cc`): spaced packets would otherwise leave a round trip's silence between
+    /// acknowledgements, which the retransmission timer takes for a lost tail.
     #[inline(always)]
     pub(super) fn wants_ack(&self, psn: Psn, wqe: usize) -> bool {
         let half_sq = (self.config.sq_depth / 2).max(1) as usize;
         self.req.unrequested + 1 >= ACK_REQ_EVERY
             || wqe + 1 >= half_sq
-            || psn.distance_from(self.req.una) + 1 >= (self.req.window.limit() / 2).max(1)
+            || psn.distance_from(self.req.una) + 1 >= (self.send_window() / 2).max(1)
             || psn.next() == self.req.sent_hw
             || self.req.probe_last.is_some()
+            || self.cc.rate_bps().is_some()
     }
 }
 

@@ -132,6 +132,12 @@ impl RespState {
         self.start_psn = rq_psn;
     }
 
+    /// True when the next response is a READ response (data, which the pacer holds).
+    #[inline]
+    pub fn front_is_read(&self) -> bool {
+        matches!(self.queue.front(), Some(Response::Read { .. }))
+    }
+
     /// True when the queue holds exactly one response and it is a plain ACK.
     #[inline]
     pub fn only_an_ack(&self) -> bool {

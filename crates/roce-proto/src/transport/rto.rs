@@ -237,6 +237,12 @@ impl Rto {
         self.turnaround
     }
 
+    /// A round trip measured elsewhere (every acknowledgement's, `cc::SendTimes`, when
+    /// congestion control runs; Karn's rule applied there).
+    pub fn on_rtt_sample(&mut self, r: Duration) {
+        self.sample(r);
+    }
+
     fn sample(&mut self, r: Duration) {
         match self.srtt {
             None => {

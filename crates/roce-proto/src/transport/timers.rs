@@ -1,4 +1,5 @@
-//! The QP's small timer table (IBTA vol. 1 §9.7.6.1.2 local ACK timeout, §9.7.5.2.8 RNR wait).
+//! The QP's small timer table (IBTA vol. 1 §9.7.6.1.2 local ACK timeout, §9.7.5.2.8 RNR wait,
+//! the pacer's release time).
 //! In the manner of quinn-proto: the QP never sleeps; the caller asks `poll_timeout` for the
 //! earliest deadline and calls `handle_timeout` when it has passed.
 
@@ -13,9 +14,11 @@ pub enum Timer {
     Ack = 0,
     /// RNR NAK wait: resend after the responder's RNR timer.
     Rnr = 1,
+    /// The pacer's release time (`cc::Pacer`): data waits until then.
+    Pace = 2,
 }
 
-const N_TIMERS: usize = 2;
+const N_TIMERS: usize = 3;
 
 /// Deadlines by timer, in nanoseconds; `DISARMED` for a timer that is not armed. Plain
 /// integers keep the earliest deadline, asked for after every packet, at one `min`.
@@ -65,8 +68,8 @@ impl TimerTable {
     /// The earliest armed deadline.
     #[inline]
     pub fn next_deadline(&self) -> Option<Instant> {
-        let [a, b] = self.deadlines;
-        let at = a.min(b);
+        let [a, b, c] = self.deadlines;
+        let at = a.min(b).min(c);
         (at != DISARMED).then_some(Instant(at))
     }
 

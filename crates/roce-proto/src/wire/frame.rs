@@ -178,6 +178,8 @@ pub struct RoceFrame<'a> {
 pub struct ReceivedPacket<'a> {
     pub src_ip: IpAddr,
     pub dst_ip: IpAddr,
+    /// The IP header's ECN field (RFC 3168): 3 is congestion experienced.
+    pub ecn: u8,
     /// Headers and payload (without pad and ICRC).
     pub packet: RocePacket<'a>,
 }
@@ -203,6 +205,7 @@ impl<'a> ReceivedPacket<'a> {
         Ok(ReceivedPacket {
             src_ip: IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15])),
             dst_ip: IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19])),
+            ecn: ip[ipv4::field::TOS] & 0b11,
             packet: RocePacket {
                 headers: c.transport.headers()?,
                 payload: c.transport.payload,

@@ -53,6 +53,8 @@ pub(super) fn received(frame: &[u8], port: u16) -> Result<ReceivedPacket<'_>, Fr
     Ok(ReceivedPacket {
         src_ip: IpAddr::V6(addr(&c.ip_h[ipv6::field::SRC_ADDR])),
         dst_ip: IpAddr::V6(addr(&c.ip_h[ipv6::field::DST_ADDR])),
+        // The traffic class spans bytes 0 and 1; its ECN bits are bits 5:4 of byte 1.
+        ecn: (c.ip_h[1] >> 4) & 0b11,
         packet: RocePacket {
             headers: c.transport.headers()?,
             payload: c.transport.payload,

@@ -5,6 +5,7 @@
 mod ack_policy;
 mod ack_req;
 mod basic;
+mod congestion;
 mod errors;
 mod loss;
 mod overflow;
@@ -297,7 +298,7 @@ impl Pair {
         self.take_one(side).expect("a packet to send")
     }
 
-    fn take_one(&mut self, side: usize) -> Option<Pkt> {
+    pub fn take_one(&mut self, side: usize) -> Option<Pkt> {
         let t = self.s[side].qp.poll_transmit(self.now)?;
         let mut payload = vec![0u8; t.payload.len()];
         t.payload.gather(&self.s[side].mem, &mut payload).unwrap();
