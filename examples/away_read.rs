@@ -151,6 +151,7 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
                 address: dpdk_roce::config::PortAddresses::v4(ip, 24)
                     .expect("a host address on its prefix"),
                 routes: Default::default(),
+                congestion: Default::default(),
                 mtu: 1500,
                 dscp: 0,
                 cm: Default::default(),

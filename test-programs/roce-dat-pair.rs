@@ -82,6 +82,7 @@ fn run(args: &Args, prefix: &str) -> Result<(), String> {
                 routes: Default::default(),
                 dscp: 0,
                 cm: Default::default(),
+                congestion: Default::default(),
                 mtu: 1500,
                 shards: 2,
                 engine: EngineConfig {

@@ -33,6 +33,7 @@ fn a_64_kib_rdma_write_between_two_eps_of_a_one_shard_ia_completes_over_loopback
             routes: Default::default(),
             dscp: 0,
             cm: Default::default(),
+            congestion: Default::default(),
             mtu: 1500,
             shards: 1,
             engine: EngineConfig {

@@ -183,6 +183,7 @@ fn an_event_of_the_device_itself_reaches_every_open_ia() {
             routes: Default::default(),
             dscp: 0,
             cm: Default::default(),
+            congestion: Default::default(),
             mtu: 1500,
             shards: 2,
             engine: dpdk_roce::engine::runtime::EngineConfig {

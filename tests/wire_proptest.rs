@@ -163,6 +163,7 @@ fn received_agrees(data: &[u8]) -> Result<(), TestCaseError> {
     let full = RoceFrame::parse(data).map(|f| ReceivedPacket {
         src_ip: f.ipv4.src_addr.into(),
         dst_ip: f.ipv4.dst_addr.into(),
+        ecn: f.ipv4.ecn,
         packet: f.packet(),
     });
     prop_assert_eq!(ReceivedPacket::parse_on_port(data, udp::ROCEV2_PORT), full);

@@ -137,7 +137,8 @@ pub fn host(
     net.mtu = profile.port.mtu;
     net.routes = profile.roce.route_table();
     net.dscp = profile.roce.dscp;
-    Host::new(
+    net.ecn = profile.congestion.ecn;
+    let mut host = Host::new(
         HostConfig {
             net,
             ca_guid: u64::from_be_bytes([
@@ -149,12 +150,16 @@ pub fn host(
         },
         Arc::new(table),
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    host.set_congestion(profile.congestion.cc);
+    Ok(host)
 }
 
-/// The end-of-run summary on stderr, five lines of `name: N` counters (the names the telemetry
+/// The end-of-run summary on stderr, six lines of `name: N` counters (the names the telemetry
 /// commands use): the frames through the port and their fast paths, the receive drops that
-/// happened by reason, the QPs' packets, retransmissions, timeouts and NAKs, and the connection
+/// happened by reason, the QPs' packets, retransmissions, timeouts and NAKs, congestion
+/// control's marks, CNPs, cuts and each QP's rate at the end (Mbit/s; `wN`: the delay mode's
+/// window in packets; `-`: unlimited), and the connection
 /// manager's retransmitted and duplicate MADs and the REQs held until their source answered
 /// ARP (`requests_unverified`: dropped unheard). A running
 /// process's full counters are in its telemetry (`roce-tool stats`).
@@ -222,6 +227,29 @@ pub fn print_summary(shard: &BenchShard, qpns: &[u32]) {
         q.rnr_naks_received,
         q.fatal_naks_sent,
         q.fatal_naks_received
+    );
+    let mut cc = dpdk_roce::cc::CcStats::default();
+    let mut rates = Vec::new();
+    for qp in qpns.iter().filter_map(|&n| shard.host.qp(n)) {
+        let c = qp.congestion();
+        cc += c.stats;
+        rates.push(match (c.rate_bps(), c.cwnd()) {
+            (Some(r), _) => format!("{:.1}", r as f64 / 1e6),
+            (None, Some(w)) => format!("w{w:.1}"),
+            (None, None) => "-".into(),
+        });
+    }
+    eprintln!(
+        "summary: congestion: {}  ce_marks: {}  cnps_sent: {}  cnps_received: {}  \
+         cnps_ignored: {}  rate_cuts: {}  paced_waits: {}  rate_mbps: {}",
+        shard.host.congestion().mode.name(),
+        cc.ce_marks,
+        cc.cnps_sent,
+        cc.cnps_received,
+        cc.cnps_ignored,
+        cc.rate_cuts,
+        cc.paced_waits,
+        rates.join(",")
     );
     let cm = shard.host.cm().stats();
     eprintln!(

@@ -41,6 +41,7 @@ pub fn ias_capturing(a_capture: Option<std::path::PathBuf>) -> (Ia, Ia) {
                 routes: Default::default(),
                 dscp: 0,
                 cm: Default::default(),
+                congestion: Default::default(),
                 mtu: 1500,
                 shards: 2,
                 engine: EngineConfig {

@@ -18,7 +18,7 @@ pub mod dat;
 // The protocol crate's modules at their old paths: `dpdk_roce::wire::...` and `crate::wire::...`
 // name the same items as `roce_proto::wire::...`.
 pub use roce_proto::{
-    capture, cm, decode, host, io, mem, net, random, sgl, srq, time, transport, wire,
+    capture, cc, cm, decode, host, io, mem, net, random, sgl, srq, time, transport, wire,
 };
 
 // The engine crate's modules at their old paths.

@@ -14,4 +14,4 @@ pub mod engine;
 pub mod log;
 
 // The protocol's modules, so `crate::wire::...` names `roce_proto::wire::...` here too.
-use roce_proto::{capture, cm, host, io, mem, net, random, time, transport, wire};
+use roce_proto::{capture, cc, cm, host, io, mem, net, random, time, transport, wire};

@@ -135,6 +135,7 @@ pub fn describe_roce6(f: &RoceFrame6<'_>) -> String {
         &mut s,
         (f.ipv6.src_addr.into(), f.udp.src_port),
         (f.ipv6.dst_addr.into(), f.udp.dst_port),
+        (f.ipv6.dscp, f.ipv6.ecn),
         &f.headers,
         f.payload,
     );
@@ -215,20 +216,33 @@ fn write_roce(out: &mut String, f: &RoceFrame<'_>) -> fmt::Result {
         out,
         (f.ipv4.src_addr.into(), f.udp.src_port),
         (f.ipv4.dst_addr.into(), f.udp.dst_port),
+        (f.ipv4.dscp, f.ipv4.ecn),
         &f.headers,
         f.payload,
     )
 }
 
-/// A valid RoCEv2 packet from `src` (address, UDP port) to `dst`, of either family.
+/// A valid RoCEv2 packet from `src` (address, UDP port) to `dst`, of either family, with its
+/// IP traffic class (DSCP, ECN): written when not zero, the ECN codepoint by its RFC 3168
+/// name (`ecn=CE` for a packet a congested queue marked).
 fn write_packet(
     out: &mut String,
     src: (IpAddr, u16),
     dst: (IpAddr, u16),
+    (dscp, ecn): (u8, u8),
     headers: &RoceHeaders,
     payload: &[u8],
 ) -> fmt::Result {
     write_endpoints(out, src.0, Some(src.1), dst.0, dst.1)?;
+    if dscp != 0 {
+        write!(out, " dscp={dscp}")?;
+    }
+    match ecn & 3 {
+        1 => out.push_str(" ecn=ECT(1)"),
+        2 => out.push_str(" ecn=ECT(0)"),
+        3 => out.push_str(" ecn=CE"),
+        _ => {}
+    }
     out.push(' ');
     write_headers(out, headers)?;
     let op = headers.bth.opcode;
@@ -629,7 +643,7 @@ mod tests {
         let t = text(&frame(RoceHeaders::new(b), b"hello"));
         assert_eq!(
             t,
-            "10.0.0.1:49153 > 10.0.0.2 RC SEND only QP=0x000011 PSN=1234 A SE pad=3 payload=5"
+            "10.0.0.1:49153 > 10.0.0.2 dscp=26 ecn=ECT(0) RC SEND only QP=0x000011 PSN=1234 A SE pad=3 payload=5"
         );
     }
 
@@ -788,6 +802,30 @@ mod tests {
         );
     }
 
+    /// A CNP (annex A17.9.3) as a NIC sends it, and a data packet a switch marked CE.
+    #[test]
+    fn cnps_and_ecn_codepoints() {
+        let (eth, mut ip) = crate::wire::frame::fixtures::eth_ip();
+        let mut b = BthRepr::new(Opcode::CNP, 0x11, Psn::new(0));
+        b.becn = true;
+        for (dscp, ecn, tc) in [
+            (48, 0, " dscp=48"),
+            (0, 3, " ecn=CE"),
+            (0, 1, " ecn=ECT(1)"),
+        ] {
+            ip.dscp = dscp;
+            ip.ecn = ecn;
+            let h = RoceHeaders::new(b);
+            let f = RoceFrame::new(eth, ip, UdpRepr::rocev2(49153), h, &[]).unwrap();
+            let mut buf = vec![0u8; f.buffer_len()];
+            f.emit(&mut buf).unwrap();
+            assert_eq!(
+                text(&buf),
+                format!("10.0.0.1:49153 > 10.0.0.2{tc} CNP QP=0x000011 PSN=0 BECN")
+            );
+        }
+    }
+
     #[test]
     fn extra_ports_and_other_frames() {
         let f = frame_with(RoceHeaders::new(bth(Opcode::RC_SEND_ONLY)), b"abcd", 4792);
@@ -798,7 +836,7 @@ mod tests {
         assert!(s.is_valid(), "{s}");
         assert!(
             s.text()
-                .starts_with("10.0.0.1:49153 > 10.0.0.2:4792 RC SEND only"),
+                .starts_with("10.0.0.1:49153 > 10.0.0.2:4792 dscp=26 ecn=ECT(0) RC SEND only"),
             "{s}"
         );
 
@@ -862,7 +900,7 @@ mod tests {
         assert!(s.is_valid(), "{s}");
         assert_eq!(
             s.text(),
-            "[fd00:77::1]:49153 > fd00:77::2 RC SEND only QP=0x000011 PSN=5 A pad=3 payload=5"
+            "[fd00:77::1]:49153 > fd00:77::2 dscp=26 ecn=ECT(0) RC SEND only QP=0x000011 PSN=5 A pad=3 payload=5"
         );
         assert!(summarize(&ACK6)
             .text()

@@ -42,6 +42,19 @@ pub struct LinkConfig {
     pub corrupt: f64,
     /// Seed of the impairment generator.
     pub seed: u64,
+    /// A queue that A's frames pass before the wire: a switch port towards B.
+    pub bottleneck: Option<Bottleneck>,
+}
+
+/// A switch port's queue, A to B: frames leave at `rate_bps` (bits of the whole frame), wait
+/// in a queue of at most `queue_bytes` (dropped beyond it), and ECN-capable IPv4 frames that
+/// find more than `mark_at_bytes` queued are marked congestion experienced (RFC 3168; as a
+/// RED/ECN switch with its two thresholds equal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bottleneck {
+    pub rate_bps: u64,
+    pub queue_bytes: u64,
+    pub mark_at_bytes: Option<u64>,
 }
 
 impl Default for LinkConfig {
@@ -54,6 +67,7 @@ impl Default for LinkConfig {
             reorder_delay: Duration::from_micros(10),
             corrupt: 0.0,
             seed: 1,
+            bottleneck: None,
         }
     }
 }
@@ -85,6 +99,14 @@ pub struct LinkStats {
     pub duplicated: u64,
     pub reordered: u64,
     pub corrupted: u64,
+    /// At the bottleneck: frames dropped with the queue full, frames marked CE, the most
+    /// bytes queued.
+    pub queue_drops: u64,
+    pub ce_marked: u64,
+    pub max_queued: u64,
+    /// Frames through the bottleneck and the time they waited there in all (nanoseconds).
+    pub queued_frames: u64,
+    pub queueing_ns: u64,
 }
 
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
@@ -102,6 +124,9 @@ pub struct Link {
     queue: BinaryHeap<Reverse<InFlight>>,
     seq: u64,
     stats: LinkStats,
+    /// The bottleneck's queue: when each queued frame leaves, and its bytes.
+    queued: std::collections::VecDeque<(Instant, u64)>,
+    queued_bytes: u64,
 }
 
 impl Link {
@@ -113,7 +138,40 @@ impl Link {
             queue: BinaryHeap::new(),
             seq: 0,
             stats: LinkStats::default(),
+            queued: std::collections::VecDeque::new(),
+            queued_bytes: 0,
         }
+    }
+
+    /// A's frame through the bottleneck at `now`: when it leaves the queue, or `None` when
+    /// it is dropped; marks it CE when the queue is over the threshold and it is ECN-capable.
+    fn through_bottleneck(
+        &mut self,
+        b: Bottleneck,
+        now: Instant,
+        frame: &mut [u8],
+    ) -> Option<Instant> {
+        while self.queued.front().is_some_and(|&(leave, _)| leave <= now) {
+            if let Some((_, n)) = self.queued.pop_front() {
+                self.queued_bytes -= n;
+            }
+        }
+        let bytes = frame.len() as u64;
+        if self.queued_bytes + bytes > b.queue_bytes {
+            self.stats.queue_drops += 1;
+            return None;
+        }
+        if b.mark_at_bytes.is_some_and(|k| self.queued_bytes > k) && mark_ce(frame) {
+            self.stats.ce_marked += 1;
+        }
+        let start = self.queued.back().map_or(now, |&(t, _)| t.max(now));
+        self.stats.queued_frames += 1;
+        self.stats.queueing_ns += start.saturating_nanos_since(now);
+        let leave = start + Duration::from_nanos(bytes * 8 * 1_000_000_000 / b.rate_bps.max(1));
+        self.queued.push_back((leave, bytes));
+        self.queued_bytes += bytes;
+        self.stats.max_queued = self.stats.max_queued.max(self.queued_bytes);
+        Some(leave)
     }
 
     /// Changes the impairments from now on (frames in flight keep their fate).
@@ -138,6 +196,13 @@ impl Link {
     /// Puts a frame sent by `from` on the wire at `now`.
     pub fn send(&mut self, now: Instant, from: Side, mut frame: Vec<u8>) {
         self.stats.sent += 1;
+        let mut now = now;
+        if let (Some(b), Side::A) = (self.config.bottleneck, from) {
+            match self.through_bottleneck(b, now, &mut frame) {
+                Some(leave) => now = leave,
+                None => return,
+            }
+        }
         if self.chance(self.config.loss) {
             self.stats.lost += 1;
             return;
@@ -204,6 +269,27 @@ impl Link {
     }
 }
 
+/// Sets an untagged IPv4 frame's ECN field to CE if it is ECN-capable (ECT(0) or ECT(1)),
+/// with the header checksum updated (RFC 1624); the ICRC does not cover the field. True when
+/// marked.
+fn mark_ce(frame: &mut [u8]) -> bool {
+    const IP: usize = 14;
+    if frame.len() < IP + 20 || frame[12..14] != [0x08, 0x00] || frame[IP + 1] & 3 == 0 {
+        return false;
+    }
+    let old = u16::from_be_bytes([frame[IP], frame[IP + 1]]);
+    frame[IP + 1] |= 3;
+    let new = u16::from_be_bytes([frame[IP], frame[IP + 1]]);
+    let sum = u16::from_be_bytes([frame[IP + 10], frame[IP + 11]]);
+    // HC' = ~(~HC + ~m + m')
+    let mut acc = u32::from(!sum) + u32::from(!old) + u32::from(new);
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    frame[IP + 10..IP + 12].copy_from_slice(&(!(acc as u16)).to_be_bytes());
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,5 +349,28 @@ mod tests {
         assert!(order.windows(2).any(|w| w[0] > w[1]));
         let (s3, _) = run(8);
         assert_ne!(s1, s3);
+    }
+
+    /// CE on an ECT(0) frame, the checksum still valid; Not-ECT frames stay as they are.
+    #[test]
+    fn marking_sets_ce_only_on_ecn_capable_ipv4_and_keeps_the_checksum() {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[15] = (26 << 2) | 2;
+        f[16..18].copy_from_slice(&46u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 17;
+        let sum = crate::wire::ipv4::ones_complement_sum(&f[14..34], 0);
+        f[24..26].copy_from_slice(&(!sum).to_be_bytes());
+        let mut not_ect = f.clone();
+        not_ect[15] = 26 << 2;
+        let before = not_ect.clone();
+        assert!(!mark_ce(&mut not_ect));
+        assert_eq!(not_ect, before);
+        assert!(mark_ce(&mut f));
+        assert_eq!(f[15], (26 << 2) | 3);
+        let ip: &[u8; 20] = f[14..34].try_into().unwrap();
+        assert!(crate::wire::ipv4::header_checksum_ok(ip));
     }
 }

@@ -174,6 +174,7 @@ mod tests {
                 routes: Default::default(),
                 dscp: 0,
                 cm: Default::default(),
+                congestion: Default::default(),
                 mtu: 1500,
                 shards: 1,
                 engine: crate::engine::runtime::EngineConfig {

@@ -39,6 +39,8 @@ pub struct IaConfig {
     pub dscp: u8,
     /// The connection manager's timers (the profile's `roce.cm_*`).
     pub cm: crate::cm::CmConfig,
+    /// Congestion control and the packets' ECN codepoint (the profile's `[congestion]`).
+    pub congestion: crate::config::congestion::Congestion,
     /// IP MTU of the port.
     pub mtu: u16,
     /// Shards (one `Host` each).
@@ -257,6 +259,7 @@ impl Ia {
             routes: profile.roce.route_table(),
             dscp: profile.roce.dscp,
             cm: profile.roce.cm,
+            congestion: profile.congestion,
             mtu: profile.port.mtu,
             shards,
             engine,
@@ -285,8 +288,9 @@ impl Ia {
             let mut net = config.address.net_config(config.mac);
             net.routes = config.routes;
             net.dscp = config.dscp;
+            net.ecn = config.congestion.ecn;
             net.mtu = config.mtu;
-            let host = Host::new(
+            let mut host = Host::new(
                 HostConfig {
                     net,
                     ca_guid: guid,
@@ -297,6 +301,7 @@ impl Ia {
                 SharedMemory(mem.clone()),
             )
             .map_err(|_| DatError::InvalidParameter("network configuration"))?;
+            host.set_congestion(config.congestion.cc);
             hosts.push(host);
         }
         // The engine's own async sink is the device's and nobody reads it: every IA gets the

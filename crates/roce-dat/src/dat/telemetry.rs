@@ -29,6 +29,7 @@
 
 use super::device::{self, Device};
 use super::memory::SharedMemory;
+use crate::cc::{CcMode, CcStats};
 use crate::cm::MadCounts;
 use crate::dpdk::telemetry::{self as tel, Dict, Value};
 use crate::engine::runtime::{shard_of_qpn, RuntimeStats};
@@ -232,16 +233,22 @@ fn shard(r: &RuntimeStats) -> Dict {
     d
 }
 
+/// What `/roce/net` reads of one shard: the neighbour layer's and the host's counters, the
+/// neighbour cache's size, congestion control's sums and limited QPs, and its mode.
+type NetView = (NetStats, HostStats, usize, (CcStats, u64), CcMode);
+
 fn net(_: Option<&str>) -> Option<Value> {
     Some(per_device(|dev| {
         let mut d = Dict::new();
-        let got: Vec<(NetStats, HostStats, usize)> = answered(
+        let got: Vec<NetView> = answered(
             &mut d,
             on_shards(dev, |h, _| {
                 (
                     h.net_stats().clone(),
                     h.stats().clone(),
                     h.net().cache_len(),
+                    h.congestion_stats(),
+                    h.congestion().mode,
                 )
             }),
         );
@@ -288,6 +295,24 @@ fn net(_: Option<&str>) -> Option<Value> {
             ]
         );
         d.dict("transport", transport);
+        // Congestion control (`cc`): the QPs there are now, summed over the shards.
+        let cc: Vec<&CcStats> = got.iter().map(|g| &g.3 .0).collect();
+        let mut congestion = Dict::new();
+        congestion.str("mode", got.first().map_or(CcMode::Off, |g| g.4).name());
+        congestion.u64("limited_qps", got.iter().map(|g| g.3 .1).sum());
+        sums!(
+            congestion,
+            cc,
+            [
+                ce_marks,
+                cnps_sent,
+                cnps_received,
+                cnps_ignored,
+                rate_cuts,
+                paced_waits,
+            ]
+        );
+        d.dict("congestion", congestion);
         Value::Dict(d)
     }))
 }
@@ -428,6 +453,8 @@ struct QpView {
     pmtu: u64,
     stats: QpStats,
     snapshot: QpSnapshot,
+    /// Congestion control: mode, rate (bits/s, `None` unlimited), window, counters.
+    cc: (CcMode, Option<u64>, Option<f64>, CcStats),
 }
 
 impl QpView {
@@ -439,6 +466,10 @@ impl QpView {
             pmtu: qp.attr().pmtu.bytes() as u64,
             stats: *qp.stats(),
             snapshot: qp.snapshot(),
+            cc: {
+                let c = qp.congestion();
+                (c.mode(), c.rate_bps(), c.cwnd(), c.stats)
+            },
         }
     }
 }
@@ -525,6 +556,30 @@ fn qp_dict(qpn: u32, shard: usize, v: &QpView) -> Dict {
         .u64("responses_queued", q.responses_queued as u64)
         .u64("receives_posted", q.receives_posted as u64);
     d.dict("sequence", seq);
+    let (mode, rate, cwnd, cs) = v.cc;
+    let mut cc = Dict::new();
+    cc.str("mode", mode.name())
+        // 0: not limited (line rate).
+        .u64("rate_kbps", rate.map_or(0, |r| r / 1000))
+        // Hundredths of a packet; 0 without a window.
+        .u64(
+            "window_centipackets",
+            cwnd.map_or(0, |w| (w * 100.0) as u64),
+        );
+    fields!(
+        cc,
+        cs,
+        "",
+        [
+            ce_marks,
+            cnps_sent,
+            cnps_received,
+            cnps_ignored,
+            rate_cuts,
+            paced_waits,
+        ]
+    );
+    d.dict("congestion", cc);
     d
 }
 
@@ -612,6 +667,7 @@ mod tests {
                 routes: Default::default(),
                 dscp: 0,
                 cm: Default::default(),
+                congestion: Default::default(),
                 mtu: 1500,
                 shards: 1,
                 engine: Default::default(),

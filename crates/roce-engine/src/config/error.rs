@@ -117,6 +117,12 @@ pub enum ConfigError {
         arg: String,
         managed_by: &'static str,
     },
+    #[error("{field}: `{value}` is not one of {choices}")]
+    BadChoice {
+        field: &'static str,
+        value: String,
+        choices: &'static str,
+    },
     #[error("{field}: {reason}")]
     BadPath {
         field: &'static str,

@@ -25,6 +25,7 @@
 //! EAL command line; [`Profile::apply_env`] applies the `DPDK_ROCE_*` environment overrides.
 
 mod cidr;
+pub mod congestion;
 mod error;
 pub mod faults;
 mod port_addresses;
@@ -97,6 +98,8 @@ pub struct Profile {
     pub port: Port,
     pub roce: Roce,
     pub engine: Engine,
+    /// `[congestion]`: congestion control and the packets' ECN codepoint (`congestion.rs`).
+    pub congestion: congestion::Congestion,
     /// `[faults]`: fault injection on the port's frames (`engine::faults`; the environment's
     /// `DPDK_ROCE_FAULTS` wins). Absent: none.
     pub faults: Option<faults::FaultConfig>,
@@ -798,6 +801,7 @@ impl Profile {
                 capture: raw.engine.capture,
                 away_after_us: raw.engine.away_after_us,
             },
+            congestion: raw.congestion.unwrap_or_default().check()?,
             faults: raw.faults,
         })
     }
@@ -875,6 +879,7 @@ impl Profile {
                 capture: self.engine.capture.clone(),
                 away_after_us: self.engine.away_after_us,
             },
+            congestion: self.congestion.to_raw(),
             faults: self.faults,
         }
     }
@@ -1086,6 +1091,8 @@ struct RawProfile {
     port: RawPort,
     roce: RawRoce,
     engine: RawEngine,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    congestion: Option<congestion::RawCongestion>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     faults: Option<faults::FaultConfig>,
 }

@@ -102,6 +102,18 @@ pub struct CcStats {
     pub paced_waits: u64,
 }
 
+impl core::ops::AddAssign for CcStats {
+    /// Two QPs' counters together.
+    fn add_assign(&mut self, o: CcStats) {
+        self.ce_marks += o.ce_marks;
+        self.cnps_sent += o.cnps_sent;
+        self.cnps_received += o.cnps_received;
+        self.cnps_ignored += o.cnps_ignored;
+        self.rate_cuts += o.rate_cuts;
+        self.paced_waits += o.paced_waits;
+    }
+}
+
 /// The algorithm of one QP.
 #[derive(Clone, Debug)]
 enum Algo {

@@ -316,9 +316,30 @@ impl<M: Memory> Host<M> {
         }
     }
 
+    /// The ECN codepoint of the port's RoCEv2 packets from now on (0 not ECT, 1 ECT(1), 2
+    /// ECT(0)): DCQCN's switches mark only ECN-capable packets.
+    pub fn set_ecn(&mut self, ecn: u8) -> Result<(), crate::net::ConfigError> {
+        self.net.set_ecn(ecn)
+    }
+
     /// The congestion control QPs get.
     pub fn congestion(&self) -> &CcConfig {
         &self.cc
+    }
+
+    /// The congestion-control counters of the QPs there are now, summed, and how many of
+    /// them a rate or window limits now.
+    pub fn congestion_stats(&self) -> (crate::cc::CcStats, u64) {
+        let mut sum = crate::cc::CcStats::default();
+        let mut limited = 0;
+        for e in self.qps.values() {
+            let c = e.qp.congestion();
+            sum += c.stats;
+            if c.rate_bps().is_some() || c.cwnd().is_some_and(|w| w < 2048.0) {
+                limited += 1;
+            }
+        }
+        (sum, limited)
     }
 
     /// The port's identity.

@@ -305,6 +305,13 @@ impl Encap {
         }
     }
 
+    /// The ECN codepoint of packets with the default class (0, 1 or 2; validated by the
+    /// caller).
+    pub fn set_default_ecn(&mut self, ecn: u8) {
+        self.changes += 1;
+        self.default_tc.ecn = ecn;
+    }
+
     /// Uses `tc` for packets to `ip` (unless the sending QP has its own).
     pub fn set_dest_traffic_class(&mut self, ip: IpAddr, tc: TrafficClass) {
         self.changes += 1;

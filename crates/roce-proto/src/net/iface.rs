@@ -610,6 +610,17 @@ impl Net {
         }
     }
 
+    /// The ECN codepoint of the port's RoCEv2 packets from now on (`NetConfig::ecn`: 0 not
+    /// ECT, 1 ECT(1), 2 ECT(0); CE is refused).
+    pub fn set_ecn(&mut self, ecn: u8) -> Result<(), ConfigError> {
+        if ecn > 2 {
+            return Err(ConfigError::Ecn(ecn));
+        }
+        self.config.ecn = ecn;
+        self.encap.set_default_ecn(ecn);
+        Ok(())
+    }
+
     /// Sets the traffic class of packets to `ip`; see [`Encap::set_dest_traffic_class`].
     pub fn set_dest_traffic_class(&mut self, ip: IpAddr, tc: TrafficClass) {
         self.encap.set_dest_traffic_class(ip, tc);

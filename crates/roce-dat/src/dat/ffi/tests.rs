@@ -193,6 +193,7 @@ fn in_memory_ia_on(
             routes: Default::default(),
             dscp: 0,
             cm: Default::default(),
+            congestion: Default::default(),
             mtu: 1500,
             shards: 1,
             engine: crate::engine::runtime::EngineConfig {

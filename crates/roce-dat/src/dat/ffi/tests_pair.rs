@@ -81,6 +81,7 @@ fn ias() -> Ias {
                 routes: Default::default(),
                 dscp: 0,
                 cm: Default::default(),
+                congestion: Default::default(),
                 mtu: 1500,
                 shards: 1,
                 engine: crate::engine::runtime::EngineConfig {
