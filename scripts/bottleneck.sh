@@ -5,7 +5,7 @@
 #   provider A [Xa] <-veth-> [Xb] ==tc mirred==> [Ya] -(CE marker, tbf RATE)-> [Yb] provider B
 #
 # Changes made:
-#   up X Y RATE [--queue BYTES] [--mark-at BYTES] [--burst BYTES]
+#   up X Y RATE [--queue BYTES] [--mark-at BYTES] [--burst BYTES] [--drain PERCENT]
 #                  on Ya, the inner end that sends towards B (the pairs X and Y and their join must
 #                  exist: scripts/veth.sh, scripts/veth-join.sh):
 #                  - the root qdisc becomes a token bucket filter (tbf, handle ce:) of RATE (tc
@@ -17,9 +17,10 @@
 #                    for this RATE and MARK_AT into /run/dpdk-roce/bottleneck/ce_marker-Ya.o (with
 #                    Ya.conf, the settings `status` shows). It runs before the tbf on every frame
 #                    the join redirects (the tbf's drops included) and keeps a phantom queue of
-#                    their bytes that drains at 95 % of RATE (HULL's choice: the virtual queue
-#                    fills up before the real one does, so the real queue stays short at the price
-#                    of 5 % of the rate); an ECT(0)/ECT(1) IPv4 or IPv6 frame that finds more than
+#                    their bytes that drains at 95 % of RATE (--drain, 50..=100; HULL's choice:
+#                    the virtual queue fills up before the real one does, so the real queue stays
+#                    short at the price of 5 % of the rate; 100 marks on the real queue's rate);
+#                    an ECT(0)/ECT(1) IPv4 or IPv6 frame that finds more than
 #                    MARK_AT bytes (--mark-at, default 16kb) ahead of it there gets CE. Not-ECT
 #                    frames are never changed. The default MARK_AT equals the default burst (about
 #                    11 full 1500-byte-MTU frames, 15 of the provider's frames of 1024-byte
@@ -44,11 +45,12 @@ set -euo pipefail
 
 RUN_DIR=/run/dpdk-roce/bottleneck
 SOURCE=$(cd "$(dirname "$0")" && pwd)/bpf/ce_marker.c
-DRAIN_PERCENT=95 # of RATE: the phantom queue's drain (see above)
+DRAIN_PERCENT=100 # of RATE: the phantom queue's drain (see above)
 FP_SHIFT=24      # ce_marker.c's fixed point: bytes/ns * 2^24
 
 usage() {
-  echo "usage: $0 up X Y RATE [--queue BYTES] [--mark-at BYTES] [--burst BYTES] | down X Y |" \
+  echo "usage: $0 up X Y RATE [--queue BYTES] [--mark-at BYTES] [--burst BYTES]" \
+    "[--drain PERCENT] | down X Y |" \
     "status X Y   (X, Y: veth.sh name prefixes joined by veth-join.sh)" >&2
   exit 2
 }
@@ -233,13 +235,14 @@ up() {
   local rate=${1:-}
   [[ -n $rate ]] || usage
   shift
-  local queue=64kb mark_at=16kb burst=16kb
+  local queue=64kb mark_at=16kb burst=16kb drain=$DRAIN_PERCENT
   while (($#)); do
     (($# >= 2)) || usage
     case $1 in
       --queue) queue=$2 ;;
       --mark-at) mark_at=$2 ;;
       --burst) burst=$2 ;;
+      --drain) drain=$2 ;;
       *) usage ;;
     esac
     shift 2
@@ -249,6 +252,8 @@ up() {
   queue=$(size_bytes queue "$queue") || exit
   mark_at=$(size_bytes mark-at "$mark_at") || exit
   burst=$(size_bytes burst "$burst") || exit
+  [[ $drain =~ ^[0-9]+$ ]] && ((drain >= 50 && drain <= 100)) ||
+    die "drain must be a percentage of the rate in 50..=100, not '$drain'" 2
   ((mark_at <= queue)) ||
     die "mark-at $mark_at is above the queue ($queue): frames would be dropped before marked" 2
 
@@ -270,7 +275,7 @@ up() {
   [[ -f /usr/include/bpf/bpf_helpers.h ]] || die "no bpf/bpf_helpers.h (scripts/setup.sh installs libbpf-dev)"
   # bytes/ns * 2^FP_SHIFT at DRAIN_PERCENT of the rate
   local drain_fp
-  drain_fp=$(awk -v b="$bits" -v p="$DRAIN_PERCENT" -v s="$FP_SHIFT" \
+  drain_fp=$(awk -v b="$bits" -v p="$drain" -v s="$FP_SHIFT" \
     'BEGIN { printf "%.0f", b / 8 * p / 100 * 2 ^ s / 1e9 }')
   # <linux/bpf.h> needs <asm/types.h>, which -target bpf does not find on its own.
   local tmp=$RUN_DIR/.ce_marker-$ya.o.tmp multiarch
@@ -297,7 +302,7 @@ up() {
   echo "rate=$rate queue=$queue mark_at=$mark_at burst=$burst drain_fp=$drain_fp" >"$conf"
   installing=0
   trap - EXIT
-  echo "bottleneck: up: $ya rate $rate (marker drains at $DRAIN_PERCENT %), queue $queue," \
+  echo "bottleneck: up: $ya rate $rate (marker drains at $drain %), queue $queue," \
     "burst $burst, mark at $mark_at"
 }
 

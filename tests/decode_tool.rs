@@ -77,11 +77,12 @@ fn hisilicon_capture_decodes_without_options() {
         totals(&r.stdout),
         "frames: 123, rocev2: 105, valid: 105, bad icrc: 0, bad length/headers: 0, other: 18"
     );
-    // Frame 16 is the worked ICRC vector: an ACK from hardware with 6 credits.
+    // Frame 16 is the worked ICRC vector: an ACK from hardware with 6 credits, sent
+    // ECN-capable (this RNIC marks its RoCEv2 packets ECT(0), as DCQCN fabrics expect).
     let ack = line(&r.stdout, 16);
     assert!(
         ack.ends_with(
-            "192.168.70.6:72 > 192.168.70.4 RC Acknowledge QP=0x000045 PSN=0 M AETH(ACK credits=6 MSN=1)"
+            "192.168.70.6:72 > 192.168.70.4 ecn=ECT(0) RC Acknowledge QP=0x000045 PSN=0 M AETH(ACK credits=6 MSN=1)"
         ),
         "{ack}"
     );

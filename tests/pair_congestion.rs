@@ -21,6 +21,11 @@ struct Run {
 }
 
 fn run(mode: CcMode) -> Run {
+    run_capturing(mode, None)
+}
+
+/// [`run`], with every frame in a pcap file at `pcap` when given.
+fn run_capturing(mode: CcMode, pcap: Option<&std::path::Path>) -> Run {
     let link = LinkConfig {
         bottleneck: Some(Bottleneck {
             rate_bps: 300_000_000,
@@ -44,6 +49,9 @@ fn run(mode: CcMode) -> Run {
         h.set_ecn(2).unwrap();
     }
     let conn = pair.connect(&ConnSpec::default()).unwrap();
+    if let Some(p) = pcap {
+        pair.capture_to(p).unwrap();
+    }
     pair.record(true);
     let w = WorkloadSpec {
         kind: WorkloadKind::Write,
@@ -54,6 +62,9 @@ fn run(mode: CcMode) -> Run {
     };
     let report = run_workload(&mut pair, conn, &w).expect("verified WRITEs");
     assert_eq!(report.ops, w.count);
+    if pcap.is_some() {
+        pair.finish_capture().unwrap();
+    }
     let mut from_a = Vec::new();
     let mut from_b = Vec::new();
     for (side, frame) in pair.take_recorded() {
@@ -75,9 +86,47 @@ fn run(mode: CcMode) -> Run {
     }
 }
 
+/// tshark (Wireshark's RoCEv2 dissector, not ours) reads the same capture: the CNPs with
+/// their opcode, DSCP 48 and Not-ECT, the data ECT(0).
+fn tshark_sees_cnps_and_ecn(pcap: &std::path::Path, cnps: u64) {
+    let out = std::process::Command::new("tshark")
+        .args(["-r", pcap.to_str().unwrap(), "-T", "fields"])
+        .args([
+            "-e",
+            "infiniband.bth.opcode",
+            "-e",
+            "ip.dsfield.dscp",
+            "-e",
+            "ip.dsfield.ecn",
+        ])
+        .output()
+        .expect("tshark must be installed (bash scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    let cnp_rows: Vec<&Vec<&str>> = rows.iter().filter(|r| r[0] == "129").collect();
+    assert_eq!(cnp_rows.len() as u64, cnps, "{text}");
+    assert!(
+        cnp_rows.iter().all(|r| r[1] == "48" && r[2] == "0"),
+        "{cnp_rows:?}"
+    );
+    // RDMA WRITE First, Middle, Last (opcodes 6, 7, 8).
+    let write = |r: &&Vec<&str>| matches!(r[0], "6" | "7" | "8");
+    let writes = |ecn: &str| rows.iter().filter(write).filter(|r| r[2] == ecn).count();
+    // The capture is of frames as sent (the bottleneck marks them after).
+    assert!(writes("2") > 0 && writes("0") == 0, "ECT(0) WRITEs: {text}");
+}
+
 #[test]
 fn marked_frames_draw_cnps_and_dcqcn_drains_the_queue() {
-    let on = run(CcMode::Dcqcn);
+    let pcap = std::env::temp_dir().join(format!("pair-congestion-{}.pcap", std::process::id()));
+    let on = run_capturing(CcMode::Dcqcn, Some(&pcap));
+    tshark_sees_cnps_and_ecn(&pcap, on.b.cnps_sent);
+    let _ = std::fs::remove_file(&pcap);
     // A's RoCEv2 frames leave ECT(0); some reach B marked CE.
     assert!(
         on.from_a.iter().all(|f| f.contains("ecn=ECT(0)")),

@@ -56,6 +56,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod dat_client;
+mod probe;
 mod report;
 mod stream;
 
@@ -192,6 +193,11 @@ struct Args {
     /// to every stage they time).
     #[arg(long)]
     stages: bool,
+    /// A latency probe beside the stream: one more QP on which the client sends 64 bytes
+    /// and the server sends them back, one round trip at a time 200 us apart; prints the
+    /// round trips alone (1 s before the stream) and while the stream runs.
+    #[arg(long)]
+    probe: bool,
 }
 
 /// The largest message, and the last size of `-a`: 8 MiB, as perftest's.
@@ -259,6 +265,7 @@ struct Params {
     cq_mod: u16,
     qps: u16,
     stages: bool,
+    probe: bool,
 }
 
 const PARAMS_LEN: usize = 20;
@@ -285,6 +292,9 @@ impl Params {
         if a.post_list > a.tx_depth {
             return Err("-l must not exceed -t".into());
         }
+        if a.probe && a.api == Api::Dat {
+            return Err("--probe runs on the Rust API (--api rust)".into());
+        }
         Ok(Params {
             op: a.op,
             verify: a.payload.verify,
@@ -304,6 +314,7 @@ impl Params {
             },
             qps: a.qps,
             stages: a.stages,
+            probe: a.probe,
         })
     }
 
@@ -314,7 +325,8 @@ impl Params {
             | u8::from(self.bidirectional) << 1
             | u8::from(self.raw) << 2
             | u8::from(self.all) << 3
-            | u8::from(self.stages) << 4;
+            | u8::from(self.stages) << 4
+            | u8::from(self.probe) << 5;
         b[2..6].copy_from_slice(&self.size.to_be_bytes());
         b[6..10].copy_from_slice(&self.iters.to_be_bytes());
         b[10..12].copy_from_slice(&self.duration_s.to_be_bytes());
@@ -346,6 +358,7 @@ impl Params {
             cq_mod: u16_at(16),
             qps: u16_at(18),
             stages: b[1] & 16 != 0,
+            probe: b[1] & 32 != 0,
         };
         let ok = (1..=MAX_SIZE as u32).contains(&p.size)
             && (p.iters > 0 || p.duration_s > 0)
@@ -652,6 +665,8 @@ struct Side<'a> {
     /// `received_total` when the test of the current size started.
     received_base: u64,
     scratch: Vec<u8>,
+    /// The latency probe's QP (`--probe`), beside `qpns`.
+    probe: Option<probe::Probe>,
 }
 
 /// A side's three registered regions (see `Layout`).
@@ -688,6 +703,7 @@ impl<'a> Side<'a> {
             timeout,
             received_base: 0,
             scratch: Vec::new(),
+            probe: None,
         };
         for qp in 0..side.qpns.len() {
             side.post_all_recvs(qp)?;
@@ -810,6 +826,11 @@ impl Side<'_> {
             }
             if wc.status != WcStatus::Success {
                 return Err(format!("work request failed: {wc:?}"));
+            }
+            if let Some(p) = self.probe.as_mut().filter(|p| p.qpn == wc.qp_num) {
+                let now = self.shard.clock().now();
+                p.on_completion(&mut self.shard.host, now, &wc)?;
+                continue;
             }
             match wc.opcode {
                 WcOpcode::Recv | WcOpcode::RecvRdmaWithImm => {
@@ -1093,7 +1114,12 @@ impl Poster for Side<'_> {
 
     fn turn(&mut self) -> Result<(), String> {
         self.shard.poll();
-        self.completions()
+        self.completions()?;
+        if let Some(p) = self.probe.as_mut() {
+            let now = self.shard.clock().now();
+            p.tick(&mut self.shard.host, now)?;
+        }
+        Ok(())
     }
 }
 
@@ -1144,10 +1170,19 @@ fn run(args: &Args) -> Result<(), String> {
     let host = roce_bench::host(&profile, &pp, mac, 16)?;
     let mut shard = Shard::new(host, BenchIo::new(io, &profile)?);
     let timeout = Duration::from_millis(args.timeout_ms);
-    match params {
+    let result = match params {
         Some(p) => client(args, p, &mut shard, &profile, timeout),
         None => server(args, &mut shard, &pp, timeout),
+    };
+    // What the port itself dropped (a receive ring that overflowed: net_af_packet counts the
+    // kernel's drops at its socket here).
+    if let Ok(s) = pp.port.stats() {
+        eprintln!(
+            "summary: port: rx_packets: {}  rx_missed: {}  rx_nombuf: {}  tx_errors: {}",
+            s.ipackets, s.imissed, s.rx_nombuf, s.oerrors
+        );
     }
+    result
 }
 
 /// Registers this side's three regions for `layout`, `inc` filled for READs, counters zero.
@@ -1162,7 +1197,8 @@ fn regions(
             .register_alloc(pz, len.max(64), 4096, access)
             .map_err(|e| format!("registering {len} B: {e:?}"))
     };
-    let out = reg(layout.out_len(), Access::LOCAL_WRITE)?;
+    // The probe's buffer (`--probe`) after the stream's.
+    let out = reg(layout.out_len() + probe::BYTES, Access::LOCAL_WRITE)?;
     let inc = reg(
         layout.inc_len(),
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
@@ -1227,7 +1263,7 @@ fn server(
                 if setup.is_none() {
                     let layout = Layout::new(&p)?;
                     let (pd, out, inc, rx) = regions(shard, &layout)?;
-                    qpns = vec![None; usize::from(p.qps)];
+                    qpns = vec![None; usize::from(p.qps) + usize::from(p.probe)];
                     if p.raw {
                         shard.set_raw_channel(Some(RawChannel::new(
                             RAW_ETHERTYPE,
@@ -1273,10 +1309,20 @@ fn server(
         }
     }
     let (p, layout, _, out, inc, rx) = setup.ok_or("no connection")?;
-    let qpns: Vec<u32> = qpns.into_iter().flatten().collect();
+    let mut qpns: Vec<u32> = qpns.into_iter().flatten().collect();
+    let probe_qpn = p.probe.then(|| qpns.pop()).flatten();
+    let probe_buf = (out.addr + layout.out_len() as u64, out.lkey);
     let regions = Regions { out, inc, rx };
     let peer = peer.ok_or("no peer")?;
     let mut side = Side::new(shard, p, layout, qpns, regions, peer, timeout)?;
+    if let Some(qpn) = probe_qpn {
+        side.probe = Some(probe::Probe::new(
+            &mut side.shard.host,
+            qpn,
+            probe_buf,
+            false,
+        )?);
+    }
     // Serve one test per size the client starts, until it disconnects.
     // The raw blast: when its first and last frames were seen, and the counts before it.
     let mut raw_first: Option<Instant> = None;
@@ -1361,7 +1407,7 @@ fn server(
     }
     // The DREPs go out; wait for the rest of the disconnects, then for the client to go.
     let mut gone = 1;
-    let n = side.qpns.len();
+    let n = side.qpns.len() + usize::from(side.probe.is_some());
     let drep_wait = side.shard.host.config().cm.dreq_resend_wait();
     let _ = poll_until(side.shard, drep_wait, "the client's disconnects", |s| {
         while let Some(wc) = s.host.poll_completion() {
@@ -1398,7 +1444,7 @@ fn client(
     let layout = Layout::new(&p)?;
     let (pd, out, inc, rx) = regions(shard, &layout)?;
     let mut qpns = Vec::with_capacity(usize::from(p.qps));
-    for idx in 0..p.qps {
+    for idx in 0..p.qps + u16::from(p.probe) {
         let now = shard.clock().now();
         let qpn = shard
             .host
@@ -1417,6 +1463,8 @@ fn client(
         cp.private_data = private;
         shard.host.connect(now, cp).map_err(|e| e.to_string())?;
     }
+    let probe_qpn = p.probe.then(|| qpns.pop()).flatten();
+    let probe_buf = (out.addr + layout.out_len() as u64, out.lkey);
     let regions = Regions { out, inc, rx };
     let unknown = RemoteBuf { addr: 0, rkey: 0 };
     let mut side = Side::new(shard, p, layout, qpns, regions, unknown, timeout)?;
@@ -1453,11 +1501,26 @@ fn client(
                     _ => {}
                 }
             }
-            Ok((up == usize::from(p.qps)).then_some(()))
+            Ok((up == usize::from(p.qps) + usize::from(p.probe)).then_some(()))
         },
     )?;
     side.peer = peer.ok_or("no REP")?;
     eprintln!("{} connections up", up);
+    // The probe alone first: its idle round trips.
+    let mut idle = Vec::new();
+    if let Some(qpn) = probe_qpn {
+        side.probe = Some(probe::Probe::new(
+            &mut side.shard.host,
+            qpn,
+            probe_buf,
+            true,
+        )?);
+        let t0 = Instant::now();
+        while t0.elapsed() < probe::IDLE {
+            side.turn()?;
+        }
+        idle = side.probe.as_mut().map_or(Vec::new(), |p| p.take_phase());
+    }
     let mac = side.shard.host.config().net.mac.0;
     let pmtu = profile_pmtu(profile);
     let device = args
@@ -1481,7 +1544,11 @@ fn client(
         }
         side.start(size, true);
         side.shard.time_stages(p.stages);
+        if let Some(pr) = side.probe.as_mut() {
+            pr.take_phase();
+        }
         let mine = stream::run(&mut side, p.duration_s, timeout)?;
+        let loaded = side.probe.as_mut().map(|pr| pr.take_phase());
         let stages = side.shard.stage_times();
         side.shard.time_stages(false);
         side.send_ctl(Ctl::Done {
@@ -1494,6 +1561,16 @@ fn client(
         let received = side.received_now();
         let row = report::row(args, &p, size, pmtu, &mine, received, server_done, raw)?;
         progress.println(&report::row_text(&row, args.cpu_util));
+        if p.qps > 1 && p.duration_s > 0 {
+            progress.println(&mine.fairness_line());
+        }
+        if let Some(l) = &loaded {
+            progress.println(&format!(
+                "probe: idle {}; beside the stream {}",
+                probe::summary(&idle),
+                probe::summary(l)
+            ));
+        }
         if let Some(t) = stages {
             let ns = mine.elapsed.as_nanos() as u64;
             progress.println(&roce_bench::stream_stages_line(
@@ -1504,17 +1581,17 @@ fn client(
     }
     drop(progress);
     println!("{RULE}");
-    // Disconnect every QP; the server ends on the DREQs.
-    for qp in 0..side.qpns.len() {
+    // Disconnect every QP (the probe's too); the server ends on the DREQs.
+    let all: Vec<u32> = side.qpns.iter().copied().chain(probe_qpn).collect();
+    for qpn in all {
         let now = side.now();
-        let qpn = side.qpns[qp];
         side.shard
             .host
             .disconnect(now, qpn)
             .map_err(|e| e.to_string())?;
     }
     let mut gone = 0;
-    let n = side.qpns.len();
+    let n = side.qpns.len() + usize::from(probe_qpn.is_some());
     let drep_wait = side.shard.host.config().cm.dreq_resend_wait();
     let _ = poll_until(side.shard, drep_wait, "the DREPs", |s| {
         while s.host.poll_completion().is_some() {}

@@ -10,7 +10,7 @@ use serde::Serialize;
 use std::time::Duration;
 
 /// What one side measured in the test of one size.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Tally {
     /// Messages of its stream, all completed.
     pub sent: u64,
@@ -19,6 +19,32 @@ pub(crate) struct Tally {
     pub cpu_ns: u64,
     /// Its best message rate over a stretch of the run (messages per second).
     pub peak_rate: f64,
+    /// Messages each QP completed.
+    pub per_qp: Vec<u64>,
+}
+
+impl Tally {
+    /// Jain's fairness index of the QPs' messages: (sum x)^2 / (n sum x^2), 1 when equal.
+    pub fn jain(&self) -> f64 {
+        let n = self.per_qp.len() as f64;
+        let sum: f64 = self.per_qp.iter().map(|&x| x as f64).sum();
+        let sq: f64 = self.per_qp.iter().map(|&x| (x as f64) * (x as f64)).sum();
+        if sq == 0.0 {
+            return 1.0;
+        }
+        sum * sum / (n * sq)
+    }
+
+    /// `fairness: messages per QP: a,b,...  Jain's index: J` (several QPs, a `-D` run: each
+    /// QP sends what it can in the time).
+    pub fn fairness_line(&self) -> String {
+        let per: Vec<String> = self.per_qp.iter().map(u64::to_string).collect();
+        format!(
+            "fairness: messages per QP: {}  Jain's index: {:.3}",
+            per.join(","),
+            self.jain()
+        )
+    }
 }
 
 /// One row of the report.

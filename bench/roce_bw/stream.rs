@@ -185,6 +185,7 @@ pub(crate) fn run<P: Poster>(
 ) -> Result<Tally, String> {
     let t0 = Instant::now();
     let cpu0 = cpu_ns();
+    let done0: Vec<u64> = p.streams().streams.iter().map(|s| s.done).collect();
     let limit = Duration::from_secs(u64::from(duration_s));
     let mut stopped = duration_s == 0;
     let mut last_progress = (t0, 0u64);
@@ -218,5 +219,11 @@ pub(crate) fn run<P: Poster>(
         elapsed,
         cpu_ns: cpu_ns().saturating_sub(cpu0),
         peak_rate: peak_rate(&set.samples, elapsed),
+        per_qp: set
+            .streams
+            .iter()
+            .zip(done0)
+            .map(|(s, d0)| s.done - d0)
+            .collect(),
     })
 }

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Eight flows into one bottleneck, with congestion control off, DCQCN and the delay mode: the
+# incast run of bench/README.md ("Congestion"). Root only; sets everything up itself and takes
+# it down again, also on failure.
+#
+#   bench/congestion.sh [--rate 300mbit] [--queue 64kb] [--mark-at 16kb] [--drain 100]
+#                       [--duration 10] [--qps 8] [--depth 16] [--size 65536]
+#                       [--modes "off dcqcn delay"] [--extra "KEY = VALUE"]...
+#
+# The link: two veth pairs joined in the kernel (scripts/veth.sh, scripts/veth-join.sh),
+#   client [cgxa] <-> [cgxb] ==mirred==> [cgya] -(CE marker, tbf RATE)-> [cgyb] server
+# with scripts/bottleneck.sh's tbf (queue QUEUE) and eBPF CE marker (MARK_AT, DRAIN) on cgya.
+# The client runs `roce-bw --op write -s SIZE -D DURATION -q QPS -t DEPTH --probe` to the
+# server (the probe: a 64-byte ping-pong QP beside the QPS flows, timed alone and beside
+# them); both profiles are dpdk-config/af_packet-{a,b}.toml on these interfaces with
+# `[congestion] mode = MODE` and the --extra lines (e.g. --extra "ai_mbps = 1"), which apply
+# to every mode.
+#
+# Per mode: the client's BW row; `goodput: N Mbit/s = S of RATE` (the row's average MB/s,
+# perftest's MiB, as bits); `retransmitted: N of M needed = S` (the client's packets sent
+# again, and the packets its completed messages needed at the path MTU); the fairness line
+# (Jain's index over the QPs' messages); the probe's round trips, alone and beside the flows;
+# the congestion line (marks, CNPs, cuts, each QP's rate at the end); the bottleneck's
+# counters (frames seen, ECN-capable, marked CE, dropped by the tbf).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rate=300mbit queue=64kb mark_at=16kb drain=100 duration=10 qps=8 depth=16 size=65536
+modes="off dcqcn delay"
+extra=()
+while (($#)); do
+  case $1 in
+    --rate) rate=$2 ;;
+    --queue) queue=$2 ;;
+    --mark-at) mark_at=$2 ;;
+    --drain) drain=$2 ;;
+    --duration) duration=$2 ;;
+    --qps) qps=$2 ;;
+    --depth) depth=$2 ;;
+    --size) size=$2 ;;
+    --modes) modes=$2 ;;
+    --extra) extra+=("$2") ;;
+    *)
+      sed -n '2,22p' "$0" >&2
+      exit 2
+      ;;
+  esac
+  shift 2
+done
+
+bin=target/release/roce-bw
+[[ -x $bin ]] || cargo build --release --bin roce-bw
+X=cgx Y=cgy
+dir=$(mktemp -d)
+cleanup() {
+  bash scripts/bottleneck.sh down $X $Y >/dev/null 2>&1 || true
+  bash scripts/veth-join.sh down $X $Y >/dev/null 2>&1 || true
+  bash scripts/veth.sh down $X >/dev/null 2>&1 || true
+  bash scripts/veth.sh down $Y >/dev/null 2>&1 || true
+  [[ -n ${added_hugepages:-} ]] && bash scripts/hugepages.sh down >/dev/null 2>&1
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+if [[ ! -e ${DPDK_ROCE_RUN_DIR:-/run/dpdk-roce}/hugepages.state ]]; then
+  bash scripts/hugepages.sh up 512 >/dev/null
+  added_hugepages=1
+fi
+bash scripts/veth.sh up $X >/dev/null
+bash scripts/veth.sh up $Y >/dev/null
+bash scripts/veth-join.sh up $X $Y >/dev/null
+bash scripts/bottleneck.sh up $X $Y "$rate" --queue "$queue" --mark-at "$mark_at" --drain "$drain" >/dev/null
+
+# profile SIDE IFACE MODE: af_packet-SIDE.toml on IFACE with [congestion] mode = MODE.
+profile() {
+  local f=$dir/$1-$3.toml
+  sed -e "s/^iface = .*/iface = \"$2\"/" "dpdk-config/af_packet-$1.toml" >"$f"
+  {
+    echo "[congestion]"
+    echo "mode = \"$3\""
+    printf '%s\n' "${extra[@]}"
+  } >>"$f"
+  echo "$f"
+}
+
+printf 'bottleneck %s, queue %s, marks above %s; %s QPs x %s x %s B WRITEs for %s s\n' \
+  "$rate" "$queue" "$mark_at" "$qps" "$depth" "$size" "$duration"
+for mode in $modes; do
+  server=$(profile a ${Y}b "$mode")
+  client=$(profile b ${X}a "$mode")
+  bash scripts/bottleneck.sh up $X $Y "$rate" --queue "$queue" --mark-at "$mark_at" --drain "$drain" >/dev/null
+  out=$dir/$mode.out
+  RUN_PAIR_TIMEOUT=$((duration + 120)) bash scripts/run-pair.sh "$bin" "$server" "$client" \
+    --server-ip 10.77.0.1 --op write -s "$size" -D "$duration" -q "$qps" -t "$depth" --probe \
+    >"$out" 2>&1 || {
+    echo "== $mode: roce-bw failed =="
+    cat "$out"
+    exit 1
+  }
+  status=$(bash scripts/bottleneck.sh status $X $Y)
+  client_part=$(sed -n '/^== client ==/,$p' "$out")
+  echo "== congestion mode: $mode =="
+  row=$(echo "$client_part" | grep -E "^ *$size " | head -1)
+  echo "$row"
+  mtu=$(echo "$client_part" | sed -n 's/^ Mtu *: \([0-9]*\)\[B\].*/\1/p' | head -1)
+  per_qp=$(echo "$client_part" | sed -n 's/^fairness: messages per QP: \([0-9,]*\) .*/\1/p')
+  rtx=$(echo "$client_part" | sed -n 's/^summary: [0-9]* QP(s):.* retransmits: \([0-9]*\) .*/\1/p')
+  echo "$row" | awk -v r="$rate" '{
+    bits = r; sub(/[a-zA-Z]+$/, "", bits); unit = tolower(r); sub(/^[0-9.]+/, "", unit)
+    m = (unit == "gbit") ? bits * 1000 : (unit == "kbit") ? bits / 1000 : bits
+    g = $4 * 1.048576 * 8
+    printf "goodput: %.1f Mbit/s = %.3f of %s\n", g, g / m, r }'
+  awk -v list="$per_qp" -v size="$size" -v mtu="${mtu:-1024}" -v rtx="${rtx:-0}" 'BEGIN {
+    n = split(list, a, ","); msgs = 0; for (i = 1; i <= n; i++) msgs += a[i]
+    need = msgs * int((size + mtu - 1) / mtu)
+    printf "retransmitted: %d of %d needed = %.4f\n", rtx, need, need ? rtx / need : 0 }'
+  echo "$client_part" | grep -E "^fairness:|^probe:|^summary: [0-9]+ QP|^summary: congestion" || true
+  echo "$status"
+done
