@@ -5,7 +5,7 @@
 #
 #   bench/congestion.sh [--rate 300mbit] [--queue 64kb] [--mark-at 16kb] [--drain 100]
 #                       [--duration 10] [--qps 8] [--depth 16] [--size 65536]
-#                       [--modes "off dcqcn delay"] [--extra "KEY = VALUE"]...
+#                       [--modes "off dcqcn delay"] [--extra "KEY = VALUE"]... [--framecnt N]
 #
 # The link: two veth pairs joined in the kernel (scripts/veth.sh, scripts/veth-join.sh),
 #   client [cgxa] <-> [cgxb] ==mirred==> [cgya] -(CE marker, tbf RATE)-> [cgyb] server
@@ -14,7 +14,8 @@
 # server (the probe: a 64-byte ping-pong QP beside the QPS flows, timed alone and beside
 # them); both profiles are dpdk-config/af_packet-{a,b}.toml on these interfaces with
 # `[congestion] mode = MODE` and the --extra lines (e.g. --extra "ai_mbps = 1"), which apply
-# to every mode.
+# to every mode; --framecnt sizes both net_af_packet rings (the PMD's framecnt, 512 frames by
+# default).
 #
 # Per mode: the client's BW row; `goodput: N Mbit/s = S of RATE` (the row's average MB/s,
 # perftest's MiB, as bits); `retransmitted: N of M needed = S` (the client's packets sent
@@ -27,6 +28,7 @@ cd "$(dirname "$0")/.."
 
 rate=300mbit queue=64kb mark_at=16kb drain=100 duration=10 qps=8 depth=16 size=65536
 modes="off dcqcn delay"
+framecnt=""
 extra=()
 while (($#)); do
   case $1 in
@@ -40,6 +42,7 @@ while (($#)); do
     --size) size=$2 ;;
     --modes) modes=$2 ;;
     --extra) extra+=("$2") ;;
+    --framecnt) framecnt=$2 ;;
     *)
       sed -n '2,22p' "$0" >&2
       exit 2
@@ -74,6 +77,9 @@ bash scripts/bottleneck.sh up $X $Y "$rate" --queue "$queue" --mark-at "$mark_at
 profile() {
   local f=$dir/$1-$3.toml
   sed -e "s/^iface = .*/iface = \"$2\"/" "dpdk-config/af_packet-$1.toml" >"$f"
+  if [[ -n $framecnt ]]; then
+    sed -i "s/^\[port\]/[port]\nvdev_extra = [\"framecnt=$framecnt\"]/" "$f"
+  fi
   {
     echo "[congestion]"
     echo "mode = \"$3\""
@@ -89,6 +95,7 @@ for mode in $modes; do
   client=$(profile b ${X}a "$mode")
   bash scripts/bottleneck.sh up $X $Y "$rate" --queue "$queue" --mark-at "$mark_at" --drain "$drain" >/dev/null
   out=$dir/$mode.out
+  rx_before=$(cat /sys/class/net/${X}a/statistics/rx_packets)
   RUN_PAIR_TIMEOUT=$((duration + 120)) bash scripts/run-pair.sh "$bin" "$server" "$client" \
     --server-ip 10.77.0.1 --op write -s "$size" -D "$duration" -q "$qps" -t "$depth" --probe \
     >"$out" 2>&1 || {
@@ -115,4 +122,10 @@ for mode in $modes; do
     printf "retransmitted: %d of %d needed = %.4f\n", rtx, need, need ? rtx / need : 0 }'
   echo "$client_part" | grep -E "^fairness:|^probe:|^summary: [0-9]+ QP|^summary: congestion" || true
   echo "$status"
+  # Frames the kernel delivered to the client's interface that its socket ring had no room for
+  # (net_af_packet in DPDK 22.11 does not count them): the interface's RX count against the
+  # PMD's.
+  kernel_rx=$(($(cat /sys/class/net/${X}a/statistics/rx_packets) - rx_before))
+  pmd_rx=$(echo "$client_part" | sed -n 's/^summary: port: rx_packets: \([0-9]*\) .*/\1/p')
+  echo "client receive ring: ${kernel_rx} frames in, ${pmd_rx:-?} taken by the PMD"
 done
