@@ -185,6 +185,15 @@ fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
         for k in ["retransmits", "timeouts", "duplicates", "naks_received.rnr"] {
             num(&qp, k);
         }
+        // Congestion control: off in this profile, nothing marked on a plain veth pair.
+        assert_eq!(
+            qp.pointer("/congestion/mode").and_then(Value::as_str),
+            Some("off"),
+            "{qp}"
+        );
+        for k in ["ce_marks", "cnps_sent", "cnps_received", "rate_kbps"] {
+            assert_eq!(num(&qp, &format!("congestion.{k}")), 0, "{qp}");
+        }
         // Where it stands: nothing pending on a connection that ended.
         assert_eq!(num(&qp, "sequence.send_wqes"), 0, "{qp}");
         assert_eq!(num(&qp, "sequence.ack_timer_armed"), 0, "{qp}");
@@ -225,6 +234,11 @@ fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
         "rx_unknown_qp",
     ] {
         printed(&text, reason);
+    }
+    // The port's congestion counters, summed over its QPs (`/roce/net`'s `congestion`).
+    assert!(text.contains("    congestion:\n      mode: off\n"), "{text}");
+    for k in ["limited_qps", "ce_marks", "cnps_sent", "cnps_received", "rate_cuts"] {
+        assert_eq!(printed(&text, k), 0, "{text}");
     }
     // Without a command: the overview, QPs included.
     let out = Command::new(TOOL)
