@@ -236,8 +236,17 @@ fn a_running_process_answers_its_counters_through_the_dpdk_telemetry_socket() {
         printed(&text, reason);
     }
     // The port's congestion counters, summed over its QPs (`/roce/net`'s `congestion`).
-    assert!(text.contains("    congestion:\n      mode: off\n"), "{text}");
-    for k in ["limited_qps", "ce_marks", "cnps_sent", "cnps_received", "rate_cuts"] {
+    assert!(
+        text.contains("    congestion:\n      mode: off\n"),
+        "{text}"
+    );
+    for k in [
+        "limited_qps",
+        "ce_marks",
+        "cnps_sent",
+        "cnps_received",
+        "rate_cuts",
+    ] {
         assert_eq!(printed(&text, k), 0, "{text}");
     }
     // Without a command: the overview, QPs included.

@@ -11,8 +11,10 @@ const RING: usize = crate::transport::MAX_OUTSTANDING_PSNS as usize;
 /// A ring of send times by PSN (24-bit PSNs; the ring's index is the PSN modulo its size).
 #[derive(Clone, Debug)]
 pub struct SendTimes {
-    /// Nanoseconds; 0: no sample (sent again, or already sampled).
-    at: Box<[u64]>,
+    /// The PSN of each slot's entry and when it left (nanoseconds; 0: no sample: sent again,
+    /// or already sampled). An entry of another PSN (one a coalesced ACK covered, a ring
+    /// ago) is no sample either.
+    at: Box<[(u32, u64)]>,
     /// The last acknowledged PSN, for the count a new acknowledgement covers.
     acked: Option<u32>,
 }
@@ -20,7 +22,7 @@ pub struct SendTimes {
 impl Default for SendTimes {
     fn default() -> Self {
         SendTimes {
-            at: vec![0; RING].into_boxed_slice(),
+            at: vec![(0, 0); RING].into_boxed_slice(),
             acked: None,
         }
     }
@@ -30,13 +32,13 @@ impl SendTimes {
     /// PSN `psn` left at `now` for the first time.
     #[inline(always)]
     pub fn on_sent(&mut self, psn: u32, now: Instant) {
-        self.at[psn as usize % RING] = now.as_nanos().max(1);
+        self.at[psn as usize % RING] = (psn, now.as_nanos().max(1));
     }
 
     /// PSN `psn` left again: its answer proves no round trip (Karn's rule).
     #[inline(always)]
     pub fn on_resent(&mut self, psn: u32) {
-        self.at[psn as usize % RING] = 0;
+        self.at[psn as usize % RING] = (psn, 0);
     }
 
     /// Every PSN up to `psn` is acknowledged at `now`: `psn`'s round trip (if it left once
@@ -47,8 +49,8 @@ impl SendTimes {
             None => 1,
         };
         self.acked = Some(psn);
-        let sent = core::mem::take(&mut self.at[psn as usize % RING]);
-        let rtt = (sent != 0 && sent <= now.as_nanos()).then(|| now.as_nanos() - sent);
+        let (of, sent) = core::mem::take(&mut self.at[psn as usize % RING]);
+        let rtt = (of == psn && sent != 0 && sent <= now.as_nanos()).then(|| now.as_nanos() - sent);
         (rtt, newly)
     }
 }
@@ -69,5 +71,9 @@ mod tests {
         t.on_sent(12, Instant::from_nanos(8_000));
         t.on_sent(14, Instant::from_nanos(8_500));
         assert_eq!(t.on_acked(14, Instant::from_nanos(9_000)), (Some(500), 3));
+        // PSN 12 was covered by the ACK of 14, its entry left behind: a ring later, PSN
+        // 12 + RING acknowledged without having been timed gives no sample.
+        let later = 12 + RING as u32;
+        assert_eq!(t.on_acked(later, Instant::from_nanos(99_000)).0, None);
     }
 }

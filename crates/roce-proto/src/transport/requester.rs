@@ -184,7 +184,11 @@ impl Qp {
         } else {
             self.req.rto.on_new_packet(end, now);
         }
-        self.cc.on_request_sent(now, end.sub(1).value(), resend);
+        // A round trip is timed on packets one answer covers (a READ of several packets is
+        // answered after its whole transfer, which is no round trip).
+        if span == 1 {
+            self.cc.on_request_sent(now, psn.value(), resend);
+        }
         if end.after(self.req.sent_hw) {
             self.req.sent_hw = end;
         }

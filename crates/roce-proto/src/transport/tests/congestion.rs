@@ -514,3 +514,34 @@ fn the_delay_mode_holds_a_bottleneck_that_does_not_mark() {
     );
     assert!(b.jain() >= 0.95, "Jain {:.3}", b.jain());
 }
+
+/// A READ of several packets is answered after its whole transfer: the delay mode takes no
+/// round trip from it (1 MiB READs stream for 1 ms on this wire, four times the target), so
+/// their own transfer never shrinks the window.
+#[test]
+fn the_delay_mode_times_no_multi_packet_read() {
+    let mut p = Pair::new();
+    p.s[A].qp.set_congestion(&delay_mode());
+    let len = 1 << 20;
+    let src = p.region(B, len, 3);
+    let dst = p.zeroed(A, len);
+    for id in 0..4 {
+        p.post_send(
+            A,
+            wr(
+                id,
+                SendOp::Read {
+                    remote_addr: src.addr,
+                    rkey: src.rkey,
+                },
+                vec![sge(&dst, 0, len as u32)],
+            ),
+        );
+    }
+    p.run();
+    assert_eq!(p.completions(A).len(), 4);
+    assert_eq!(p.bytes(A, &dst), p.bytes(B, &src));
+    let c = p.s[A].qp.congestion();
+    assert_eq!(c.stats.rate_cuts, 0, "{:?}", c.stats);
+    assert_eq!(c.cwnd(), Some(DelayParams::default().initial_window));
+}
