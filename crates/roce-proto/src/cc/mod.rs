@@ -118,7 +118,7 @@ impl core::ops::AddAssign for CcStats {
 #[derive(Clone, Debug)]
 enum Algo {
     Off,
-    Dcqcn(Dcqcn),
+    Dcqcn(Box<Dcqcn>),
     Delay(Box<DelayControl>),
 }
 
@@ -147,7 +147,7 @@ impl Congestion {
         Congestion {
             algo: match c.mode {
                 CcMode::Off => Algo::Off,
-                CcMode::Dcqcn => Algo::Dcqcn(Dcqcn::new(c.dcqcn)),
+                CcMode::Dcqcn => Algo::Dcqcn(Box::new(Dcqcn::new(c.dcqcn))),
                 CcMode::Delay => Algo::Delay(Box::new(DelayControl::new(c.delay))),
             },
             pacer: Pacer::new(c.burst_bytes),
@@ -187,10 +187,17 @@ impl Congestion {
     /// Any packet of `wire_bytes` left at `now`.
     #[inline(always)]
     pub fn on_sent(&mut self, now: Instant, wire_bytes: u32) {
-        match &mut self.algo {
-            Algo::Off => return,
-            Algo::Dcqcn(d) => d.on_sent(now, wire_bytes),
-            Algo::Delay(_) => {}
+        if matches!(self.algo, Algo::Off) {
+            return;
+        }
+        self.on_sent_limited(now, wire_bytes);
+    }
+
+    /// [`on_sent`](Self::on_sent) with an algorithm running (off the fast path).
+    #[inline(never)]
+    fn on_sent_limited(&mut self, now: Instant, wire_bytes: u32) {
+        if let Algo::Dcqcn(d) = &mut self.algo {
+            d.on_sent(now, wire_bytes);
         }
         self.sync_rate();
         self.pacer.on_sent(now, wire_bytes);
@@ -198,7 +205,7 @@ impl Congestion {
 
     /// Request packet PSN `last` (the last PSN of its span) left at `now`; `resend`: sent
     /// before (no round-trip sample from its answer).
-    #[inline(always)]
+    #[inline]
     pub fn on_request_sent(&mut self, now: Instant, last: u32, resend: bool) {
         if let Some(t) = &mut self.times {
             if resend {
@@ -211,8 +218,15 @@ impl Congestion {
 
     /// Every request PSN up to `last` is acknowledged at `now`: the round trip of `last`, if
     /// it left once (for the retransmission timer too), when an algorithm runs.
-    #[inline(always)]
+    #[inline]
     pub fn on_acked(&mut self, now: Instant, last: u32) -> Option<Duration> {
+        self.times.as_ref()?;
+        self.on_acked_timed(now, last)
+    }
+
+    /// [`on_acked`](Self::on_acked) with send times kept (off the fast path).
+    #[inline(never)]
+    fn on_acked_timed(&mut self, now: Instant, last: u32) -> Option<Duration> {
         let (rtt, newly) = self.times.as_mut()?.on_acked(last, now);
         let rtt = rtt?;
         if let Algo::Delay(d) = &mut self.algo {
