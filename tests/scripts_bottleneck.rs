@@ -191,7 +191,10 @@ fn bottleneck_up_status_down_idempotent_and_refusing() {
         vec!["300mbit", "--mark-at", "128kb"], // above the 64 KiB queue
         vec!["300mbit", "--burst", "1000"],    // below a full frame
         vec!["300mbit", "--queue", "1k", "--mark-at", "0"],
-        vec!["300mbit", "--drain", "90"],
+        vec!["300mbit", "--drain", "40"],
+        vec!["300mbit", "--drain", "101"],
+        vec!["300mbit", "--drain", "x"],
+        vec!["300mbit", "--colour", "red"],
     ] {
         assert_code(&link.bn("up", &args), 2, &format!("up {args:?}"));
         assert_eq!(link.state(), before, "up {args:?} changed something");
