@@ -4,7 +4,8 @@
 //! provider build on it.
 //!
 //! `wire` (packet formats), `net` (IPv4/IPv6, ARP and ND neighbours, routes), `transport` (RC
-//! queue pairs: requester, responder, completer), `cm` (the IB connection manager over QP1),
+//! queue pairs: requester, responder, completer), `cc` (congestion control: pacer, DCQCN, the
+//! delay mode, CNPs), `cm` (the IB connection manager over QP1),
 //! `mem` (protection zones, memory regions and checked access), `srq` (shared receive queue
 //! pools), `host` (one port's hosts: the layers above joined, frames in, frames out), `decode`
 //! (frames as text), `capture` (pcap files).
