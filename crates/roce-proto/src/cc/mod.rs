@@ -308,6 +308,11 @@ impl Congestion {
         due
     }
 
+    /// Forgets the CNP that is due (its QP cannot send it).
+    pub fn drop_cnp(&mut self) {
+        self.cnp_due = false;
+    }
+
     /// The algorithm's rate to the pacer.
     #[inline(always)]
     fn sync_rate(&mut self) {

@@ -624,8 +624,12 @@ impl Qp {
     /// set as ConnectX sends it, 16 reserved bytes (the wire layer writes them). Only once
     /// connected (RTR or later: the peer's QPN is known).
     fn next_cnp(&mut self) -> Option<Transmit> {
-        if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd) || !self.cc.take_cnp()
-        {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            // Not connected (any more): the CNP has nowhere to go.
+            self.cc.drop_cnp();
+            return None;
+        }
+        if !self.cc.take_cnp() {
             return None;
         }
         let mut h = self.headers(Opcode::CNP, crate::wire::psn::Psn::new(0));

@@ -180,6 +180,14 @@ fn stray_and_misaddressed_cnps_change_nothing() {
     let c = p.s[A].qp.congestion();
     assert_eq!((c.stats.cnps_ignored, c.stats.cnps_received), (1, 0));
     assert_eq!(c.rate_bps(), None);
+    // A CE mark on a QP in ERROR: counted, and the CNP it would draw is dropped, not left
+    // waiting (the QP has nothing more to send).
+    p.s[A].qp.on_congestion_experienced(p.now);
+    assert!(p.s[A].qp.has_output());
+    assert!(p.s[A].qp.poll_transmit(p.now).is_none());
+    assert!(!p.s[A].qp.has_output());
+    let c = p.s[A].qp.congestion();
+    assert_eq!((c.stats.ce_marks, c.stats.cnps_sent), (1, 0));
 }
 
 /// Flows of QP pairs through one bottleneck: each sender's packets queue at a link draining
