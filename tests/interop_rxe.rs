@@ -359,14 +359,14 @@ impl Guest {
     }
 
     fn run_script(&self, args: &[&str]) -> (i32, String) {
-        self.run_script_with(("RXE_GUEST_UNUSED", ""), args)
+        self.run_script_with(&[], args)
     }
 
-    /// [`run_script`](Self::run_script) with one more environment variable.
-    fn run_script_with(&self, (var, value): (&str, &str), args: &[&str]) -> (i32, String) {
+    /// [`run_script`](Self::run_script) with more environment variables.
+    fn run_script_with(&self, env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
         let out = Command::new("bash")
             .arg(script())
-            .env(var, value)
+            .envs(env.iter().copied())
             .args(args)
             .output()
             .expect("run scripts/rxe-guest.sh");
@@ -966,32 +966,23 @@ fn check_command_channel(g: &Guest) {
     // A command line the serial port lost is sent again after 3 s without its
     // acknowledgement (not after the 32 s its answer may take); one that arrives twice runs
     // once.
-    let t0 = Instant::now();
-    let (rc, out) = g.run_script_with(
-        ("RXE_GUEST_TEST_FIRST_SEND", "lose"),
-        &[
+    let count_run = |first_send| {
+        let args = [
             "exec",
             &g.name,
             "-t",
             "2",
             "--",
             "echo once >> /tmp/ran; wc -l < /tmp/ran",
-        ],
-    );
+        ];
+        g.run_script_with(&[("RXE_GUEST_TEST_FIRST_SEND", first_send)], &args)
+    };
+    let t0 = Instant::now();
+    let (rc, out) = count_run("lose");
     assert_eq!((rc, out.lines().next()), (0, Some("1")), "{out}");
     assert!(out.contains("sending it again"), "{out}");
     assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
-    let (rc, out) = g.run_script_with(
-        ("RXE_GUEST_TEST_FIRST_SEND", "twice"),
-        &[
-            "exec",
-            &g.name,
-            "-t",
-            "2",
-            "--",
-            "echo once >> /tmp/ran; wc -l < /tmp/ran",
-        ],
-    );
+    let (rc, out) = count_run("twice");
     assert_eq!((rc, out.trim_end()), (0, "2"), "{out}");
     let (rc, out) = g.exec(30, "wc -l < /tmp/ran");
     assert_eq!(

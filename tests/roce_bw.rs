@@ -120,14 +120,7 @@ fn af_packet_between(tag: &str, a: &str, b: &str, veths: Vec<Veth>) -> Link {
 
 /// Runs scripts/veth-join.sh with `args`; its output.
 fn join(args: &[&str]) -> String {
-    let out = Command::new("bash")
-        .arg(repo().join("scripts/veth-join.sh"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text = output_text(&out);
-    assert!(out.status.success(), "veth-join {args:?}:\n{text}");
-    text
+    dpdk_common::script("veth-join.sh", args)
 }
 
 fn memif(tag: &str) -> Link {
@@ -1260,14 +1253,7 @@ impl BottleneckGuard {
     }
 
     fn script(&self, args: &[&str]) -> String {
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/bottleneck.sh"))
-            .args(args)
-            .output()
-            .unwrap();
-        let text = output_text(&out);
-        assert!(out.status.success(), "bottleneck.sh {args:?}:\n{text}");
-        text
+        dpdk_common::script("bottleneck.sh", args)
     }
 
     /// `name=N` of `bottleneck.sh status`.

@@ -264,6 +264,18 @@ pub fn profile_copy(
     p
 }
 
+/// Runs `scripts/<name>` with `args`; its output (the test fails if the script does).
+pub fn script(name: &str, args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(repo().join("scripts").join(name))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{name} {args:?}:\n{text}");
+    text
+}
+
 /// The `roce-tool` program of this build (`target/<profile>/`, beside the test binaries'
 /// `deps/`; cargo builds every program of the package before its integration tests).
 pub fn roce_tool() -> PathBuf {
@@ -370,14 +382,7 @@ impl Router {
 
     /// Runs scripts/router.sh with `args`; its output (the test fails if it does).
     pub fn script(args: &[&str]) -> String {
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/router.sh"))
-            .args(args)
-            .output()
-            .unwrap();
-        let text = output_text(&out);
-        assert!(out.status.success(), "router.sh {args:?}:\n{text}");
-        text
+        script("router.sh", args)
     }
 
     /// IPv4 datagrams the router forwarded so far (its `ForwDatagrams`).

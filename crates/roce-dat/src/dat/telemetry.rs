@@ -296,22 +296,14 @@ fn net(_: Option<&str>) -> Option<Value> {
         );
         d.dict("transport", transport);
         // Congestion control (`cc`): the QPs there are now, summed over the shards.
-        let cc: Vec<&CcStats> = got.iter().map(|g| &g.3 .0).collect();
+        let mut cc = CcStats::default();
+        for g in &got {
+            cc += g.3 .0;
+        }
         let mut congestion = Dict::new();
         congestion.str("mode", got.first().map_or(CcMode::Off, |g| g.4).name());
         congestion.u64("limited_qps", got.iter().map(|g| g.3 .1).sum());
-        sums!(
-            congestion,
-            cc,
-            [
-                ce_marks,
-                cnps_sent,
-                cnps_received,
-                cnps_ignored,
-                rate_cuts,
-                paced_waits,
-            ]
-        );
+        congestion_counters(&mut congestion, &cc);
         d.dict("congestion", congestion);
         Value::Dict(d)
     }))
@@ -566,8 +558,15 @@ fn qp_dict(qpn: u32, shard: usize, v: &QpView) -> Dict {
             "window_centipackets",
             cwnd.map_or(0, |w| (w * 100.0) as u64),
         );
+    congestion_counters(&mut cc, &cs);
+    d.dict("congestion", cc);
+    d
+}
+
+/// Congestion control's counters (`cc::CcStats`): one QP's, or a port's sum.
+fn congestion_counters(d: &mut Dict, cs: &CcStats) {
     fields!(
-        cc,
+        d,
         cs,
         "",
         [
@@ -579,8 +578,6 @@ fn qp_dict(qpn: u32, shard: usize, v: &QpView) -> Dict {
             paced_waits,
         ]
     );
-    d.dict("congestion", cc);
-    d
 }
 
 #[cfg(test)]

@@ -216,78 +216,51 @@ impl RawCongestion {
     }
 }
 
+/// `value` when it is not the default.
+fn changed<T: PartialEq>(value: T, default: T) -> Option<T> {
+    (value != default).then_some(value)
+}
+
 impl Congestion {
     /// The file's form of what differs from the defaults (a profile written back reads the
     /// same).
     pub(super) fn to_raw(self) -> Option<RawCongestion> {
         let def = CcConfig::default();
         let c = &self.cc;
-        let diff = |a: u64, b: u64, v: u64| (a != b).then_some(v as u32);
-        let mbit = |a: u64, b: u64| diff(a, b, a / MBIT);
-        let usd = |a: Duration, b: Duration| {
-            diff(
-                a.as_nanos() as u64,
-                b.as_nanos() as u64,
-                a.as_micros() as u64,
-            )
-        };
+        let (d, dd, y, yd) = (&c.dcqcn, &def.dcqcn, &c.delay, &def.delay);
+        let mbit = |a: u64, b| changed(a, b).map(|v| (v / MBIT) as u32);
+        let micros = |a: Duration, b| changed(a, b).map(|v| v.as_micros() as u32);
         let default_ecn = if c.mode == CcMode::Dcqcn { 2 } else { 0 };
         let raw = RawCongestion {
-            mode: (c.mode != def.mode).then(|| c.mode.name().to_string()),
-            ecn: (self.ecn != default_ecn).then(|| {
-                match self.ecn {
+            mode: changed(c.mode, def.mode).map(|m| m.name().to_string()),
+            ecn: changed(self.ecn, default_ecn).map(|e| {
+                match e {
                     2 => "ect0",
                     1 => "ect1",
                     _ => "off",
                 }
                 .to_string()
             }),
-            cnp_interval_us: (c.cnp_interval != def.cnp_interval)
-                .then(|| c.cnp_interval.map_or(0, |d| d.as_micros() as u32)),
-            cnp_dscp: (c.cnp_dscp != def.cnp_dscp).then_some(c.cnp_dscp),
-            burst_bytes: diff(
-                c.burst_bytes.into(),
-                def.burst_bytes.into(),
-                c.burst_bytes.into(),
-            ),
-            line_rate_mbps: mbit(c.dcqcn.line_rate_bps, def.dcqcn.line_rate_bps),
-            min_rate_mbps: mbit(c.dcqcn.min_rate_bps, def.dcqcn.min_rate_bps),
-            g_inverse: diff(
-                c.dcqcn.g_inverse.into(),
-                def.dcqcn.g_inverse.into(),
-                c.dcqcn.g_inverse.into(),
-            ),
-            alpha_period_us: usd(c.dcqcn.alpha_period, def.dcqcn.alpha_period),
-            cut_period_us: usd(c.dcqcn.cut_period, def.dcqcn.cut_period),
-            increase_period_us: usd(c.dcqcn.increase_period, def.dcqcn.increase_period),
-            byte_reset: diff(
-                c.dcqcn.byte_reset.into(),
-                def.dcqcn.byte_reset.into(),
-                c.dcqcn.byte_reset.into(),
-            ),
-            threshold: diff(
-                c.dcqcn.threshold.into(),
-                def.dcqcn.threshold.into(),
-                c.dcqcn.threshold.into(),
-            ),
-            ai_mbps: mbit(c.dcqcn.ai_bps, def.dcqcn.ai_bps),
-            hai_mbps: mbit(c.dcqcn.hai_bps, def.dcqcn.hai_bps),
-            target_us: usd(c.delay.target, def.delay.target),
-            fs_range_us: usd(c.delay.fs_range, def.delay.fs_range),
-            initial_window: (c.delay.initial_window != def.delay.initial_window)
-                .then_some(c.delay.initial_window as u32),
-            ai_packets: (c.delay.ai_packets != def.delay.ai_packets)
-                .then_some(c.delay.ai_packets as u32),
-            beta_percent: diff(
-                c.delay.beta_percent.into(),
-                def.delay.beta_percent.into(),
-                c.delay.beta_percent.into(),
-            ),
-            max_decrease_percent: diff(
-                c.delay.max_decrease_percent.into(),
-                def.delay.max_decrease_percent.into(),
-                c.delay.max_decrease_percent.into(),
-            ),
+            cnp_interval_us: changed(c.cnp_interval, def.cnp_interval)
+                .map(|i| i.map_or(0, |d| d.as_micros() as u32)),
+            cnp_dscp: changed(c.cnp_dscp, def.cnp_dscp),
+            burst_bytes: changed(c.burst_bytes, def.burst_bytes),
+            line_rate_mbps: mbit(d.line_rate_bps, dd.line_rate_bps),
+            min_rate_mbps: mbit(d.min_rate_bps, dd.min_rate_bps),
+            g_inverse: changed(d.g_inverse, dd.g_inverse),
+            alpha_period_us: micros(d.alpha_period, dd.alpha_period),
+            cut_period_us: micros(d.cut_period, dd.cut_period),
+            increase_period_us: micros(d.increase_period, dd.increase_period),
+            byte_reset: changed(d.byte_reset, dd.byte_reset),
+            threshold: changed(d.threshold, dd.threshold),
+            ai_mbps: mbit(d.ai_bps, dd.ai_bps),
+            hai_mbps: mbit(d.hai_bps, dd.hai_bps),
+            target_us: micros(y.target, yd.target),
+            fs_range_us: micros(y.fs_range, yd.fs_range),
+            initial_window: changed(y.initial_window, yd.initial_window).map(|w| w as u32),
+            ai_packets: changed(y.ai_packets, yd.ai_packets).map(|a| a as u32),
+            beta_percent: changed(y.beta_percent, yd.beta_percent),
+            max_decrease_percent: changed(y.max_decrease_percent, yd.max_decrease_percent),
         };
         (raw != RawCongestion::default()).then_some(raw)
     }

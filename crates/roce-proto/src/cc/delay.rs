@@ -43,8 +43,6 @@ pub struct DelayParams {
     pub packet_bytes: u32,
 }
 
-impl Eq for DelayParams {}
-
 impl Default for DelayParams {
     /// Targets for this kind of machine, not a datacenter's 10-25 us: a VM's round trip over
     /// net_af_packet is 30-100 us and its scheduling noise larger; a target of 250 us, up to

@@ -100,7 +100,7 @@ pub struct HostConfig {
 }
 
 /// A CNP's traffic class: the configured DSCP (masked to 6 bits), Not-ECT.
-fn cnp_traffic_class(cc: &CcConfig) -> TrafficClass {
+pub(super) fn cnp_traffic_class(cc: &CcConfig) -> TrafficClass {
     TrafficClass::new(cc.cnp_dscp & 0x3f, 0).unwrap_or_default()
 }
 
@@ -259,8 +259,6 @@ pub struct Host<M: Memory> {
     clock: Instant,
     /// Congestion control of every QP (`cc`; `set_congestion`).
     cc: CcConfig,
-    /// The traffic class of the CNPs sent: the configuration's CNP DSCP, not ECN-capable.
-    cnp_tc: TrafficClass,
 }
 
 impl<M: Memory> Host<M> {
@@ -302,7 +300,6 @@ impl<M: Memory> Host<M> {
             log_limit: log_limit::LogLimit::default(),
             clock: Instant::ZERO,
             cc: CcConfig::default(),
-            cnp_tc: cnp_traffic_class(&CcConfig::default()),
         })
     }
 
@@ -310,7 +307,6 @@ impl<M: Memory> Host<M> {
     /// and those created later: the profile's `[congestion]` (`cc`).
     pub fn set_congestion(&mut self, cc: CcConfig) {
         self.cc = cc;
-        self.cnp_tc = cnp_traffic_class(&cc);
         for e in self.qps.values_mut() {
             e.qp.set_congestion(&cc);
         }
@@ -332,10 +328,11 @@ impl<M: Memory> Host<M> {
     pub fn congestion_stats(&self) -> (crate::cc::CcStats, u64) {
         let mut sum = crate::cc::CcStats::default();
         let mut limited = 0;
+        let full_window = f64::from(crate::transport::MAX_OUTSTANDING_PSNS);
         for e in self.qps.values() {
             let c = e.qp.congestion();
             sum += c.stats;
-            if c.rate_bps().is_some() || c.cwnd().is_some_and(|w| w < 2048.0) {
+            if c.rate_bps().is_some() || c.cwnd().is_some_and(|w| w < full_window) {
                 limited += 1;
             }
         }

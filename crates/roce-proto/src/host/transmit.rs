@@ -209,7 +209,11 @@ impl<M: Memory> Host<M> {
             };
             // A CNP leaves with the CNP's DSCP and not ECN-capable (`cc`).
             let cnp_route = (tx.headers.bth.opcode == Opcode::CNP)
-                .then(|| e.route.as_ref().map(|r| r.with_traffic_class(self.cnp_tc)))
+                .then(|| {
+                    e.route
+                        .as_ref()
+                        .map(|r| r.with_traffic_class(cnp_traffic_class(&self.cc)))
+                })
                 .flatten();
             let out_kind = match pinned_built {
                 Some(true) => Some(TxOut::Pinned),

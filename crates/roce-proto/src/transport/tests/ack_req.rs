@@ -10,14 +10,7 @@ use crate::transport::types::WcStatus;
 use crate::transport::ACK_REQ_EVERY;
 
 fn write(id: u64, from: &Region, to: &Region, signaled: bool) -> SendWr {
-    let mut w = wr(
-        id,
-        SendOp::Write {
-            remote_addr: to.addr,
-            rkey: to.rkey,
-        },
-        vec![sge(from, 0, from.len as u32)],
-    );
+    let mut w = write_all(id, from, to);
     w.signaled = signaled;
     w
 }

@@ -36,17 +36,7 @@ fn ce_marked_packets_draw_one_cnp_per_interval_to_the_senders_qp() {
     let mut p = Pair::new();
     let src = p.region(A, 64 * MTU, 1);
     let dst = p.zeroed(B, 64 * MTU);
-    p.post_send(
-        A,
-        wr(
-            1,
-            SendOp::Write {
-                remote_addr: dst.addr,
-                rkey: dst.rkey,
-            },
-            vec![sge(&src, 0, 64 * MTU as u32)],
-        ),
-    );
+    p.post_send(A, write_all(1, &src, &dst));
     let t0 = p.now;
     let mut cnps = Vec::new();
     for _ in 0..64 {
@@ -100,17 +90,7 @@ fn a_cnp_halves_a_dcqcn_qps_rate_and_its_packets_leave_paced() {
     assert_eq!(p.s[A].qp.congestion().rate_bps(), Some(500_000_000));
     let src = p.region(A, 24 * MTU, 1);
     let dst = p.zeroed(B, 24 * MTU);
-    p.post_send(
-        A,
-        wr(
-            1,
-            SendOp::Write {
-                remote_addr: dst.addr,
-                rkey: dst.rkey,
-            },
-            vec![sge(&src, 0, 24 * MTU as u32)],
-        ),
-    );
+    p.post_send(A, write_all(1, &src, &dst));
     // Before the byte counter's first increase (32767 bytes): 24 packets.
     let mut sent = Vec::new();
     while sent.len() < 24 {
@@ -320,14 +300,7 @@ impl Bottleneck {
                 }
                 while outstanding[i] < depth {
                     let (src, dst) = &regions[i];
-                    let w = wr(
-                        next_id,
-                        SendOp::Write {
-                            remote_addr: dst.addr,
-                            rkey: dst.rkey,
-                        },
-                        vec![sge(src, 0, MSG as u32)],
-                    );
+                    let w = write_all(next_id, src, dst);
                     next_id += 1;
                     p.post_send(A, w);
                     outstanding[i] += 1;

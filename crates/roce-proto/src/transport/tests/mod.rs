@@ -407,6 +407,18 @@ pub fn sge(r: &Region, off: u64, len: u32) -> Sge {
     }
 }
 
+/// A signaled RDMA WRITE of the whole of `from` to the start of `to`.
+pub fn write_all(wr_id: u64, from: &Region, to: &Region) -> SendWr {
+    wr(
+        wr_id,
+        SendOp::Write {
+            remote_addr: to.addr,
+            rkey: to.rkey,
+        },
+        vec![sge(from, 0, from.len as u32)],
+    )
+}
+
 pub fn wr(wr_id: u64, op: SendOp, sgl: impl Into<SgList>) -> SendWr {
     SendWr {
         wr_id,
