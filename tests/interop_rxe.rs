@@ -6,10 +6,10 @@
 //! dat.conf names libdaplofa on eth0 under the same IA name (`ofa-v2-cma-roe-eth0`: dtest's
 //! client opens the IA name its server publishes).
 //!
-//! Addresses (10.77.60.0/24, no other test's): the host kernel 10.77.60.1 on the tap (dtest and
-//! dtestx publish the server's IA address over kernel TCP 15828, so the guest needs a kernel
-//! address of the host), dpdk-roce's RoCE port 10.77.60.2, the guest's eth0 (and rxe0's GID)
-//! 10.77.60.3.
+//! Addresses (10.77.60.0/24 and the other nets' of [`RdmaNet`], no other test's): on the shared
+//! guest's tap the host kernel 10.77.60.1 (dtest and dtestx publish the server's IA address
+//! over kernel TCP 15828, so the guest needs a kernel address of the host), dpdk-roce's RoCE
+//! port 10.77.60.2, the guest's eth0 (and rxe0's GID) 10.77.60.3.
 //!
 //! Every program runs both ways: dpdk-roce as the server with the guest as client, and the
 //! other way round. Each case's capture (the provider's own, DPDK_ROCE_CAPTURE) must pass
@@ -18,8 +18,9 @@
 //! (duplicate_request, out_of_seq_request, ...) and RC packets sent twice in the capture; they
 //! are printed, not asserted (yet).
 //!
-//! Each test boots its own guest (about 5-20 s) and removes it, and its tap, also when it
-//! fails. Needs root and the packages `scripts/setup.sh` installs; fails loudly without them.
+//! The tests on the tap's own subnet share one guest (booted by the first, torn down when the
+//! test process ends, however it ends); the VLAN, IPv6 and routed tests boot their own (about
+//! 5-10 s each) and remove it, and its tap, also when they fail. Needs root and the packages `scripts/setup.sh` installs; fails loudly without them.
 //! `cargo test --release --test interop_rxe -- --nocapture` shows the figures.
 
 mod dpdk_common;
@@ -36,20 +37,20 @@ use std::time::{Duration, Instant};
 
 /// The IA name on both sides.
 const IA: &str = "ofa-v2-cma-roe-eth0";
-/// The host kernel's address on the tap (where a host dtest server publishes its IA address).
-const HOST_KERNEL: &str = "10.77.60.1";
-/// dpdk-roce's RoCE port.
-const PROVIDER: &str = "10.77.60.2";
-/// The guest's eth0 and rxe0.
-const GUEST: &str = "10.77.60.3";
-
 /// Where the RDMA traffic of a guest goes: the IA name on both sides, dpdk-roce's port and the
-/// guest's interface for it.
+/// guest's interface for it; and the tap's own subnet. Each guest's tap has a subnet of its
+/// own: the shared guest's tap stays up while the others run.
 #[derive(Clone, Copy)]
 struct RdmaNet {
     ia: &'static str,
     provider: &'static str,
     guest: &'static str,
+    /// The host kernel's address on the tap (/24; where a host dtest server publishes its IA
+    /// address), the guest's eth0 address, and dpdk-roce's IPv4 address on the tap (the
+    /// kernel's, the guest's and dpdk-roce's are .1, .3 and .2 of one /24).
+    kernel: &'static str,
+    eth0: &'static str,
+    provider_v4: &'static str,
     /// An 802.1Q VLAN both sides are on (the profile's `[roce] vlan`, the guest's eth0.VID).
     vlan: Option<u16>,
     /// Routed: dpdk-roce's port on a veth pair of its own, a Linux router (scripts/router.sh)
@@ -62,8 +63,11 @@ struct RdmaNet {
 /// RDMA on the tap's own subnet, untagged.
 const PLAIN: RdmaNet = RdmaNet {
     ia: IA,
-    provider: PROVIDER,
-    guest: GUEST,
+    provider: "10.77.60.2",
+    guest: "10.77.60.3",
+    kernel: "10.77.60.1",
+    eth0: "10.77.60.3",
+    provider_v4: "10.77.60.2",
     vlan: None,
     gateways: None,
     ipv6: false,
@@ -71,24 +75,30 @@ const PLAIN: RdmaNet = RdmaNet {
 
 /// RDMA on VLAN 77 (10.77.61.0/24): dpdk-roce with `vlan = 77` and DSCP 26 (priority 3), the
 /// guest's rxe0 through eth0.77 (its GID of that address; libdaplofa on eth0.77). The
-/// programs' own TCP exchange stays on the untagged 10.77.60.0/24.
+/// programs' own TCP exchange stays on the untagged 10.77.64.0/24.
 const VLAN_77: RdmaNet = RdmaNet {
     ia: "ofa-v2-cma-roe-eth0.77",
     provider: "10.77.61.2",
     guest: "10.77.61.3",
+    kernel: "10.77.64.1",
+    eth0: "10.77.64.3",
+    provider_v4: "10.77.64.2",
     vlan: Some(77),
     gateways: None,
     ipv6: false,
 };
 
 /// RDMA over IPv6 on the tap (fd00:77:60::/64): dpdk-roce's port has both families
-/// (`address = ["10.77.60.2/24", "fd00:77:60::2/64"]`), the guest's eth0 gets fd00:77:60::3
+/// (`address = ["10.77.65.2/24", "fd00:77:60::2/64"]`), the guest's eth0 gets fd00:77:60::3
 /// (rxe0 adds its GID) and libdaplofa an IA on that address (its dat.conf names the address,
 /// which libdaplofa resolves with getaddrinfo).
 const IPV6: RdmaNet = RdmaNet {
     ia: "ofa-v2-cma-roe-v6",
     provider: "fd00:77:60::2",
     guest: "fd00:77:60::3",
+    kernel: "10.77.65.1",
+    eth0: "10.77.65.3",
+    provider_v4: "10.77.65.2",
     vlan: None,
     gateways: None,
     ipv6: true,
@@ -101,6 +111,9 @@ const ROUTED: RdmaNet = RdmaNet {
     ia: IA,
     provider: "10.77.62.1",
     guest: "10.77.63.3",
+    kernel: "10.77.63.254",
+    eth0: "10.77.63.3",
+    provider_v4: "10.77.62.1",
     vlan: None,
     gateways: Some(("10.77.62.254", "10.77.63.254")),
     ipv6: false,
@@ -108,8 +121,40 @@ const ROUTED: RdmaNet = RdmaNet {
 /// Watchdog of every program run.
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// One guest at a time: dtest servers use kernel TCP 15828, and the VM has two cores.
+/// One guest at work at a time: dtest servers use kernel TCP 15828, and the VM has two cores.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The guest on [`PLAIN`] that the dtest, dtestx, dtestsrq and dapltest tests share (a boot
+/// costs 5-10 s under TCG): the first of them boots it, and it goes down once this process
+/// ends (`RXE_GUEST_OWNER`). A test that panicked on it leaves it poisoned: the next one
+/// takes it down and boots another (a program of the failed test may still run in it).
+static PLAIN_GUEST: Mutex<Option<Guest>> = Mutex::new(None);
+
+/// Runs `test` on the shared [`PLAIN_GUEST`], one test at a time.
+fn on_plain_guest(test: impl FnOnce(&mut Guest)) {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let mut slot = PLAIN_GUEST.lock().unwrap_or_else(|poisoned| {
+        PLAIN_GUEST.clear_poison();
+        let mut slot = poisoned.into_inner();
+        *slot = None;
+        slot
+    });
+    let g = match slot.as_mut() {
+        Some(g) => {
+            g.boot = Duration::ZERO;
+            g
+        }
+        None => slot.insert(Guest::up("pl")),
+    };
+    test(g);
+    if let Err(left) = g.settled(Duration::from_secs(10)) {
+        println!(
+            "guest {}: not settled after the test, taken down for a new one:\n{left}",
+            g.name
+        );
+        *slot = None;
+    }
+}
 
 fn script() -> PathBuf {
     dpdk_common::repo().join("scripts/rxe-guest.sh")
@@ -133,9 +178,16 @@ impl Server {
     }
 }
 
+/// The guest's state directory (scripts/rxe-guest.sh: console.log, the command channel).
+fn state_dir(name: &str) -> PathBuf {
+    Path::new("/run/dpdk-roce/rxe-guest").join(name)
+}
+
 /// The guest (scripts/rxe-guest.sh `up`), with the host side's profile, dat.conf and a copy of
-/// the provider library (the build may replace target/ while the test runs) in a temp dir.
-/// Dropping it runs `down` (QEMU, tap, state) and removes the dir, also when the test failed.
+/// the provider library (the build may replace target/ while the test runs) in `host/` of its
+/// state directory. Dropping it runs `down` (QEMU, tap, state), also when the test failed; a
+/// guest never dropped (the shared [`PLAIN_GUEST`], a test process killed) goes down within
+/// a second of this process's end (`RXE_GUEST_OWNER`).
 struct Guest {
     name: String,
     net: RdmaNet,
@@ -163,14 +215,12 @@ impl Guest {
         let pid = std::process::id() % 100_000;
         // `rxg<tag><pid>`: at most 12 characters, the guest's name and its tap's.
         let name = format!("rxg{tag}{pid}");
-        let dir = std::env::temp_dir().join(format!("dpdk-roce-{name}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = state_dir(&name).join("host");
         let profile_name = format!("{name}-host");
         let mut g = Guest {
+            wire: net.vlan.map(|_| state_dir(&name).join("wire.pcap")),
             name,
             net,
-            wire: net.vlan.map(|_| dir.join("wire.pcap")),
             conf: dir.join("dat.conf"),
             dir,
             profile_name,
@@ -196,7 +246,10 @@ impl Guest {
                 "address = \"10.77.0.1/24\"",
                 match (net.vlan, net.gateways) {
                     _ if net.ipv6 => {
-                        format!("address = [\"{PROVIDER}/24\", \"{}/64\"]", net.provider)
+                        format!(
+                            "address = [\"{}/24\", \"{}/64\"]",
+                            net.provider_v4, net.provider
+                        )
                     }
                     (Some(v), _) => {
                         format!("address = \"{}/24\"\nvlan = {v}\ndscp = 26", net.provider)
@@ -215,6 +268,30 @@ impl Guest {
             assert!(text.contains(from), "af_packet-a.toml changed: no {from}");
             text = text.replace(from, &to);
         }
+        let t0 = Instant::now();
+        let (guest_cidr, tap_cidr) = (format!("{}/24", net.eth0), format!("{}/24", net.kernel));
+        // An IPv6 guest runs roce-dat-consumer (the reference DAT programs cannot connect over
+        // IPv6: see `the_reference_udapl_on_rxe_serves_dpdk_roce_over_ipv6`).
+        let extra = if net.ipv6 {
+            test_program("roce-dat-consumer").display().to_string()
+        } else {
+            String::new()
+        };
+        let out = Command::new("bash")
+            .arg(script())
+            .env("RXE_GUEST_EXTRA", extra)
+            .env("RXE_GUEST_OWNER", std::process::id().to_string())
+            .args(["up", &g.name, &g.name, &guest_cidr, &tap_cidr])
+            .args(g.wire.iter())
+            .output()
+            .expect("run scripts/rxe-guest.sh");
+        g.boot = t0.elapsed();
+        assert!(
+            out.status.success(),
+            "the rxe guest did not come up (root and `bash scripts/setup.sh` needed):\n{}",
+            output_text(&out)
+        );
+        std::fs::create_dir_all(&g.dir).unwrap();
         let profile = g.dir.join("host.toml");
         std::fs::write(&profile, text).unwrap();
         let lib = g.dir.join("libdpdk_roce.so");
@@ -229,31 +306,6 @@ impl Guest {
             ),
         )
         .unwrap();
-        let t0 = Instant::now();
-        let (guest_cidr, tap_cidr) = match net.gateways {
-            None => (format!("{GUEST}/24"), format!("{HOST_KERNEL}/24")),
-            Some((_, gw)) => (format!("{}/24", net.guest), format!("{gw}/24")),
-        };
-        // An IPv6 guest runs roce-dat-consumer (the reference DAT programs cannot connect over
-        // IPv6: see `the_reference_udapl_on_rxe_serves_dpdk_roce_over_ipv6`).
-        let extra = if net.ipv6 {
-            test_program("roce-dat-consumer").display().to_string()
-        } else {
-            String::new()
-        };
-        let out = Command::new("bash")
-            .arg(script())
-            .env("RXE_GUEST_EXTRA", extra)
-            .args(["up", &g.name, &g.name, &guest_cidr, &tap_cidr])
-            .args(g.wire.iter())
-            .output()
-            .expect("run scripts/rxe-guest.sh");
-        g.boot = t0.elapsed();
-        assert!(
-            out.status.success(),
-            "the rxe guest did not come up (root and `bash scripts/setup.sh` needed):\n{}",
-            output_text(&out)
-        );
         println!(
             "guest {}: booted, rxe0 ACTIVE in {:.1} s",
             g.name,
@@ -459,6 +511,29 @@ impl Guest {
         assert_eq!(rc, 0, "the guest's server never listened:\n{out}");
     }
 
+    /// Waits up to `limit` until no program of a test runs in the guest and rdma_cm holds no
+    /// id: the next test finds it as booted. A program killed in rxe's clean-up can linger: a
+    /// dtestsrq server killed while its SRQ endpoint waited held its listener, and dtestx's
+    /// server after it could not listen (our connect was rejected: invalid service ID).
+    /// Err: what is left.
+    fn settled(&self, limit: Duration) -> Result<(), String> {
+        let (rc, out) = self.exec(
+            limit.as_secs() as u32 + 5,
+            &format!(
+                "i=0; while ps -o comm | grep -qE '^(dtest|dtestx|dtestsrq|dtestcm|dapltest)$' \
+                 || rdma res show cm_id | grep -q .; do \
+                 i=$((i+1)); if [ $i -gt {} ]; then ps -o pid,stat,comm; rdma res show cm_id; \
+                 exit 1; fi; usleep 100000; done",
+                limit.as_millis() / 100
+            ),
+        );
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(out)
+        }
+    }
+
     /// rxe0 port 1's hw_counters.
     fn rxe_counters(&self) -> BTreeMap<String, u64> {
         let (rc, out) = self.exec(
@@ -534,7 +609,6 @@ impl Drop for Guest {
             .arg(script())
             .args(["down", &self.name])
             .output();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -695,11 +769,12 @@ impl Capture {
         }
         let mut by = (0, 0);
         for (k, n) in seen {
-            if k.starts_with(&format!("{PROVIDER}:"))
-                || k.starts_with(&format!("{}:", VLAN_77.provider))
-                || k.starts_with(IPV6.provider)
-                || k.starts_with(&format!("[{}]", IPV6.provider))
-            {
+            let ours = [PLAIN, VLAN_77, IPV6, ROUTED].iter().any(|n| {
+                [n.provider, n.provider_v4]
+                    .iter()
+                    .any(|a| k.starts_with(&format!("{a}:")) || k.starts_with(&format!("[{a}]")))
+            });
+            if ours {
                 by.0 += n - 1;
             } else {
                 by.1 += n - 1;
@@ -759,11 +834,8 @@ impl Cases {
             }
             Err(e) => {
                 // The guest kernel's own view (a NIC watchdog, rxe's warnings) for the record.
-                let console = std::fs::read_to_string(format!(
-                    "/run/dpdk-roce/rxe-guest/{}/console.log",
-                    g.name
-                ))
-                .unwrap_or_default();
+                let console = std::fs::read_to_string(state_dir(&g.name).join("console.log"))
+                    .unwrap_or_default();
                 let tail: Vec<&str> = console.lines().rev().take(20).collect();
                 let tail: Vec<&str> = tail.into_iter().rev().collect();
                 println!(
@@ -780,10 +852,14 @@ impl Cases {
     /// Also on the test process's own stderr, past libtest's capture: a suite run shows where
     /// this binary's time went.
     fn verdict(self, g: &Guest) {
+        let boot = if g.boot.is_zero() {
+            "guest shared, booted by an earlier test".to_string()
+        } else {
+            format!("guest boot {:.1} s", g.boot.as_secs_f64())
+        };
         let line = format!(
-            "interop_rxe {}: guest boot {:.1} s, all cases {:.1} s, {} failed",
+            "interop_rxe {}: {boot}, all cases {:.1} s, {} failed",
             g.name,
-            g.boot.as_secs_f64(),
             self.start.elapsed().as_secs_f64(),
             self.failures.len()
         );
@@ -812,9 +888,9 @@ fn pair(
 ) -> (String, String, PathBuf) {
     let publishes = matches!(program, "dtest" | "dtestx");
     let host_h = match (server, publishes) {
-        (Server::DpdkRoce, true) => HOST_KERNEL,
+        (Server::DpdkRoce, true) => g.net.kernel,
         (Server::DpdkRoce, false) => g.net.provider,
-        (Server::Rxe, true) => GUEST,
+        (Server::Rxe, true) => g.net.eth0,
         (Server::Rxe, false) => g.net.guest,
     };
     let ia = g.net.ia;
@@ -973,10 +1049,12 @@ fn check_command_channel(g: &Guest) {
             "-t",
             "2",
             "--",
-            "echo once >> /tmp/ran; wc -l < /tmp/ran",
+            "echo once >> /tmp/ran-cc; wc -l < /tmp/ran-cc",
         ];
         g.run_script_with(&[("RXE_GUEST_TEST_FIRST_SEND", first_send)], &args)
     };
+    let (rc, out) = g.exec(30, "rm -f /tmp/ran-cc");
+    assert_eq!(rc, 0, "{out}");
     let t0 = Instant::now();
     let (rc, out) = count_run("lose");
     assert_eq!((rc, out.lines().next()), (0, Some("1")), "{out}");
@@ -984,7 +1062,7 @@ fn check_command_channel(g: &Guest) {
     assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
     let (rc, out) = count_run("twice");
     assert_eq!((rc, out.trim_end()), (0, "2"), "{out}");
-    let (rc, out) = g.exec(30, "wc -l < /tmp/ran");
+    let (rc, out) = g.exec(30, "wc -l < /tmp/ran-cc");
     assert_eq!(
         (rc, out.trim_end()),
         (0, "2"),
@@ -1003,20 +1081,20 @@ fn check_command_channel(g: &Guest) {
 /// sees the guest's writes only through its away helper.
 #[test]
 fn dtest_interoperates_with_rxe_both_ways() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let mut g = Guest::up("dt");
-    check_command_channel(&g);
-    let mut cases = Cases::new();
-    for args in [
-        &["-b", "4096"][..],
-        &["-b", "65536"][..],
-        &["-b", "4096", "-W"][..],
-    ] {
-        for server in [Server::Rxe, Server::DpdkRoce] {
-            dtest_case(&mut g, &mut cases, args, server);
+    on_plain_guest(|g| {
+        check_command_channel(g);
+        let mut cases = Cases::new();
+        for args in [
+            &["-b", "4096"][..],
+            &["-b", "65536"][..],
+            &["-b", "4096", "-W"][..],
+        ] {
+            for server in [Server::Rxe, Server::DpdkRoce] {
+                dtest_case(g, &mut cases, args, server);
+            }
         }
-    }
-    cases.verdict(&g);
+        cases.verdict(g);
+    });
 }
 
 /// 802.1Q against the reference stack: dtest both ways on VLAN 77, dpdk-roce tagging at its
@@ -1073,13 +1151,38 @@ fn dtest_interoperates_with_rxe_on_a_vlan_both_ways() {
 /// profile's) dpdk-roce's away helper answers them.
 #[test]
 fn dtestx_extensions_interoperate_with_rxe_both_ways() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let mut g = Guest::up("dx");
+    on_plain_guest(dtestx_both_ways);
+}
+
+/// dtestx's server (Debian's) sends its address to the client over TCP before it creates its
+/// endpoint, registers its memory and listens; a client as quick as dpdk-roce's can connect
+/// in between, and rdma_cm rejects that as an invalid service ID (a NON_PEER_REJECTED event,
+/// 0x4003; libdaplofa does the same and neither retries). Seen now and then once the guest
+/// had run other programs. True when `ours` ended that way: its capture shows the REJ.
+fn connected_too_early(ours: &str, pcap: &Path) -> bool {
+    ours.contains("!conn established: 0x4003")
+        && Capture::check(pcap).is_ok_and(|c| c.decoded.contains("CM REJ(InvalidServiceId"))
+}
+
+fn dtestx_both_ways(g: &mut Guest) {
     let mut cases = Cases::new();
     for server in [Server::Rxe, Server::DpdkRoce] {
         let what = format!("dtestx ({})", server.label());
         let t0 = Instant::now();
-        let (ours, theirs, pcap) = pair(&g, &what, "dtestx", &[], server, LIMIT.as_secs() as u32);
+        let mut attempt = 0;
+        let (ours, theirs, pcap) = loop {
+            let (ours, theirs, pcap) =
+                pair(g, &what, "dtestx", &[], server, LIMIT.as_secs() as u32);
+            attempt += 1;
+            if attempt < 3 && server == Server::Rxe && connected_too_early(&ours, &pcap) {
+                println!(
+                    "{what}: our connect reached the guest before its dtestx listened \
+                     (REJ, invalid service ID); again"
+                );
+                continue;
+            }
+            break (ours, theirs, pcap);
+        };
         let result = check_passed("dpdk-roce's dtestx", &ours, &["PASSED"])
             .and_then(|_| check_passed("the guest's dtestx", &theirs, &["PASSED"]))
             .and_then(|_| {
@@ -1092,7 +1195,13 @@ fn dtestx_extensions_interoperate_with_rxe_both_ways() {
                 }
                 Ok(())
             })
-            .and_then(|_| Capture::check(&pcap).map(|c| vec![c]));
+            .and_then(|_| Capture::check(&pcap).map(|c| vec![c]))
+            .map_err(|e| {
+                format!(
+                    "{e}\nthe guest's dtestx:\n{theirs}\n{}",
+                    capture_tail(&pcap, 20)
+                )
+            });
         for l in ours
             .lines()
             .chain(theirs.lines())
@@ -1100,9 +1209,9 @@ fn dtestx_extensions_interoperate_with_rxe_both_ways() {
         {
             println!("  {}", l.trim());
         }
-        cases.record(&mut g, &what, t0, result);
+        cases.record(g, &what, t0, result);
     }
-    cases.verdict(&g);
+    cases.verdict(g);
 }
 
 /// dtestsrq: receives through a shared receive queue, both ways. dpdk-roce's side must pass.
@@ -1114,14 +1223,16 @@ fn dtestx_extensions_interoperate_with_rxe_both_ways() {
 /// direction, in every run, for a job that was then killed.
 #[test]
 fn dtestsrq_interoperates_with_rxe_both_ways() {
+    on_plain_guest(dtestsrq_both_ways);
+}
+
+fn dtestsrq_both_ways(g: &mut Guest) {
     const GUEST_SRQ_GRACE_S: u32 = 1;
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let mut g = Guest::up("dq");
     let mut cases = Cases::new();
     for server in [Server::Rxe, Server::DpdkRoce] {
         let what = format!("dtestsrq ({})", server.label());
         let t0 = Instant::now();
-        let (ours, theirs, pcap) = pair(&g, &what, "dtestsrq", &[], server, GUEST_SRQ_GRACE_S);
+        let (ours, theirs, pcap) = pair(g, &what, "dtestsrq", &[], server, GUEST_SRQ_GRACE_S);
         let connected = if server == Server::Rxe {
             "ALL 1 CONNECTED on client"
         } else {
@@ -1134,10 +1245,11 @@ fn dtestsrq_interoperates_with_rxe_both_ways() {
         )
         .and_then(|_| Capture::check(&pcap))
         .and_then(|c| {
-            let sends = (c.count(PROVIDER, "RC SEND"), c.count(GUEST, "RC SEND"));
-            let acks = (c.count(PROVIDER, "Acknowledge"), c.count(GUEST, "Acknowledge"));
-            let cm = c.count(PROVIDER, "CM DREQ") + c.count(GUEST, "CM DREQ");
-            let drep = c.count(PROVIDER, "CM DREP") + c.count(GUEST, "CM DREP");
+            let (ours, theirs) = (g.net.provider, g.net.guest);
+            let sends = (c.count(ours, "RC SEND"), c.count(theirs, "RC SEND"));
+            let acks = (c.count(ours, "Acknowledge"), c.count(theirs, "Acknowledge"));
+            let cm = c.count(ours, "CM DREQ") + c.count(theirs, "CM DREQ");
+            let drep = c.count(ours, "CM DREP") + c.count(theirs, "CM DREP");
             if sends.0 >= 3 && sends.1 >= 3 && acks.0 >= 3 && acks.1 >= 3 && cm >= 1 && drep >= 1 {
                 Ok(vec![c])
             } else {
@@ -1151,9 +1263,9 @@ fn dtestsrq_interoperates_with_rxe_both_ways() {
             "  the guest's dtestsrq (stopped {GUEST_SRQ_GRACE_S} s after ours): {}",
             theirs.lines().last().unwrap_or("")
         );
-        cases.record(&mut g, &what, t0, result);
+        cases.record(g, &what, t0, result);
     }
-    cases.verdict(&g);
+    cases.verdict(g);
 }
 
 /// The dapltest transactions of one size: (name, ops). Every transaction has both sides
@@ -1220,11 +1332,11 @@ fn check_dapltest_client(what: &str, name: &str, out: &str) -> Result<(), String
 /// cleanly.
 #[test]
 fn dapltest_transactions_interoperate_with_rxe_both_ways() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let mut g = Guest::up("dl");
-    let mut cases = Cases::new();
-    dapltest_both_ways(&mut g, &mut cases, &dapltest_transactions());
-    cases.verdict(&g);
+    on_plain_guest(|g| {
+        let mut cases = Cases::new();
+        dapltest_both_ways(g, &mut cases, &dapltest_transactions());
+        cases.verdict(g);
+    });
 }
 
 /// dapltest transactions on `g` (its RDMA addresses and IA), each both ways: the guest's
@@ -1445,7 +1557,7 @@ fn the_reference_udapl_on_rxe_serves_dpdk_roce_over_ipv6() {
                 let v4 = c
                     .decoded
                     .lines()
-                    .filter(|l| l.contains(&format!("{PROVIDER}:")))
+                    .filter(|l| l.contains(&format!("{}:", IPV6.provider_v4)))
                     .count();
                 if v4 > 0 {
                     return Err(format!("{v4} RoCEv2 frames from dpdk-roce's IPv4 address"));
