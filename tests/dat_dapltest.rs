@@ -351,7 +351,7 @@ fn queryinfo(s: &Setup) {
 
 #[test]
 fn dapltest_transactions_sr_rw_rr_validated_over_af_packet() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     transaction(&Setup::new("dlt"));
     assert_no_dpdk_runtime_dir("dlt");
 }
@@ -360,7 +360,7 @@ fn dapltest_transactions_sr_rw_rr_validated_over_af_packet() {
 /// in a namespace (each profile's `[roce] gateway`).
 #[test]
 fn dapltest_transactions_validated_through_a_linux_router() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     transaction(&Setup::with_link("drt", Link::Routed));
     assert_no_dpdk_runtime_dir("drt");
 }
@@ -370,7 +370,7 @@ fn dapltest_transactions_validated_through_a_linux_router() {
 /// the injector reports what it did.
 #[test]
 fn dapltest_transactions_validated_under_injected_faults_over_af_packet() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let s = Setup::new("dlx")
         .with_faults("loss = 0.005\ndup = 0.01\nreorder = 0.02\ncorrupt = 0.002\nseed = 5");
     let out = with_server(&s, "transaction under faults", |s| {
@@ -428,35 +428,35 @@ fn dapltest_transactions_validated_under_injected_faults_over_af_packet() {
 
 #[test]
 fn dapltest_performance_rdma_write_over_af_packet() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     performance(&Setup::new("dlp"));
     assert_no_dpdk_runtime_dir("dlp");
 }
 
 #[test]
 fn dapltest_limits_reach_every_maximum_over_af_packet() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     limit(&Setup::new("dll"));
     assert_no_dpdk_runtime_dir("dll");
 }
 
 #[test]
 fn dapltest_functional_suites_pass_over_af_packet() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     functional(&Setup::new("dlf"));
     assert_no_dpdk_runtime_dir("dlf");
 }
 
 #[test]
 fn dapltest_queryinfo_passes_over_af_packet() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     queryinfo(&Setup::new("dlq"));
     assert_no_dpdk_runtime_dir("dlq");
 }
 
 #[test]
 fn dapltest_transactions_sr_rw_rr_validated_over_tap() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let s = Setup::with_link("dltt", Link::Tap);
     transaction(&s);
     s.assert_no_tap_left();
@@ -465,7 +465,7 @@ fn dapltest_transactions_sr_rw_rr_validated_over_tap() {
 
 #[test]
 fn dapltest_performance_rdma_write_over_tap() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let s = Setup::with_link("dlpt", Link::Tap);
     performance(&s);
     s.assert_no_tap_left();
@@ -474,7 +474,7 @@ fn dapltest_performance_rdma_write_over_tap() {
 
 #[test]
 fn dapltest_limits_reach_every_maximum_over_tap() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let s = Setup::with_link("dllt", Link::Tap);
     limit(&s);
     s.assert_no_tap_left();
@@ -483,7 +483,7 @@ fn dapltest_limits_reach_every_maximum_over_tap() {
 
 #[test]
 fn dapltest_functional_suites_pass_over_tap() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let s = Setup::with_link("dlft", Link::Tap);
     functional(&s);
     s.assert_no_tap_left();
@@ -492,7 +492,7 @@ fn dapltest_functional_suites_pass_over_tap() {
 
 #[test]
 fn dapltest_queryinfo_passes_over_tap() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let s = Setup::with_link("dlqt", Link::Tap);
     queryinfo(&s);
     s.assert_no_tap_left();
@@ -501,28 +501,28 @@ fn dapltest_queryinfo_passes_over_tap() {
 
 #[test]
 fn dapltest_transactions_sr_rw_rr_validated_over_memif() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     transaction(&Setup::with_link("dltm", Link::Memif));
     assert_no_dpdk_runtime_dir("dltm");
 }
 
 #[test]
 fn dapltest_performance_rdma_write_over_memif() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     performance(&Setup::with_link("dlpm", Link::Memif));
     assert_no_dpdk_runtime_dir("dlpm");
 }
 
 #[test]
 fn dapltest_functional_suites_pass_over_memif() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     functional(&Setup::with_link("dlfm", Link::Memif));
     assert_no_dpdk_runtime_dir("dlfm");
 }
 
 #[test]
 fn dapltest_queryinfo_passes_over_memif() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     queryinfo(&Setup::with_link("dlqm", Link::Memif));
     assert_no_dpdk_runtime_dir("dlqm");
 }

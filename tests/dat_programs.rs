@@ -21,7 +21,7 @@ fn dtest(tag: &str, link: Link, extra: &[&str], progress: Progress) -> String {
 /// Runs dtest with exactly `args` (its own defaults for the rest) over `link`; both sides must
 /// pass. Returns the client output.
 fn dtest_as_typed(tag: &str, link: Link, args: &[&str], progress: Progress) -> String {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let s = Setup::with_link(tag, link);
     let (srv, cli) = run_pair_retrying(&s, "dtest", args, LOCALHOST, progress);
     assert_passed("dtest server", &srv, "PASSED");
@@ -167,7 +167,7 @@ fn dtest_rdma_write_ping_pong_with_data_check_passes_over_tap_with_core_progress
 /// `handle_extendedop`). The atomics' target makes no DAT call while the peer works on its
 /// memory: its provider's poll thread (core progress) or away helper (inline) answers.
 fn dtestx(tag: &str, link: Link, progress: Progress) {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let s = Setup::with_link(tag, link);
     let (srv, cli) = run_pair_retrying(&s, "dtestx", &[], LOCALHOST, progress);
     for (what, out) in [("dtestx server", &srv), ("dtestx client", &cli)] {
@@ -200,7 +200,7 @@ fn dtestx_extensions_pass_over_memif_with_inline_progress() {
 
 /// dtestcm -c N: N connections set up and torn down, all connected on both sides.
 fn dtestcm(tag: &str, link: Link, n: usize) {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let s = Setup::with_link(tag, link);
     let count = n.to_string();
     let (srv, cli) = run_pair_retrying(&s, "dtestcm", &["-c", &count], LOCALHOST, Progress::Inline);

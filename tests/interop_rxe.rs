@@ -921,6 +921,9 @@ fn pair(
                 (ours, theirs)
             }
             Server::DpdkRoce => {
+                // Our server publishes on the host's TCP 15828: not beside another test
+                // binary's dtest server.
+                let _port = publishes.then(dpdk_common::lock_dtest_port);
                 let mut a: Vec<&str> = vec!["-P", ia];
                 a.extend_from_slice(args);
                 let mut srv = g.host(program, &a, &pcap);

@@ -487,6 +487,7 @@ fn pair(
     // dtest's client finds the server through its TCP 15828; the others connect once the
     // server's listener is up.
     let publishes = client_args.contains(&"127.0.0.1");
+    let _port = publishes.then(dpdk_common::lock_dtest_port);
     dpdk_common::retry_fanout(|_| {
         let mut server = start(server_args, None);
         let ready = server.wait_server_ready(publishes, Duration::from_secs(30));

@@ -504,7 +504,17 @@ pub fn assert_passed(what: &str, out: &str, pass: &str) {
 pub const LOCALHOST: &str = "127.0.0.1";
 
 /// dtest servers listen on kernel TCP 15828: one pair at a time.
-pub static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// One pair at a time in this process, and none beside another process's dtest server
+/// ([`dpdk_common::lock_dtest_port`]).
+pub fn one_at_a_time() -> (
+    std::sync::MutexGuard<'static, ()>,
+    dpdk_common::DtestPortLock,
+) {
+    let serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    (serial, dpdk_common::lock_dtest_port())
+}
 
 /// No EAL runtime directory of either process is left under /var/run/dpdk (their file
 /// prefixes are `<profile name>-<pid>`, the profile names `dat<tag>-a` / `dat<tag>-b`).

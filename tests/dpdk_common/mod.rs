@@ -413,6 +413,27 @@ pub const LISTENING: &str = "dpdk_roce::cm::listen: listening";
 /// The kernel TCP port where dtest, dtestx and dtestcm servers publish their IA address (fixed
 /// in the programs: one such server per network namespace at a time).
 pub const DTEST_PORT: u16 = 15828;
+/// A hold on kernel TCP [`DTEST_PORT`] across processes: scripts/test.sh runs interop_rxe
+/// beside the other test binaries, and a dtest, dtestx or dtestcm server of either would find
+/// the port taken. An exclusive lock on a file of the run directory, let go when dropped.
+pub struct DtestPortLock(#[allow(dead_code)] std::fs::File);
+
+/// Waits for [`DtestPortLock`].
+pub fn lock_dtest_port() -> DtestPortLock {
+    let dir = std::path::Path::new("/run/dpdk-roce");
+    std::fs::create_dir_all(dir).expect("create /run/dpdk-roce (root needed)");
+    let path = dir.join(format!("tcp-{DTEST_PORT}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    file.lock()
+        .unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
+    DtestPortLock(file)
+}
+
 /// The provider's log filter (`DPDK_ROCE_LOG`) of a server a test waits for: warnings, and the
 /// listener's ready line.
 pub const LISTEN_LOG: &str = "warn,dpdk_roce::cm::listen=info";
