@@ -30,7 +30,7 @@ times() {
   echo "== time per step =="
   printf '%s\n' "${steps[@]}"
   echo "== time per test binary (cargo test's own figure, slowest first) =="
-  awk '/^ *Running /{bin=($2=="unittests") ? $2" "$3 : $2} /^test result:/{t=$NF; sub(/s$/,"",t); printf "%8.1fs  %s\n", t, bin}' "$log" | sort -rn
+  awk '/^ *Running (unittests|tests\/)/{bin=($2=="unittests") ? $2" "$3 : $2} /^test result:/{t=$NF; sub(/s$/,"",t); printf "%8.1fs  %s\n", t, bin}' "$log" | sort -rn
   echo "total: $((SECONDS))s"
   rm -f "$log"
 }

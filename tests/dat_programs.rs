@@ -169,7 +169,18 @@ fn dtest_rdma_write_ping_pong_with_data_check_passes_over_tap_with_core_progress
 fn dtestx(tag: &str, link: Link, progress: Progress) {
     let _serial = one_at_a_time();
     let s = Setup::with_link(tag, link);
-    let (srv, cli) = run_pair_retrying(&s, "dtestx", &[], LOCALHOST, progress);
+    let mut attempt = 0;
+    let (srv, cli) = loop {
+        let (srv, cli) = run_pair_retrying(&s, "dtestx", &[], LOCALHOST, progress);
+        attempt += 1;
+        let raced =
+            dpdk_common::dtestx_fetch_add_raced(&srv) || dpdk_common::dtestx_fetch_add_raced(&cli);
+        if raced && attempt < 3 {
+            println!("dtestx's fetch-and-add phase raced (its sleeps, a starved side): again");
+            continue;
+        }
+        break (srv, cli);
+    };
     for (what, out) in [("dtestx server", &srv), ("dtestx client", &cli)] {
         assert_passed(what, out, "PASSED");
     }
@@ -181,6 +192,27 @@ fn dtestx(tag: &str, link: Link, progress: Progress) {
         );
     }
     assert_no_dpdk_runtime_dir(tag);
+}
+
+/// The race recognised is only dtestx's own (a first add written over): the server's output of
+/// a run where it happened, and the same with a result no overwrite explains.
+#[test]
+fn dtestx_fetch_add_race_is_told_from_other_failures() {
+    let raced =
+        "Client final result (on Server) = 98765, expected 0x98765\n CMP_SWAP test - PASSED\n\
+                 Doing FETCH and ADD\nClient original data (on Server) = 100, expected 0x100\n\
+                 Server got original data         = 200, expected 0x200\n\
+                 Client final result (on Server)  = 20, expected 0x30\nERROR: Server FETCH_ADD\n";
+    assert!(dpdk_common::dtestx_fetch_add_raced(raced));
+    let client = "Server side original data        = 20, expected 0x20\n\
+                  Server final result (on Client)  = 200, expected 0x300\nERROR: Server FETCH_ADD\n";
+    assert!(dpdk_common::dtestx_fetch_add_raced(client));
+    assert!(!dpdk_common::dtestx_fetch_add_raced(
+        &raced.replace("= 20, expected 0x30", "= 10, expected 0x30")
+    ));
+    assert!(!dpdk_common::dtestx_fetch_add_raced(
+        &raced.replace("ERROR: Server FETCH_ADD\n", "")
+    ));
 }
 
 #[test]

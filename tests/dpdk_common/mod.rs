@@ -434,6 +434,25 @@ pub fn lock_dtest_port() -> DtestPortLock {
     DtestPortLock(file)
 }
 
+/// dtestx (dapl2-utils) orders its fetch-and-add phase with sleeps: each side writes its
+/// target's first value (server 0x10, client 0x100), sleeps a second and adds to the other's.
+/// A side that reaches the phase over a second after the other (a process starved of CPU)
+/// writes its first value over the other's first add, and its final value lacks that add
+/// (server 0x20 for 0x30, client 0x200 for 0x300): the program's race, not the provider's.
+/// True when `out`, either side's output, failed exactly so.
+pub fn dtestx_fetch_add_raced(out: &str) -> bool {
+    let last = |label: &str| {
+        out.lines()
+            .rfind(|l| l.contains(label))
+            .and_then(|l| l.split('=').nth(1))
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| u64::from_str_radix(v.trim().trim_start_matches("0x"), 16).ok())
+    };
+    out.contains("ERROR: Server FETCH_ADD")
+        && (last("Client final result (on Server)") == Some(0x20)
+            || last("Server final result (on Client)") == Some(0x200))
+}
+
 /// The provider's log filter (`DPDK_ROCE_LOG`) of a server a test waits for: warnings, and the
 /// listener's ready line.
 pub const LISTEN_LOG: &str = "warn,dpdk_roce::cm::listen=info";
