@@ -18,8 +18,8 @@
 //! (duplicate_request, out_of_seq_request, ...) and RC packets sent twice in the capture; they
 //! are printed, not asserted (yet).
 //!
-//! The dtest, dtestx and dapltest tests share one guest (booted by the first, torn down when
-//! the test process ends, however it ends); the dtestsrq, VLAN, IPv6 and routed tests boot
+//! The dtest and dapltest tests share one guest (booted by the first, torn down when the test
+//! process ends, however it ends); the dtestx, dtestsrq, VLAN, IPv6 and routed tests boot
 //! their own (about 5-10 s each) and remove it, and its tap, also when they fail. Needs root and the packages `scripts/setup.sh` installs; fails loudly without them.
 //! `cargo test --release --test interop_rxe -- --nocapture` shows the figures.
 
@@ -68,6 +68,19 @@ const PLAIN: RdmaNet = RdmaNet {
     kernel: "10.77.60.1",
     eth0: "10.77.60.3",
     provider_v4: "10.77.60.2",
+    vlan: None,
+    gateways: None,
+    ipv6: false,
+};
+
+/// [`PLAIN`] on a tap of its own (10.77.67.0/24), for the dtestx test's own guest.
+const DTESTX_NET: RdmaNet = RdmaNet {
+    ia: IA,
+    provider: "10.77.67.2",
+    guest: "10.77.67.3",
+    kernel: "10.77.67.1",
+    eth0: "10.77.67.3",
+    provider_v4: "10.77.67.2",
     vlan: None,
     gateways: None,
     ipv6: false,
@@ -137,7 +150,7 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// One guest at work at a time: dtest servers use kernel TCP 15828, and the VM has two cores.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// The guest on [`PLAIN`] that the dtest, dtestx and dapltest tests share (a boot
+/// The guest on [`PLAIN`] that the dtest and dapltest tests share (a boot
 /// costs 5-10 s under TCG): the first of them boots it, and it goes down once this process
 /// ends (`RXE_GUEST_OWNER`). A test that panicked on it leaves it poisoned: the next one
 /// takes it down and boots another (a program of the failed test may still run in it).
@@ -780,11 +793,13 @@ impl Capture {
         }
         let mut by = (0, 0);
         for (k, n) in seen {
-            let ours = [PLAIN, SRQ_NET, VLAN_77, IPV6, ROUTED].iter().any(|n| {
-                [n.provider, n.provider_v4]
-                    .iter()
-                    .any(|a| k.starts_with(&format!("{a}:")) || k.starts_with(&format!("[{a}]")))
-            });
+            let ours = [PLAIN, SRQ_NET, DTESTX_NET, VLAN_77, IPV6, ROUTED]
+                .iter()
+                .any(|n| {
+                    [n.provider, n.provider_v4].iter().any(|a| {
+                        k.starts_with(&format!("{a}:")) || k.starts_with(&format!("[{a}]"))
+                    })
+                });
             if ours {
                 by.0 += n - 1;
             } else {
@@ -1165,14 +1180,18 @@ fn dtest_interoperates_with_rxe_on_a_vlan_both_ways() {
 /// profile's) dpdk-roce's away helper answers them.
 #[test]
 fn dtestx_extensions_interoperate_with_rxe_both_ways() {
-    on_plain_guest(dtestx_both_ways);
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = Guest::up_on("dx", DTESTX_NET);
+    dtestx_both_ways(&mut g);
 }
 
 /// dtestx's server (Debian's) sends its address to the client over TCP before it creates its
 /// endpoint, registers its memory and listens; a client as quick as dpdk-roce's can connect
 /// in between, and rdma_cm rejects that as an invalid service ID (a NON_PEER_REJECTED event,
-/// 0x4003; libdaplofa does the same and neither retries). Seen now and then. True when `ours`
-/// ended that way: its capture shows the REJ.
+/// 0x4003; libdaplofa does the same and neither retries). In a guest where dtest and dapltest
+/// had run it happened on every attempt (under the suite's load; the cause was not found),
+/// so dtestx has a guest of its own, where it is rare. True when `ours` ended that way: its
+/// capture shows the REJ.
 fn connected_too_early(ours: &str, pcap: &Path) -> bool {
     ours.contains("!conn established: 0x4003")
         && Capture::check(pcap).is_ok_and(|c| c.decoded.contains("CM REJ(InvalidServiceId"))
