@@ -20,7 +20,8 @@
 //!
 //! The dtest and dapltest tests share one guest (booted by the first, torn down when the test
 //! process ends, however it ends); the dtestx, dtestsrq, VLAN, IPv6 and routed tests boot
-//! their own (about 5-10 s each) and remove it, and its tap, also when they fail. Needs root and the packages `scripts/setup.sh` installs; fails loudly without them.
+//! their own (about 5-10 s each) and remove it, and its tap, also when they fail. Needs root
+//! and the packages `scripts/setup.sh` installs; fails loudly without them.
 //! `cargo test --release --test interop_rxe -- --nocapture` shows the figures.
 
 mod dpdk_common;
@@ -46,8 +47,8 @@ struct RdmaNet {
     provider: &'static str,
     guest: &'static str,
     /// The host kernel's address on the tap (/24; where a host dtest server publishes its IA
-    /// address), the guest's eth0 address, and dpdk-roce's IPv4 address on the tap (the
-    /// kernel's, the guest's and dpdk-roce's are .1, .3 and .2 of one /24).
+    /// address; a routed guest's gateway), the guest's eth0 address, and dpdk-roce's IPv4
+    /// address (where it differs from `provider`: a VLAN's or IPv6's RDMA).
     kernel: &'static str,
     eth0: &'static str,
     provider_v4: &'static str,
@@ -60,44 +61,32 @@ struct RdmaNet {
     ipv6: bool,
 }
 
-/// RDMA on the tap's own subnet, untagged.
-const PLAIN: RdmaNet = RdmaNet {
-    ia: IA,
-    provider: "10.77.60.2",
-    guest: "10.77.60.3",
-    kernel: "10.77.60.1",
-    eth0: "10.77.60.3",
-    provider_v4: "10.77.60.2",
-    vlan: None,
-    gateways: None,
-    ipv6: false,
-};
+impl RdmaNet {
+    /// RDMA untagged on the tap's own subnet: the host kernel, dpdk-roce and the guest (.1,
+    /// .2 and .3 of a /24).
+    const fn untagged(kernel: &'static str, provider: &'static str, guest: &'static str) -> Self {
+        RdmaNet {
+            ia: IA,
+            provider,
+            guest,
+            kernel,
+            eth0: guest,
+            provider_v4: provider,
+            vlan: None,
+            gateways: None,
+            ipv6: false,
+        }
+    }
+}
 
-/// [`PLAIN`] on a tap of its own (10.77.67.0/24), for the dtestx test's own guest.
-const DTESTX_NET: RdmaNet = RdmaNet {
-    ia: IA,
-    provider: "10.77.67.2",
-    guest: "10.77.67.3",
-    kernel: "10.77.67.1",
-    eth0: "10.77.67.3",
-    provider_v4: "10.77.67.2",
-    vlan: None,
-    gateways: None,
-    ipv6: false,
-};
+/// RDMA on the tap's own subnet, untagged: the shared guest's.
+const PLAIN: RdmaNet = RdmaNet::untagged("10.77.60.1", "10.77.60.2", "10.77.60.3");
 
-/// [`PLAIN`] on a tap of its own (10.77.66.0/24), for the dtestsrq test's own guest.
-const SRQ_NET: RdmaNet = RdmaNet {
-    ia: IA,
-    provider: "10.77.66.2",
-    guest: "10.77.66.3",
-    kernel: "10.77.66.1",
-    eth0: "10.77.66.3",
-    provider_v4: "10.77.66.2",
-    vlan: None,
-    gateways: None,
-    ipv6: false,
-};
+/// [`PLAIN`] on a tap of its own, for the dtestx test's own guest.
+const DTESTX_NET: RdmaNet = RdmaNet::untagged("10.77.67.1", "10.77.67.2", "10.77.67.3");
+
+/// [`PLAIN`] on a tap of its own, for the dtestsrq test's own guest.
+const SRQ_NET: RdmaNet = RdmaNet::untagged("10.77.66.1", "10.77.66.2", "10.77.66.3");
 
 /// RDMA on VLAN 77 (10.77.61.0/24): dpdk-roce with `vlan = 77` and DSCP 26 (priority 3), the
 /// guest's rxe0 through eth0.77 (its GID of that address; libdaplofa on eth0.77). The
