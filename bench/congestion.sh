@@ -21,8 +21,9 @@
 # perftest's MiB, as bits); `retransmitted: N of M needed = S` (the client's packets sent
 # again, and the packets its completed messages needed at the path MTU); the fairness line
 # (Jain's index over the QPs' messages); the probe's round trips, alone and beside the flows;
-# the congestion line (marks, CNPs, cuts, each QP's rate at the end); the bottleneck's
-# counters (frames seen, ECN-capable, marked CE, dropped by the tbf).
+# the probe QP's own recovery and pacing on each side (`probe QP, client:` / `server:`); the
+# congestion line (marks, CNPs, cuts, each QP's rate at the end); the bottleneck's counters
+# (frames seen, ECN-capable, marked CE, dropped by the tbf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,7 +45,7 @@ while (($#)); do
     --extra) extra+=("$2") ;;
     --framecnt) framecnt=$2 ;;
     *)
-      sed -n '2,22p' "$0" >&2
+      sed -n '2,23p' "$0" >&2
       exit 2
       ;;
   esac
@@ -121,6 +122,9 @@ for mode in $modes; do
     need = msgs * int((size + mtu - 1) / mtu)
     printf "retransmitted: %d of %d needed = %.4f\n", rtx, need, need ? rtx / need : 0 }'
   echo "$client_part" | grep -E "^fairness:|^probe:|^summary: [0-9]+ QP|^summary: congestion" || true
+  # The probe QP's own recovery and pacing, each side (its echo is the server's to send).
+  echo "$client_part" | sed -n 's/^probe QP:/probe QP, client:/p'
+  sed -n '/^== server ==/,/^== client ==/s/^probe QP:/probe QP, server:/p' "$out"
   echo "$status"
   # Frames the kernel delivered to the client's interface that its socket ring had no room for
   # (net_af_packet in DPDK 22.11 does not count them): the interface's RX count against the

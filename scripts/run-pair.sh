@@ -65,6 +65,8 @@ rm -f "$ready_file"
 # Process ids of the two runs; each leads its own process group (setsid), and the group ids are
 # kept after the leader exits so children it left behind are killed too.
 server_pid="" client_pid="" server_pgid="" client_pgid=""
+# wait_child's timer while it waits (the cleanup ends it).
+timer=""
 
 # The EAL runtime directories of process `pid`, which was just stopped (see "Changes made"; a
 # zombie not yet reaped still answers `kill -0`, so the caller's stopping is what counts).
@@ -74,6 +76,32 @@ remove_runtime_dirs() {
     [[ -d $d ]] && rm -rf -- "$d"
   done
   return 0
+}
+
+# wait_child PID SECONDS: waits for this shell's child PID to exit, for at most SECONDS; sets
+# child_rc to its exit status, or to "" when the time ran out (PID still running). It blocks in
+# `wait` until the child or a timer child ends instead of polling: a poll loop's fork and exec
+# of `sleep` every 50 ms took about 2 ms of a poll core each time (`perf sched timehist` during
+# bench/congestion.sh), a stall in the tail of every latency measured beside it.
+wait_child() {
+  local pid=$1 done_pid rc
+  child_rc=""
+  sleep "$2" &
+  timer=$!
+  while :; do
+    done_pid="" rc=0
+    wait -n -p done_pid "$pid" "$timer" || rc=$?
+    if [[ ${done_pid:-} == "$pid" ]]; then
+      child_rc=$rc
+      break
+    fi
+    # The timer ended, or no child is left to wait for; a trapped signal (no pid) waits again.
+    [[ -z ${done_pid:-} ]] && kill -0 "$timer" 2>/dev/null && kill -0 "$pid" 2>/dev/null && continue
+    break
+  done
+  kill "$timer" 2>/dev/null || true
+  wait "$timer" 2>/dev/null || true
+  timer=""
 }
 
 # Kill a process group started by this script: TERM, then KILL after 2 s.
@@ -110,6 +138,7 @@ print_outputs() {
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  [[ -z $timer ]] || kill "$timer" 2>/dev/null || true
   stop_group "$client_pgid"
   stop_group "$server_pgid"
   # Reap what we started so no zombie outlives us.
@@ -155,18 +184,13 @@ client_pid=$!
 client_pgid=$client_pid
 
 # Wait for the client, stopping it after its time limit.
-deadline=$((SECONDS + CLIENT_TIMEOUT))
-while kill -0 "$client_pid" 2>/dev/null && ((SECONDS < deadline)); do
-  sleep 0.05
-done
-client_rc=0
-if kill -0 "$client_pid" 2>/dev/null; then
+wait_child "$client_pid" "$CLIENT_TIMEOUT"
+client_rc=$child_rc
+if [[ -z $client_rc ]]; then
   echo "run-pair: the client did not finish within ${CLIENT_TIMEOUT}s; stopping it" >&2
   stop_group "$client_pid"
   wait "$client_pid" 2>/dev/null || true
   client_rc=124
-else
-  wait "$client_pid" || client_rc=$?
 fi
 client_pid=""
 
@@ -178,17 +202,13 @@ if [[ $STOP_SERVER == 1 ]]; then
   # Stopped on request: SIGTERM (143) is the expected end.
   ((server_rc == 143)) && server_rc=0
 else
-  deadline=$((SECONDS + GRACE))
-  while kill -0 "$server_pid" 2>/dev/null && ((SECONDS < deadline)); do
-    sleep 0.05
-  done
-  if kill -0 "$server_pid" 2>/dev/null; then
+  wait_child "$server_pid" "$GRACE"
+  server_rc=$child_rc
+  if [[ -z $server_rc ]]; then
     echo "run-pair: the server did not exit within ${GRACE}s after the client; stopping it" >&2
     stop_group "$server_pid"
     wait "$server_pid" 2>/dev/null || true
     server_rc=124
-  else
-    wait "$server_pid" || server_rc=$?
   fi
 fi
 server_pid=""

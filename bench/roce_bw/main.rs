@@ -1429,6 +1429,9 @@ fn server(
     }
     // This side's drops and retransmissions (a READ's data, a bidirectional stream's).
     roce_bench::print_summary(side.shard, &side.qpns);
+    if let Some(qpn) = probe_qpn {
+        probe::print_qp(&side.shard.host, qpn);
+    }
     println!("server done");
     Ok(())
 }
@@ -1603,6 +1606,9 @@ fn client(
         Ok((gone >= n).then_some(()))
     });
     roce_bench::print_summary(side.shard, &side.qpns);
+    if let Some(qpn) = probe_qpn {
+        probe::print_qp(&side.shard.host, qpn);
+    }
     report::write_json(args, &p, Some(pmtu), &rows)?;
     report::write_plot(args, &p, &rows)?;
     Ok(())

@@ -157,3 +157,33 @@ pub(crate) fn summary(s: &[u64]) -> String {
         s.len()
     )
 }
+
+/// `probe QP: …` on stderr: the probe QP's own recovery (packets sent again, timeouts, tail
+/// probes) and congestion state (its window or rate, pacer waits, cuts), beside the
+/// stream's summary.
+pub(crate) fn print_qp(host: &Host<Arc<MrTable>>, qpn: u32) {
+    let Some(qp) = host.qp(qpn) else {
+        return;
+    };
+    let (q, c) = (qp.stats(), qp.congestion());
+    let now = match (c.rate_bps(), c.cwnd()) {
+        (Some(r), _) => format!("{:.1} Mbit/s", r as f64 / 1e6),
+        (None, Some(w)) => format!("window {w:.2}"),
+        (None, None) => "-".into(),
+    };
+    eprintln!(
+        "probe QP: packets_sent: {}  retransmits: {}  timeouts: {}  tail_probes: {}  \
+         spurious: {}  duplicates: {}  ce_marks: {}  cnps_received: {}  rate_cuts: {}  \
+         paced_waits: {}  now: {now}",
+        q.packets_sent,
+        q.retransmits,
+        q.timeouts,
+        q.tail_probes,
+        q.spurious_retransmits,
+        q.duplicates,
+        c.stats.ce_marks,
+        c.stats.cnps_received,
+        c.stats.rate_cuts,
+        c.stats.paced_waits,
+    );
+}

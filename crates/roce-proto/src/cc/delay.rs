@@ -18,6 +18,12 @@
 //!   `fs(1) = fs_range`, `fs(100) = 0`.
 //! - Below one packet the window becomes a rate: one packet per `srtt / cwnd`, paced.
 //!   Never below [`DelayParams::min_window`].
+//! - Only a QP its window holds back moves its window (RFC 7661's rule for TCP, "cwnd-limited"):
+//!   neither a decrease nor an increase unless the window or the pacer stopped a packet that
+//!   was ready ([`DelayControl::on_blocked`]) this round or the one before. A QP sending less
+//!   than its window allows (a ping-pong, a request-response) adds at most that to a queue;
+//!   cutting its window below one packet would pace it, adding a wait per message for nothing,
+//!   and growing it would store a burst it never tried.
 
 use crate::time::Instant;
 use core::time::Duration;
@@ -72,6 +78,9 @@ pub struct DelayControl {
     /// This round: its end and its smallest sample.
     round_end: Instant,
     round_min_ns: u64,
+    /// The window or the pacer stopped a ready packet this round, the round before.
+    blocked: bool,
+    blocked_before: bool,
     /// Samples taken, rounds that decreased.
     pub samples: u64,
     pub decreases: u64,
@@ -85,6 +94,8 @@ impl DelayControl {
             srtt_ns: 0,
             round_end: Instant::from_nanos(0),
             round_min_ns: u64::MAX,
+            blocked: false,
+            blocked_before: false,
             samples: 0,
             decreases: 0,
         }
@@ -130,6 +141,12 @@ impl DelayControl {
         Duration::from_nanos(fs as u64)
     }
 
+    /// The window or the pacer stopped a packet that was ready to leave.
+    #[inline(always)]
+    pub fn on_blocked(&mut self) {
+        self.blocked = true;
+    }
+
     /// A round-trip sample of `rtt_ns` at `now`, from an acknowledgement covering `newly`
     /// packets (`cc::SendTimes`).
     pub fn on_sample(&mut self, rtt_ns: u64, newly: u32, now: Instant) {
@@ -141,7 +158,8 @@ impl DelayControl {
             (self.srtt_ns * 7 + rtt) / 8
         };
         let target = self.target().as_nanos() as u64;
-        if rtt <= target {
+        let limited = self.blocked || self.blocked_before;
+        if rtt <= target && limited {
             let n = f64::from(newly);
             self.cwnd += if self.cwnd >= 1.0 {
                 self.p.ai_packets * n / self.cwnd
@@ -157,7 +175,8 @@ impl DelayControl {
             let d = self.round_min_ns;
             self.round_min_ns = u64::MAX;
             self.round_end = now + Duration::from_nanos(self.srtt_ns.max(1));
-            if d > target {
+            self.blocked_before = core::mem::take(&mut self.blocked);
+            if d > target && limited {
                 let cut = (f64::from(self.p.beta_percent) / 100.0 * (d - target) as f64 / d as f64)
                     .min(f64::from(self.p.max_decrease_percent) / 100.0);
                 self.cwnd = (self.cwnd * (1.0 - cut)).max(self.p.min_window);
@@ -175,8 +194,8 @@ mod tests {
         Instant::from_nanos(us * 1000)
     }
 
-    /// Samples of packets sent every `every_us` from `t0_us`, each acknowledged alone `rtt(i)`
-    /// us later; returns the time after the last.
+    /// Samples of packets sent every `every_us` from `t0_us` by a QP its window holds back,
+    /// each acknowledged alone `rtt(i)` us later; returns the time after the last.
     fn run(
         c: &mut DelayControl,
         _psn0: u32,
@@ -188,6 +207,7 @@ mod tests {
         let mut last = t0_us;
         for i in 0..n {
             let t = t0_us + u64::from(i) * every_us;
+            c.on_blocked();
             c.on_sample(rtt(i) * 1000, 1, at_us(t + rtt(i)));
             last = t + rtt(i);
         }
@@ -216,6 +236,31 @@ mod tests {
         // The queue drains: additive increase.
         run(&mut c, 400, 2000, t, 10, |_| 50);
         assert!(c.cwnd() > low);
+    }
+
+    #[test]
+    fn a_qp_its_window_does_not_hold_back_keeps_its_window_behind_a_queue() {
+        let mut c = DelayControl::new(DelayParams::default());
+        let t = run(&mut c, 0, 100, 1000, 10, |_| 50);
+        // A ping-pong from now on: one message per 2 ms round trip behind a 2 ms queue, never
+        // stopped by the window. Once the rounds it was held back in are over (this one and
+        // the next), its window neither shrinks (no pacing) nor grows.
+        for i in 0..3u64 {
+            c.on_sample(2_050_000, 1, at_us(t + 2_100 * (i + 1)));
+        }
+        let before = c.cwnd();
+        assert!(before > 1.0, "{before}");
+        for i in 3..200u64 {
+            c.on_sample(2_050_000, 1, at_us(t + 2_100 * (i + 1)));
+        }
+        assert_eq!(c.cwnd(), before);
+        assert_eq!(c.rate_bps(), None);
+        // Held back by its window again (a bulk sender): the queue cuts it.
+        c.on_blocked();
+        c.on_sample(2_050_000, 1, at_us(t + 2_100 * 202));
+        c.on_blocked();
+        c.on_sample(2_050_000, 1, at_us(t + 2_100 * 204));
+        assert!(c.cwnd() < before, "{before} -> {}", c.cwnd());
     }
 
     #[test]

@@ -182,6 +182,16 @@ impl Congestion {
     /// A data packet found the pacer closed.
     pub fn note_wait(&mut self) {
         self.stats.paced_waits += 1;
+        self.note_blocked();
+    }
+
+    /// A request that was ready found the send window full (the delay mode's or the
+    /// transport's): this QP is held back, not application-limited (`delay`).
+    #[inline(always)]
+    pub fn note_blocked(&mut self) {
+        if let Algo::Delay(d) = &mut self.algo {
+            d.on_blocked();
+        }
     }
 
     /// Any packet of `wire_bytes` left at `now`.

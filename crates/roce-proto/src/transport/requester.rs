@@ -61,6 +61,7 @@ impl Qp {
             let inflight = self.req.next_psn.distance_from(self.req.una);
             let need = if rd { w.npsn } else { 1 };
             if inflight > 0 && inflight + need > window {
+                self.cc.note_blocked();
                 return None;
             }
             let first = self.req.next_psn;
@@ -75,6 +76,7 @@ impl Qp {
         let k = self.req.cur_pkt;
         let psn = w.first_psn.add(k);
         if psn.distance_from(self.req.una) >= window && self.req.probe_pass != Some(psn) {
+            self.cc.note_blocked();
             return None;
         }
         if is_rd_atomic(&w.op) {
