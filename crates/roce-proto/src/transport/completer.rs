@@ -363,6 +363,8 @@ impl Qp {
             return;
         }
         self.stats.timeouts += 1;
+        // The last probe's recovery is past its window now: settled before this one starts.
+        self.req.rto.settle_probe(now);
         let inflight = self.req.inflight();
         if !self.req.rto.retransmitted() {
             self.req.window_before_timeout = Some(self.req.window);

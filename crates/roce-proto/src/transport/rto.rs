@@ -25,8 +25,8 @@
 //! [`Rto::turnaround`] keeps the longest ([`TURNAROUND_MEMORY`] long, at most
 //! [`MAX_TURNAROUND`]), and neither a probe nor the full timer fires sooner than it plus a
 //! round trip: a stall of one length costs one spurious probe, not one each time. A loss the
-//! responder names (a sequence NAK) clears it ([`Rto::on_loss`]): on a lossy path tails are
-//! probed early again. Silences
+//! responder names (a sequence NAK, [`Rto::on_loss`]) or a probe proves (its copy drew no
+//! duplicate answer) clears it: on a lossy path tails are probed early again. Silences
 //! that end without a retransmission teach nothing: each is shorter than the timer, and
 //! learning them would let the timer ratchet itself up.
 //!
@@ -206,13 +206,17 @@ impl Rto {
 
     /// A probe's recovery that drew no duplicate answer within its window was a real loss
     /// (the copy reached a responder that had not seen the original, or the original's ACK
-    /// was lost).
-    fn settle_probe(&mut self, now: Instant) {
+    /// was lost): like a loss the responder names ([`Rto::on_loss`]), it makes the path lossy
+    /// and clears what stalls taught, so the next lost tail is probed after the probe's own
+    /// wait, not after the longest stall of the last 10 s. A stall after it costs one
+    /// spurious probe again. Settled at the next packet, progress or timeout.
+    pub fn settle_probe(&mut self, now: Instant) {
         let window = self.srtt.unwrap_or_default().max(PROBE_FLOOR);
         if let Some((_, at)) = self.recovered_silence {
             if now.saturating_duration_since(at) > window {
                 self.recovered_silence = None;
                 self.lossy_at = Some(now);
+                self.turnaround = Duration::ZERO;
             }
         }
     }
@@ -277,11 +281,19 @@ impl Rto {
     pub fn timeout(&self, negotiated: Option<Duration>) -> Option<Duration> {
         let ceiling = negotiated?;
         let calm = self.calm_floor();
+        // While the last probe's recovery is unsettled (a duplicate answer would prove it
+        // spurious within its window, `settle_probe`), it may have been a loss, which clears
+        // the turn-around: a packet sent then (a ping-pong's next message) is not held to it.
+        let turnaround = if self.recovered_silence.is_some() {
+            Duration::ZERO
+        } else {
+            self.turnaround
+        };
         let base = match self.srtt {
             // Never sooner than the peer's proven turn-around, plus a round trip.
             Some(s) => (s + self.rttvar * 4)
                 .max(RTO_FLOOR)
-                .max(self.turnaround + s)
+                .max(turnaround + s)
                 .max(calm),
             None => ceiling,
         };
@@ -289,7 +301,7 @@ impl Rto {
         Some(match self.srtt {
             Some(s) if self.probe_due() => (s * 2)
                 .max(PROBE_FLOOR)
-                .max(self.turnaround + s)
+                .max(turnaround + s)
                 .max(calm)
                 .saturating_mul(1 << self.probes)
                 .min(full),

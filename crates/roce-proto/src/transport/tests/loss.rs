@@ -852,19 +852,7 @@ fn a_lost_probe_is_followed_by_another_after_twice_the_wait() {
 fn a_slow_peer_costs_one_spurious_probe_then_none() {
     let (mut p, src, dst) = lossy_pair_with_round_trip(64);
     let stall = core::time::Duration::from_micros(300);
-    let held_write = |p: &mut Pair, id: u64| -> Vec<Pkt> {
-        p.post_send(A, write64(id, &src, &dst));
-        let mut held = vec![p.drain_one(A)];
-        let until = p.now + stall;
-        // The responder handles nothing until `until`; the requester's timers run.
-        while let Some(t) = p.s[A].qp.poll_timeout().filter(|&t| t <= until) {
-            p.now = t;
-            p.s[A].qp.handle_timeout(p.now);
-            held.extend(p.drain(A));
-        }
-        p.now = until;
-        held
-    };
+    let held_write = |p: &mut Pair, id: u64| held_write(p, write64(id, &src, &dst), stall);
     // A -> B: WRITE 101 (held); the probe: WRITE 101 again (held); B wakes: both, then
     // B -> A: ACK 101, ACK 101 (the copy's, a repeat).
     let held = held_write(&mut p, 2);
@@ -900,6 +888,65 @@ fn a_slow_peer_costs_one_spurious_probe_then_none() {
         (st.tail_probes, st.retransmits, st.spurious_retransmits),
         (2, 2, 1)
     );
+    assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
+}
+
+/// A's packets for `wr` while B handles nothing for `stall` (A's timers run meanwhile).
+fn held_write(p: &mut Pair, wr: SendWr, stall: core::time::Duration) -> Vec<Pkt> {
+    p.post_send(A, wr);
+    let mut held = vec![p.drain_one(A)];
+    let until = p.now + stall;
+    while let Some(t) = p.s[A].qp.poll_timeout().filter(|&t| t <= until) {
+        p.now = t;
+        p.s[A].qp.handle_timeout(p.now);
+        held.extend(p.drain(A));
+    }
+    p.now = until;
+    held
+}
+
+/// A loss a probe proves (its copy drew no duplicate answer) clears the turn-around a stall
+/// taught, as a NAK does: on a path that loses packets the next lost tail is probed after the
+/// probe's wait again, not after the stall's (on this VM a stall of 20 ms once held every
+/// later loss of a latency probe for 20 ms).
+#[test]
+fn a_proven_loss_clears_the_turnaround_a_stall_taught() {
+    let (mut p, src, dst) = lossy_pair_with_round_trip(64);
+    let stall = core::time::Duration::from_micros(900);
+    // A -> B: WRITE 101 and its probes, held 900 us; B wakes: all of them; B -> A: ACK 101
+    // and its repeats. The probe was spurious: the timer learns the stall.
+    let held = held_write(&mut p, write64(2, &src, &dst), stall);
+    assert!(held.len() >= 2, "{}", held.len());
+    for x in &held {
+        p.deliver(x);
+    }
+    for x in &p.drain(B) {
+        p.deliver(x);
+    }
+    assert_eq!(statuses(&p.completions(A)), vec![(2, WcStatus::Success)]);
+    assert_eq!(p.s[A].qp.stats().spurious_retransmits, 1);
+    let learned = p.s[A].qp.snapshot().turnaround;
+    assert!(learned >= stall / 2, "learned {learned:?}");
+    // A -> B: WRITE 102; B -> A: its ACK is lost. The probe after the learned wait: WRITE 102
+    // again; B re-ACKs it once (no repeat): a real loss.
+    p.filter(drop_once(|x| x.from == B));
+    p.post_send(A, write64(3, &src, &dst));
+    p.run();
+    assert_eq!(statuses(&p.completions(A)), vec![(3, WcStatus::Success)]);
+    // A -> B: WRITE 103 (the loss before it is settled now); its ACK is lost too: probed
+    // after the probe's own wait this time.
+    p.filter(drop_once(|x| x.from == B));
+    let t0 = p.now;
+    p.post_send(A, write64(4, &src, &dst));
+    p.run();
+    assert_eq!(statuses(&p.completions(A)), vec![(4, WcStatus::Success)]);
+    let took = p.now.saturating_duration_since(t0);
+    assert!(
+        took < learned,
+        "recovered in {took:?}, the stall taught {learned:?}"
+    );
+    assert_eq!(p.s[A].qp.snapshot().turnaround, core::time::Duration::ZERO);
+    assert_eq!(p.s[A].qp.stats().spurious_retransmits, 1);
     assert_eq!(p.bytes(B, &dst), p.bytes(A, &src));
 }
 
