@@ -6,6 +6,7 @@
 #   bench/congestion.sh [--rate 300mbit] [--queue 64kb] [--mark-at 16kb] [--drain 100]
 #                       [--duration 10] [--qps 8] [--depth 16] [--size 65536]
 #                       [--modes "off dcqcn delay"] [--extra "KEY = VALUE"]... [--framecnt N]
+#                       [--split]
 #
 # The link: two veth pairs joined in the kernel (scripts/veth.sh, scripts/veth-join.sh),
 #   client [cgxa] <-> [cgxb] ==mirred==> [cgya] -(CE marker, tbf RATE)-> [cgyb] server
@@ -15,7 +16,9 @@
 # them); both profiles are dpdk-config/af_packet-{a,b}.toml on these interfaces with
 # `[congestion] mode = MODE` and the --extra lines (e.g. --extra "ai_mbps = 1"), which apply
 # to every mode; --framecnt sizes both net_af_packet rings (the PMD's framecnt, 512 frames by
-# default).
+# default). --split captures the probe's frames (64-byte SENDs: 122-byte frames) at the four
+# veth ends with dumpcap and prints where its round trips beside the stream go
+# (bench/probe-path.py).
 #
 # Per mode: the client's BW row; `goodput: N Mbit/s = S of RATE` (the row's average MB/s,
 # perftest's MiB, as bits); `retransmitted: N of M needed = S` (the client's packets sent
@@ -23,16 +26,24 @@
 # (Jain's index over the QPs' messages); the probe's round trips, alone and beside the flows;
 # the probe QP's own recovery and pacing on each side (`probe QP, client:` / `server:`); the
 # congestion line (marks, CNPs, cuts, each QP's rate at the end); the bottleneck's counters
-# (frames seen, ECN-capable, marked CE, dropped by the tbf).
+# (frames seen, ECN-capable, marked CE, dropped by the tbf); each core's time over the run
+# (user, system, softirq: the kernel's path through the veth pairs, mirred, the marker and the
+# tbf runs as softirq on the cores the two processes poll on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 rate=300mbit queue=64kb mark_at=16kb drain=100 duration=10 qps=8 depth=16 size=65536
 modes="off dcqcn delay"
 framecnt=""
+split=""
 extra=()
 while (($#)); do
   case $1 in
+    --split)
+      split=1
+      shift
+      continue
+      ;;
     --rate) rate=$2 ;;
     --queue) queue=$2 ;;
     --mark-at) mark_at=$2 ;;
@@ -45,7 +56,7 @@ while (($#)); do
     --extra) extra+=("$2") ;;
     --framecnt) framecnt=$2 ;;
     *)
-      sed -n '2,23p' "$0" >&2
+      sed -n '2,29p' "$0" >&2
       exit 2
       ;;
   esac
@@ -56,7 +67,9 @@ bin=target/release/roce-bw
 [[ -x $bin ]] || cargo build --release --bin roce-bw
 X=cgx Y=cgy
 dir=$(mktemp -d)
+captures=()
 cleanup() {
+  ((${#captures[@]} == 0)) || kill "${captures[@]}" 2>/dev/null || true
   bash scripts/bottleneck.sh down $X $Y >/dev/null 2>&1 || true
   bash scripts/veth-join.sh down $X $Y >/dev/null 2>&1 || true
   bash scripts/veth.sh down $X >/dev/null 2>&1 || true
@@ -97,6 +110,14 @@ for mode in $modes; do
   bash scripts/bottleneck.sh up $X $Y "$rate" --queue "$queue" --mark-at "$mark_at" --drain "$drain" >/dev/null
   out=$dir/$mode.out
   rx_before=$(cat /sys/class/net/${X}a/statistics/rx_packets)
+  captures=()
+  if [[ -n $split ]]; then
+    for end in ${X}a ${X}b ${Y}a ${Y}b; do
+      dumpcap -q -i "$end" -f "len == 122" -w "$dir/$mode-$end.pcapng" 2>/dev/null &
+      captures+=($!)
+    done
+  fi
+  cores_before=$(grep -E '^cpu[0-9]+ ' /proc/stat)
   RUN_PAIR_TIMEOUT=$((duration + 120)) bash scripts/run-pair.sh "$bin" "$server" "$client" \
     --server-ip 10.77.0.1 --op write -s "$size" -D "$duration" -q "$qps" -t "$depth" --probe \
     >"$out" 2>&1 || {
@@ -104,6 +125,8 @@ for mode in $modes; do
     cat "$out"
     exit 1
   }
+  cores_after=$(grep -E '^cpu[0-9]+ ' /proc/stat)
+  ((${#captures[@]} == 0)) || { kill "${captures[@]}" && wait "${captures[@]}" || true; }
   status=$(bash scripts/bottleneck.sh status $X $Y)
   client_part=$(sed -n '/^== client ==/,$p' "$out")
   echo "== congestion mode: $mode =="
@@ -132,4 +155,19 @@ for mode in $modes; do
   kernel_rx=$(($(cat /sys/class/net/${X}a/statistics/rx_packets) - rx_before))
   pmd_rx=$(echo "$client_part" | sed -n 's/^summary: port: rx_packets: \([0-9]*\) .*/\1/p')
   echo "client receive ring: ${kernel_rx} frames in, ${pmd_rx:-?} taken by the PMD"
+  # /proc/stat: user nice system idle iowait irq softirq steal (ticks).
+  paste <(echo "$cores_before") <(echo "$cores_after") | awk '{
+    t = 0; for (i = 2; i <= 9; i++) { d[i] = $(i + 11) - $i; t += d[i] }
+    if (t > 0) printf "%s: user %.0f%%, system %.0f%%, softirq %.0f%%, idle %.0f%%, stolen %.0f%%\n",
+      $1, 100 * (d[2] + d[3]) / t, 100 * d[4] / t, 100 * d[8] / t, 100 * (d[5] + d[6]) / t, 100 * d[9] / t }'
+  if [[ -n $split ]]; then
+    window=$(echo "$client_part" | sed -n 's/^probe: the stream ran from \([0-9]*\) to \([0-9]*\) .*/\1 \2/p')
+    for end in ${X}a ${X}b ${Y}a ${Y}b; do
+      tshark -r "$dir/$mode-$end.pcapng" -T fields -e frame.time_epoch -e ip.src \
+        -e infiniband.bth.psn 2>/dev/null >"$dir/$mode-$end.txt"
+    done
+    # shellcheck disable=SC2086 # the window is two numbers
+    python3 bench/probe-path.py $window "$dir/$mode-${X}a.txt" "$dir/$mode-${X}b.txt" \
+      "$dir/$mode-${Y}b.txt" "$dir/$mode-${Y}a.txt" || true
+  fi
 done

@@ -1550,8 +1550,10 @@ fn client(
         if let Some(pr) = side.probe.as_mut() {
             pr.take_phase();
         }
+        let from = probe::unix_ns();
         let mine = stream::run(&mut side, p.duration_s, timeout)?;
         let loaded = side.probe.as_mut().map(|pr| pr.take_phase());
+        let to = probe::unix_ns();
         let stages = side.shard.stage_times();
         side.shard.time_stages(false);
         side.send_ctl(Ctl::Done {
@@ -1572,6 +1574,10 @@ fn client(
                 "probe: idle {}; beside the stream {}",
                 probe::summary(&idle),
                 probe::summary(l)
+            ));
+            // For captures (bench/congestion.sh --split): which frames were beside the stream.
+            progress.println(&format!(
+                "probe: the stream ran from {from} to {to} (Unix ns)"
             ));
         }
         if let Some(t) = stages {

@@ -143,6 +143,13 @@ impl Probe {
     }
 }
 
+/// The wall clock in nanoseconds since the Unix epoch (a capture's timestamps).
+pub(crate) fn unix_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
 /// `p50 X p99 Y max Z us (N round trips)` of sorted `s`.
 pub(crate) fn summary(s: &[u64]) -> String {
     if s.is_empty() {
