@@ -126,7 +126,10 @@ for mode in $modes; do
     exit 1
   }
   cores_after=$(grep -E '^cpu[0-9]+ ' /proc/stat)
-  ((${#captures[@]} == 0)) || { kill "${captures[@]}" && wait "${captures[@]}" || true; }
+  if ((${#captures[@]})); then
+    kill "${captures[@]}" 2>/dev/null || true
+    wait "${captures[@]}" 2>/dev/null || true
+  fi
   status=$(bash scripts/bottleneck.sh status $X $Y)
   client_part=$(sed -n '/^== client ==/,$p' "$out")
   echo "== congestion mode: $mode =="
