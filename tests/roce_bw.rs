@@ -1278,15 +1278,20 @@ impl Drop for BottleneckGuard {
 
 /// `name: N` of the `summary:` lines of one side's output (`== server ==` / `== client ==`).
 fn summary_count(text: &str, side: &str, name: &str) -> u64 {
+    line_count(text, side, "summary: ", name)
+}
+
+/// The count `name` on the first line starting with `prefix` that has it, in `side`'s part.
+fn line_count(text: &str, side: &str, prefix: &str, name: &str) -> u64 {
     let part = text
         .split("== ")
         .find(|p| p.starts_with(&format!("{side} ==")))
         .unwrap_or_else(|| panic!("no {side} part in:\n{text}"));
     part.lines()
-        .filter(|l| l.starts_with("summary: "))
+        .filter(|l| l.starts_with(prefix))
         .find_map(|l| l.split(&format!(" {name}: ")).nth(1))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} in the {side}'s summary:\n{part}"))
+        .unwrap_or_else(|| panic!("{name} on the {side}'s {prefix:?} lines:\n{part}"))
 }
 
 /// Four QPs of 64 KiB WRITEs and a latency probe from the client through a real bottleneck
@@ -1298,7 +1303,8 @@ fn summary_count(text: &str, side: &str, name: &str) -> u64 {
 ///   and cuts its rates; at most 3 % of the packets are sent again (its line-rate start
 ///   weighs in 2 s);
 /// - delay: nothing ECN-capable, nothing marked, the round trips alone hold the queue: at
-///   most 1 % sent again.
+///   most 1 % sent again; the probe's QP, which its window never holds back, is neither cut
+///   nor paced on either side (RFC 7661's rule: a ping-pong behind the queue keeps its window).
 ///
 /// The full figures (10 s, 8 QPs, goodput, fairness, the probe's round trips) are
 /// bench/congestion.sh's, in bench/README.md.
@@ -1381,8 +1387,8 @@ fn congestion_control_through_a_real_marking_bottleneck() {
                 assert!(c("rate_cuts") > 0, "{mode}:\n{text}");
                 // DCQCN has no slow start: every QP's first round trip leaves at line rate
                 // into the 64 KiB queue, and in 2 s under the suite's load that start weighs
-                // (606 of 58 368 sent again, 1.04 %, in one fresh-clone run). The 10 s figure,
-                // 0.05 %, is bench/congestion.sh's (bench/README.md "Congestion").
+                // (606 of 58 368 sent again, 1.04 %, in one fresh-clone run). The 10 s figures
+                // are bench/congestion.sh's (bench/README.md "Congestion").
                 assert!(
                     retransmits * 100 <= needed * 3,
                     "{mode}: {retransmits} of {needed}"
@@ -1395,6 +1401,15 @@ fn congestion_control_through_a_real_marking_bottleneck() {
                     retransmits * 100 <= needed,
                     "{mode}: {retransmits} of {needed}"
                 );
+                for side in ["client", "server"] {
+                    let probe = |name| line_count(&text, side, "probe QP: ", name);
+                    assert!(probe("packets_sent") > 0, "{side}:\n{text}");
+                    assert_eq!(
+                        (probe("rate_cuts"), probe("paced_waits")),
+                        (0, 0),
+                        "{mode}: the {side}'s probe QP:\n{text}"
+                    );
+                }
             }
         }
     }
