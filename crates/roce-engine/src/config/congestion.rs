@@ -12,7 +12,7 @@
 //! # line_rate_mbps = 10000, min_rate_mbps = 10, g_inverse = 256, alpha_period_us = 55,
 //! # cut_period_us = 4, increase_period_us = 300, byte_reset = 32767, threshold = 5,
 //! # ai_mbps = 5, hai_mbps = 50
-//! # The delay mode: target_us = 30, fs_range_us = 200, initial_window = 16, ai_packets = 1,
+//! # The delay mode: target_us = 20, fs_range_us = 150, initial_window = 16, ai_packets = 1,
 //! # beta_percent = 80, max_decrease_percent = 50
 //! ```
 //!

@@ -56,7 +56,7 @@ pub struct DelayParams {
 }
 
 impl Default for DelayParams {
-    /// A target of 30 us plus up to 200 us of flow scaling (a datacenter's Swift aims at
+    /// A target of 20 us plus up to 150 us of flow scaling (a datacenter's Swift aims at
     /// 10-25 us of fabric delay; here the round trip is the hosts' too: 23 us idle over
     /// net_af_packet on this VM); Swift's beta 0.8, largest decrease 0.5, one packet of
     /// additive increase per round trip; a start at 16 packets. bench/README.md
@@ -66,8 +66,8 @@ impl Default for DelayParams {
         DelayParams {
             initial_window: 16.0,
             min_window: 0.01,
-            target: Duration::from_micros(30),
-            fs_range: Duration::from_micros(200),
+            target: Duration::from_micros(20),
+            fs_range: Duration::from_micros(150),
             ai_packets: 1.0,
             beta_percent: 80,
             max_decrease_percent: 50,
