@@ -1179,7 +1179,8 @@ fn dtestx_extensions_interoperate_with_rxe_both_ways() {
 /// in between, and rdma_cm rejects that as an invalid service ID (a NON_PEER_REJECTED event,
 /// 0x4003; libdaplofa does the same and neither retries). In a guest where dtest and dapltest
 /// had run it happened on every attempt (under the suite's load; the cause was not found),
-/// so dtestx has a guest of its own, where it is rare. True when `ours` ended that way: its
+/// so dtestx has a guest of its own, where it is rare (a loaded host makes the TCG guest's
+/// gap between its TCP reply and its listen longer). True when `ours` ended that way: its
 /// capture shows the REJ.
 fn connected_too_early(ours: &str, pcap: &Path) -> bool {
     ours.contains("!conn established: 0x4003")
@@ -1196,7 +1197,9 @@ fn dtestx_both_ways(g: &mut Guest) {
             let (ours, theirs, pcap) =
                 pair(g, &what, "dtestx", &[], server, LIMIT.as_secs() as u32);
             attempt += 1;
-            if attempt < 3 && server == Server::Rxe && connected_too_early(&ours, &pcap) {
+            // Up to four tries: beside roce_bw's tests (the suite's other lane) it raced
+            // three times in a row on a fresh guest once; alone, never in two runs.
+            if attempt < 4 && server == Server::Rxe && connected_too_early(&ours, &pcap) {
                 println!(
                     "{what}: our connect reached the guest before its dtestx listened \
                      (REJ, invalid service ID); again"
