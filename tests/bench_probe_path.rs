@@ -4,28 +4,13 @@
 //! client SEND with the echo the server sent after it, count a frame sent again at its first
 //! copy, leave out frames outside the stream's run, and refuse captures with no round trip.
 
+mod dpdk_common;
+use dpdk_common::Dir;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const CLIENT: &str = "10.77.0.2";
 const SERVER: &str = "10.77.0.1";
-
-/// A directory of this test's own, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("probe-path-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/probe-path.py")
@@ -74,7 +59,7 @@ fn figures(stdout: &str, part: &str) -> (f64, f64, f64) {
 
 #[test]
 fn each_send_is_paired_with_the_echo_after_it_within_the_stream() {
-    let dir = Scratch::new("pairs");
+    let dir = Dir::new("probe-path-pairs");
     // Round trip 1: SEND 7 leaves the client at 10.000000, reaches the server 100 us later;
     // the echo (PSN 501) leaves 20 us after that and is back 1 us later.
     // Round trip 2: SEND 8, 300 us forward, echo 502 after 40 us, 2 us back; SEND 8 is sent
@@ -135,7 +120,7 @@ fn each_send_is_paired_with_the_echo_after_it_within_the_stream() {
 
 #[test]
 fn captures_without_a_round_trip_in_the_stream_are_refused() {
-    let dir = Scratch::new("none");
+    let dir = Dir::new("probe-path-none");
     // One SEND that never reached the server's interface, and an echo with no SEND before it.
     let out = run(
         &dir.0,
