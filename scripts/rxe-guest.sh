@@ -15,7 +15,9 @@
 #       directly, no BIOS), takes the modules rdma_rxe, rdma_ucm and virtio-net need in the order
 #       `modprobe -d --show-depends` gives, and packs a busybox initramfs with rdma-core's
 #       libibverbs/librdmacm/rxe provider, libdat2 + libdaplofa, dtest/dtestx/dtestsrq/dtestcm/
-#       dapltest, rdma and ibv_devinfo with every library they need (ldd), and /etc/dat.conf
+#       dapltest, rdma, iproute2's tc (/usr/sbin/tc; the bare name runs busybox's applet) and
+#       ibv_devinfo with every library they need (ldd), the modules of a tc ingress filter
+#       (sch_ingress, cls_u32, act_gact), and /etc/dat.conf
 #       naming IA `ofa-v2-cma-roe-eth0` (libdaplofa.so.2 on eth0, as Debian's dat.conf does).
 #       Idempotent: a cached initramfs is reused while this script and the packages it copies
 #       are unchanged. Prints the cache directory.
@@ -74,9 +76,12 @@ SELF=$(readlink -f "${BASH_SOURCE[0]}")
 # The modules the guest loads, with their dependencies (modprobe --show-depends) first.
 # crc32_generic: rdma_rxe computes the ICRC with the kernel's "crc32" shash.
 # 8021q: VLAN devices (eth0.VID) for the tests of tagged RoCEv2.
-MODULES=(virtio_pci virtio_net crc32_generic configfs rdma_rxe ib_cm iw_cm rdma_cm rdma_ucm 8021q)
+# sch_ingress, cls_u32, act_gact: a tc filter that holds RoCEv2 off rxe until a server listens
+# (tests/interop_rxe.rs, dtestx).
+MODULES=(virtio_pci virtio_net crc32_generic configfs rdma_rxe ib_cm iw_cm rdma_cm rdma_ucm 8021q
+  sch_ingress cls_u32 act_gact)
 # Programs copied into the guest (with their libraries); the first five are dapl2-utils.
-PROGRAMS=(dtest dtestx dtestsrq dtestcm dapltest rdma ibv_devinfo)
+PROGRAMS=(dtest dtestx dtestsrq dtestcm dapltest rdma tc ibv_devinfo)
 # Libraries loaded with dlopen (so not named by ldd of the programs): the uDAPL provider, the
 # rxe verbs provider, and libgcc_s, which glibc loads for pthread_exit (dapltest's threads).
 MULTIARCH=/usr/lib/x86_64-linux-gnu
@@ -84,7 +89,8 @@ DLOPENED=("$MULTIARCH/libdaplofa.so.2" "$MULTIARCH/libibverbs/librxe-rdmav34.so"
   "$MULTIARCH/libgcc_s.so.1")
 # The Debian packages whose files go into the initramfs: their versions key the cache.
 USER_PACKAGES=(busybox-static libibverbs1 ibverbs-providers librdmacm1 libdapl2 dapl2-utils
-  iproute2 ibverbs-utils libc6 libgcc-s1)
+  iproute2 ibverbs-utils libc6 libgcc-s1 libbpf1 libelf1 libmnl0 libbsd0 libmd0 libcap2
+  libxtables12 zlib1g)
 
 log() { echo "rxe-guest: $*" >&2; }
 die() {
