@@ -38,6 +38,11 @@ use std::time::{Duration, Instant};
 
 /// The IA name on both sides.
 const IA: &str = "ofa-v2-cma-roe-eth0";
+
+/// iproute2's tc in the guest, by its path: the guest's busybox shell would run its own `tc`
+/// applet (no clsact, no u32) for the bare name.
+const TC: &str = "/usr/sbin/tc";
+
 /// Where the RDMA traffic of a guest goes: the IA name on both sides, dpdk-roce's port and the
 /// guest's interface for it; and the tap's own subnet. Each guest's tap has a subnet of its
 /// own: the shared guest's tap stays up while the others run.
@@ -81,10 +86,6 @@ impl RdmaNet {
 
 /// RDMA on the tap's own subnet, untagged: the shared guest's.
 const PLAIN: RdmaNet = RdmaNet::untagged("10.77.60.1", "10.77.60.2", "10.77.60.3");
-
-/// iproute2's tc in the guest, by its path: the guest's busybox shell would run its own `tc`
-/// applet (no clsact, no u32) for the bare name.
-const TC: &str = "/usr/sbin/tc";
 
 /// [`PLAIN`] on a tap of its own, for the dtestx test's own guest.
 const DTESTX_NET: RdmaNet = RdmaNet::untagged("10.77.67.1", "10.77.67.2", "10.77.67.3");
@@ -555,16 +556,16 @@ impl Guest {
     }
 
     /// Ends [`Guest::hold_roce_until_listening`]: waits up to 10 s for job `gate` (it ends
-    /// when the server listened), removes the filter in any case, and returns how many frames
-    /// it dropped. Err: the job's output when it had not lifted the gate.
+    /// when the server listened) and returns how many frames the filter dropped. Err: the
+    /// job's output when it had not lifted the gate (the filter is removed then).
     fn lift_roce_gate(&self) -> Result<u64, String> {
         let (_, out) = self.collect("gate", 10);
-        let (rc, rest) = self.exec(
-            30,
-            &format!("{TC} qdisc del dev eth0 clsact 2>/dev/null; true"),
-        );
-        assert_eq!(rc, 0, "remove the guest's RoCEv2 gate:\n{rest}");
         if !out.contains("LIFTED") {
+            let (rc, rest) = self.exec(
+                30,
+                &format!("{TC} qdisc del dev eth0 clsact 2>/dev/null; true"),
+            );
+            assert_eq!(rc, 0, "remove the guest's RoCEv2 gate:\n{rest}");
             return Err(out);
         }
         // `tc -s` prints the drop action's count as " Sent B bytes P pkt".
@@ -1241,9 +1242,9 @@ fn dtestx_both_ways(g: &mut Guest) {
     for server in [Server::Rxe, Server::DpdkRoce] {
         let what = format!("dtestx ({})", server.label());
         let t0 = Instant::now();
+        let gated = server == Server::Rxe;
         let mut attempt = 0;
         let (ours, theirs, pcap, gate) = loop {
-            let gated = server == Server::Rxe;
             if gated {
                 g.hold_roce_until_listening();
             }
